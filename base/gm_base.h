@@ -1,0 +1,123 @@
+/* gm_base.h: what every gpumem component shares: status codes with a cause chain, logging,
+ * size and fraction parsing, and the option table that feeds both a tool's parser and its
+ * --help. libc only; nothing here prints unless asked to (logging is for main() and tools).
+ *
+ * Errors: a library function returns a gm_status_t and, on failure, fills a caller-owned
+ * gm_err_t. Each layer that passes the failure up adds its context in front with
+ * gm_err_wrap(), so the user reads one line with the whole chain:
+ *   cannot open 'run1.zst': chunk 17 at offset 1048576: zstd: corrupted block */
+#ifndef GM_BASE_H
+#define GM_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ---------------------------------------------------------------------------- */
+
+/* Negative: error. Zero: success. Positive: a normal end ("no more events"). */
+typedef enum gm_status {
+  GM_OK = 0,
+  GM_END = 1,
+  GM_ERR_IO = -1,        /* open/read/write failed (errno in the message) */
+  GM_ERR_NOMEM = -2,     /* allocation failed */
+  GM_ERR_FORMAT = -3,    /* input is not what it claims to be ("not a gpumem trace") */
+  GM_ERR_CORRUPT = -4,   /* checksum or structure broken inside a valid-looking file */
+  GM_ERR_VERSION = -5,   /* needs a newer reader */
+  GM_ERR_INVAL = -6,     /* bad argument or value (a policy key, a size) */
+  GM_ERR_CUDA = -7,      /* the CUDA driver or CUPTI failed */
+  GM_ERR_TRUNCATED = -8, /* input ends early; what came before it is good */
+  GM_ERR_UNSUPPORTED = -9 /* valid request this build or machine cannot do */
+} gm_status_t;
+
+#define GM_ERR_MSG_MAX 1024
+
+typedef struct gm_err {
+  gm_status_t status;
+  char msg[GM_ERR_MSG_MAX];
+} gm_err_t;
+
+/* Short name of a status ("corrupt data"). Never NULL. */
+const char *gm_status_str(gm_status_t s);
+
+/* Record a failure: sets err->status and err->msg (printf-style). Returns st.
+ * err may be NULL, then only st is returned. */
+gm_status_t gm_err_set(gm_err_t *err, gm_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Put context in front of the message already in err: "<ctx>: <old msg>". Returns
+ * err->status (GM_ERR_INVAL if err carried none). err may be NULL. */
+gm_status_t gm_err_wrap(gm_err_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void gm_err_clear(gm_err_t *err);
+
+/* ---- logging (stderr, for tools; libraries return errors instead) ------------------------ */
+
+typedef enum gm_log_level { GM_LOG_ERROR = 0, GM_LOG_WARN = 1, GM_LOG_INFO = 2, GM_LOG_DEBUG = 3 } gm_log_level_t;
+
+/* The tool name printed in front of every line ("gpureplay: error: ..."). */
+void gm_log_init(const char *tool, gm_log_level_t level);
+void gm_log_set_level(gm_log_level_t level);
+gm_log_level_t gm_log_level(void);
+void gm_log(gm_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line "TOOL: error: MSG" for a failed status. */
+void gm_log_err(const gm_err_t *err);
+
+/* ---- sizes and fractions ------------------------------------------------------------------ */
+
+/* "512", "20MiB", "1.5GiB", "64k", "2 MB" (SI suffixes are decimal, *iB binary, bare k/M/G
+ * binary as in PyTorch's docs). Rejects negatives, garbage and overflow. */
+gm_status_t gm_parse_size(const char *s, uint64_t *out, gm_err_t *err);
+/* "0.75" in [0, 1]. */
+gm_status_t gm_parse_fraction(const char *s, double *out, gm_err_t *err);
+/* Non-negative decimal integer that fits in uint64. */
+gm_status_t gm_parse_u64(const char *s, uint64_t *out, gm_err_t *err);
+/* "1.50 GiB", "512 B": human form for tables. Returns buf. */
+char *gm_format_size(uint64_t bytes, char *buf, size_t n);
+
+/* ---- option tables ------------------------------------------------------------------------ */
+
+typedef enum gm_opt_kind {
+  GM_OPT_FLAG,     /* int = 1 when present */
+  GM_OPT_STR,      /* const char * */
+  GM_OPT_SIZE,     /* uint64_t, gm_parse_size */
+  GM_OPT_U64,      /* uint64_t, gm_parse_u64 */
+  GM_OPT_FRACTION, /* double, gm_parse_fraction */
+  GM_OPT_LIST      /* gm_strlist_t: repeatable */
+} gm_opt_kind_t;
+
+#define GM_STRLIST_MAX 64
+typedef struct gm_strlist {
+  const char *v[GM_STRLIST_MAX];
+  int n;
+} gm_strlist_t;
+
+typedef struct gm_opt {
+  const char *name;    /* long name without "--"; NULL ends the table */
+  char short_name;     /* 0: none */
+  gm_opt_kind_t kind;
+  const char *metavar; /* shown in --help: "PATH", "SPEC" */
+  const char *help;    /* one line */
+  size_t offset;       /* offsetof(config, field) */
+} gm_opt_t;
+
+/* Parse argv[1..] against opts, writing into cfg. Accepts --name=value, --name value, -x value,
+ * -x; "--" ends options (everything after is positional, in order). Positional arguments are
+ * stored in pos[0..*npos) (pos must hold argc entries). Stops at the first positional when
+ * stop_at_positional is set (gpurec's "CMD ARGS..." without "--"). On a usage error returns
+ * GM_ERR_INVAL with a message naming the option. */
+gm_status_t gm_opts_parse(const gm_opt_t *opts, int argc, char **argv, void *cfg,
+                          char **pos, int *npos, int stop_at_positional, gm_err_t *err);
+
+/* Usage line, description, then one line per option, from the same table. */
+void gm_opts_help(FILE *f, const char *usage, const char *description, const gm_opt_t *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GM_BASE_H */
