@@ -1,0 +1,237 @@
+/* gmt.h: the gpumem trace format library: events, header (provenance), writer, reader.
+ *
+ * One public header for formats/. The file layout is normative in formats/SPEC.md; this
+ * header is the in-memory view. A trace is a valid zstd stream: the header and the index
+ * live in zstd skippable frames, events in independent zstd frames ("chunks"), each with
+ * a sequence number, a CUPTI dropped-record count and a checksum.
+ *
+ * Threading: a writer or reader is used by one thread at a time. The library never prints
+ * and never exits; every failure comes back as a gm_status_t with a cause chain in gm_err_t. */
+#ifndef GMT_H
+#define GMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gm_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writer version of this library, and the oldest reader version that can read what it writes. */
+#define GMT_FORMAT_VERSION 1
+#define GMT_FORMAT_MIN_READER 1
+
+/* ---- events -------------------------------------------------------------------------------- */
+
+/* Event kinds. Values are part of the file format: never renumber, only append. */
+#define GMT_KIND_LIST(X)                                                                          \
+  X(ALLOC, 1, "alloc")                   /* a request got memory: addr, size, stream */          \
+  X(FREE, 2, "free")                     /* memory at addr is reusable (free completed) */        \
+  X(ALLOC_FAILED, 3, "alloc_failed")     /* a request for size failed (OOM) */                   \
+  X(FREE_REQUESTED, 4, "free_requested") /* program freed addr; reuse waits for FREE (record_stream) */ \
+  X(SEGMENT_ALLOC, 5, "segment_alloc")   /* the app's allocator took a segment from the driver */ \
+  X(SEGMENT_FREE, 6, "segment_free")     /* ... and gave it back */                               \
+  X(VMM_RESERVE, 7, "vmm_reserve")       /* cuMemAddressReserve: addr, size */                   \
+  X(VMM_MAP, 8, "vmm_map")               /* cuMemMap (+cuMemCreate): addr, size */               \
+  X(VMM_UNMAP, 9, "vmm_unmap")           /* cuMemUnmap: addr, size */                            \
+  X(VMM_RELEASE, 10, "vmm_release")      /* cuMemAddressFree: addr, size */                      \
+  X(POOL_CREATE, 11, "pool_create")      /* memory pool created: addr = pool id */               \
+  X(POOL_TRIM, 12, "pool_trim")          /* pool trimmed (empty_cache under cudaMallocAsync); size = keep bytes */ \
+  X(POOL_DESTROY, 13, "pool_destroy")                                                             \
+  X(MARKER, 14, "marker")                /* step/phase boundary: callsite = name string, size = value */ \
+  X(EMPTY_CACHE, 15, "empty_cache")      /* the app asked its allocator to release cached memory */
+
+typedef enum gmt_kind {
+#define GMT_KIND_ENUM(name, val, str) GMT_EV_##name = val,
+  GMT_KIND_LIST(GMT_KIND_ENUM)
+#undef GMT_KIND_ENUM
+  GMT_EV_KIND_MAX
+} gmt_kind_t;
+
+/* Memory kinds (a subset of CUPTI's, which map onto these in the recorder). */
+typedef enum gmt_mem_kind {
+  GMT_MEM_UNKNOWN = 0,
+  GMT_MEM_DEVICE = 1,
+  GMT_MEM_PINNED = 2,        /* page-locked host */
+  GMT_MEM_MANAGED = 3,
+  GMT_MEM_DEVICE_STATIC = 4, /* module globals: not an allocation request */
+  GMT_MEM_PAGEABLE = 5,
+  GMT_MEM_ARRAY = 6,
+  GMT_MEM_KIND_MAX
+} gmt_mem_kind_t;
+
+/* Event flags. */
+#define GMT_F_ASYNC 0x1u      /* stream-ordered (cudaMallocAsync / cudaFreeAsync) */
+#define GMT_F_FROM_POOL 0x2u  /* served from a memory pool */
+#define GMT_F_SYNTHETIC 0x4u  /* made up by a converter (e.g. an implied free), not observed */
+
+#define GMT_STREAM_NONE UINT64_MAX /* the operation has no stream (synchronous) */
+#define GMT_NO_STRING 0u           /* callsite id meaning "none" */
+
+/* One event, fully decoded. Every field is meaningful for every kind (0 / GMT_STREAM_NONE
+ * where it does not apply), so consumers never need per-kind unions. */
+typedef struct gmt_event {
+  uint64_t ts_ns;    /* nanoseconds since the trace's start_time_ns (monotonic within a process) */
+  uint64_t addr;     /* device virtual address (pool id for POOL_*) */
+  uint64_t size;     /* bytes */
+  uint64_t stream;   /* stream id, GMT_STREAM_NONE if none */
+  uint64_t corr_id;  /* CUPTI correlation id, 0 if unknown */
+  uint32_t callsite; /* string table id of the stack/callsite, GMT_NO_STRING if none */
+  uint32_t context;  /* CUDA context id, 0 if unknown */
+  uint32_t flags;    /* GMT_F_* */
+  uint16_t device;   /* device ordinal */
+  uint8_t kind;      /* gmt_kind_t */
+  uint8_t mem_kind;  /* gmt_mem_kind_t */
+} gmt_event_t;
+
+/* "alloc", ... ; NULL for an unknown kind. */
+const char *gmt_kind_name(unsigned kind);
+/* Inverse of gmt_kind_name; 0 if unknown. */
+unsigned gmt_kind_from_name(const char *name);
+const char *gmt_mem_kind_name(unsigned mem_kind);
+unsigned gmt_mem_kind_from_name(const char *name);
+
+/* ---- header (provenance) ------------------------------------------------------------------- */
+
+typedef enum gmt_capture_mode {
+  GMT_CAPTURE_UNKNOWN = 0,
+  GMT_CAPTURE_REQUESTS = 1, /* frameworks switched to direct-to-driver allocation */
+  GMT_CAPTURE_NATIVE = 2,   /* the application's own allocator, as is */
+  GMT_CAPTURE_TORCH = 3,    /* PyTorch memory history (snapshot) */
+  GMT_CAPTURE_IMPORT = 4,   /* converted from CSV or another tool's file */
+  GMT_CAPTURE_SYNTHETIC = 5 /* generated (tests, benchmarks) */
+} gmt_capture_mode_t;
+
+const char *gmt_capture_mode_name(unsigned mode);
+unsigned gmt_capture_mode_from_name(const char *name); /* 0 if unknown */
+
+/* Free-form key/value pairs for what the fixed fields do not cover (allocator env vars,
+ * PyTorch's allocator_settings, ...). Keys are ASCII; values are UTF-8 strings. */
+typedef struct gmt_kv {
+  char *key;
+  char *value;
+} gmt_kv_t;
+
+typedef struct gmt_header {
+  uint32_t format_version; /* writer's GMT_FORMAT_VERSION (filled by the writer) */
+  uint32_t min_reader;     /* GMT_FORMAT_MIN_READER (filled by the writer) */
+  uint32_t capture_mode;   /* gmt_capture_mode_t */
+  int32_t rank;            /* -1 if not set */
+  int32_t world_size;      /* -1 if not set */
+  uint32_t pid;
+  uint64_t start_time_ns;  /* wall clock (Unix epoch, ns) at ts_ns == 0 */
+  uint64_t gpu_total_mem;  /* bytes of device 0 (or the one recorded); 0 if unknown */
+  char *host;
+  char *gpu_name;
+  char *gpu_uuid;
+  char *driver_version;
+  char *cuda_version;
+  char *cupti_version;
+  char *tool;              /* "gpurec 0.1.0", "gpurec import" */
+  char *command_line;      /* as the user typed it, arguments joined with spaces */
+  gmt_kv_t *kv;            /* env vars: PYTORCH_CUDA_ALLOC_CONF=..., allocator_settings, ... */
+  size_t n_kv;
+} gmt_header_t;
+
+/* A zeroed header with rank/world_size = -1. */
+void gmt_header_init(gmt_header_t *h);
+/* Frees every string and the kv array (headers from gmt_header_copy / the reader's own). */
+void gmt_header_free(gmt_header_t *h);
+gm_status_t gmt_header_copy(gmt_header_t *dst, const gmt_header_t *src, gm_err_t *err);
+/* Set a string field or append/replace a kv pair, copying the strings. */
+gm_status_t gmt_header_set(char **field, const char *value, gm_err_t *err);
+gm_status_t gmt_header_kv_set(gmt_header_t *h, const char *key, const char *value, gm_err_t *err);
+const char *gmt_header_kv_get(const gmt_header_t *h, const char *key); /* NULL if absent */
+
+/* ---- writer -------------------------------------------------------------------------------- */
+
+typedef struct gmt_writer gmt_writer_t;
+
+typedef struct gmt_writer_opts {
+  uint32_t chunk_events;   /* cut a chunk after this many events (0: default 65536) */
+  uint32_t chunk_bytes;    /* ... or this many encoded bytes (0: default 1 MiB) */
+  uint64_t chunk_age_ns;   /* ... or when the oldest buffered event is this old by its ts_ns (0: off) */
+  int zstd_level;          /* 0: default (3) */
+} gmt_writer_opts_t;
+
+/* Create path (truncating) and write the header frame. opts may be NULL. */
+gm_status_t gmt_writer_open(gmt_writer_t **out, const char *path, const gmt_header_t *h,
+                            const gmt_writer_opts_t *opts, gm_err_t *err);
+/* Same, on an already open file descriptor (the writer takes ownership). */
+gm_status_t gmt_writer_open_fd(gmt_writer_t **out, int fd, const char *name, const gmt_header_t *h,
+                               const gmt_writer_opts_t *opts, gm_err_t *err);
+/* Append one event / n events. Cuts and writes chunks as the options say. */
+gm_status_t gmt_writer_append(gmt_writer_t *w, const gmt_event_t *ev, gm_err_t *err);
+gm_status_t gmt_writer_append_n(gmt_writer_t *w, const gmt_event_t *ev, size_t n, gm_err_t *err);
+/* Intern a string (callsite, marker name); same string -> same id; ids start at 1. The string
+ * table is written in the chunks that first use it, so every chunk stays self-contained. */
+gm_status_t gmt_writer_intern(gmt_writer_t *w, const char *s, uint32_t *id, gm_err_t *err);
+/* Records the source lost (CUPTI's dropped count) since the last call; goes into the next chunk. */
+void gmt_writer_add_dropped(gmt_writer_t *w, uint64_t n);
+/* Write the buffered events as a chunk now (if any) and flush to the OS. */
+gm_status_t gmt_writer_flush(gmt_writer_t *w, gm_err_t *err);
+/* Flush, write the index and the footer, close. Frees w whatever the outcome. */
+gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err);
+/* Close without the index (what a killed process leaves): for tests. Frees w. */
+void gmt_writer_abandon(gmt_writer_t *w);
+uint64_t gmt_writer_events(const gmt_writer_t *w);
+uint64_t gmt_writer_bytes(const gmt_writer_t *w); /* bytes written to the file so far */
+
+/* ---- reader -------------------------------------------------------------------------------- */
+
+typedef struct gmt_reader gmt_reader_t;
+
+/* What the reader learned about the file's integrity. Filled as it goes; complete at GM_END. */
+typedef struct gmt_reader_stats {
+  uint64_t chunks;          /* chunks decoded */
+  uint64_t events;          /* events returned */
+  uint64_t seq_gaps;        /* chunks missing by sequence number */
+  uint64_t dropped;         /* records the source reported lost (sum over chunks) */
+  uint64_t unknown_records; /* records of kinds this reader does not know, skipped */
+  int truncated;            /* the file ended before its index/footer (process killed) */
+  int has_index;
+} gmt_reader_stats_t;
+
+/* Open a file or a memory buffer (buffer must outlive the reader). Reads and checks the
+ * header: "not a gpumem trace" (GM_ERR_FORMAT), newer minimum reader (GM_ERR_VERSION). */
+gm_status_t gmt_reader_open(gmt_reader_t **out, const char *path, gm_err_t *err);
+gm_status_t gmt_reader_open_mem(gmt_reader_t **out, const void *buf, size_t len, gm_err_t *err);
+void gmt_reader_close(gmt_reader_t *r);
+
+const gmt_header_t *gmt_reader_header(const gmt_reader_t *r);
+/* The string for a callsite id, or NULL (GMT_NO_STRING or not yet seen). Valid until close. */
+const char *gmt_reader_string(const gmt_reader_t *r, uint32_t id);
+
+/* Next event: GM_OK, GM_END at the end (including the end of a truncated file: check stats),
+ * or an error (corrupt chunk) with the chunk number and offset in the message. */
+gm_status_t gmt_reader_next(gmt_reader_t *r, gmt_event_t *ev, gm_err_t *err);
+/* Up to cap events into evs; *n = how many. GM_END only when *n == 0. Fast path. */
+gm_status_t gmt_reader_next_batch(gmt_reader_t *r, gmt_event_t *evs, size_t cap, size_t *n,
+                                  gm_err_t *err);
+/* Chunks in the index (0 if there is no index: truncated file). */
+uint64_t gmt_reader_chunk_count(const gmt_reader_t *r);
+/* Position at the start of chunk i (by the index). */
+gm_status_t gmt_reader_seek_chunk(gmt_reader_t *r, uint64_t i, gm_err_t *err);
+/* From the index, without decoding: chunk i's first timestamp and event count. */
+gm_status_t gmt_reader_chunk_info(const gmt_reader_t *r, uint64_t i, uint64_t *first_ts_ns,
+                                  uint64_t *events, gm_err_t *err);
+const gmt_reader_stats_t *gmt_reader_stats(const gmt_reader_t *r);
+
+/* ---- text form (CSV, formats/SPEC.md "Text form") ------------------------------------------ */
+
+/* Write the whole trace as CSV: header lines starting with '#', then one row per event.
+ * Round-trips exactly through gmt_csv_import. */
+gm_status_t gmt_csv_export(gmt_reader_t *r, FILE *out, gm_err_t *err);
+/* Read CSV text and write a trace. Errors name the line and column. */
+gm_status_t gmt_csv_import(FILE *in, const char *in_name, const char *out_path,
+                           const gmt_writer_opts_t *opts, gm_err_t *err);
+
+/* One event as a human-readable line (no newline) for `gpuanalyze dump`. */
+void gmt_event_format(const gmt_event_t *ev, const gmt_reader_t *r, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GMT_H */

@@ -1,0 +1,95 @@
+/* rp_policy.h: the contract between allocator policies and the replay engine.
+ *
+ * A policy is an allocator model: it receives tensor-level requests (alloc of a size on a
+ * stream, free of what it returned, empty_cache) and serves them from memory it takes from a
+ * driver (rp_driver_t) in segments or VMM pages, exactly as the modelled allocator would.
+ * Policies are pure C: no CUDA, no files, no printing. The driver behind rp_driver_t is
+ * either the simulator (virtual addresses, 2 MiB granularity, a capacity) or the real CUDA
+ * driver (replay/cuda*): the same policy code runs on both.
+ *
+ * Accounting: the engine counts reserved bytes from the driver calls it forwards and
+ * requested bytes from the trace; the policy reports allocated bytes (its block sizes in use)
+ * and its own counters through rp_policy_stats_t. */
+#ifndef RP_POLICY_H
+#define RP_POLICY_H
+
+#include <stdint.h>
+
+#include "base/gm_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a policy may ask of the device. Every call is counted by the engine. All functions
+ * return GM_OK or GM_ERR_NOMEM (out of device memory: the policy runs its OOM path) or
+ * another error (backend failure: the replay stops). */
+typedef struct rp_driver {
+  void *ctx;
+  /* cudaMalloc / cudaFree: a whole segment. The returned address is aligned to 512 B at least. */
+  gm_status_t (*mem_alloc)(void *ctx, uint64_t size, uint64_t *addr);
+  gm_status_t (*mem_free)(void *ctx, uint64_t addr, uint64_t size);
+  /* VMM (expandable segments): reserve virtual range, map/unmap physical pages in it. Sizes and
+   * offsets are multiples of granularity. va_* never count as reserved memory; map does. */
+  gm_status_t (*va_reserve)(void *ctx, uint64_t size, uint64_t *addr);
+  gm_status_t (*va_release)(void *ctx, uint64_t addr, uint64_t size);
+  gm_status_t (*map)(void *ctx, uint64_t addr, uint64_t size);
+  gm_status_t (*unmap)(void *ctx, uint64_t addr, uint64_t size);
+  /* Stream-ordered pool (the `async` policy; real GPU only, NULL in the simulator). */
+  gm_status_t (*alloc_async)(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr);
+  gm_status_t (*free_async)(void *ctx, uint64_t addr, uint64_t stream);
+  gm_status_t (*pool_trim)(void *ctx, uint64_t keep_bytes);
+  uint64_t granularity;  /* VMM page granularity (2 MiB on current GPUs) */
+  uint64_t total_memory; /* the device's total memory (what PyTorch's fractions and the
+                            expandable-segment VA reservation are computed from) */
+} rp_driver_t;
+
+/* Counters a policy keeps (names follow torch.cuda.memory_stats where one exists). */
+typedef struct rp_policy_stats {
+  uint64_t allocated_bytes;   /* current bytes in blocks handed out (rounded sizes) */
+  uint64_t cached_bytes;      /* current free bytes the policy holds (reserved - allocated) */
+  uint64_t alloc_retries;     /* num_alloc_retries: device alloc retried after freeing cache */
+  uint64_t ooms;              /* requests that failed */
+  uint64_t splits;            /* blocks split */
+  uint64_t merges;            /* blocks merged on free */
+} rp_policy_stats_t;
+
+typedef struct rp_policy rp_policy_t; /* opaque per-policy state */
+
+/* A policy implementation. `conf` is the text after "name:" in the spec ("" if none),
+ * e.g. "max_split_size_mb:128,expandable_segments:True" for pytorch. */
+typedef struct rp_policy_ops {
+  const char *name;        /* "pytorch", "bfc", "prealloc", "direct", "async" */
+  const char *description; /* one line for --help */
+  /* Parse conf and create. Unknown keys / bad values: GM_ERR_INVAL naming the key. */
+  gm_status_t (*create)(const char *conf, const rp_driver_t *drv, rp_policy_t **out, gm_err_t *err);
+  void (*destroy)(rp_policy_t *p); /* does not call the driver */
+  /* Serve a request of `size` bytes on `stream`. On success *addr is the block address (unique
+   * among live blocks). GM_ERR_NOMEM: the policy's whole OOM path ran and failed (counted in
+   * stats.ooms); the engine records the OOM and goes on. */
+  gm_status_t (*alloc)(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err);
+  /* The block at addr (returned by alloc) is reusable now. */
+  gm_status_t (*free)(rp_policy_t *p, uint64_t addr, gm_err_t *err);
+  /* torch.cuda.empty_cache() / pool trim: give cached memory back to the driver. */
+  gm_status_t (*empty_cache)(rp_policy_t *p, gm_err_t *err);
+  /* Give everything back to the driver (end of replay, so cuda backends leave no leaks). */
+  gm_status_t (*release_all)(rp_policy_t *p, gm_err_t *err);
+  void (*stats)(const rp_policy_t *p, rp_policy_stats_t *out);
+  /* Test builds: walk every structure and check invariants; GM_ERR_CORRUPT with a reason. */
+  gm_status_t (*check)(const rp_policy_t *p, gm_err_t *err);
+  /* The canonical spec this instance runs ("pytorch:max_split_size_mb:128"), for results. */
+  const char *(*spec)(const rp_policy_t *p);
+} rp_policy_ops_t;
+
+/* Registry (replay/policies/rp_registry.c). */
+const rp_policy_ops_t *rp_policy_find(const char *name);
+const rp_policy_ops_t *const *rp_policy_all(void); /* NULL-terminated */
+
+/* Parse "name[:conf]" and create. Unknown name: GM_ERR_INVAL listing the known ones. */
+gm_status_t rp_policy_create(const char *spec, const rp_driver_t *drv, const rp_policy_ops_t **ops,
+                             rp_policy_t **out, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_POLICY_H */
