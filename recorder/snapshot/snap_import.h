@@ -1,0 +1,36 @@
+/* snap_import.h: PyTorch memory-snapshot pickles (torch.cuda.memory._dump_snapshot) into
+ * gpumem traces, without torch and without executing anything from the pickle.
+ *
+ * Tensor requests become ALLOC / FREE_REQUESTED / FREE (free_completed) events with their
+ * streams and sizes; the allocator's own driver calls become SEGMENT_ALLOC / SEGMENT_FREE /
+ * VMM_MAP / VMM_UNMAP; Python frames become callsite strings; allocator_settings go into
+ * the header's key/value pairs. */
+#ifndef SNAP_IMPORT_H
+#define SNAP_IMPORT_H
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct snap_import_stats {
+  uint64_t entries;       /* trace entries read from the pickle */
+  uint64_t events;        /* events written */
+  uint64_t devices;       /* devices with a trace */
+  uint64_t skipped;       /* entries of actions not converted */
+} snap_import_stats_t;
+
+/* Non-zero if buf (the file's first bytes) looks like a pickle (protocol 2+). */
+int snap_is_pickle(const void *buf, size_t len);
+
+/* Convert the snapshot at pickle_path into a trace at out_path. Not a snapshot, truncated, or
+ * holding anything but plain data (no globals, no reduce): GM_ERR_FORMAT with one clear line. */
+gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
+                             const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SNAP_IMPORT_H */
