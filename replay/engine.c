@@ -1,0 +1,290 @@
+/* engine.c: the replay engine: trace events in, policy calls out, costs measured.
+ *
+ * Model: the trace is the request stream of one program (tensor allocs and frees with their
+ * exact sizes and streams). Each ALLOC becomes a policy alloc of the same size on the same
+ * stream; the policy's block address is remembered under the trace address (rp_map), so the
+ * trace's FREE can hand the policy back its own block. Reserved memory is not asked of the
+ * policy: the engine sits between the policy and the backend (the counting driver in
+ * engine_driver.c) and sums what the policy really took from the device.
+ *
+ * Workload: tens of millions of events; per event one hash lookup and one policy call.
+ * Memory: the map follows the live blocks, the timeline is fixed (RP_TIMELINE_MAX buckets),
+ * so nothing grows with the trace's length. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay/engine_internal.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_backend_t *b,
+                             const rp_engine_opts_t *opts, rp_engine_t **out, gm_err_t *err) {
+  *out = NULL;
+  rp_engine_t *e = calloc(1, sizeof *e);
+  if (!e) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  e->ops = ops;
+  e->b = b;
+  if (opts) e->opts = *opts;
+  else e->opts.device = -1;
+  e->device = e->opts.device;
+  rp_map_init(&e->blocks);
+  rp_map_init(&e->async_sizes);
+  e->first_oom_event = -1;
+  e->first_oom_ts = -1;
+  rp_timeline_init(&e->tl);
+  rp_engine_driver_init(e);
+  gm_status_t st = ops->create(conf ? conf : "", &e->drv, &e->pol, err);
+  if (st != GM_OK) {
+    rp_engine_destroy(e);
+    return st;
+  }
+  *out = e;
+  return GM_OK;
+}
+
+void rp_engine_destroy(rp_engine_t *e) {
+  if (!e) return;
+  if (e->pol) e->ops->destroy(e->pol);
+  rp_map_free(&e->blocks);
+  rp_map_free(&e->async_sizes);
+  free(e);
+}
+
+uint64_t rp_engine_reserved(const rp_engine_t *e) { return e->reserved; }
+
+size_t rp_engine_host_bytes(const rp_engine_t *e) {
+  return sizeof *e + rp_map_bytes(&e->blocks) + rp_map_bytes(&e->async_sizes);
+}
+
+/* Engine-side invariants plus the policy's own walk. */
+static gm_status_t check_now(rp_engine_t *e, gm_err_t *err) {
+  if (e->ops->check) {
+    gm_status_t st = e->ops->check(e->pol, err);
+    if (st != GM_OK) return st;
+  }
+  if (e->allocated > e->reserved)
+    return gm_err_set(err, GM_ERR_CORRUPT, "allocated %" PRIu64 " > reserved %" PRIu64,
+                      e->allocated, e->reserved);
+  if (e->allocated < e->requested)
+    return gm_err_set(err, GM_ERR_CORRUPT, "allocated %" PRIu64 " < live requested %" PRIu64,
+                      e->allocated, e->requested);
+  return GM_OK;
+}
+
+/* After every request: fold the new state into peaks, the fragmentation integral and the
+ * timeline. The reserved peak itself is also tracked per driver call (engine_driver.c). */
+static void observe(rp_engine_t *e, uint64_t ts) {
+  rp_policy_stats_t s;
+  e->ops->stats(e->pol, &s);
+  e->allocated = s.allocated_bytes;
+  if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
+  if (e->requested > e->peak_requested) e->peak_requested = e->requested;
+  if (e->peak_dirty) {
+    /* This op raised the reserved peak: fragmentation at the peak is this op's result. */
+    e->peak_dirty = 0;
+    e->frag_at_peak = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
+    if (e->b->driver_used) e->driver_used_at_peak = e->b->driver_used(e->b);
+  }
+  double frag = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
+  if (e->have_ts && ts > e->last_ts && e->last_reserved > 0) {
+    double dt = (double)(ts - e->last_ts);
+    e->frag_time_sum += e->last_frag * dt;
+    e->frag_time += dt;
+  }
+  if (!e->have_ts || ts > e->last_ts) e->last_ts = ts;
+  e->have_ts = 1;
+  e->last_frag = frag;
+  e->last_reserved = e->reserved;
+  if (e->reserved > 0) {
+    e->frag_op_sum += frag;
+    e->frag_ops++;
+  }
+  rp_timeline_add(&e->tl, ts, e->reserved, e->allocated, e->requested);
+}
+
+static void note_oom(rp_engine_t *e, const gmt_event_t *ev) {
+  e->ooms++;
+  if (e->first_oom_event < 0) {
+    e->first_oom_event = (int64_t)e->events;
+    e->first_oom_ts = (int64_t)ev->ts_ns;
+  }
+}
+
+static gm_status_t do_free(rp_engine_t *e, rp_map_entry_t *m, gm_err_t *err) {
+  gm_status_t st = GM_OK;
+  if (m->a != RP_NO_BLOCK) {
+    st = e->ops->free(e->pol, m->a, err);
+    e->requested -= m->b;
+  }
+  rp_map_remove(&e->blocks, m);
+  return st;
+}
+
+static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  rp_map_entry_t *old = rp_map_get(&e->blocks, ev->addr);
+  if (old) {
+    /* The recorder missed a free: treat the new alloc as implying it. */
+    e->skipped.alloc_over_live++;
+    gm_status_t st = do_free(e, old, err);
+    if (st != GM_OK) return st;
+  }
+  uint64_t addr = 0;
+  gm_status_t st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+  if (st == GM_ERR_NOMEM) {
+    note_oom(e, ev);
+    addr = RP_NO_BLOCK; /* its FREE, if the trace has one, is then not an anomaly */
+  } else if (st != GM_OK) {
+    return st;
+  } else {
+    e->requested += ev->size;
+  }
+  if (rp_map_put(&e->blocks, ev->addr, addr, ev->size) != 0)
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
+  e->allocs++;
+  return GM_OK;
+}
+
+/* Is this event for the device memory we replay? Counts what it skips. */
+static int wanted(rp_engine_t *e, const gmt_event_t *ev) {
+  if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) {
+    e->skipped.other_memory++;
+    return 0;
+  }
+  if (e->device < 0) {
+    if (ev->kind != GMT_EV_ALLOC) return 1; /* nothing allocated yet: harmless either way */
+    e->device = ev->device;
+  }
+  if (ev->device != (unsigned)e->device) {
+    e->skipped.other_device++;
+    return 0;
+  }
+  return 1;
+}
+
+static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  gm_status_t st = GM_OK;
+  switch (ev->kind) {
+    case GMT_EV_ALLOC:
+      if (!wanted(e, ev)) return GM_OK;
+      st = do_alloc(e, ev, err);
+      break;
+    case GMT_EV_FREE: {
+      if (!wanted(e, ev)) return GM_OK;
+      rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
+      if (!m) {
+        if (rp_map_was_removed(&e->blocks, ev->addr)) e->skipped.double_free++;
+        else e->skipped.unknown_free++;
+        return GM_OK;
+      }
+      st = do_free(e, m, err);
+      e->frees++;
+      break;
+    }
+    case GMT_EV_EMPTY_CACHE:
+    case GMT_EV_POOL_TRIM:
+      if (e->device >= 0 && ev->device != (unsigned)e->device) {
+        e->skipped.other_device++;
+        return GM_OK;
+      }
+      st = e->ops->empty_cache(e->pol, err);
+      e->empty_caches++;
+      break;
+    case GMT_EV_FREE_REQUESTED:
+      e->skipped.free_requested++;
+      return GM_OK;
+    case GMT_EV_ALLOC_FAILED:
+      e->skipped.trace_ooms++;
+      return GM_OK;
+    default:
+      e->skipped.not_request++;
+      return GM_OK;
+  }
+  if (st != GM_OK) return st;
+  observe(e, ev->ts_ns);
+  if (e->opts.check) return check_now(e, err);
+  return GM_OK;
+}
+
+gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err) {
+  if (e->t_start == 0) e->t_start = now_s();
+  for (size_t i = 0; i < n; i++) {
+    gm_status_t st = one(e, &evs[i], err);
+    if (st != GM_OK) {
+      return gm_err_wrap(err, "event %" PRIu64 " (kind %u, %" PRIu64 " bytes at 0x%" PRIx64 ")",
+                         e->events, (unsigned)evs[i].kind, evs[i].size, evs[i].addr);
+    }
+    e->events++;
+  }
+  return GM_OK;
+}
+
+static void fill_latency(rp_engine_t *e, rp_result_t *r) {
+  if (!e->b->latency) return;
+  const rp_backend_latency_t *l = e->b->latency(e->b);
+  if (!l) return;
+  r->has_latency = 1;
+  r->alloc_p50_ns = rp_hist_quantile(&l->alloc, 0.50);
+  r->alloc_p99_ns = rp_hist_quantile(&l->alloc, 0.99);
+  r->free_p50_ns = rp_hist_quantile(&l->free, 0.50);
+  r->free_p99_ns = rp_hist_quantile(&l->free, 0.99);
+  r->alloc_samples = l->alloc.count;
+  r->free_samples = l->free.count;
+}
+
+gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
+  memset(r, 0, sizeof *r);
+  if (e->t_start == 0) e->t_start = now_s();
+  double secs = now_s() - e->t_start;
+  rp_policy_stats_t s;
+  e->ops->stats(e->pol, &s);
+  snprintf(r->policy, sizeof r->policy, "%s", e->ops->spec ? e->ops->spec(e->pol) : e->ops->name);
+  snprintf(r->backend, sizeof r->backend, "%s", e->b->name);
+  r->capacity_bytes = e->opts.capacity;
+  r->device = e->device;
+  r->events = e->events;
+  r->allocs = e->allocs;
+  r->frees = e->frees;
+  r->empty_caches = e->empty_caches;
+  r->peak_reserved_bytes = e->peak_reserved;
+  r->peak_allocated_bytes = e->peak_allocated;
+  r->peak_requested_bytes = e->peak_requested;
+  r->lower_bound_bytes = e->peak_requested;
+  r->end_reserved_bytes = e->reserved;
+  r->end_allocated_bytes = s.allocated_bytes;
+  r->end_requested_bytes = e->requested;
+  r->fragmentation_at_peak = e->frag_at_peak;
+  /* Time-weighted when the trace has time; otherwise (all timestamps equal) per request. */
+  if (e->frag_time > 0) r->fragmentation_mean = e->frag_time_sum / e->frag_time;
+  else if (e->frag_ops) r->fragmentation_mean = e->frag_op_sum / (double)e->frag_ops;
+  r->device_alloc_calls = e->alloc_calls;
+  r->device_free_calls = e->free_calls;
+  r->va_calls = e->va_calls;
+  r->pool_trims = e->pool_trims;
+  r->driver_nomem = e->driver_nomem;
+  r->alloc_retries = s.alloc_retries;
+  r->ooms = e->ooms;
+  r->splits = s.splits;
+  r->merges = s.merges;
+  r->first_oom_event = e->first_oom_event;
+  r->first_oom_ts_ns = e->first_oom_ts;
+  r->skipped = e->skipped;
+  r->driver_used_at_peak = e->driver_used_at_peak;
+  fill_latency(e, r);
+  r->replay_seconds = secs;
+  r->events_per_second = secs > 0 ? (double)e->events / secs : 0.0;
+  r->timeline_n = rp_timeline_export(&e->tl, r->tl_ts, r->tl_reserved, r->tl_allocated,
+                                     r->tl_requested);
+  /* Leave the device as we found it (the cuda backend must not leak between runs). The
+   * free calls this makes are counted, as a real program's exit would not make them:
+   * report the counts from before. */
+  gm_status_t st = e->ops->release_all(e->pol, err);
+  if (st != GM_OK) return gm_err_wrap(err, "releasing the policy's memory");
+  return GM_OK;
+}

@@ -1,0 +1,70 @@
+/* engine_internal.h: the engine's state, shared by engine.c (event loop), engine_driver.c
+ * (the counting driver between policy and backend) and engine_timeline.c (downsampled
+ * timeline). Internal to //replay:engine. */
+#ifndef RP_ENGINE_INTERNAL_H
+#define RP_ENGINE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "replay/rp_engine.h"
+#include "replay/rp_map.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Map value for an alloc that failed (OOM): its FREE is expected, not an anomaly. */
+#define RP_NO_BLOCK UINT64_MAX
+
+/* Fixed number of time buckets; when time runs past the last one, adjacent pairs merge and
+ * the bucket width doubles. Each bucket keeps the maximum of each series, so the peak is
+ * always in the timeline. */
+typedef struct rp_timeline {
+  uint64_t t0;
+  int started;
+  unsigned shift; /* bucket width = 1 << shift ns */
+  size_t n;       /* buckets in use: [0, n) */
+  uint64_t ts[RP_TIMELINE_MAX]; /* ts of the reserved maximum; UINT64_MAX = empty bucket */
+  uint64_t reserved[RP_TIMELINE_MAX], allocated[RP_TIMELINE_MAX], requested[RP_TIMELINE_MAX];
+} rp_timeline_t;
+
+void rp_timeline_init(rp_timeline_t *t);
+void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                     uint64_t requested);
+/* Non-empty buckets in time order; returns how many (<= RP_TIMELINE_MAX). */
+size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,
+                          uint64_t *allocated, uint64_t *requested);
+
+struct rp_engine {
+  const rp_policy_ops_t *ops;
+  rp_policy_t *pol;
+  rp_backend_t *b;
+  rp_driver_t drv; /* counting wrapper around b->drv, what the policy sees */
+  rp_engine_opts_t opts;
+  int device;
+  rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
+  rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
+  uint64_t events, allocs, frees, empty_caches, ooms;
+  uint64_t reserved, allocated, requested;
+  uint64_t peak_reserved, peak_allocated, peak_requested;
+  int peak_dirty;
+  double frag_at_peak;
+  uint64_t driver_used_at_peak;
+  uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
+  int64_t first_oom_event, first_oom_ts;
+  rp_skip_counts_t skipped;
+  int have_ts;
+  uint64_t last_ts, last_reserved;
+  double last_frag, frag_time_sum, frag_time, frag_op_sum;
+  uint64_t frag_ops;
+  double t_start;
+  rp_timeline_t tl;
+};
+
+/* Point e->drv at the counting functions (only those the backend has). */
+void rp_engine_driver_init(rp_engine_t *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_ENGINE_INTERNAL_H */

@@ -1,0 +1,419 @@
+// engine_test.cc: the replay engine on hand-written event arrays, with two small fake
+// policies (a direct one and a 1 MiB-rounding cache) so that every expected number can be
+// worked out by hand: anomalies, skipped kinds, peaks, fragmentation, the timeline, OOMs
+// under a capacity, determinism of the simulator.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "replay/rp_engine.h"
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+// ---- fake policies -------------------------------------------------------------------
+
+struct Fake {
+  rp_driver_t drv;
+  bool cache;           // round to 1 MiB and keep freed blocks for reuse by exact size
+  bool lie;             // report allocated 0 (to test the engine's invariant check)
+  std::map<uint64_t, uint64_t> live;  // addr -> rounded size
+  std::multimap<uint64_t, uint64_t> cached;  // rounded size -> addr
+  rp_policy_stats_t st{};
+};
+
+Fake *F(rp_policy_t *p) { return reinterpret_cast<Fake *>(p); }
+const Fake *F(const rp_policy_t *p) { return reinterpret_cast<const Fake *>(p); }
+
+gm_status_t fake_create_common(const char *conf, const rp_driver_t *drv, rp_policy_t **out,
+                               gm_err_t *err, bool cache) {
+  bool lie = false;
+  if (strcmp(conf, "lie") == 0) lie = true;
+  else if (conf[0] != '\0') return gm_err_set(err, GM_ERR_INVAL, "unknown key '%s'", conf);
+  Fake *f = new Fake();
+  f->drv = *drv;
+  f->cache = cache;
+  f->lie = lie;
+  *out = reinterpret_cast<rp_policy_t *>(f);
+  return GM_OK;
+}
+gm_status_t direct_create(const char *c, const rp_driver_t *d, rp_policy_t **o, gm_err_t *e) {
+  return fake_create_common(c, d, o, e, false);
+}
+gm_status_t cache_create(const char *c, const rp_driver_t *d, rp_policy_t **o, gm_err_t *e) {
+  return fake_create_common(c, d, o, e, true);
+}
+void fake_destroy(rp_policy_t *p) { delete F(p); }
+
+gm_status_t empty(Fake *f) {
+  for (auto &kv : f->cached) {
+    gm_status_t s = f->drv.mem_free(f->drv.ctx, kv.second, kv.first);
+    if (s != GM_OK) return s;
+  }
+  f->cached.clear();
+  f->st.cached_bytes = 0;
+  return GM_OK;
+}
+
+gm_status_t fake_alloc(rp_policy_t *p, uint64_t size, uint64_t, uint64_t *addr, gm_err_t *err) {
+  Fake *f = F(p);
+  uint64_t sz = f->cache ? (size + MiB - 1) / MiB * MiB : size;
+  if (sz == 0) sz = f->cache ? MiB : 1;
+  auto it = f->cached.find(sz);
+  if (it != f->cached.end()) {
+    *addr = it->second;
+    f->cached.erase(it);
+    f->st.cached_bytes -= sz;
+  } else {
+    gm_status_t s = f->drv.mem_alloc(f->drv.ctx, sz, addr);
+    if (s == GM_ERR_NOMEM && f->cache && !f->cached.empty()) {
+      f->st.alloc_retries++;
+      if ((s = empty(f)) != GM_OK) return s;
+      s = f->drv.mem_alloc(f->drv.ctx, sz, addr);
+    }
+    if (s == GM_ERR_NOMEM) {
+      f->st.ooms++;
+      return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    }
+    if (s != GM_OK) return gm_err_set(err, s, "driver failed");
+  }
+  f->live[*addr] = sz;
+  f->st.allocated_bytes += sz;
+  return GM_OK;
+}
+
+gm_status_t fake_free(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
+  Fake *f = F(p);
+  auto it = f->live.find(addr);
+  if (it == f->live.end()) return gm_err_set(err, GM_ERR_CORRUPT, "free of unknown block");
+  uint64_t sz = it->second;
+  f->live.erase(it);
+  f->st.allocated_bytes -= sz;
+  if (f->cache) {
+    f->cached.emplace(sz, addr);
+    f->st.cached_bytes += sz;
+    return GM_OK;
+  }
+  return f->drv.mem_free(f->drv.ctx, addr, sz);
+}
+
+gm_status_t fake_empty_cache(rp_policy_t *p, gm_err_t *) { return empty(F(p)); }
+
+gm_status_t fake_release_all(rp_policy_t *p, gm_err_t *) {
+  Fake *f = F(p);
+  for (auto &kv : f->live) f->drv.mem_free(f->drv.ctx, kv.first, kv.second);
+  f->live.clear();
+  f->st.allocated_bytes = 0;
+  return empty(f);
+}
+
+void fake_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
+  *out = F(p)->st;
+  if (F(p)->lie) out->allocated_bytes = 0;
+}
+gm_status_t fake_check(const rp_policy_t *, gm_err_t *) { return GM_OK; }
+const char *direct_spec(const rp_policy_t *) { return "fakedirect"; }
+const char *cache_spec(const rp_policy_t *) { return "fakecache"; }
+
+const rp_policy_ops_t kDirect = {"fakedirect", "test", direct_create, fake_destroy, fake_alloc,
+                                 fake_free, fake_empty_cache, fake_release_all, fake_stats,
+                                 fake_check, direct_spec};
+const rp_policy_ops_t kCache = {"fakecache", "test", cache_create, fake_destroy, fake_alloc,
+                                fake_free, fake_empty_cache, fake_release_all, fake_stats,
+                                fake_check, cache_spec};
+
+// ---- event helpers -------------------------------------------------------------------
+
+gmt_event_t Ev(gmt_kind_t kind, uint64_t ts, uint64_t addr, uint64_t size,
+               gmt_mem_kind_t mk = GMT_MEM_DEVICE, uint16_t dev = 0) {
+  gmt_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = (uint8_t)kind;
+  e.ts_ns = ts;
+  e.addr = addr;
+  e.size = size;
+  e.stream = 0;
+  e.mem_kind = (uint8_t)mk;
+  e.device = dev;
+  return e;
+}
+gmt_event_t A(uint64_t ts, uint64_t addr, uint64_t size) { return Ev(GMT_EV_ALLOC, ts, addr, size); }
+gmt_event_t Fr(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE, ts, addr, 0); }
+
+struct Replay {
+  rp_backend_t *b = nullptr;
+  rp_engine_t *e = nullptr;
+  rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
+  gm_err_t err{};
+  Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "") {
+    rp_sim_opts_t so{};
+    so.capacity = capacity;
+    EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
+    rp_engine_opts_t eo{};
+    eo.device = -1;
+    eo.check = check;
+    eo.capacity = capacity;
+    EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
+  }
+  gm_status_t Feed(const std::vector<gmt_event_t> &v) {
+    return rp_engine_feed(e, v.data(), v.size(), &err);
+  }
+  void Finish() { ASSERT_EQ(rp_engine_finish(e, r, &err), GM_OK) << err.msg; }
+  ~Replay() {
+    rp_engine_destroy(e);
+    if (b) b->destroy(b);
+    free(r);
+  }
+};
+
+}  // namespace
+
+TEST(Engine, DirectPeaksAndCalls) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, 100), A(1, 0x2000, 200), Fr(2, 0x1000), A(3, 0x3000, 50),
+                      Fr(4, 0x2000), Fr(5, 0x3000)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->events, 6u);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 300u);
+  EXPECT_EQ(run.r->peak_requested_bytes, 300u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 300u);
+  EXPECT_EQ(run.r->peak_allocated_bytes, 300u);
+  EXPECT_EQ(run.r->device_alloc_calls, 3u);
+  EXPECT_EQ(run.r->device_free_calls, 3u);
+  EXPECT_EQ(run.r->end_reserved_bytes, 0u);
+  EXPECT_DOUBLE_EQ(run.r->fragmentation_at_peak, 0.0);
+  EXPECT_EQ(run.r->ooms, 0u);
+  EXPECT_EQ(run.r->first_oom_event, -1);
+  EXPECT_STREQ(run.r->policy, "fakedirect");
+  EXPECT_STREQ(run.r->backend, "sim");
+}
+
+TEST(Engine, AnomaliesAreCountedNotFatal) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed({Fr(0, 0x9000),                       // never allocated
+                      A(1, 0x1000, 100), Fr(2, 0x1000), Fr(3, 0x1000),  // double free
+                      A(4, 0x2000, 100), A(5, 0x2000, 300),              // over a live block
+                      Fr(6, 0x2000)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->skipped.unknown_free, 1u);
+  EXPECT_EQ(run.r->skipped.double_free, 1u);
+  EXPECT_EQ(run.r->skipped.alloc_over_live, 1u);
+  // The implied free of the first block keeps requested bytes honest: 300, not 400.
+  EXPECT_EQ(run.r->peak_requested_bytes, 300u);
+  EXPECT_EQ(run.r->end_requested_bytes, 0u);
+  EXPECT_EQ(run.r->end_reserved_bytes, 0u);
+}
+
+TEST(Engine, NonRequestsAreSkippedAndCounted) {
+  Replay run(kDirect);
+  std::vector<gmt_event_t> v = {
+      Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x1, 2 * MiB), Ev(GMT_EV_VMM_MAP, 0, 0x2, 2 * MiB),
+      Ev(GMT_EV_MARKER, 0, 0, 0),                Ev(GMT_EV_ALLOC, 0, 0x3, 15, GMT_MEM_DEVICE_STATIC),
+      Ev(GMT_EV_ALLOC, 0, 0x4, 64, GMT_MEM_PINNED), Ev(GMT_EV_ALLOC, 0, 0x5, 64, GMT_MEM_UNKNOWN),
+      Ev(GMT_EV_ALLOC, 0, 0x6, 64, GMT_MEM_DEVICE, 1),  // device 0 came first: skipped
+      Ev(GMT_EV_FREE_REQUESTED, 0, 0x5, 0),      Ev(GMT_EV_ALLOC_FAILED, 0, 0, 1 << 30),
+  };
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->skipped.not_request, 3u);
+  EXPECT_EQ(run.r->skipped.other_memory, 2u);
+  EXPECT_EQ(run.r->skipped.other_device, 1u);
+  EXPECT_EQ(run.r->skipped.free_requested, 1u);
+  EXPECT_EQ(run.r->skipped.trace_ooms, 1u);
+  EXPECT_EQ(run.r->allocs, 1u);
+  EXPECT_EQ(run.r->device, 0);
+  EXPECT_EQ(run.r->peak_requested_bytes, 64u);
+  EXPECT_EQ(run.r->events, v.size());
+}
+
+TEST(Engine, FirstAllocatingDeviceIsReplayed) {
+  Replay run(kDirect);
+  std::vector<gmt_event_t> v = {Ev(GMT_EV_ALLOC, 0, 0x1, 10, GMT_MEM_DEVICE, 3),
+                                Ev(GMT_EV_ALLOC, 0, 0x2, 20, GMT_MEM_DEVICE, 0)};
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->device, 3);
+  EXPECT_EQ(run.r->peak_requested_bytes, 10u);
+}
+
+TEST(Engine, FragmentationAtPeakAndTimeWeightedMean) {
+  Replay run(kCache);
+  // A: 1 MiB; freed into the cache; B: 2 MiB needs a new segment -> reserved 3, allocated 2.
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(10, 0x1000), A(30, 0x2000, 2 * MiB), Fr(40, 0x2000)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->peak_reserved_bytes, 3 * MiB);
+  EXPECT_EQ(run.r->peak_allocated_bytes, 2 * MiB);
+  EXPECT_NEAR(run.r->fragmentation_at_peak, 1.0 / 3.0, 1e-12);
+  // [0,10): 0; [10,30): 1 (all cached); [30,40): 1/3  ->  (0 + 20 + 10/3) / 40
+  EXPECT_NEAR(run.r->fragmentation_mean, (20.0 + 10.0 / 3.0) / 40.0, 1e-12);
+  EXPECT_EQ(run.r->lower_bound_bytes, 2 * MiB);
+}
+
+TEST(Engine, EmptyCacheEventReleasesCachedMemory) {
+  Replay run(kCache);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), Ev(GMT_EV_EMPTY_CACHE, 2, 0, 0)}), GM_OK);
+  EXPECT_EQ(rp_engine_reserved(run.e), 0u);
+  run.Finish();
+  EXPECT_EQ(run.r->empty_caches, 1u);
+  EXPECT_EQ(run.r->device_free_calls, 1u);
+}
+
+TEST(Engine, OomUnderCapacityRecordsFirstEvent) {
+  Replay run(kDirect, 4 * MiB);
+  ASSERT_EQ(run.Feed({A(5, 0x1000, 2 * MiB), A(6, 0x2000, 2 * MiB), A(7, 0x3000, 2 * MiB),
+                      Fr(8, 0x3000),  // the failed block's free: expected, not an anomaly
+                      A(9, 0x4000, MiB)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->ooms, 2u);
+  EXPECT_EQ(run.r->first_oom_event, 2);
+  EXPECT_EQ(run.r->first_oom_ts_ns, 7);
+  EXPECT_EQ(run.r->driver_nomem, 2u);
+  EXPECT_EQ(run.r->skipped.unknown_free, 0u);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 4 * MiB);
+  EXPECT_EQ(run.r->capacity_bytes, 4 * MiB);
+}
+
+TEST(Engine, CacheRetriesAfterFreeingItsCache) {
+  Replay run(kCache, 4 * MiB);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, 3 * MiB), Fr(1, 0x1000), A(2, 0x2000, 2 * MiB)}), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->alloc_retries, 1u);
+  EXPECT_EQ(run.r->ooms, 0u);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 3 * MiB);
+}
+
+TEST(Engine, TimelineIsBoundedAndKeepsThePeak) {
+  Replay run(kDirect, 0, /*check=*/0);
+  std::vector<gmt_event_t> v;
+  const int n = 200000;
+  for (int i = 0; i < n; i++) {
+    uint64_t ts = 1000000 + (uint64_t)i * 997;
+    uint64_t size = (i == 123457) ? 1000 * MiB : 4096;  // one short spike
+    v.push_back(A(ts, 0x100000 + (uint64_t)i * 0x10000, size));
+    v.push_back(Fr(ts + 1, 0x100000 + (uint64_t)i * 0x10000));
+  }
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  run.Finish();
+  ASSERT_GT(run.r->timeline_n, 100u);
+  ASSERT_LE(run.r->timeline_n, (size_t)RP_TIMELINE_MAX);
+  uint64_t mx = 0, mreq = 0, spike_ts = 0;
+  for (size_t i = 0; i < run.r->timeline_n; i++) {
+    if (run.r->tl_reserved[i] > mx) {
+      mx = run.r->tl_reserved[i];
+      spike_ts = run.r->tl_ts[i];
+    }
+    if (run.r->tl_requested[i] > mreq) mreq = run.r->tl_requested[i];
+    if (i) {
+      EXPECT_LT(run.r->tl_ts[i - 1], run.r->tl_ts[i]);
+    }
+  }
+  EXPECT_EQ(mx, run.r->peak_reserved_bytes);
+  EXPECT_EQ(mx, 1000 * MiB);
+  EXPECT_EQ(mreq, run.r->peak_requested_bytes);
+  EXPECT_EQ(spike_ts, 1000000 + 123457ull * 997);  // the bucket keeps the peak's own time
+}
+
+TEST(Engine, HostMemoryFollowsLiveBlocksNotTraceLength) {
+  Replay run(kDirect, 0, 0);
+  std::vector<gmt_event_t> v;
+  for (int i = 0; i < 100000; i++) {
+    v.push_back(A(i, 0x1000 + (uint64_t)i * 512, 512));  // a fresh address every time
+    v.push_back(Fr(i, 0x1000 + (uint64_t)i * 512));
+  }
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  size_t small = rp_engine_host_bytes(run.e);
+  ASSERT_EQ(run.Feed(v), GM_OK);  // the same again: 200k more events, still one live block
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  EXPECT_LE(rp_engine_host_bytes(run.e), small);
+  EXPECT_LT(rp_engine_host_bytes(run.e), 200u * 1024);
+}
+
+TEST(Engine, CheckFlagCatchesABrokenPolicy) {
+  Replay run(kDirect, 0, 1, "lie");
+  gm_status_t st = run.Feed({A(0, 0x1000, 100)});
+  EXPECT_EQ(st, GM_ERR_CORRUPT);
+  EXPECT_NE(std::string(run.err.msg).find("event 0"), std::string::npos) << run.err.msg;
+  EXPECT_NE(std::string(run.err.msg).find("allocated 0 < live requested 100"), std::string::npos)
+      << run.err.msg;
+}
+
+TEST(Engine, BadConfIsTheNamedPolicyError) {
+  rp_backend_t *b = nullptr;
+  gm_err_t err{};
+  ASSERT_EQ(rp_sim_backend_create(nullptr, &b, &err), GM_OK);
+  rp_engine_t *e = nullptr;
+  EXPECT_EQ(rp_engine_create(&kDirect, "bogus", b, nullptr, &e, &err), GM_ERR_INVAL);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(std::string(err.msg).find("bogus"), std::string::npos);
+  b->destroy(b);
+}
+
+TEST(Sim, DeterministicAcrossRuns) {
+  std::vector<gmt_event_t> v;
+  uint64_t x = 12345;
+  for (int i = 0; i < 5000; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t slot = (x >> 33) % 64;
+    if ((x >> 20) & 1) v.push_back(A(i, 0x10000 + slot * 0x1000, (x >> 40) % (8 * MiB) + 1));
+    else v.push_back(Fr(i, 0x10000 + slot * 0x1000));
+  }
+  Replay a(kCache, 64 * MiB), b(kCache, 64 * MiB);
+  ASSERT_EQ(a.Feed(v), GM_OK) << a.err.msg;
+  ASSERT_EQ(b.Feed(v), GM_OK) << b.err.msg;
+  a.Finish();
+  b.Finish();
+  EXPECT_EQ(a.r->peak_reserved_bytes, b.r->peak_reserved_bytes);
+  EXPECT_EQ(a.r->ooms, b.r->ooms);
+  EXPECT_EQ(a.r->device_alloc_calls, b.r->device_alloc_calls);
+  ASSERT_EQ(a.r->timeline_n, b.r->timeline_n);
+  EXPECT_EQ(0, memcmp(a.r->tl_reserved, b.r->tl_reserved, a.r->timeline_n * sizeof(uint64_t)));
+}
+
+TEST(Sim, CapacityCountsWholeGranulesAndMapsMustBeGranular) {
+  rp_backend_t *b = nullptr;
+  gm_err_t err{};
+  rp_sim_opts_t o{};
+  o.capacity = 4 * MiB;
+  ASSERT_EQ(rp_sim_backend_create(&o, &b, &err), GM_OK);
+  uint64_t a1 = 0, a2 = 0, a3 = 0;
+  EXPECT_EQ(b->drv.mem_alloc(b->drv.ctx, 1, &a1), GM_OK);  // takes a whole 2 MiB granule
+  EXPECT_EQ(b->drv.mem_alloc(b->drv.ctx, 2 * MiB, &a2), GM_OK);
+  EXPECT_EQ(b->drv.mem_alloc(b->drv.ctx, 1, &a3), GM_ERR_NOMEM);
+  EXPECT_EQ(a1 % 512, 0u);
+  EXPECT_NE(a1, a2);
+  EXPECT_EQ(b->drv.mem_free(b->drv.ctx, a1, 1), GM_OK);
+  uint64_t va = 0;
+  EXPECT_EQ(b->drv.va_reserve(b->drv.ctx, 64 * MiB, &va), GM_OK);
+  EXPECT_EQ(b->drv.map(b->drv.ctx, va, MiB), GM_ERR_INVAL);
+  EXPECT_EQ(b->drv.map(b->drv.ctx, va, 2 * MiB), GM_OK);
+  EXPECT_EQ(b->drv.map(b->drv.ctx, va + 2 * MiB, 2 * MiB), GM_ERR_NOMEM);
+  EXPECT_EQ(b->drv.alloc_async, nullptr);
+  EXPECT_EQ(b->drv.granularity, 2 * MiB);
+  EXPECT_EQ(b->drv.total_memory, 4 * MiB);
+  b->destroy(b);
+}
+
+TEST(Hist, QuantilesWithinABucket) {
+  rp_hist_t h{};
+  for (int i = 1; i <= 1000; i++) rp_hist_add(&h, (uint64_t)i * 1000);  // 1 us .. 1 ms
+  uint64_t p50 = rp_hist_quantile(&h, 0.5), p99 = rp_hist_quantile(&h, 0.99);
+  EXPECT_GE(p50, 500000u);
+  EXPECT_LE(p50, 500000u * 110 / 100);
+  EXPECT_GE(p99, 990000u);
+  EXPECT_LE(p99, 990000u * 110 / 100);
+  rp_hist_t z{};
+  EXPECT_EQ(rp_hist_quantile(&z, 0.5), 0u);
+  rp_hist_add(&z, 3);
+  EXPECT_EQ(rp_hist_quantile(&z, 0.99), 4u);
+}

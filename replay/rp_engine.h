@@ -1,0 +1,150 @@
+/* rp_engine.h: the replay engine and its backends (the public header of //replay:engine).
+ *
+ * The engine turns a recorded request stream (gmt_event_t batches, from the trace reader or
+ * an in-memory array) into calls on one allocator policy, and measures what that policy
+ * costs: reserved bytes (from the driver calls the policy makes, which the engine forwards
+ * and counts), allocated bytes (the policy's own stats), requested bytes (from the trace),
+ * peaks, fragmentation, driver calls, OOMs, and a downsampled timeline.
+ *
+ * Which events are requests: ALLOC, FREE (free completed), EMPTY_CACHE and POOL_TRIM, for
+ * device memory (GMT_MEM_DEVICE or GMT_MEM_UNKNOWN) of one device (the first device that
+ * allocates, unless opts.device says otherwise; the others are skipped and counted).
+ * SEGMENT_*, VMM_*, POOL_CREATE/DESTROY, MARKER, FREE_REQUESTED and ALLOC_FAILED describe
+ * the recorded run's own allocator or its failures, not requests: skipped and counted.
+ *
+ * A backend is an rp_driver_t plus a name and optional measurements (the cuda backend's
+ * latencies and the driver's own view of memory in use). Backends: `sim` (here, no CUDA)
+ * and `cuda:N` (rp_cuda.h, //replay:cuda_backend).
+ *
+ * Libraries never print: every failure returns a gm_status_t with a cause chain. */
+#ifndef RP_ENGINE_H
+#define RP_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+#include "replay/policies/rp_policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- latency histogram (fixed log buckets: 8 per power of two, 1 ns .. ~1100 s) ---------- */
+
+#define RP_HIST_BUCKETS (8 * 40)
+typedef struct rp_hist {
+  uint64_t count;
+  uint64_t bucket[RP_HIST_BUCKETS];
+} rp_hist_t;
+
+void rp_hist_add(rp_hist_t *h, uint64_t ns);
+/* The q-quantile (0 < q <= 1) as the upper edge of its bucket (error < 9%); 0 if empty. */
+uint64_t rp_hist_quantile(const rp_hist_t *h, double q);
+
+/* ---- backends ------------------------------------------------------------------------------ */
+
+/* Per-call-kind latencies a backend measured (cuda only; all counts 0 for sim). */
+typedef struct rp_backend_latency {
+  rp_hist_t alloc; /* mem_alloc, map (cuMemCreate+cuMemMap+cuMemSetAccess), alloc_async */
+  rp_hist_t free;  /* mem_free, unmap (+release of the handles), free_async */
+} rp_backend_latency_t;
+
+typedef struct rp_backend rp_backend_t;
+struct rp_backend {
+  rp_driver_t drv; /* what the policy's calls go to (the engine wraps it to count) */
+  char name[32];   /* "sim", "cuda:0" */
+  /* Bytes the driver itself reports in use (cuMemGetInfo total - free); NULL for sim. */
+  uint64_t (*driver_used)(rp_backend_t *b);
+  /* Latencies measured so far; NULL for sim. */
+  const rp_backend_latency_t *(*latency)(rp_backend_t *b);
+  /* Give everything the backend still holds back (streams, pools) and free it. */
+  void (*destroy)(rp_backend_t *b);
+};
+
+typedef struct rp_sim_opts {
+  uint64_t capacity;     /* bytes of device memory; 0 = unlimited. mem_alloc and map fail
+                            with GM_ERR_NOMEM past it (sizes counted rounded to granularity) */
+  uint64_t granularity;  /* 0: 2 MiB (the driver's on current GPUs) */
+  uint64_t total_memory; /* what policies see as the device's total; 0: capacity, else 80 GiB */
+} rp_sim_opts_t;
+
+/* Virtual addresses from a bump allocator (deterministic: the same calls give the same
+ * addresses), no alloc_async (the `async` policy needs a real GPU). */
+gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out, gm_err_t *err);
+
+/* ---- engine -------------------------------------------------------------------------------- */
+
+typedef struct rp_engine_opts {
+  int device;      /* device ordinal to replay; -1: the first device that allocates */
+  int check;       /* call the policy's check() after every op (tests; slow) */
+  uint64_t capacity; /* reported in results only (the backend enforces it) */
+} rp_engine_opts_t;
+
+#define RP_TIMELINE_MAX 2048
+
+/* Counts of events that were not replayed, and trace anomalies. */
+typedef struct rp_skip_counts {
+  uint64_t not_request;    /* SEGMENT_*, VMM_*, POOL_CREATE/DESTROY, MARKER, unknown kinds */
+  uint64_t free_requested; /* informational (the FREE that completes it is replayed) */
+  uint64_t trace_ooms;     /* ALLOC_FAILED in the recorded run */
+  uint64_t other_memory;   /* pinned/managed/static/pageable/array memory */
+  uint64_t other_device;   /* events of devices other than the replayed one */
+  uint64_t unknown_free;   /* anomaly: FREE of an address that is not live */
+  uint64_t double_free;    /* anomaly: FREE of an address freed since (subset of not live) */
+  uint64_t alloc_over_live;/* anomaly: ALLOC at a live address (the old block is freed first) */
+} rp_skip_counts_t;
+
+typedef struct rp_result {
+  char policy[256];  /* canonical spec from the policy */
+  char backend[32];
+  uint64_t capacity_bytes;
+  int device;        /* device replayed, -1 if none allocated */
+  uint64_t events;   /* events consumed (all kinds) */
+  uint64_t allocs, frees, empty_caches; /* requests replayed */
+  uint64_t peak_reserved_bytes, peak_allocated_bytes, peak_requested_bytes;
+  uint64_t lower_bound_bytes; /* = peak_requested_bytes: the peak of live requested bytes */
+  uint64_t end_reserved_bytes, end_allocated_bytes, end_requested_bytes;
+  double fragmentation_at_peak; /* 1 - allocated/reserved at the (first) reserved peak */
+  double fragmentation_mean;    /* time-weighted over the replay while reserved > 0 */
+  uint64_t device_alloc_calls;  /* mem_alloc + map + alloc_async calls (failed ones too) */
+  uint64_t device_free_calls;   /* mem_free + unmap + free_async */
+  uint64_t va_calls;            /* va_reserve + va_release (not reserved memory) */
+  uint64_t pool_trims;
+  uint64_t driver_nomem;        /* driver calls that failed with out-of-memory */
+  uint64_t alloc_retries, ooms, splits, merges; /* the policy's counters */
+  int64_t first_oom_event;      /* index (from 0, over all events) of the first failed request */
+  int64_t first_oom_ts_ns;
+  rp_skip_counts_t skipped;
+  uint64_t driver_used_at_peak; /* cuda: cuMemGetInfo's used bytes at the reserved peak */
+  int has_latency;
+  uint64_t alloc_p50_ns, alloc_p99_ns, free_p50_ns, free_p99_ns, alloc_samples, free_samples;
+  double replay_seconds, events_per_second;
+  size_t timeline_n; /* points below; each the max over its time bucket */
+  uint64_t tl_ts[RP_TIMELINE_MAX], tl_reserved[RP_TIMELINE_MAX], tl_allocated[RP_TIMELINE_MAX],
+      tl_requested[RP_TIMELINE_MAX];
+} rp_result_t;
+
+typedef struct rp_engine rp_engine_t;
+
+/* Create the policy `ops` with `conf` ("" for defaults) on backend b, through the engine's
+ * counting driver. Bad conf: GM_ERR_INVAL from the policy, naming the key. b must outlive
+ * the engine. */
+gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_backend_t *b,
+                             const rp_engine_opts_t *opts, rp_engine_t **out, gm_err_t *err);
+/* Replay n events. Fails only when the backend fails (not on OOM, not on anomalies) or,
+ * with opts.check, when the policy's invariants break. */
+gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err);
+/* End of replay: release everything to the driver and fill *res. Call once. */
+gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *res, gm_err_t *err);
+void rp_engine_destroy(rp_engine_t *e);
+/* Current reserved bytes as the engine counts them (tests). */
+uint64_t rp_engine_reserved(const rp_engine_t *e);
+/* Host bytes the engine's own tables hold now (follows live blocks, not trace length). */
+size_t rp_engine_host_bytes(const rp_engine_t *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_ENGINE_H */

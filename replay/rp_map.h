@@ -1,0 +1,52 @@
+/* rp_map.h: a hash map from 64-bit keys (device addresses) to two 64-bit values, for the
+ * engine (trace address -> policy block, requested size) and the cuda backend (page ->
+ * physical handle). Internal to //replay.
+ *
+ * Open addressing with linear probing. A removed key stays in its slot marked "freed" until
+ * the next rehash, which serves two purposes: probing never needs deletion shifts, and the
+ * engine can tell a double free (key freed recently) from a free of an address never seen.
+ * A rehash drops freed slots and sizes the table from the live count (load <= 1/4 after it),
+ * so memory follows the live set, never the length of the trace. */
+#ifndef RP_MAP_H
+#define RP_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rp_map_entry {
+  uint64_t key;
+  uint64_t a; /* engine: policy address; cuda: handle */
+  uint64_t b; /* engine: requested size */
+  uint32_t state; /* 0 empty, 1 live, 2 freed */
+  uint32_t pad;
+} rp_map_entry_t;
+
+typedef struct rp_map {
+  rp_map_entry_t *slots;
+  size_t cap;   /* power of two, or 0 before the first put */
+  size_t live;  /* state 1 */
+  size_t used;  /* state 1 or 2 */
+  unsigned shift;
+} rp_map_t;
+
+void rp_map_init(rp_map_t *m);
+void rp_map_free(rp_map_t *m);
+/* The live entry for key, or NULL. */
+rp_map_entry_t *rp_map_get(const rp_map_t *m, uint64_t key);
+/* 1 if key was removed since the last rehash and not put again. */
+int rp_map_was_removed(const rp_map_t *m, uint64_t key);
+/* Insert or overwrite key as live. Returns 0, or -1 when memory ran out (map unchanged). */
+int rp_map_put(rp_map_t *m, uint64_t key, uint64_t a, uint64_t b);
+/* Mark a live entry (from rp_map_get) removed. */
+void rp_map_remove(rp_map_t *m, rp_map_entry_t *e);
+/* Bytes the table holds (for memory figures). */
+size_t rp_map_bytes(const rp_map_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_MAP_H */

@@ -1,0 +1,102 @@
+/* sim_backend.c: the simulated device behind rp_driver_t (backend `sim`).
+ *
+ * Model: a device with a capacity (or none) and the driver's allocation granularity (2 MiB
+ * on current NVIDIA GPUs unless told otherwise). cudaMalloc consumes whole granules of
+ * physical memory, so a segment counts against the capacity rounded up to the granularity;
+ * VMM maps are granule multiples by contract. Addresses come from a bump pointer in a
+ * private 2^47 range and are never reused, so the same policy on the same trace always sees
+ * the same addresses (deterministic results; policies that order by address behave the
+ * same on every run). There is no stream-ordered pool: `async` needs a real GPU.
+ *
+ * The simulator does not check that frees match allocs: the engine and the policies' own
+ * invariant checks do that; here a free only returns its granules to the capacity. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/rp_engine.h"
+
+typedef struct sim {
+  rp_backend_t b; /* first: the backend handle is the sim */
+  uint64_t capacity, gran, used, next;
+} sim_t;
+
+#define SIM_BASE 0x7f0000000000ull
+
+static uint64_t round_up(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
+
+static gm_status_t take(sim_t *s, uint64_t size, uint64_t *addr) {
+  uint64_t phys = round_up(size ? size : 1, s->gran);
+  if (s->capacity && s->used + phys > s->capacity) return GM_ERR_NOMEM;
+  s->used += phys;
+  if (addr) {
+    *addr = s->next;
+    s->next += phys; /* granule-aligned, so every address is 512-byte aligned too */
+  }
+  return GM_OK;
+}
+
+static void give(sim_t *s, uint64_t size) {
+  uint64_t phys = round_up(size ? size : 1, s->gran);
+  s->used = phys > s->used ? 0 : s->used - phys;
+}
+
+static gm_status_t sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
+  return take(ctx, size, addr);
+}
+
+static gm_status_t sim_mem_free(void *ctx, uint64_t addr, uint64_t size) {
+  give(ctx, size);
+  return GM_OK;
+}
+
+static gm_status_t sim_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
+  sim_t *s = ctx;
+  *addr = s->next;
+  s->next += round_up(size ? size : 1, s->gran);
+  return GM_OK;
+}
+
+static gm_status_t sim_va_release(void *ctx, uint64_t addr, uint64_t size) { return GM_OK; }
+
+static gm_status_t sim_map(void *ctx, uint64_t addr, uint64_t size) {
+  sim_t *s = ctx;
+  if (size % s->gran != 0 || addr % s->gran != 0) return GM_ERR_INVAL;
+  return take(s, size, NULL);
+}
+
+static gm_status_t sim_unmap(void *ctx, uint64_t addr, uint64_t size) {
+  give(ctx, size);
+  return GM_OK;
+}
+
+static void sim_destroy(rp_backend_t *b) { free(b); }
+
+gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out, gm_err_t *err) {
+  *out = NULL;
+  sim_t *s = calloc(1, sizeof *s);
+  if (!s) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  rp_sim_opts_t o = {0};
+  if (opts) o = *opts;
+  s->gran = o.granularity ? o.granularity : (2ull << 20);
+  if (s->gran & (s->gran - 1)) {
+    free(s);
+    return gm_err_set(err, GM_ERR_INVAL, "granularity %llu is not a power of two",
+                      (unsigned long long)o.granularity);
+  }
+  s->capacity = o.capacity;
+  s->next = SIM_BASE;
+  rp_driver_t *d = &s->b.drv;
+  d->ctx = s;
+  d->mem_alloc = sim_mem_alloc;
+  d->mem_free = sim_mem_free;
+  d->va_reserve = sim_va_reserve;
+  d->va_release = sim_va_release;
+  d->map = sim_map;
+  d->unmap = sim_unmap;
+  d->granularity = s->gran;
+  d->total_memory = o.total_memory ? o.total_memory : o.capacity ? o.capacity : (80ull << 30);
+  snprintf(s->b.name, sizeof s->b.name, "sim");
+  s->b.destroy = sim_destroy;
+  *out = &s->b;
+  return GM_OK;
+}
