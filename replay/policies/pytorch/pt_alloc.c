@@ -1,0 +1,378 @@
+/* pt_alloc.c: the allocation and free paths of torch 2.11's DeviceCachingAllocator.
+ *
+ * malloc(size, stream): round_size -> pool (small iff rounded <= 1 MiB) -> best fit in the
+ * pool's (stream, size, address) tree (get_free_block, with the max_split_size and
+ * max_non_split_rounding rules) -> on a miss: GC (only with a memory fraction), alloc_block
+ * (fraction limit, then cudaMalloc of get_allocation_size, or expandable growth), then
+ * release_available_cached_blocks + alloc_block, then release_cached_blocks (empty_cache) +
+ * alloc_block counted as a retry, then OOM. A found block is split when should_split says so;
+ * the remainder keeps the higher addresses and goes back to the pool.
+ * free(block): merge with a free neighbour on each side (same segment, same mapped state),
+ * back into the pool. Blocks never cross segments.
+ *
+ * Workload assumption: allocs ~= frees, few live blocks (thousands), many events: every path
+ * is O(log n) in the pool size, and block structs come from a free-list (no malloc once warm). */
+#include <stdlib.h>
+
+#include "replay/policies/pytorch/pt_internal.h"
+
+int pt_cmp_size(const pt_block_t *a, const pt_block_t *b) {
+  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+  if (a->size != b->size) return a->size < b->size ? -1 : 1;
+  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+  return 0;
+}
+
+int pt_cmp_addr(const pt_block_t *a, const pt_block_t *b) {
+  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+  return 0;
+}
+
+RB_GENERATE(pt_free_tree, pt_block, rb, pt_cmp_size)
+RB_GENERATE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
+
+/* ---- block and segment structs ---- */
+
+pt_block_t *pt_block_new(rp_policy_t *p) {
+  if (!p->spare) {
+    pt_slab_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->next = p->slabs;
+    p->slabs = s;
+    for (int i = 255; i >= 0; i--) {
+      s->blocks[i].link = p->spare;
+      p->spare = &s->blocks[i];
+    }
+  }
+  pt_block_t *b = p->spare;
+  p->spare = b->link;
+  memset(b, 0, sizeof *b);
+  b->mapped = 1;
+  p->n_blocks++;
+  return b;
+}
+
+void pt_block_put(rp_policy_t *p, pt_block_t *b) {
+  b->link = p->spare;
+  p->spare = b;
+  p->n_blocks--;
+}
+
+pt_seg_t *pt_seg_new(rp_policy_t *p) {
+  pt_seg_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->lnext = p->segs;
+  if (p->segs) p->segs->lprev = s;
+  p->segs = s;
+  p->n_segs++;
+  return s;
+}
+
+void pt_seg_put(rp_policy_t *p, pt_seg_t *s) {
+  if (s->lprev) s->lprev->lnext = s->lnext;
+  else p->segs = s->lnext;
+  if (s->lnext) s->lnext->lprev = s->lprev;
+  p->n_segs--;
+  free(s);
+}
+
+pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->seg->is_small ? 0 : 1]; }
+
+/* insert_into_blocks: also restarts the block's GC age. */
+void pt_free_insert(rp_policy_t *p, pt_block_t *b) {
+  pt_pool_t *pool = pt_pool_of(p, b);
+  b->gc_base = pool->get_free_calls;
+  b->where = PT_IN_FREE;
+  RB_INSERT(pt_free_tree, &pool->free, b);
+}
+
+void pt_free_remove(rp_policy_t *p, pt_block_t *b) {
+  RB_REMOVE(pt_free_tree, &pt_pool_of(p, b)->free, b);
+  b->where = PT_IN_NONE;
+}
+
+void pt_unmapped_insert(rp_policy_t *p, pt_block_t *b) {
+  b->where = PT_IN_UNMAPPED;
+  RB_INSERT(pt_unmapped_tree, &pt_pool_of(p, b)->unmapped, b);
+}
+
+void pt_unmapped_remove(rp_policy_t *p, pt_block_t *b) {
+  RB_REMOVE(pt_unmapped_tree, &pt_pool_of(p, b)->unmapped, b);
+  b->where = PT_IN_NONE;
+}
+
+/* try_merge_blocks: src (a neighbour of dst) is absorbed when it is free and has dst's mapped
+ * state. Returns the bytes absorbed. */
+uint64_t pt_try_merge(rp_policy_t *p, pt_block_t *dst, pt_block_t *src) {
+  if (!src || src->allocated || src->mapped != dst->mapped) return 0;
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  dst->size += src->size;
+  if (src->mapped) pt_free_remove(p, src);
+  else pt_unmapped_remove(p, src);
+  pt_block_put(p, src);
+  return 1;
+}
+
+/* ---- helpers of malloc ---- */
+
+typedef struct params {
+  uint64_t size;       /* rounded */
+  uint64_t stream;
+  uint64_t alloc_size; /* get_allocation_size */
+  pt_pool_t *pool;
+  pt_block_t *block;
+} params_t;
+
+static int is_split(const pt_block_t *b) { return b->prev || b->next; }
+
+static uint64_t expandable_size(const pt_block_t *b) {
+  return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
+}
+
+static int get_free_block(rp_policy_t *p, params_t *a) {
+  pt_pool_t *pool = a->pool;
+  if (p->gc_active) pool->get_free_calls++;
+  pt_block_t key = {.addr = 0, .size = a->size, .stream = a->stream};
+  pt_block_t *b = RB_NFIND(pt_free_tree, &pool->free, &key);
+  if (!b || b->stream != a->stream) return 0;
+  if (b->seg->expandable) {
+    if (p->conf.expandable_segments) {
+      /* best fit by the size the block could grow to into the unmapped range after it */
+      pt_block_t *n = RB_NEXT(pt_free_tree, &pool->free, b);
+      while (b->seg->expandable && n && n->stream == a->stream && expandable_size(n) < expandable_size(b)) {
+        b = n;
+        n = RB_NEXT(pt_free_tree, &pool->free, n);
+      }
+    } else {
+      do b = RB_NEXT(pt_free_tree, &pool->free, b);
+      while (b && b->seg->expandable && b->stream == a->stream);
+      if (!b || b->stream != a->stream) return 0;
+    }
+  }
+  uint64_t msplit = p->conf.max_split_size;
+  if (a->size < msplit && b->size >= msplit) return 0; /* no oversize block for a small request */
+  if (a->size >= msplit && b->size >= a->size + p->conf.max_non_split_rounding) return 0;
+  pt_free_remove(p, b);
+  a->block = b;
+  return 1;
+}
+
+/* cudaFree of a whole unsplit, non-expandable free block (release_block). */
+static gm_status_t release_block(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
+  gm_status_t s = p->drv.mem_free(p->drv.ctx, b->addr, b->size);
+  if (s != GM_OK) return gm_err_wrap(err, "pytorch: cudaFree of %" PRIu64 " bytes", b->size);
+  p->total_allocated_memory -= b->size;
+  pt_free_remove(p, b);
+  pt_seg_put(p, b->seg);
+  pt_block_put(p, b);
+  return GM_OK;
+}
+
+/* garbage_collect_cached_blocks: free aged unsplit large blocks of every stream until reserved
+ * is back under threshold * allowed maximum. Runs only with a memory fraction. */
+static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
+  uint64_t threshold = (uint64_t)(p->conf.gc_threshold * (double)p->allowed_max);
+  if (p->total_allocated_memory <= threshold) return GM_OK;
+  uint64_t target = p->total_allocated_memory - threshold, reclaimed = 0, total_age = 0;
+  int64_t count = 0;
+  pt_pool_t *pool = &p->pools[1];
+  pt_block_t *b, *n;
+  RB_FOREACH(b, pt_free_tree, &pool->free) {
+    if (!is_split(b)) {
+      total_age += (uint64_t)(pool->get_free_calls - b->gc_base);
+      count++;
+    }
+  }
+  if (count == 0) return GM_OK;
+  int freed = 1;
+  while (reclaimed < target && freed && count > 0) {
+    double age_threshold = (double)total_age / (double)count;
+    freed = 0;
+    for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
+      n = RB_NEXT(pt_free_tree, &pool->free, b);
+      uint64_t age = (uint64_t)(pool->get_free_calls - b->gc_base);
+      if (!is_split(b) && !b->seg->expandable && (double)age >= age_threshold) {
+        freed = 1;
+        reclaimed += b->size;
+        total_age -= age;
+        count--;
+        gm_status_t s = release_block(p, b, err);
+        if (s != GM_OK) return s;
+      }
+    }
+  }
+  return GM_OK;
+}
+
+/* alloc_block: a new segment (or expandable growth). 1 found, 0 out of memory, < 0 error. */
+static int alloc_block(rp_policy_t *p, params_t *a, int is_retry, gm_err_t *err) {
+  if (is_retry) p->st.alloc_retries++;
+  if (p->has_limit && p->total_allocated_memory + a->alloc_size > p->allowed_max) return 0;
+  if (p->conf.expandable_segments) return pt_expand_alloc(p, a->pool, a->stream, a->size, &a->block, err);
+  uint64_t addr = 0;
+  gm_status_t s = p->drv.mem_alloc(p->drv.ctx, a->alloc_size, &addr);
+  if (s == GM_ERR_NOMEM) return 0;
+  if (s != GM_OK) return gm_err_wrap(err, "pytorch: cudaMalloc of %" PRIu64 " bytes", a->alloc_size);
+  pt_seg_t *seg = pt_seg_new(p);
+  pt_block_t *b = seg ? pt_block_new(p) : NULL;
+  if (!b) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  seg->base = addr;
+  seg->size = a->alloc_size;
+  seg->stream = a->stream;
+  seg->is_small = a->pool->is_small;
+  b->addr = addr;
+  b->size = a->alloc_size;
+  b->stream = a->stream;
+  b->seg = seg;
+  p->total_allocated_memory += a->alloc_size;
+  a->block = b;
+  return 1;
+}
+
+/* release_available_cached_blocks: with max_split_size set, cudaFree one cached oversize
+ * block large enough for the request, or else the largest oversize blocks of this stream
+ * until their sizes add up to it. 1 if enough was freed, 0 if not, < 0 error. */
+static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
+  uint64_t msplit = p->conf.max_split_size;
+  if (msplit == UINT64_MAX) return 0;
+  pt_pool_t *pool = a->pool;
+  pt_block_t key = {.addr = 0, .size = a->size < msplit ? msplit : a->size, .stream = a->stream};
+  pt_block_t *it = RB_NFIND(pt_free_tree, &pool->free, &key);
+  if (!it || it->stream != a->stream || it->seg->expandable) {
+    pt_block_t *first = RB_MIN(pt_free_tree, &pool->free);
+    if (it == first) return 0;
+    it = it ? RB_PREV(pt_free_tree, &pool->free, it) : RB_MAX(pt_free_tree, &pool->free);
+    uint64_t released = 0;
+    while (released < key.size && it->size >= msplit && it->stream == a->stream) {
+      pt_block_t *cur = it;
+      int is_first = cur == first;
+      if (!is_first) it = RB_PREV(pt_free_tree, &pool->free, it);
+      if (!cur->seg->expandable) {
+        released += cur->size;
+        gm_status_t s = release_block(p, cur, err);
+        if (s != GM_OK) return s;
+      }
+      if (is_first) break;
+    }
+    return released >= key.size;
+  }
+  gm_status_t s = release_block(p, it, err);
+  return s != GM_OK ? s : 1;
+}
+
+/* release_blocks: cudaFree every unsplit free block of the pool, in pool order; unmap the free
+ * pages of expandable segments and release segments left with nothing mapped. */
+static gm_status_t release_blocks(rp_policy_t *p, pt_pool_t *pool, gm_err_t *err) {
+  pt_block_t *b, *n, *to_unmap = NULL, **tail = &to_unmap;
+  for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
+    n = RB_NEXT(pt_free_tree, &pool->free, b);
+    if (b->seg->expandable) {
+      b->link = NULL;
+      *tail = b;
+      tail = &b->link;
+    } else if (!is_split(b)) {
+      gm_status_t s = release_block(p, b, err);
+      if (s != GM_OK) return s;
+    }
+  }
+  for (b = to_unmap; b; b = n) {
+    n = b->link;
+    int r = pt_expand_unmap(p, b, err);
+    if (r < 0) return (gm_status_t)r;
+    if (!b->mapped && !is_split(b)) {
+      r = pt_expand_release_segment(p, b, err);
+      if (r < 0) return (gm_status_t)r;
+    }
+  }
+  return GM_OK;
+}
+
+/* release_cached_blocks == torch.cuda.empty_cache(): large pool first, then small. */
+gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err) {
+  gm_status_t s = release_blocks(p, &p->pools[1], err);
+  return s != GM_OK ? s : release_blocks(p, &p->pools[0], err);
+}
+
+static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
+  uint64_t remaining = b->size - size;
+  if (b->seg->is_small || p->conf.expandable_segments) return remaining >= PT_MIN_BLOCK;
+  return size < p->conf.max_split_size && remaining > PT_SMALL_SIZE;
+}
+
+gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
+  params_t a = {0};
+  a.size = rp_pytorch_round_size(&p->conf, orig);
+  a.stream = stream;
+  a.pool = &p->pools[a.size <= PT_SMALL_SIZE ? 0 : 1];
+  a.alloc_size = rp_pytorch_allocation_size(&p->conf, a.size);
+  int found = get_free_block(p, &a);
+  if (!found) {
+    if (p->gc_active) {
+      gm_status_t s = garbage_collect(p, err);
+      if (s != GM_OK) return s;
+    }
+    found = alloc_block(p, &a, 0, err);
+    if (found == 0) {
+      found = release_available(p, &a, err);
+      if (found == 1) found = alloc_block(p, &a, 0, err);
+    }
+    if (found == 0) {
+      gm_status_t s = pt_release_cached(p, err);
+      if (s != GM_OK) return s;
+      found = alloc_block(p, &a, 1, err);
+    }
+    if (found < 0) return (gm_status_t)found;
+  }
+  if (!found) {
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM,
+                      "pytorch: out of memory: tried to allocate %" PRIu64 " bytes (segment %" PRIu64 ") on stream %" PRIu64,
+                      a.size, a.alloc_size, stream);
+  }
+  pt_block_t *b = a.block;
+  if (should_split(p, b, a.size)) {
+    pt_block_t *nb = pt_block_new(p);
+    if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+    nb->addr = b->addr;
+    nb->size = a.size;
+    nb->stream = b->stream;
+    nb->seg = b->seg;
+    nb->prev = b->prev;
+    if (nb->prev) nb->prev->next = nb;
+    nb->next = b;
+    b->prev = nb;
+    b->addr += a.size;
+    b->size -= a.size;
+    pt_free_insert(p, b);
+    p->st.splits++;
+    b = nb;
+  }
+  b->allocated = 1;
+  b->where = PT_IN_LIVE;
+  b->hash_oom = 0;
+  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), b);
+  if (b->hash_oom) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  p->allocated_bytes += b->size;
+  *out = b;
+  return GM_OK;
+}
+
+/* free_block: merge with free neighbours (previous first, then next), back into the pool. */
+gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
+  HASH_DELETE(hh, p->live, b);
+  b->allocated = 0;
+  b->where = PT_IN_NONE;
+  p->allocated_bytes -= b->size;
+  p->st.merges += pt_try_merge(p, b, b->prev);
+  p->st.merges += pt_try_merge(p, b, b->next);
+  pt_free_insert(p, b);
+  return GM_OK;
+}

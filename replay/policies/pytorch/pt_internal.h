@@ -1,0 +1,123 @@
+/* pt_internal.h: the data structures of the pytorch policy, shared by its .c files only.
+ *
+ * Mirrors DeviceCachingAllocator's state: blocks (a segment is a doubly linked list of blocks
+ * tiling it), two pools (small, large) each with a tree of free mapped blocks ordered by
+ * (stream, size, address) (BlockComparatorSize) and a tree of unmapped expandable ranges
+ * ordered by (stream, address) (BlockComparatorAddress), live blocks found by address (hash),
+ * and total_allocated_memory (what the driver has given us). Streams compare by their numeric
+ * id, as torch compares cudaStream_t pointer values (snapshots record those values). */
+#ifndef PT_INTERNAL_H
+#define PT_INTERNAL_H
+
+#include <bsd/sys/tree.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "replay/policies/pytorch/rp_pytorch.h"
+
+/* uthash: a cheap multiplicative hash of the 8-byte address key, and no exit() on OOM. */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                       \
+  do {                                                             \
+    uint64_t k_;                                                   \
+    memcpy(&k_, (keyptr), sizeof k_);                              \
+    k_ *= 0x9E3779B97F4A7C15ull;                                   \
+    (hashv) = (unsigned)(k_ >> 32);                                \
+  } while (0)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) ((obj)->hash_oom = 1)
+#include <uthash.h>
+
+#define PT_MiB (1024ull * 1024ull)
+#define PT_MIN_BLOCK 512ull
+#define PT_SMALL_SIZE (1ull * PT_MiB)
+#define PT_SMALL_BUFFER (2ull * PT_MiB)
+
+typedef struct pt_seg pt_seg_t;
+
+typedef struct pt_block {
+  uint64_t addr, size, stream;
+  struct pt_block *prev, *next; /* neighbours inside the segment (torch: split links) */
+  pt_seg_t *seg;
+  int64_t gc_base;              /* pool's get_free_block count when (re)inserted */
+  uint8_t allocated, mapped;
+  uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
+  uint8_t hash_oom;
+  RB_ENTRY(pt_block) rb;        /* in pool->free or pool->unmapped, never both */
+  UT_hash_handle hh;            /* live blocks by addr */
+  struct pt_block *link;        /* block free-list and short work lists */
+} pt_block_t;
+
+enum { PT_IN_NONE = 0, PT_IN_FREE = 1, PT_IN_UNMAPPED = 2, PT_IN_LIVE = 3 };
+
+RB_HEAD(pt_free_tree, pt_block);
+RB_HEAD(pt_unmapped_tree, pt_block);
+RB_PROTOTYPE(pt_free_tree, pt_block, rb, pt_cmp_size)
+RB_PROTOTYPE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
+int pt_cmp_size(const pt_block_t *a, const pt_block_t *b);
+int pt_cmp_addr(const pt_block_t *a, const pt_block_t *b);
+
+/* A cudaMalloc segment, or an expandable segment's VA reservation. */
+struct pt_seg {
+  uint64_t base, size; /* expandable: the whole reserved range */
+  uint64_t stream;
+  uint64_t page;       /* expandable: bytes per page (2 MiB small, large_segment_size large) */
+  uint64_t mapped;     /* expandable: bytes mapped now */
+  uint8_t is_small, expandable;
+  pt_seg_t *lprev, *lnext;
+};
+
+typedef struct pt_pool {
+  struct pt_free_tree free;
+  struct pt_unmapped_tree unmapped;
+  int is_small;
+  int64_t get_free_calls; /* get_free_blocks_call_count: GC's age clock */
+} pt_pool_t;
+
+typedef struct pt_slab {
+  struct pt_slab *next;
+  pt_block_t blocks[256];
+} pt_slab_t;
+
+struct rp_policy {
+  rp_pytorch_conf_t conf;
+  rp_driver_t drv;
+  pt_pool_t pools[2];    /* [0] small, [1] large */
+  pt_block_t *live;      /* uthash head */
+  pt_seg_t *segs;        /* all segments */
+  uint64_t total_allocated_memory; /* torch's name: bytes the driver gave us */
+  uint64_t allowed_max;  /* per_process_memory_fraction * total_memory */
+  int has_limit;         /* fraction < 1 (torch: allowed_memory_maximum has a value) */
+  int gc_active;         /* has_limit && garbage_collection_threshold > 0 */
+  uint64_t allocated_bytes;
+  uint64_t n_blocks, n_segs;
+  rp_policy_stats_t st;
+  pt_block_t *spare;     /* free-list of block structs */
+  pt_slab_t *slabs;
+  char spec[1024];
+};
+
+/* pt_alloc.c */
+pt_block_t *pt_block_new(rp_policy_t *p);
+void pt_block_put(rp_policy_t *p, pt_block_t *b);
+pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b);
+void pt_free_insert(rp_policy_t *p, pt_block_t *b);
+void pt_free_remove(rp_policy_t *p, pt_block_t *b);
+void pt_unmapped_insert(rp_policy_t *p, pt_block_t *b);
+void pt_unmapped_remove(rp_policy_t *p, pt_block_t *b);
+uint64_t pt_try_merge(rp_policy_t *p, pt_block_t *dst, pt_block_t *src);
+pt_seg_t *pt_seg_new(rp_policy_t *p);
+void pt_seg_put(rp_policy_t *p, pt_seg_t *s);
+gm_status_t pt_malloc(rp_policy_t *p, uint64_t size, uint64_t stream, pt_block_t **out, gm_err_t *err);
+gm_status_t pt_free(rp_policy_t *p, pt_block_t *b);
+gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err);
+
+/* pt_expand.c: expandable segments. Results: 1 found, 0 out of memory, < 0 driver error. */
+int pt_expand_alloc(rp_policy_t *p, pt_pool_t *pool, uint64_t stream, uint64_t size, pt_block_t **out, gm_err_t *err);
+int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
+int pt_expand_release_segment(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
+
+/* pt_check.c */
+gm_status_t pt_check(const rp_policy_t *p, gm_err_t *err);
+
+#endif /* PT_INTERNAL_H */
