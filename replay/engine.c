@@ -217,6 +217,10 @@ gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_
   for (size_t i = 0; i < n; i++) {
     gm_status_t st = one(e, &evs[i], err);
     if (st != GM_OK) {
+      if (e->b->last_error[0] && err) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, " (driver: %s)", e->b->last_error);
+      }
       return gm_err_wrap(err, "event %" PRIu64 " (kind %u, %" PRIu64 " bytes at 0x%" PRIx64 ")",
                          e->events, (unsigned)evs[i].kind, evs[i].size, evs[i].addr);
     }

@@ -55,6 +55,7 @@ typedef struct rp_backend rp_backend_t;
 struct rp_backend {
   rp_driver_t drv; /* what the policy's calls go to (the engine wraps it to count) */
   char name[32];   /* "sim", "cuda:0" */
+  char last_error[256]; /* the last failed driver call ("cuMemCreate: CUDA_ERROR_..."), or "" */
   /* Bytes the driver itself reports in use (cuMemGetInfo total - free); NULL for sim. */
   uint64_t (*driver_used)(rp_backend_t *b);
   /* Latencies measured so far; NULL for sim. */

@@ -1,0 +1,406 @@
+/* rp_bfc_core.c: TensorFlow/XLA's BFC allocator, rule by rule.
+ *
+ * Model (openxla/xla xla/tsl/framework/bfc_allocator.cc):
+ *  - Requests are rounded up to a multiple of 256 B (RoundedBytes). A 0-byte request, which
+ *    TF answers with nullptr, is served as 256 B here so the replay keeps one address per
+ *    live block.
+ *  - Memory comes in regions from the driver (Extend). Each region starts as one free chunk;
+ *    chunks are split and merged only inside their region, neighbours linked by address.
+ *  - Free chunks sit in 21 bins; bin i holds sizes in [256 << i, 256 << (i+1)), the last bin
+ *    everything >= 256 MiB. Each bin is ordered by (size, address). The search starts at the
+ *    bin of the rounded size and takes the first chunk with size >= rounded, going up the
+ *    bins: globally the smallest fitting chunk, lowest address on ties.
+ *  - Split (ShouldSplitChunk): when chunk >= 2 * rounded, or chunk - rounded >=
+ *    max_internal_fragmentation_bytes (128 MiB unless fragmentation_fraction is set). The
+ *    allocation keeps the low end; the remainder becomes a free chunk.
+ *  - Free: the chunk merges with a free next neighbour, then a free previous one.
+ *  - Extend(rounded): available = memory_limit - pool_bytes rounded down to 256; fail if
+ *    rounded > available. Double curr_region_allocation_bytes_ while it is < rounded. Ask the
+ *    driver for min(curr, available); on failure back off by a factor 0.9 (computed in
+ *    float, as TF does: size_t * float), rounded up to 256, strictly decreasing, until the
+ *    driver says yes or the size drops under rounded. If curr was not doubled for this
+ *    request it doubles after a successful extension. curr starts at RoundedBytes(min(limit,
+ *    2 MiB)) with allow_growth, else RoundedBytes(limit) (one region of the whole limit).
+ *  - OOM path (AllocateRawInternal): find; else Extend and find; else, with
+ *    garbage_collection, give every region with no chunk in use back to the driver
+ *    (DeallocateFreeRegions, only if limit - pool + their bytes >= rounded) and Extend and
+ *    find again; else OOM. TF's AllocateRawInternalWithRetry then waits up to 10 s for
+ *    other threads to free memory; a sequential replay has no such frees, so that wait can
+ *    never succeed and is not modelled.
+ * Streams: TF's BFC is stream-agnostic (one compute stream per device); the stream of a
+ * request is ignored.
+ * Structures: bins are libbsd red-black trees keyed (size, address); chunks in use are in a
+ * uthash table by address; chunk records are recycled through a free list. */
+#include "replay/policies/rp_bfc_core.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+/* libbsd's RB_GENERATE_STATIC marks its functions __unused, which libbsd leaves undefined
+ * (a glibc struct has a member of that name); define it only for the tree macros, last. */
+#ifndef __unused
+#define __unused __attribute__((__unused__))
+#endif
+#include <bsd/sys/tree.h>
+
+typedef struct chunk chunk_t;
+typedef struct region region_t;
+
+struct chunk {
+  uint64_t addr, size;
+  chunk_t *prev, *next; /* address neighbours inside the region */
+  region_t *region;
+  int in_use;
+  int bin; /* -1 when not in a bin */
+  RB_ENTRY(chunk) link;
+  UT_hash_handle hh;
+};
+
+struct region {
+  uint64_t addr, size;
+  chunk_t *first;
+  region_t *prev, *next; /* creation order, as TF's region vector */
+};
+
+static int chunk_cmp(const chunk_t *a, const chunk_t *b) {
+  if (a->size != b->size) return a->size < b->size ? -1 : 1;
+  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+  return 0;
+}
+
+RB_HEAD(bin_tree, chunk);
+RB_GENERATE_STATIC(bin_tree, chunk, link, chunk_cmp)
+
+struct rp_bfc {
+  rp_driver_t drv;
+  rp_bfc_opts_t opts;
+  uint64_t max_frag;
+  uint64_t curr_region_bytes; /* curr_region_allocation_bytes_ */
+  uint64_t pool_bytes;        /* stats_.pool_bytes */
+  struct bin_tree bins[RP_BFC_NUM_BINS];
+  uint64_t bin_count[RP_BFC_NUM_BINS];
+  chunk_t *in_use; /* uthash by addr */
+  region_t *regions, *regions_tail;
+  int nregions;
+  chunk_t *spare; /* recycled chunk records, linked by next */
+  rp_policy_stats_t st;
+};
+
+static uint64_t rounded_bytes(uint64_t n) {
+  return (n + RP_BFC_MIN_ALLOC - 1) / RP_BFC_MIN_ALLOC * RP_BFC_MIN_ALLOC;
+}
+
+int rp_bfc_bin_for_size(uint64_t size) {
+  uint64_t v = (size < RP_BFC_MIN_ALLOC ? RP_BFC_MIN_ALLOC : size) >> 8;
+  int b = 63 - __builtin_clzll(v);
+  return b < RP_BFC_NUM_BINS - 1 ? b : RP_BFC_NUM_BINS - 1;
+}
+
+static chunk_t *chunk_new(rp_bfc_t *b) {
+  chunk_t *c = b->spare;
+  if (c)
+    b->spare = c->next;
+  else
+    c = malloc(sizeof *c);
+  if (c) memset(c, 0, sizeof *c);
+  return c;
+}
+
+static void chunk_recycle(rp_bfc_t *b, chunk_t *c) {
+  c->next = b->spare;
+  b->spare = c;
+}
+
+static void bin_insert(rp_bfc_t *b, chunk_t *c) {
+  c->bin = rp_bfc_bin_for_size(c->size);
+  RB_INSERT(bin_tree, &b->bins[c->bin], c);
+  b->bin_count[c->bin]++;
+}
+
+static void bin_remove(rp_bfc_t *b, chunk_t *c) {
+  RB_REMOVE(bin_tree, &b->bins[c->bin], c);
+  b->bin_count[c->bin]--;
+  c->bin = -1;
+}
+
+gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc_t **out, gm_err_t *err) {
+  rp_bfc_t *b = calloc(1, sizeof *b);
+  if (!b) return gm_err_set(err, GM_ERR_NOMEM, "bfc: out of host memory");
+  b->drv = *drv;
+  b->opts = *opts;
+  b->max_frag = opts->max_internal_frag ? opts->max_internal_frag : RP_BFC_MAX_FRAG;
+  uint64_t lim = opts->memory_limit;
+  b->curr_region_bytes =
+      rounded_bytes(opts->allow_growth ? (lim < RP_BFC_GROWTH_START ? lim : RP_BFC_GROWTH_START) : lim);
+  for (int i = 0; i < RP_BFC_NUM_BINS; i++) RB_INIT(&b->bins[i]);
+  *out = b;
+  return GM_OK;
+}
+
+static void drop_region_chunks(rp_bfc_t *b, region_t *r) {
+  chunk_t *c = r->first;
+  while (c) {
+    chunk_t *n = c->next;
+    if (c->in_use) {
+      HASH_DEL(b->in_use, c);
+      b->st.allocated_bytes -= c->size;
+    } else {
+      bin_remove(b, c);
+    }
+    chunk_recycle(b, c);
+    c = n;
+  }
+  r->first = NULL;
+}
+
+static void region_unlink(rp_bfc_t *b, region_t *r) {
+  if (r->prev) r->prev->next = r->next; else b->regions = r->next;
+  if (r->next) r->next->prev = r->prev; else b->regions_tail = r->prev;
+  b->nregions--;
+  b->pool_bytes -= r->size;
+  free(r);
+}
+
+void rp_bfc_delete(rp_bfc_t *b) {
+  if (!b) return;
+  while (b->regions) {
+    region_t *r = b->regions;
+    drop_region_chunks(b, r);
+    region_unlink(b, r);
+  }
+  while (b->spare) {
+    chunk_t *c = b->spare;
+    b->spare = c->next;
+    free(c);
+  }
+  free(b);
+}
+
+/* FindChunkPtr: best fit from the request's bin upward, split by TF's rule. */
+static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
+  chunk_t key;
+  key.size = rounded;
+  key.addr = 0;
+  for (int bn = rp_bfc_bin_for_size(rounded); bn < RP_BFC_NUM_BINS; bn++) {
+    chunk_t *c = RB_NFIND(bin_tree, &b->bins[bn], &key);
+    if (!c) continue;
+    bin_remove(b, c);
+    if (c->size >= rounded * 2 || c->size - rounded >= b->max_frag) {
+      chunk_t *rest = chunk_new(b);
+      if (!rest) {
+        bin_insert(b, c);
+        return NULL;
+      }
+      rest->addr = c->addr + rounded;
+      rest->size = c->size - rounded;
+      rest->region = c->region;
+      rest->prev = c;
+      rest->next = c->next;
+      if (c->next) c->next->prev = rest;
+      c->next = rest;
+      c->size = rounded;
+      bin_insert(b, rest);
+      b->st.splits++;
+    }
+    c->in_use = 1;
+    HASH_ADD(hh, b->in_use, addr, sizeof(uint64_t), c);
+    b->st.allocated_bytes += c->size;
+    return c;
+  }
+  return NULL;
+}
+
+/* Extend: one more region. Returns 1 (extended), 0 (cannot), <0 (driver failure). */
+static int extend(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
+  uint64_t available = b->opts.memory_limit > b->pool_bytes ? b->opts.memory_limit - b->pool_bytes : 0;
+  available = available / RP_BFC_MIN_ALLOC * RP_BFC_MIN_ALLOC;
+  if (rounded > available) return 0;
+  int increased = 0;
+  while (rounded > b->curr_region_bytes) {
+    b->curr_region_bytes *= 2;
+    increased = 1;
+  }
+  uint64_t bytes = b->curr_region_bytes < available ? b->curr_region_bytes : available;
+  uint64_t addr = 0;
+  gm_status_t st = b->drv.mem_alloc(b->drv.ctx, bytes, &addr);
+  while (st == GM_ERR_NOMEM) {
+    /* kBackpedalFactor is a float: the product is computed in single precision. */
+    float f = (float)bytes * 0.9f;
+    uint64_t back = rounded_bytes((uint64_t)f);
+    if (back >= bytes) back = bytes - RP_BFC_MIN_ALLOC;
+    bytes = back;
+    if (bytes < rounded) return 0;
+    st = b->drv.mem_alloc(b->drv.ctx, bytes, &addr);
+  }
+  if (st < 0) return gm_err_wrap(err, "bfc: device allocation of %" PRIu64 " bytes", bytes);
+  if (!increased) b->curr_region_bytes *= 2;
+  region_t *r = calloc(1, sizeof *r);
+  chunk_t *c = chunk_new(b);
+  if (!r || !c) {
+    free(r);
+    if (c) chunk_recycle(b, c);
+    return gm_err_set(err, GM_ERR_NOMEM, "bfc: out of host memory");
+  }
+  r->addr = addr;
+  r->size = bytes;
+  r->first = c;
+  r->prev = b->regions_tail;
+  if (b->regions_tail) b->regions_tail->next = r; else b->regions = r;
+  b->regions_tail = r;
+  b->nregions++;
+  b->pool_bytes += bytes;
+  c->addr = addr;
+  c->size = bytes;
+  c->region = r;
+  bin_insert(b, c);
+  return 1;
+}
+
+/* DeallocateFreeRegions. Returns 1 if regions went back to the driver. */
+static int gc_free_regions(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
+  if (!b->opts.garbage_collection) return 0;
+  uint64_t free_bytes = 0;
+  for (region_t *r = b->regions; r; r = r->next)
+    if (!r->first->in_use && !r->first->next) free_bytes += r->size;
+  if (free_bytes == 0) return 0;
+  if (rounded > b->opts.memory_limit - b->pool_bytes + free_bytes) return 0;
+  region_t *r = b->regions;
+  while (r) {
+    region_t *n = r->next;
+    /* A region with nothing in use is one free chunk: free chunks are always merged. */
+    if (!r->first->in_use && !r->first->next) {
+      gm_status_t st = b->drv.mem_free(b->drv.ctx, r->addr, r->size);
+      if (st < 0) return gm_err_wrap(err, "bfc: device free of region 0x%" PRIx64, r->addr);
+      drop_region_chunks(b, r);
+      region_unlink(b, r);
+    }
+    r = n;
+  }
+  return 1;
+}
+
+gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *err) {
+  if (size > UINT64_MAX - RP_BFC_MIN_ALLOC) size = UINT64_MAX - RP_BFC_MIN_ALLOC; /* fails below */
+  uint64_t rounded = rounded_bytes(size ? size : 1);
+  chunk_t *c = find_chunk(b, rounded);
+  if (!c) {
+    int x = extend(b, rounded, err);
+    if (x < 0) return err ? err->status : GM_ERR_CUDA;
+    if (x > 0) c = find_chunk(b, rounded);
+  }
+  if (!c) {
+    int g = gc_free_regions(b, rounded, err);
+    if (g < 0) return err ? err->status : GM_ERR_CUDA;
+    if (g > 0) {
+      b->st.alloc_retries++;
+      int x = extend(b, rounded, err);
+      if (x < 0) return err ? err->status : GM_ERR_CUDA;
+      if (x > 0) c = find_chunk(b, rounded);
+    }
+  }
+  if (!c) {
+    b->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM,
+                      "out of memory: %" PRIu64 " bytes (rounded %" PRIu64 "), pool %" PRIu64
+                      " of limit %" PRIu64 " bytes",
+                      size, rounded, b->pool_bytes, b->opts.memory_limit);
+  }
+  *addr = c->addr;
+  return GM_OK;
+}
+
+gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err) {
+  chunk_t *c = NULL;
+  HASH_FIND(hh, b->in_use, &addr, sizeof(uint64_t), c);
+  if (!c) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
+  HASH_DEL(b->in_use, c);
+  c->in_use = 0;
+  b->st.allocated_bytes -= c->size;
+  chunk_t *n = c->next;
+  if (n && !n->in_use) {
+    bin_remove(b, n);
+    c->size += n->size;
+    c->next = n->next;
+    if (n->next) n->next->prev = c;
+    chunk_recycle(b, n);
+    b->st.merges++;
+  }
+  chunk_t *p = c->prev;
+  if (p && !p->in_use) {
+    bin_remove(b, p);
+    p->size += c->size;
+    p->next = c->next;
+    if (c->next) c->next->prev = p;
+    chunk_recycle(b, c);
+    c = p;
+    b->st.merges++;
+  }
+  bin_insert(b, c);
+  return GM_OK;
+}
+
+gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err) {
+  while (b->regions) {
+    region_t *r = b->regions;
+    gm_status_t st = b->drv.mem_free(b->drv.ctx, r->addr, r->size);
+    if (st < 0) return gm_err_wrap(err, "bfc: device free of region 0x%" PRIx64, r->addr);
+    drop_region_chunks(b, r);
+    region_unlink(b, r);
+  }
+  return GM_OK;
+}
+
+void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
+  *out = b->st;
+  out->cached_bytes = b->pool_bytes - b->st.allocated_bytes;
+}
+
+uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b) { return b->pool_bytes; }
+uint64_t rp_bfc_next_region_bytes(const rp_bfc_t *b) { return b->curr_region_bytes; }
+int rp_bfc_region_count(const rp_bfc_t *b) { return b->nregions; }
+
+#define CORRUPT(...) gm_err_set(err, GM_ERR_CORRUPT, "bfc: " __VA_ARGS__)
+
+gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
+  uint64_t pool = 0, used = 0, nfree = 0, nused = 0;
+  int nreg = 0;
+  for (const region_t *r = b->regions; r; r = r->next) {
+    nreg++;
+    pool += r->size;
+    uint64_t at = r->addr;
+    const chunk_t *prev = NULL;
+    for (const chunk_t *c = r->first; c; prev = c, c = c->next) {
+      if (c->addr != at) return CORRUPT("chunk 0x%" PRIx64 " not contiguous (expected 0x%" PRIx64 ")", c->addr, at);
+      if (c->prev != prev) return CORRUPT("chunk 0x%" PRIx64 " has a wrong prev link", c->addr);
+      if (c->region != r) return CORRUPT("chunk 0x%" PRIx64 " points at the wrong region", c->addr);
+      if (c->size == 0 || c->size % RP_BFC_MIN_ALLOC) return CORRUPT("chunk 0x%" PRIx64 " size %" PRIu64, c->addr, c->size);
+      at += c->size;
+      if (c->in_use) {
+        const chunk_t *h = NULL;
+        HASH_FIND(hh, b->in_use, &c->addr, sizeof(uint64_t), h);
+        if (h != c) return CORRUPT("chunk in use 0x%" PRIx64 " missing from the address table", c->addr);
+        if (c->bin != -1) return CORRUPT("chunk in use 0x%" PRIx64 " is in a bin", c->addr);
+        used += c->size;
+        nused++;
+      } else {
+        if (prev && !prev->in_use) return CORRUPT("free neighbours not merged at 0x%" PRIx64, c->addr);
+        if (c->bin != rp_bfc_bin_for_size(c->size)) return CORRUPT("chunk 0x%" PRIx64 " in bin %d, size says %d", c->addr, c->bin, rp_bfc_bin_for_size(c->size));
+        if (RB_FIND(bin_tree, (struct bin_tree *)&b->bins[c->bin], (chunk_t *)c) != c)
+          return CORRUPT("free chunk 0x%" PRIx64 " not found in its bin", c->addr);
+        nfree++;
+      }
+    }
+    if (at != r->addr + r->size) return CORRUPT("region 0x%" PRIx64 " chunks cover %" PRIu64 " of %" PRIu64 " bytes", r->addr, at - r->addr, r->size);
+  }
+  uint64_t binned = 0;
+  for (int i = 0; i < RP_BFC_NUM_BINS; i++) binned += b->bin_count[i];
+  if (binned != nfree) return CORRUPT("%" PRIu64 " chunks in bins, %" PRIu64 " free in regions", binned, nfree);
+  if (HASH_COUNT(b->in_use) != nused) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nused);
+  if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);
+  if (pool != b->pool_bytes) return CORRUPT("pool_bytes %" PRIu64 ", regions sum %" PRIu64, b->pool_bytes, pool);
+  if (used != b->st.allocated_bytes) return CORRUPT("allocated_bytes %" PRIu64 ", chunks in use sum %" PRIu64, b->st.allocated_bytes, used);
+  if (pool > b->opts.memory_limit) return CORRUPT("pool %" PRIu64 " over the limit %" PRIu64, pool, b->opts.memory_limit);
+  return GM_OK;
+}

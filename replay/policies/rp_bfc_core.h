@@ -1,0 +1,56 @@
+/* rp_bfc_core.h: TensorFlow/XLA's BFC ("best fit with coalescing") allocator core, shared by
+ * the `bfc` policy (TensorFlow) and the `prealloc` policy (JAX/XLA, BFC inside one arena).
+ *
+ * It follows openxla/xla xla/tsl/framework/bfc_allocator.cc (the code TensorFlow >= 2.15 and
+ * jaxlib use; older tensorflow/core/common_runtime/bfc_allocator.cc has the same rules) with
+ * alignment 256 (kMinAllocationSize), no spatial partitioning, no timestamped ("freed_by")
+ * chunks and a sub-allocator that does not coalesce regions (the GPU one does not). See
+ * rp_bfc_core.c for the rules, constant by constant. */
+#ifndef RP_BFC_CORE_H
+#define RP_BFC_CORE_H
+
+#include <stdint.h>
+
+#include "base/gm_base.h"
+#include "replay/policies/rp_policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RP_BFC_MIN_ALLOC 256u               /* kMinAllocationSize = 1 << kMinAllocationBits(8) */
+#define RP_BFC_NUM_BINS 21                  /* kNumBins */
+#define RP_BFC_MAX_FRAG (128ull << 20)      /* default max_internal_fragmentation_bytes */
+#define RP_BFC_GROWTH_START (2ull << 20)    /* allow_growth: first region 2 MiB */
+
+typedef struct rp_bfc_opts {
+  uint64_t memory_limit;      /* BFCAllocator's total_memory / memory_limit_ */
+  int allow_growth;           /* Options::allow_growth */
+  int garbage_collection;     /* Options::garbage_collection */
+  uint64_t max_internal_frag; /* 0: RP_BFC_MAX_FRAG */
+} rp_bfc_opts_t;
+
+typedef struct rp_bfc rp_bfc_t; /* opaque */
+
+/* Creates the allocator; takes no memory from the driver (TF and XLA extend on the first
+ * request). GM_ERR_NOMEM only if the host is out of memory. */
+gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc_t **out, gm_err_t *err);
+void rp_bfc_delete(rp_bfc_t *b);
+gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *err);
+gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err);
+/* Give every region back to the driver, live chunks included (end of replay). */
+gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err);
+void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out);
+gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err);
+/* Bytes taken from the driver (stats_.pool_bytes) and the next region size
+ * (curr_region_allocation_bytes_), for tests. */
+uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b);
+uint64_t rp_bfc_next_region_bytes(const rp_bfc_t *b);
+int rp_bfc_region_count(const rp_bfc_t *b);
+/* Bin of a (rounded) size: floor(log2(size / 256)) capped at 20. */
+int rp_bfc_bin_for_size(uint64_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_BFC_CORE_H */

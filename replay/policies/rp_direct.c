@@ -1,0 +1,138 @@
+/* rp_direct.c: the `direct` policy: every request straight to the driver.
+ *
+ * Model: alloc = mem_alloc(exact size), free = mem_free; nothing cached, nothing rounded
+ * here (the driver rounds as it rounds: the sim backend to its granularity). This is what
+ * PYTORCH_NO_CUDA_MEMORY_CACHING=1, XLA_PYTHON_CLIENT_ALLOCATOR=platform or
+ * cupy.cuda.set_allocator(None) do, and the floor for reserved memory / ceiling for driver
+ * calls among the policies. A 0-byte request asks the driver for 1 byte, so each live block
+ * keeps an address of its own (cudaMalloc(0) returns NULL). OOM: the driver's NOMEM, no
+ * retry (there is no cache to free). empty_cache has nothing to do. No conf keys.
+ * Structure: live blocks in a uthash table by address (the free needs the size). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <uthash.h>
+
+#include "replay/policies/rp_conf.h"
+#include "replay/policies/rp_policies.h"
+
+typedef struct live {
+  uint64_t addr, size;
+  UT_hash_handle hh;
+} live_t;
+
+typedef struct direct_policy {
+  rp_driver_t drv;
+  live_t *live;
+  rp_policy_stats_t st;
+} direct_policy_t;
+
+static const rp_conf_key_t direct_keys[] = {{NULL, RP_CONF_FLAG, 0}};
+
+static gm_status_t direct_create(const char *conf, const rp_driver_t *drv, rp_policy_t **out, gm_err_t *err) {
+  char dummy = 0;
+  gm_status_t st = rp_conf_parse("direct", conf, direct_keys, NULL, &dummy, err);
+  if (st < 0) return st;
+  direct_policy_t *p = calloc(1, sizeof *p);
+  if (!p) return gm_err_set(err, GM_ERR_NOMEM, "direct: out of host memory");
+  p->drv = *drv;
+  *out = (rp_policy_t *)p;
+  return GM_OK;
+}
+
+static void direct_destroy(rp_policy_t *pp) {
+  direct_policy_t *p = (direct_policy_t *)pp;
+  if (!p) return;
+  live_t *l, *tmp;
+  HASH_ITER(hh, p->live, l, tmp) {
+    HASH_DEL(p->live, l);
+    free(l);
+  }
+  free(p);
+}
+
+static gm_status_t direct_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
+  (void)stream; /* cudaMalloc is not stream-ordered */
+  direct_policy_t *p = (direct_policy_t *)pp;
+  uint64_t ask = size ? size : 1;
+  live_t *l = malloc(sizeof *l);
+  if (!l) return gm_err_set(err, GM_ERR_NOMEM, "direct: out of host memory");
+  gm_status_t st = p->drv.mem_alloc(p->drv.ctx, ask, &l->addr);
+  if (st == GM_ERR_NOMEM) {
+    free(l);
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory: the driver refused %" PRIu64 " bytes", ask);
+  }
+  if (st < 0) {
+    free(l);
+    return gm_err_wrap(err, "direct: device allocation of %" PRIu64 " bytes", ask);
+  }
+  l->size = ask;
+  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), l);
+  p->st.allocated_bytes += ask;
+  *addr = l->addr;
+  return GM_OK;
+}
+
+static gm_status_t direct_free(rp_policy_t *pp, uint64_t addr, gm_err_t *err) {
+  direct_policy_t *p = (direct_policy_t *)pp;
+  live_t *l = NULL;
+  HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), l);
+  if (!l) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
+  gm_status_t st = p->drv.mem_free(p->drv.ctx, l->addr, l->size);
+  if (st < 0) return gm_err_wrap(err, "direct: device free of 0x%" PRIx64, addr);
+  HASH_DEL(p->live, l);
+  p->st.allocated_bytes -= l->size;
+  free(l);
+  return GM_OK;
+}
+
+static gm_status_t direct_empty_cache(rp_policy_t *p, gm_err_t *err) {
+  (void)p;
+  (void)err;
+  return GM_OK;
+}
+
+static gm_status_t direct_release_all(rp_policy_t *pp, gm_err_t *err) {
+  direct_policy_t *p = (direct_policy_t *)pp;
+  live_t *l, *tmp;
+  HASH_ITER(hh, p->live, l, tmp) {
+    gm_status_t st = direct_free(pp, l->addr, err);
+    if (st < 0) return st;
+  }
+  return GM_OK;
+}
+
+static void direct_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
+  *out = ((const direct_policy_t *)pp)->st;
+  out->cached_bytes = 0;
+}
+
+static gm_status_t direct_check(const rp_policy_t *pp, gm_err_t *err) {
+  const direct_policy_t *p = (const direct_policy_t *)pp;
+  uint64_t sum = 0;
+  for (const live_t *l = p->live; l; l = l->hh.next) sum += l->size;
+  if (sum != p->st.allocated_bytes)
+    return gm_err_set(err, GM_ERR_CORRUPT, "direct: allocated_bytes %" PRIu64 ", live blocks sum %" PRIu64,
+                      p->st.allocated_bytes, sum);
+  return GM_OK;
+}
+
+static const char *direct_spec(const rp_policy_t *p) {
+  (void)p;
+  return "direct";
+}
+
+const rp_policy_ops_t rp_direct_ops = {
+    .name = "direct",
+    .description = "every request straight to the driver (cudaMalloc/cudaFree, exact size)",
+    .create = direct_create,
+    .destroy = direct_destroy,
+    .alloc = direct_alloc,
+    .free = direct_free,
+    .empty_cache = direct_empty_cache,
+    .release_all = direct_release_all,
+    .stats = direct_stats,
+    .check = direct_check,
+    .spec = direct_spec,
+};

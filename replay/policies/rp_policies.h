@@ -1,0 +1,26 @@
+/* rp_policies.h: the policies this package implements, for the registry and for tests.
+ * Engines should go through rp_policy_find()/rp_policy_create() (rp_policy.h) instead. */
+#ifndef RP_POLICIES_H
+#define RP_POLICIES_H
+
+#include "replay/policies/rp_policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const rp_policy_ops_t rp_bfc_ops;      /* rp_bfc.c: TensorFlow's BFC */
+extern const rp_policy_ops_t rp_prealloc_ops; /* rp_bfc.c: JAX/XLA, BFC in one arena */
+extern const rp_policy_ops_t rp_direct_ops;   /* rp_direct.c: every request to the driver */
+extern const rp_policy_ops_t rp_async_ops;    /* rp_async.c: the driver's stream-ordered pool */
+
+/* TensorFlow's default memory limit on a device of `total` bytes when no fraction is set:
+ * total minus MinSystemMemory (225 MiB under 2 GiB, else 1800 MiB: TF's value for compute
+ * capability >= 9, i.e. H100/H200). TF subtracts it from the memory free at start-up; the
+ * model has only the total. A device no larger than the reserve gets its whole total. */
+uint64_t rp_bfc_tf_default_limit(uint64_t total);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_POLICIES_H */

@@ -1,0 +1,221 @@
+/* fake_driver.c: see fake_driver.h. Linear scans over a small array: tests hold few blocks. */
+#include "replay/policies/testing/fake_driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t round_up(uint64_t v, uint64_t g) { return g > 1 ? (v + g - 1) / g * g : v; }
+
+static int find(rp_fake_driver_t *f, uint64_t addr, int kind) {
+  for (int i = 0; i < f->nblocks; i++)
+    if (f->blocks[i].addr == addr && f->blocks[i].kind == kind) return i;
+  return -1;
+}
+
+static void drop(rp_fake_driver_t *f, int i) { f->blocks[i] = f->blocks[--f->nblocks]; }
+
+static gm_status_t push(rp_fake_driver_t *f, rp_fake_block_t b) {
+  if (f->nblocks == f->cap_blocks) {
+    int n = f->cap_blocks ? 2 * f->cap_blocks : 64;
+    rp_fake_block_t *nb = realloc(f->blocks, (size_t)n * sizeof *nb);
+    if (!nb) return GM_ERR_NOMEM;
+    f->blocks = nb;
+    f->cap_blocks = n;
+  }
+  f->blocks[f->nblocks++] = b;
+  return GM_OK;
+}
+
+/* Take `rounded` bytes of capacity, or say NOMEM. */
+static gm_status_t take(rp_fake_driver_t *f, uint64_t rounded) {
+  if (f->fail_next > 0) {
+    f->fail_next--;
+    f->calls.nomem++;
+    return GM_ERR_NOMEM;
+  }
+  if (rounded > f->capacity - f->used) {
+    f->calls.nomem++;
+    return GM_ERR_NOMEM;
+  }
+  f->used += rounded;
+  if (f->used > f->peak_used) f->peak_used = f->used;
+  return GM_OK;
+}
+
+static uint64_t bump(rp_fake_driver_t *f, uint64_t rounded) {
+  uint64_t a = f->next_addr;
+  uint64_t align = f->drv.granularity > 512 ? f->drv.granularity : 512;
+  f->next_addr = round_up(a + (rounded ? rounded : 1), align);
+  return a;
+}
+
+static gm_status_t fk_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.mem_alloc++;
+  if (size == 0) return f->errors++, GM_ERR_INVAL;
+  uint64_t r = round_up(size, f->drv.granularity);
+  gm_status_t st = take(f, r);
+  if (st < 0) return st;
+  rp_fake_block_t b = {bump(f, r), size, r, RP_FAKE_SEGMENT, 0};
+  if (push(f, b) < 0) return GM_ERR_NOMEM;
+  *addr = b.addr;
+  return GM_OK;
+}
+
+static gm_status_t fk_mem_free(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.mem_free++;
+  int i = find(f, addr, RP_FAKE_SEGMENT);
+  if (i < 0 || f->blocks[i].size != size) return f->errors++, GM_ERR_INVAL;
+  f->used -= f->blocks[i].rounded;
+  drop(f, i);
+  return GM_OK;
+}
+
+static gm_status_t fk_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.va_reserve++;
+  if (size == 0 || size % f->drv.granularity) return f->errors++, GM_ERR_INVAL;
+  rp_fake_block_t b = {bump(f, size), size, 0, RP_FAKE_VA, 0};
+  if (push(f, b) < 0) return GM_ERR_NOMEM;
+  *addr = b.addr;
+  return GM_OK;
+}
+
+static gm_status_t fk_va_release(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.va_release++;
+  int i = find(f, addr, RP_FAKE_VA);
+  if (i < 0 || f->blocks[i].size != size) return f->errors++, GM_ERR_INVAL;
+  /* Releasing a range with pages still mapped in it is a bug in the caller. */
+  for (int j = 0; j < f->nblocks; j++)
+    if (f->blocks[j].kind == RP_FAKE_MAP && f->blocks[j].addr >= addr && f->blocks[j].addr < addr + size)
+      return f->errors++, GM_ERR_INVAL;
+  drop(f, i);
+  return GM_OK;
+}
+
+static int inside_va(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
+  for (int i = 0; i < f->nblocks; i++)
+    if (f->blocks[i].kind == RP_FAKE_VA && addr >= f->blocks[i].addr &&
+        addr + size <= f->blocks[i].addr + f->blocks[i].size)
+      return 1;
+  return 0;
+}
+
+static gm_status_t fk_map(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.map++;
+  uint64_t g = f->drv.granularity;
+  if (size == 0 || size % g || addr % g || !inside_va(f, addr, size)) return f->errors++, GM_ERR_INVAL;
+  for (int j = 0; j < f->nblocks; j++) /* no overlap with a mapping */
+    if (f->blocks[j].kind == RP_FAKE_MAP && addr < f->blocks[j].addr + f->blocks[j].size &&
+        f->blocks[j].addr < addr + size)
+      return f->errors++, GM_ERR_INVAL;
+  gm_status_t st = take(f, size);
+  if (st < 0) return st;
+  rp_fake_block_t b = {addr, size, size, RP_FAKE_MAP, 0};
+  return push(f, b);
+}
+
+static gm_status_t fk_unmap(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.unmap++;
+  int i = find(f, addr, RP_FAKE_MAP);
+  /* An unmap may cover several adjacent mappings; split bookkeeping keeps it simple: the
+   * range must be exactly tiled by mappings. */
+  uint64_t at = addr, end = addr + size;
+  if (i < 0) return f->errors++, GM_ERR_INVAL;
+  while (at < end) {
+    i = find(f, at, RP_FAKE_MAP);
+    if (i < 0 || f->blocks[i].addr + f->blocks[i].size > end) return f->errors++, GM_ERR_INVAL;
+    at += f->blocks[i].size;
+    f->used -= f->blocks[i].size;
+    drop(f, i);
+  }
+  return GM_OK;
+}
+
+static gm_status_t fk_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
+  rp_fake_driver_t *f = ctx;
+  (void)stream;
+  f->calls.alloc_async++;
+  if (size == 0) return f->errors++, GM_ERR_INVAL;
+  uint64_t r = round_up(size, 512);
+  for (int i = 0; i < f->nblocks; i++) /* reuse a cached block of the same rounded size */
+    if (f->blocks[i].kind == RP_FAKE_ASYNC && f->blocks[i].cached && f->blocks[i].rounded == r) {
+      f->blocks[i].cached = 0;
+      f->blocks[i].size = size;
+      *addr = f->blocks[i].addr;
+      return GM_OK;
+    }
+  gm_status_t st = take(f, r);
+  if (st < 0) return st;
+  rp_fake_block_t b = {bump(f, r), size, r, RP_FAKE_ASYNC, 0};
+  if (push(f, b) < 0) return GM_ERR_NOMEM;
+  *addr = b.addr;
+  return GM_OK;
+}
+
+static gm_status_t fk_free_async(void *ctx, uint64_t addr, uint64_t stream) {
+  rp_fake_driver_t *f = ctx;
+  (void)stream;
+  f->calls.free_async++;
+  int i = find(f, addr, RP_FAKE_ASYNC);
+  if (i < 0 || f->blocks[i].cached) return f->errors++, GM_ERR_INVAL;
+  f->blocks[i].cached = 1;
+  return GM_OK;
+}
+
+static gm_status_t fk_pool_trim(void *ctx, uint64_t keep) {
+  rp_fake_driver_t *f = ctx;
+  f->calls.pool_trim++;
+  uint64_t cached = 0;
+  for (int i = 0; i < f->nblocks; i++)
+    if (f->blocks[i].kind == RP_FAKE_ASYNC && f->blocks[i].cached) cached += f->blocks[i].rounded;
+  for (int i = f->nblocks - 1; i >= 0 && cached > keep; i--)
+    if (f->blocks[i].kind == RP_FAKE_ASYNC && f->blocks[i].cached) {
+      cached -= f->blocks[i].rounded;
+      f->used -= f->blocks[i].rounded;
+      drop(f, i);
+    }
+  return GM_OK;
+}
+
+void rp_fake_driver_init(rp_fake_driver_t *f, uint64_t capacity, uint64_t granularity, int with_async) {
+  memset(f, 0, sizeof *f);
+  f->capacity = capacity;
+  f->next_addr = 1ull << 32; /* nonzero, far from 0 so a 0 address is always a bug */
+  f->drv.ctx = f;
+  f->drv.mem_alloc = fk_mem_alloc;
+  f->drv.mem_free = fk_mem_free;
+  f->drv.va_reserve = fk_va_reserve;
+  f->drv.va_release = fk_va_release;
+  f->drv.map = fk_map;
+  f->drv.unmap = fk_unmap;
+  if (with_async) {
+    f->drv.alloc_async = fk_alloc_async;
+    f->drv.free_async = fk_free_async;
+    f->drv.pool_trim = fk_pool_trim;
+  }
+  f->drv.granularity = granularity ? granularity : 1;
+  f->drv.total_memory = capacity;
+}
+
+void rp_fake_driver_fini(rp_fake_driver_t *f) {
+  free(f->blocks);
+  f->blocks = NULL;
+  f->nblocks = f->cap_blocks = 0;
+}
+
+int rp_fake_driver_segments(const rp_fake_driver_t *f, uint64_t *bytes) {
+  int n = 0;
+  uint64_t b = 0;
+  for (int i = 0; i < f->nblocks; i++)
+    if (f->blocks[i].kind == RP_FAKE_SEGMENT) {
+      n++;
+      b += f->blocks[i].size;
+    }
+  if (bytes) *bytes = b;
+  return n;
+}
