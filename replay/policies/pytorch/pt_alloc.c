@@ -168,7 +168,7 @@ static int get_free_block(rp_policy_t *p, params_t *a) {
 /* cudaFree of a whole unsplit, non-expandable free block (release_block). */
 static gm_status_t release_block(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   gm_status_t s = p->drv.mem_free(p->drv.ctx, b->addr, b->size);
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: cudaFree of %" PRIu64 " bytes", b->size);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: cudaFree of %" PRIu64 " bytes: %s", b->size, gm_status_str(s));
   p->total_allocated_memory -= b->size;
   pt_free_remove(p, b);
   pt_seg_put(p, b->seg);
@@ -220,7 +220,7 @@ static int alloc_block(rp_policy_t *p, params_t *a, int is_retry, gm_err_t *err)
   uint64_t addr = 0;
   gm_status_t s = p->drv.mem_alloc(p->drv.ctx, a->alloc_size, &addr);
   if (s == GM_ERR_NOMEM) return 0;
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: cudaMalloc of %" PRIu64 " bytes", a->alloc_size);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: cudaMalloc of %" PRIu64 " bytes: %s", a->alloc_size, gm_status_str(s));
   pt_seg_t *seg = pt_seg_new(p);
   pt_block_t *b = seg ? pt_block_new(p) : NULL;
   if (!b) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");

@@ -42,7 +42,7 @@ static int find_expandable_block(rp_policy_t *p, pt_pool_t *pool, uint64_t strea
   uint64_t pages = (total + total / 8 + page - 1) / page;
   uint64_t base = 0;
   gm_status_t s = p->drv.va_reserve(p->drv.ctx, page * pages, &base);
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: cuMemAddressReserve of %" PRIu64 " bytes", page * pages);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: cuMemAddressReserve of %" PRIu64 " bytes: %s", page * pages, gm_status_str(s));
   pt_seg_t *seg = pt_seg_new(p);
   pt_block_t *b = seg ? pt_block_new(p) : NULL;
   if (!b) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
@@ -71,7 +71,7 @@ static int map_block(rp_policy_t *p, pt_block_t *b, uint64_t size, gm_err_t *err
   uint64_t bytes = (end - begin) * seg->page;
   gm_status_t s = p->drv.map(p->drv.ctx, seg->base + begin * seg->page, bytes);
   if (s == GM_ERR_NOMEM) return 0;
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: mapping %" PRIu64 " bytes", bytes);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: mapping %" PRIu64 " bytes: %s", bytes, gm_status_str(s));
   pt_unmapped_remove(p, b);
   b->mapped = 1;
   if (bytes < b->size) {
@@ -126,7 +126,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   if (begin >= end) return 0;
   uint64_t ustart = seg->base + begin * seg->page, usize = (end - begin) * seg->page;
   gm_status_t s = p->drv.unmap(p->drv.ctx, ustart, usize);
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: unmapping %" PRIu64 " bytes", usize);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: unmapping %" PRIu64 " bytes: %s", usize, gm_status_str(s));
   pt_free_remove(p, b);
   uint64_t before = ustart - b->addr, after = b->size - before - usize;
   if (before > 0) {
@@ -170,7 +170,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
 int pt_expand_release_segment(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   pt_seg_t *seg = b->seg;
   gm_status_t s = p->drv.va_release(p->drv.ctx, seg->base, seg->size);
-  if (s != GM_OK) return gm_err_wrap(err, "pytorch: releasing %" PRIu64 " bytes of address space", seg->size);
+  if (s != GM_OK) return gm_err_set(err, s, "pytorch: releasing %" PRIu64 " bytes of address space: %s", seg->size, gm_status_str(s));
   pt_unmapped_remove(p, b);
   pt_seg_put(p, seg);
   pt_block_put(p, b);

@@ -116,13 +116,13 @@ static gm_status_t pt_release_all(rp_policy_t *p, gm_err_t *err) {
       uint64_t start = r->addr, size = 0;
       while (r && r->mapped) size += r->size, r = r->next;
       gm_status_t s = p->drv.unmap(p->drv.ctx, start, size);
-      if (s != GM_OK && first == GM_OK) first = gm_err_wrap(err, "pytorch: release_all: unmapping %" PRIu64 " bytes", size);
+      if (s != GM_OK && first == GM_OK) first = gm_err_set(err, s, "pytorch: release_all: unmapping %" PRIu64 " bytes: %s", size, gm_status_str(s));
     }
   }
   for (pt_seg_t *s = p->segs; s; s = s->lnext) {
     gm_status_t r = s->expandable ? p->drv.va_release(p->drv.ctx, s->base, s->size)
                                   : p->drv.mem_free(p->drv.ctx, s->base, s->size);
-    if (r != GM_OK && first == GM_OK) first = gm_err_wrap(err, "pytorch: release_all: freeing a segment of %" PRIu64 " bytes", s->size);
+    if (r != GM_OK && first == GM_OK) first = gm_err_set(err, r, "pytorch: release_all: freeing a segment of %" PRIu64 " bytes: %s", s->size, gm_status_str(r));
   }
   drop_all(p);
   return first;

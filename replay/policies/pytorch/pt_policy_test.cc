@@ -1,0 +1,304 @@
+// pt_policy_test.cc: the pytorch policy on hand-computed scenarios, with a fake driver of
+// limited capacity; the invariant checker runs after every operation.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "replay/policies/pytorch/pt_fake_driver.h"
+#include "replay/policies/pytorch/rp_pytorch.h"
+
+namespace {
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+
+struct Model {
+  FakeDriver fd;
+  rp_policy_t *p = nullptr;
+  const rp_policy_ops_t *ops = &rp_pytorch_ops;
+
+  Model(const char *conf, uint64_t capacity = 8 * GiB) : fd(capacity) {
+    gm_err_t e{};
+    EXPECT_EQ(ops->create(conf, &fd.drv, &p, &e), GM_OK) << e.msg;
+  }
+  ~Model() {
+    if (p) ops->destroy(p);
+  }
+  void Check() {
+    gm_err_t e{};
+    ASSERT_EQ(ops->check(p, &e), GM_OK) << e.msg;
+  }
+  uint64_t Alloc(uint64_t size, uint64_t stream = 0) {
+    uint64_t a = 0;
+    gm_err_t e{};
+    gm_status_t s = ops->alloc(p, size, stream, &a, &e);
+    EXPECT_EQ(s, GM_OK) << e.msg;
+    Check();
+    return a;
+  }
+  gm_status_t TryAlloc(uint64_t size, uint64_t stream = 0) {
+    uint64_t a = 0;
+    gm_err_t e{};
+    gm_status_t s = ops->alloc(p, size, stream, &a, &e);
+    Check();
+    return s;
+  }
+  void Free(uint64_t a) {
+    gm_err_t e{};
+    EXPECT_EQ(ops->free(p, a, &e), GM_OK) << e.msg;
+    Check();
+  }
+  void EmptyCache() {
+    gm_err_t e{};
+    EXPECT_EQ(ops->empty_cache(p, &e), GM_OK) << e.msg;
+    Check();
+  }
+  rp_policy_stats_t Stats() {
+    rp_policy_stats_t s;
+    ops->stats(p, &s);
+    return s;
+  }
+  std::string Log() { return FakeDriver::Str(fd.log); }
+};
+
+TEST(PytorchPolicy, ThreeMiBGetsTwentyMiBSegmentWithSeventeenMiBRemainder) {
+  Model m("");
+  uint64_t a = m.Alloc(3 * MiB);
+  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{20 * MiB});
+  EXPECT_EQ(m.Stats().allocated_bytes, 3 * MiB);
+  EXPECT_EQ(m.Stats().cached_bytes, 17 * MiB);
+  EXPECT_EQ(m.Stats().splits, 1u);
+  uint64_t b = m.Alloc(17 * MiB);  // the remainder, at the higher address
+  EXPECT_EQ(b, a + 3 * MiB);
+  EXPECT_EQ(m.fd.log.size(), 1u);
+  m.Free(a);
+  m.Free(b);
+  EXPECT_EQ(m.Stats().merges, 1u);
+  EXPECT_EQ(m.Stats().cached_bytes, 20 * MiB);
+}
+
+TEST(PytorchPolicy, TenAndAHalfMiBSplitsTwelveMiBSegment) {
+  Model m("");
+  uint64_t a = m.Alloc(21 * MiB / 2);
+  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{12 * MiB});
+  EXPECT_EQ(m.Stats().cached_bytes, 3 * MiB / 2);  // 1.5 MiB > 1 MiB: split off
+  EXPECT_EQ(m.Alloc(3 * MiB / 2), a + 21 * MiB / 2);
+  // 11 MiB: the 1 MiB remainder is not > 1 MiB, so the block is not split
+  uint64_t c = m.Alloc(11 * MiB);
+  (void)c;
+  EXPECT_EQ(m.Stats().splits, 1u);
+  EXPECT_EQ(m.Stats().allocated_bytes, 12 * MiB + 12 * MiB);
+}
+
+TEST(PytorchPolicy, SmallRequestsShareTwoMiBSegments) {
+  Model m("");
+  uint64_t a = m.Alloc(1000);
+  uint64_t b = m.Alloc(1000);
+  EXPECT_EQ(b, a + 1024);
+  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{2 * MiB});
+  uint64_t c = m.Alloc(MiB);  // still small pool (<= 1 MiB)
+  EXPECT_EQ(c, a + 2048);
+  uint64_t d = m.Alloc(MiB);  // does not fit: a new 2 MiB segment
+  EXPECT_EQ(d, m.fd.segs.rbegin()->first);
+  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
+}
+
+TEST(PytorchPolicy, OversizeBlocksAreNotSplitAndNotGivenToSmallRequests) {
+  Model m("max_split_size_mb:40");
+  uint64_t a = m.Alloc(50 * MiB);
+  m.Free(a);
+  uint64_t b = m.Alloc(45 * MiB);  // oversize request: takes the 50 MiB block whole (50 < 45 + 20)
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(m.Stats().allocated_bytes, 50 * MiB);
+  EXPECT_EQ(m.Stats().splits, 0u);
+  m.Free(b);
+  uint64_t c = m.Alloc(30 * MiB);  // below max_split: never served from an oversize block
+  EXPECT_NE(c, a);
+  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{50 * MiB, 30 * MiB}));
+  m.Free(c);
+  // max_non_split_rounding: a 100 MiB cached block is too big for 70 MiB (100 >= 70 + 20)
+  uint64_t d = m.Alloc(100 * MiB);
+  m.Free(d);
+  uint64_t e = m.Alloc(70 * MiB);
+  EXPECT_NE(e, d);
+  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{50 * MiB, 30 * MiB, 100 * MiB, 70 * MiB}));
+}
+
+TEST(PytorchPolicy, StreamsNeverShareFreeBlocks) {
+  Model m("");
+  uint64_t a = m.Alloc(1000, 1);
+  m.Free(a);
+  uint64_t b = m.Alloc(1000, 2);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
+  EXPECT_EQ(m.Alloc(1000, 1), a);  // back on stream 1: the cached block
+}
+
+TEST(PytorchPolicy, OomPathFreesCacheRetriesThenFails) {
+  Model m("", 72 * MiB);
+  uint64_t a = m.Alloc(30 * MiB);
+  m.Alloc(30 * MiB);
+  m.Free(a);
+  m.Alloc(40 * MiB);  // cudaMalloc fails, empty_cache frees the cached 30 MiB, retry succeeds
+  EXPECT_EQ(m.Log(), "A30720K A30720K A!40960K F30720K A40960K ");
+  EXPECT_EQ(m.Stats().alloc_retries, 1u);
+  EXPECT_EQ(m.Stats().ooms, 0u);
+  EXPECT_EQ(m.TryAlloc(40 * MiB), GM_ERR_NOMEM);
+  EXPECT_EQ(m.Stats().alloc_retries, 2u);
+  EXPECT_EQ(m.Stats().ooms, 1u);
+  EXPECT_EQ(m.Log(), "A30720K A30720K A!40960K F30720K A40960K A!40960K A!40960K ");
+}
+
+TEST(PytorchPolicy, ReleaseAvailableFreesOversizeBlocksFirst) {
+  Model m("max_split_size_mb:20", 100 * MiB);
+  uint64_t a = m.Alloc(30 * MiB), b = m.Alloc(25 * MiB), c = m.Alloc(25 * MiB);
+  m.Free(a);
+  m.Free(b);
+  (void)c;
+  // 25 MiB requests get 26 MiB segments. 35 MiB: no cached block fits; cudaMalloc fails
+  // (82 + 36 > 100); no single cached oversize block >= 35 MiB, so the largest ones of the
+  // stream go until 35 MiB are freed: 30 then 26.
+  EXPECT_EQ(m.TryAlloc(35 * MiB), GM_OK);
+  EXPECT_EQ(m.Log(), "A30720K A26624K A26624K A!36864K F30720K F26624K A36864K ");
+  EXPECT_EQ(m.Stats().alloc_retries, 0u);
+}
+
+TEST(PytorchPolicy, FreeOfUnknownAddressIsAnError) {
+  Model m("");
+  gm_err_t e{};
+  EXPECT_EQ(m.ops->free(m.p, 12345, &e), GM_ERR_INVAL);
+  EXPECT_NE(std::string(e.msg).find("unknown address"), std::string::npos);
+}
+
+TEST(PytorchPolicy, EmptyCacheFreesOnlyUnsplitSegmentsInPoolOrder) {
+  Model m("");
+  uint64_t a = m.Alloc(30 * MiB), b = m.Alloc(3 * MiB), c = m.Alloc(1000);
+  (void)b;
+  m.Free(a);
+  m.Free(c);
+  m.EmptyCache();  // the 20 MiB segment is split (3 MiB live): kept
+  EXPECT_EQ(m.Log(), "A30720K A20480K A2048K F30720K F2048K ");
+  EXPECT_EQ(m.Stats().cached_bytes, 17 * MiB);
+}
+
+TEST(PytorchPolicy, ExpandableSegmentsGrowByPagesAndUnmapOnEmptyCache) {
+  Model m("expandable_segments:True", 1 * GiB);
+  uint64_t a = m.Alloc(3 * MiB);
+  ASSERT_EQ(m.fd.log.size(), 2u);
+  EXPECT_EQ(m.fd.log[0].op, 'R');  // VA for 9/8 of the device in 20 MiB pages
+  EXPECT_EQ(m.fd.log[0].size, (GiB + GiB / 8 + 20 * MiB - 1) / (20 * MiB) * (20 * MiB));
+  EXPECT_EQ(m.fd.log[1].op, 'M');
+  EXPECT_EQ(m.fd.log[1].size, 20 * MiB);
+  uint64_t b = m.Alloc(30 * MiB);  // grows the same segment by one page, right after a
+  EXPECT_EQ(b, a + 3 * MiB);
+  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{20 * MiB, 20 * MiB}));
+  EXPECT_EQ(m.Stats().cached_bytes, 7 * MiB);
+  uint64_t c = m.Alloc(1000);  // small pool: its own segment with 2 MiB pages
+  EXPECT_EQ(m.fd.log.back().size, 2 * MiB);
+  m.Free(a);
+  m.EmptyCache();  // a's 3 MiB hold no whole page: nothing to unmap there
+  EXPECT_EQ(m.fd.used, 42 * MiB);
+  m.Free(b);
+  m.Free(c);
+  m.EmptyCache();  // every page unmapped, both reservations released
+  EXPECT_EQ(m.fd.used, 0u);
+  EXPECT_TRUE(m.fd.vas.empty());
+  EXPECT_EQ(m.Stats().cached_bytes, 0u);
+  size_t n = m.fd.log.size();
+  EXPECT_EQ(m.fd.log[n - 4].op, 'U');
+  EXPECT_EQ(m.fd.log[n - 4].size, 40 * MiB);
+  EXPECT_EQ(m.fd.log[n - 3].op, 'X');
+  EXPECT_EQ(m.fd.log[n - 2].op, 'U');
+  EXPECT_EQ(m.fd.log[n - 1].op, 'X');
+}
+
+TEST(PytorchPolicy, ExpandableUnmapsWholeFreePagesInsideTheSegment) {
+  Model m("expandable_segments:True", 1 * GiB);
+  uint64_t a = m.Alloc(30 * MiB), b = m.Alloc(50 * MiB), c = m.Alloc(5 * MiB);
+  EXPECT_EQ(b, a + 30 * MiB);
+  EXPECT_EQ(m.fd.used, 100 * MiB);
+  m.Free(b);  // [30, 80) free: whole pages [40, 80) can go
+  m.EmptyCache();
+  EXPECT_EQ(m.fd.log.back().op, 'U');
+  EXPECT_EQ(m.fd.log.back().addr, a + 40 * MiB);
+  EXPECT_EQ(m.fd.log.back().size, 40 * MiB);
+  EXPECT_EQ(m.fd.used, 60 * MiB);
+  // the hole is the lowest unmapped range: the next growth fills it
+  uint64_t d = m.Alloc(45 * MiB);
+  EXPECT_EQ(d, a + 30 * MiB);
+  EXPECT_EQ(m.fd.log.back().op, 'M');
+  EXPECT_EQ(m.fd.log.back().addr, a + 40 * MiB);
+  EXPECT_EQ(m.fd.log.back().size, 40 * MiB);
+  (void)c;
+}
+
+TEST(PytorchPolicy, GarbageCollectionNeedsAMemoryFraction) {
+  {
+    Model m("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5", 400 * MiB);
+    uint64_t a = m.Alloc(60 * MiB), b = m.Alloc(60 * MiB);
+    m.Free(a);
+    m.Free(b);
+    m.Alloc(70 * MiB);  // reserved 120 > 0.5 * 200: both aged blocks are freed first
+    EXPECT_EQ(m.Log(), "A61440K A61440K F61440K F61440K A71680K ");
+  }
+  {
+    Model m("garbage_collection_threshold:0.5", 400 * MiB);
+    uint64_t a = m.Alloc(60 * MiB), b = m.Alloc(60 * MiB);
+    m.Free(a);
+    m.Free(b);
+    m.Alloc(70 * MiB);
+    EXPECT_EQ(m.Log(), "A61440K A61440K A71680K ");
+  }
+}
+
+TEST(PytorchPolicy, MemoryFractionLimitsWithoutCallingTheDriver) {
+  Model m("per_process_memory_fraction:0.5", 400 * MiB);
+  m.Alloc(150 * MiB);
+  EXPECT_EQ(m.TryAlloc(60 * MiB), GM_ERR_NOMEM);
+  EXPECT_EQ(m.Log(), "A153600K ");
+  EXPECT_EQ(m.Stats().ooms, 1u);
+  EXPECT_EQ(m.Stats().alloc_retries, 1u);
+}
+
+TEST(PytorchPolicy, ReleaseAllReturnsEverything) {
+  for (const char *conf : {"", "expandable_segments:True"}) {
+    Model m(conf, 1 * GiB);
+    uint64_t a = m.Alloc(3 * MiB);
+    m.Alloc(100 * MiB);
+    m.Alloc(1000, 7);
+    m.Free(a);
+    gm_err_t e{};
+    EXPECT_EQ(m.ops->release_all(m.p, &e), GM_OK) << e.msg;
+    m.Check();
+    EXPECT_EQ(m.fd.used, 0u) << conf;
+    EXPECT_TRUE(m.fd.segs.empty());
+    EXPECT_TRUE(m.fd.vas.empty());
+    EXPECT_EQ(m.Stats().allocated_bytes, 0u);
+    m.Alloc(5 * MiB);  // usable again
+  }
+}
+
+TEST(PytorchPolicy, BackendFailureStopsTheReplay) {
+  Model m("");
+  m.fd.hard_error = true;
+  EXPECT_EQ(m.TryAlloc(1000), GM_ERR_CUDA);
+  EXPECT_EQ(m.Stats().ooms, 0u);
+}
+
+TEST(PytorchPolicy, SpecIsCanonical) {
+  Model m("max_split_size_mb: 128 ,expandable_segments:False");
+  EXPECT_STREQ(m.ops->spec(m.p), "pytorch:max_split_size_mb:128,expandable_segments:False");
+  Model d("");
+  EXPECT_STREQ(d.ops->spec(d.p), "pytorch");
+}
+
+TEST(PytorchPolicy, CreateRejectsBadConfNamingTheKey) {
+  FakeDriver fd(GiB);
+  rp_policy_t *p = nullptr;
+  gm_err_t e{};
+  EXPECT_EQ(rp_pytorch_ops.create("max_split_size_mb:5", &fd.drv, &p, &e), GM_ERR_INVAL);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(e.msg).find("max_split_size_mb"), std::string::npos);
+}
+
+}  // namespace
