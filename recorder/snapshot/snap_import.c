@@ -1,0 +1,305 @@
+/* snap_import.c: a PyTorch memory snapshot (the plain-data tree from snap_pickle.c) into a
+ * gpumem trace.
+ *
+ * The snapshot is {segments, device_traces, allocator_settings, external_annotations}. Each
+ * device's trace is a list of entries {action, addr, size, stream, time_us, frames} in the
+ * order the allocator recorded them; that order is kept exactly (the replay depends on it),
+ * and devices and annotations are merged by time only between lists. Times become ns since the
+ * first entry; the header's start_time_ns is that entry's wall-clock time.
+ *
+ * Initial state: when recording started after allocations existed (history enabled late, or
+ * the ring buffer of max_entries dropped the oldest entries), the first thing a trace says about
+ * an address may be its free. Such segments and blocks, and those alive in the final `segments`
+ * list that the trace never mentions, are emitted first at ts 0 with GMT_F_SYNTHETIC, so a
+ * replay starts from the memory that really existed (see snap_state.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder/snapshot/snap_import.h"
+#include "recorder/snapshot/snap_internal.h"
+
+int snap_is_pickle(const void *buf, size_t len) {
+  const uint8_t *b = buf;
+  return len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
+}
+
+/* ---- callsites ------------------------------------------------------------------------------- */
+
+/* Innermost frames first, "file:line:name" joined by " < ", at most SNAP_MAX_FRAMES frames. Paths
+ * are cut after "site-packages/" so that the same library code reads the same on any machine. */
+static gm_status_t callsite(gmt_writer_t *w, const snap_val_t *frames, uint32_t *id,
+                            gm_err_t *err) {
+  *id = GMT_NO_STRING;
+  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return GM_OK;
+  char buf[2048];
+  size_t off = 0;
+  for (size_t k = 0; k < frames->n && k < SNAP_MAX_FRAMES; k++) {
+    const snap_val_t *f = frames->items[k];
+    const snap_val_t *fn = snap_dict_get(f, "filename"), *nm = snap_dict_get(f, "name");
+    int64_t line = 0;
+    snap_int(snap_dict_get(f, "line"), &line);
+    const char *fs = "?", *ns = "?";
+    int fl = 1, nl = 1;
+    if (fn && fn->type == SNAP_STR) {
+      fs = fn->s;
+      fl = (int)(fn->len > 400 ? 400 : fn->len);
+      const char *sp = memmem(fs, (size_t)fl, "site-packages/", 14);
+      if (sp) {
+        fl -= (int)(sp + 14 - fs);
+        fs = sp + 14;
+      }
+    }
+    if (nm && nm->type == SNAP_STR) {
+      ns = nm->s;
+      nl = (int)(nm->len > 200 ? 200 : nm->len);
+    }
+    int n = snprintf(buf + off, sizeof(buf) - off, "%s%.*s:%lld:%.*s", k ? " < " : "", fl, fs,
+                     (long long)line, nl, ns);
+    if (n < 0 || (size_t)n >= sizeof(buf) - off) break;
+    off += (size_t)n;
+  }
+  if (off == 0) return GM_OK;
+  return gmt_writer_intern(w, buf, id, err);
+}
+
+/* ---- one trace entry ----------------------------------------------------------------------- */
+
+static int action_kind(const snap_val_t *a) {
+  static const struct {
+    const char *name;
+    int kind;
+  } map[] = {
+      {"alloc", GMT_EV_ALLOC},
+      {"free_requested", GMT_EV_FREE_REQUESTED},
+      {"free_completed", GMT_EV_FREE},
+      {"segment_alloc", GMT_EV_SEGMENT_ALLOC},
+      {"segment_free", GMT_EV_SEGMENT_FREE},
+      {"segment_map", GMT_EV_VMM_MAP},
+      {"segment_unmap", GMT_EV_VMM_UNMAP},
+      {"oom", GMT_EV_ALLOC_FAILED},
+      {"snapshot", GMT_EV_MARKER},
+  };
+  for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
+    if (snap_str_eq(a, map[k].name)) return map[k].kind;
+  return 0;
+}
+
+gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->ev.device = device;
+  out->ev.mem_kind = GMT_MEM_DEVICE;
+  out->ev.stream = GMT_STREAM_NONE;
+  if (!e || e->type != SNAP_DICT) return GM_ERR_FORMAT;
+  int kind = action_kind(snap_dict_get(e, "action"));
+  if (!kind) return GM_END; /* an action this importer does not convert */
+  out->ev.kind = (uint8_t)kind;
+  int64_t v;
+  if (snap_int(snap_dict_get(e, "addr"), &v)) out->ev.addr = (uint64_t)v;
+  if (snap_int(snap_dict_get(e, "size"), &v)) out->ev.size = (uint64_t)v;
+  if (snap_int(snap_dict_get(e, "stream"), &v)) out->ev.stream = (uint64_t)v;
+  out->has_time = snap_int(snap_dict_get(e, "time_us"), &out->time_us);
+  if (kind == GMT_EV_ALLOC_FAILED) out->ev.addr = 0; /* torch puts device_free there */
+  out->frames = snap_dict_get(e, "frames");
+  return GM_OK;
+}
+
+/* ---- header ------------------------------------------------------------------------------ */
+
+static void val_text(const snap_val_t *v, char *buf, size_t n) {
+  buf[0] = 0;
+  if (!v) return;
+  switch (v->type) {
+    case SNAP_NONE: snprintf(buf, n, "None"); break;
+    case SNAP_BOOL: snprintf(buf, n, "%s", v->i ? "True" : "False"); break;
+    case SNAP_INT: snprintf(buf, n, "%lld", (long long)v->i); break;
+    case SNAP_FLOAT: snprintf(buf, n, "%.17g", v->f); break;
+    case SNAP_STR:
+    case SNAP_BYTES: snprintf(buf, n, "%.*s", (int)(v->len > n - 1 ? n - 1 : v->len), v->s); break;
+    case SNAP_DICT: {
+      /* roundup_power2_divisions: {"1": 0, "2": 4, ...} -> "[1:0,2:4,...]" */
+      size_t off = 0;
+      off += (size_t)snprintf(buf + off, n - off, "[");
+      for (size_t k = 0; k + 1 < v->n && off < n; k += 2) {
+        char a[64], b[64];
+        val_text(v->items[k], a, sizeof(a));
+        val_text(v->items[k + 1], b, sizeof(b));
+        off += (size_t)snprintf(buf + off, n - off, "%s%s:%s", k ? "," : "", a, b);
+      }
+      if (off < n) snprintf(buf + off, n - off, "]");
+      break;
+    }
+    default: snprintf(buf, n, "?"); break;
+  }
+}
+
+/* The PYTORCH_CUDA_ALLOC_CONF equivalent of the recorded settings (for when the verbatim string
+ * was not recorded, or was changed at run time): only keys that differ from the defaults. */
+gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
+  size_t off = 0;
+  buf[0] = 0;
+  if (!s || s->type != SNAP_DICT) return GM_OK;
+  int64_t v;
+#define APPEND(...)                                                                          \
+  do {                                                                                       \
+    int w_ = snprintf(buf + off, n - off, "%s", off ? "," : "");                            \
+    if (w_ > 0) off += (size_t)w_;                                                           \
+    if (off < n) {                                                                           \
+      w_ = snprintf(buf + off, n - off, __VA_ARGS__);                                        \
+      if (w_ > 0) off += (size_t)w_;                                                         \
+    }                                                                                        \
+    if (off >= n) return GM_ERR_INVAL;                                                       \
+  } while (0)
+  if (snap_int(snap_dict_get(s, "max_split_size"), &v) && v > 0 && (uint64_t)v != UINT64_MAX &&
+      (uint64_t)v < ((uint64_t)1 << 62))
+    APPEND("max_split_size_mb:%llu", (unsigned long long)((uint64_t)v >> 20));
+  const snap_val_t *g = snap_dict_get(s, "garbage_collection_threshold");
+  if (g && g->type == SNAP_FLOAT && g->f > 0) APPEND("garbage_collection_threshold:%.17g", g->f);
+  if (snap_int(snap_dict_get(s, "expandable_segments"), &v) && v) APPEND("expandable_segments:True");
+  const snap_val_t *r = snap_dict_get(s, "roundup_power2_divisions");
+  if (r && r->type == SNAP_DICT && r->n >= 2) {
+    int64_t first = -1, any = 0, same = 1;
+    for (size_t k = 0; k + 1 < r->n; k += 2) {
+      int64_t d = 0;
+      snap_int(r->items[k + 1], &d);
+      if (first < 0) first = d;
+      if (d != first) same = 0;
+      if (d) any = 1;
+    }
+    if (any && same) {
+      APPEND("roundup_power2_divisions:%lld", (long long)first);
+    } else if (any) {
+      char t[1024];
+      val_text(r, t, sizeof(t));
+      APPEND("roundup_power2_divisions:%s", t);
+    }
+  }
+  if (snap_int(snap_dict_get(s, "max_non_split_rounding_size"), &v) && v > 0 &&
+      v != ((int64_t)20 << 20))
+    APPEND("max_non_split_rounding_mb:%lld", (long long)(v >> 20));
+#undef APPEND
+  return GM_OK;
+}
+
+static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
+                               gm_err_t *err) {
+  gm_status_t st;
+  h->capture_mode = GMT_CAPTURE_TORCH;
+  h->start_time_ns = ps->start_time_ns;
+  if ((st = gmt_header_set(&h->tool, "gpurec import", err))) return st;
+  const snap_val_t *s = snap_dict_get(root, "allocator_settings");
+  char key[160], val[1200];
+  if (s && s->type == SNAP_DICT) {
+    for (size_t k = 0; k + 1 < s->n; k += 2) {
+      const snap_val_t *kv = s->items[k];
+      if (!kv || kv->type != SNAP_STR || kv->len > 100) continue;
+      val_text(s->items[k + 1], val, sizeof(val));
+      if (snap_str_eq(kv, "PYTORCH_CUDA_ALLOC_CONF") || snap_str_eq(kv, "PYTORCH_ALLOC_CONF")) {
+        snprintf(key, sizeof(key), "%.*s", (int)kv->len, kv->s);
+      } else {
+        snprintf(key, sizeof(key), "torch.allocator_settings.%.*s", (int)kv->len, kv->s);
+      }
+      if ((st = gmt_header_kv_set(h, key, val, err))) return st;
+    }
+    if (snap_settings_conf(s, val, sizeof(val)) == GM_OK &&
+        (st = gmt_header_kv_set(h, "torch.alloc_conf", val, err)))
+      return st;
+  }
+  snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->devices);
+  if ((st = gmt_header_kv_set(h, "torch.snapshot.devices", val, err))) return st;
+  snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->synthetic);
+  if ((st = gmt_header_kv_set(h, "torch.snapshot.synthetic_initial_events", val, err))) return st;
+  if ((st = gmt_header_kv_set(h, "torch.snapshot.time", ps->has_time ? "time_us" : "none", err)))
+    return st;
+  return GM_OK;
+}
+
+/* ---- the whole conversion ------------------------------------------------------------------ */
+
+static gm_status_t read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return gm_err_set(err, GM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  size_t cap = 1 << 20, n = 0;
+  uint8_t *b = malloc(cap);
+  while (b) {
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+    if (n == cap) {
+      uint8_t *nb = realloc(b, cap * 2);
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+      cap *= 2;
+    }
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (!b) return gm_err_set(err, GM_ERR_NOMEM, "cannot read '%s': out of memory", path);
+  if (bad) {
+    free(b);
+    return gm_err_set(err, GM_ERR_IO, "cannot read '%s'", path);
+  }
+  *buf = b;
+  *len = n;
+  return GM_OK;
+}
+
+gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
+                            const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err) {
+  snap_pass_t ps;
+  gm_status_t s = snap_plan(root, &ps, err);
+  if (s) return s;
+  gmt_header_t h;
+  gmt_header_init(&h);
+  gmt_writer_t *w = NULL;
+  if ((s = fill_header(&h, root, &ps, err)) == GM_OK &&
+      (s = gmt_writer_open(&w, out_path, &h, opts, err)) == GM_OK) {
+    for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
+      snap_event_t *e = &ps.evs[k];
+      if (e->marker_name) {
+        s = gmt_writer_intern(w, e->marker_name, &e->ev.callsite, err);
+      } else if (e->frames) {
+        s = callsite(w, e->frames, &e->ev.callsite, err);
+      }
+      if (s == GM_OK) s = gmt_writer_append(w, &e->ev, err);
+    }
+    if (s == GM_OK) {
+      s = gmt_writer_close(w, err);
+    } else {
+      gmt_writer_abandon(w);
+    }
+  }
+  if (st) {
+    st->entries = ps.entries;
+    st->events = s == GM_OK ? ps.n : 0;
+    st->devices = ps.devices;
+    st->skipped = ps.skipped;
+  }
+  gmt_header_free(&h);
+  snap_plan_free(&ps);
+  return s;
+}
+
+gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
+                             const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  gm_status_t s = read_file(pickle_path, &buf, &len, err);
+  if (s) return s;
+  snap_doc_t *doc = NULL;
+  if (!snap_is_pickle(buf, len)) {
+    s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)",
+                   pickle_path);
+  } else if ((s = snap_pickle_parse(buf, len, &doc, err)) != GM_OK) {
+    gm_err_wrap(err, "'%s'", pickle_path);
+  } else if ((s = snap_import_doc(snap_doc_root(doc), out_path, opts, st, err)) != GM_OK) {
+    gm_err_wrap(err, "'%s'", pickle_path);
+  }
+  snap_doc_free(doc);
+  free(buf);
+  return s;
+}

@@ -1,0 +1,47 @@
+/* snap_internal.h: what the snapshot importer's files share (not part of the contract). */
+#ifndef SNAP_INTERNAL_H
+#define SNAP_INTERNAL_H
+
+#include "formats/gmt.h"
+#include "recorder/snapshot/snap_import.h"
+#include "recorder/snapshot/snap_pickle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SNAP_MAX_FRAMES 6 /* innermost Python frames kept in a callsite string */
+
+/* One event on its way to the writer, with what the callsite string is made from. */
+typedef struct snap_event {
+  gmt_event_t ev;
+  const snap_val_t *frames; /* the entry's frames list, or NULL */
+  char *marker_name;        /* MARKER text (owned), or NULL */
+  int64_t time_us;
+  int has_time;
+} snap_event_t;
+
+/* The whole conversion, planned before anything is written: events in final order. */
+typedef struct snap_pass {
+  snap_event_t *evs;
+  size_t n;
+  uint64_t entries, devices, skipped, synthetic;
+  int has_time;
+  uint64_t start_time_ns;
+} snap_pass_t;
+
+/* One trace entry into *out: GM_OK, GM_END (an action not converted), GM_ERR_FORMAT (not a dict). */
+gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out);
+/* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
+gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err);
+void snap_plan_free(snap_pass_t *ps);
+/* allocator_settings -> an equivalent PYTORCH_CUDA_ALLOC_CONF string ("" for the defaults). */
+gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
+/* Import from an already parsed tree (tests and fuzzing use it). */
+gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
+                            const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SNAP_INTERNAL_H */

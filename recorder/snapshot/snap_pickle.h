@@ -1,0 +1,67 @@
+/* snap_pickle.h: a reader for Python pickles (protocols 2-5) that builds a tree of plain data
+ * and nothing else. Internal to recorder/snapshot.
+ *
+ * Only the opcodes that make dicts, lists, tuples, sets, str, bytes, ints, floats, bools and
+ * None (with the memo and frames) are understood. Every opcode that names a class or calls
+ * something (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID, buffers) is
+ * refused with one error: the reader never executes code and never resolves a name. Values
+ * live in one arena freed with the document; strings point into the caller's buffer, which
+ * must outlive the document. The parser is a loop over a value stack (no recursion), so deep
+ * nesting costs memory proportional to the input, never C stack. */
+#ifndef SNAP_PICKLE_H
+#define SNAP_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gm_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum snap_type {
+  SNAP_NONE = 0,
+  SNAP_BOOL,
+  SNAP_INT,   /* fits in int64 (i); wider ints are SNAP_BIGINT */
+  SNAP_BIGINT,/* an int wider than 64 bits: kept as a value, its digits dropped */
+  SNAP_FLOAT,
+  SNAP_STR,   /* UTF-8 (not validated), s/len, not NUL-terminated */
+  SNAP_BYTES, /* s/len */
+  SNAP_LIST,  /* items[0..n) */
+  SNAP_TUPLE,
+  SNAP_SET,   /* set or frozenset, as a list */
+  SNAP_DICT   /* items[0..n): key, value, key, value, ... (n even) */
+} snap_type_t;
+
+typedef struct snap_val snap_val_t;
+struct snap_val {
+  snap_type_t type;
+  int64_t i;      /* SNAP_BOOL, SNAP_INT */
+  double f;       /* SNAP_FLOAT */
+  const char *s;  /* SNAP_STR, SNAP_BYTES */
+  size_t len;
+  snap_val_t **items; /* containers */
+  size_t n, cap;
+};
+
+typedef struct snap_doc snap_doc_t;
+
+/* Parse buf[0..len) (a whole pickle). The root value is returned by snap_doc_root. Anything but
+ * plain data, a truncated pickle, or a malformed one: GM_ERR_FORMAT, one line naming the opcode
+ * and its offset. */
+gm_status_t snap_pickle_parse(const uint8_t *buf, size_t len, snap_doc_t **out, gm_err_t *err);
+const snap_val_t *snap_doc_root(const snap_doc_t *d);
+void snap_doc_free(snap_doc_t *d);
+
+/* Dict lookup by str key (the last one wins, as in Python); NULL if v is not a dict or has none. */
+const snap_val_t *snap_dict_get(const snap_val_t *v, const char *key);
+/* Non-zero if v is a str equal to s. */
+int snap_str_eq(const snap_val_t *v, const char *s);
+/* Integer value of an int or bool into *out; 0 if v is neither (or a BIGINT). */
+int snap_int(const snap_val_t *v, int64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SNAP_PICKLE_H */
