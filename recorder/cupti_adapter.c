@@ -1,0 +1,598 @@
+/* cupti_adapter.c: the injection library's entry point and its only contact with CUDA.
+ *
+ * The CUDA driver loads libgpumem_inject.so from CUDA_INJECTION64_PATH during cuInit and calls
+ * InitializeInjection() (the library's one exported symbol). We then
+ *   - find libcupti at run time (never linked: a tool built against one toolkit must run with
+ *     another install's CUPTI, and start without one): the copy already in the process (torch
+ *     loads its own), $GPUMEM_CUPTI, $CUDA_HOME, /usr/local/cuda*, the nvidia-cuda-cupti wheel in
+ *     the usual site-packages, then the loader's own search;
+ *   - enable the MEMORY2 and MEMORY_POOL activity kinds (records arrive in CUPTI's buffers, on
+ *     CUPTI's thread, and are converted by rec_cupti_convert());
+ *   - subscribe to the API calls activity records miss: failed allocations (OOM events with the
+ *     size asked for), the VMM calls behind expandable segments, pool trims (empty_cache under
+ *     the cudaMallocAsync backend);
+ *   - start the CUDA-free core (rec_core.c), which writes the trace off the application's threads.
+ * Any failure here: one "[gpurec] ..." line on stderr, recording off, the application unharmed.
+ *
+ * GPUMEM_SELFTEST=N replaces CUPTI with N synthetic CUpti_ActivityMemory4 records pushed through
+ * the same conversion and core: CI runs the real library end to end without a GPU. */
+#include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include "recorder/cupti_convert.h"
+#include "recorder/rec_core.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define ACT_BUF_BYTES (1u << 20)
+#define SIGNAL_FINISH_NS 3000000000ull
+
+/* The CUPTI functions we call, resolved with dlsym. */
+#define CUPTI_FNS(X)                                                                              \
+  X(cuptiGetVersion, CUptiResult, (uint32_t *))                                                   \
+  X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                              \
+  X(cuptiSubscribe, CUptiResult, (CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *))          \
+  X(cuptiEnableCallback, CUptiResult, (uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,    \
+                                       CUpti_CallbackId))                                         \
+  X(cuptiActivityRegisterCallbacks, CUptiResult,                                                  \
+    (CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))                        \
+  X(cuptiActivityEnable, CUptiResult, (CUpti_ActivityKind))                                       \
+  X(cuptiActivityGetNextRecord, CUptiResult, (uint8_t *, size_t, CUpti_Activity **))              \
+  X(cuptiActivityFlushAll, CUptiResult, (uint32_t))                                               \
+  X(cuptiActivityGetNumDroppedRecords, CUptiResult, (CUcontext, uint32_t, size_t *))              \
+  X(cuptiGetTimestamp, CUptiResult, (uint64_t *))                                                 \
+  X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                       \
+  X(cuptiGetStreamIdEx, CUptiResult, (CUcontext, CUstream, uint8_t, uint32_t *))
+
+typedef struct cupti_api {
+#define X(name, ret, args) ret(CUPTIAPI *name) args;
+  CUPTI_FNS(X)
+#undef X
+  CUptiResult(CUPTIAPI *cuptiSubscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                           CUpti_SubscriberParams *);
+} cupti_api_t;
+
+static struct {
+  pthread_once_t once;
+  pid_t pid;
+  void *lib;
+  char lib_path[1024];
+  uint32_t version;
+  cupti_api_t api;
+  CUpti_SubscriberHandle sub;
+  rec_core_t *core;
+  uint64_t t0;
+  _Atomic uint32_t device; /* device of the first context: the header's GPU */
+  _Atomic int warned;
+  int selftest;
+  char manifest[4096];
+} g = {.once = PTHREAD_ONCE_INIT};
+
+/* Runtime-API allocation in progress on this thread: its driver calls are not reported twice. */
+static _Thread_local int t_in_runtime;
+
+/* ---- diagnostics ---------------------------------------------------------------------------- */
+
+static void note_manifest(const char *line) {
+  if (!g.manifest[0]) return;
+  FILE *f = fopen(g.manifest, "a");
+  if (!f) return;
+  fprintf(f, "#%s\n", line);
+  fclose(f);
+}
+
+/* One warning per process, then silence: the application's stderr is not ours. */
+static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_once(const char *fmt, ...) {
+  if (atomic_exchange(&g.warned, 1)) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  char line[1100];
+  int n = snprintf(line, sizeof line, "[gpurec] %s\n", msg);
+  if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) {
+  }
+  note_manifest(msg);
+}
+
+static void core_warn(void *ctx, const char *msg) { warn_once("%s", msg); }
+
+static const char *cupti_err(CUptiResult r) {
+  const char *s = NULL;
+  if (g.api.cuptiGetResultString && g.api.cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s)
+    return s;
+  return "unknown CUPTI error";
+}
+
+static int resolve_api(void) {
+#define X(name, ret, args)                                                                         \
+  if (!(*(void **)&g.api.name = dlsym(g.lib, #name))) return 0;
+  CUPTI_FNS(X)
+#undef X
+  *(void **)&g.api.cuptiSubscribe_v2 = dlsym(g.lib, "cuptiSubscribe_v2");
+  return 1;
+}
+
+/* ---- clocks and provenance ------------------------------------------------------------------ */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_raw(void) {
+  uint64_t t = 0;
+  if (g.selftest || g.api.cuptiGetTimestamp(&t) != CUPTI_SUCCESS) t = mono_ns();
+  return t;
+}
+
+static uint64_t hook_now(void *ctx) {
+  uint64_t t = now_raw();
+  return t > g.t0 ? t - g.t0 : 0;
+}
+
+static void hook_tick(void *ctx) { g.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
+
+static void hook_final(void *ctx) { g.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
+
+/* GPU name, UUID and memory from the driver already in the process (never loaded by us). */
+static void hook_fill(void *ctx, gmt_header_t *h) {
+  char buf[256];
+  if (g.selftest) {
+    gmt_header_set(&h->gpu_name, "selftest (no GPU)", NULL);
+    return;
+  }
+  char vbuf[sizeof g.lib_path + 64];
+  snprintf(vbuf, sizeof vbuf, "%u.%u (API %u; %s)", g.version / 10000, (g.version / 100) % 100,
+           g.version, g.lib_path);
+  gmt_header_set(&h->cupti_version, vbuf, NULL);
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!cu) return;
+  CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(cu, "cuDeviceGet");
+  CUresult (*name)(char *, int, CUdevice) =
+      (CUresult(*)(char *, int, CUdevice))dlsym(cu, "cuDeviceGetName");
+  CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(cu, "cuDeviceGetUuid_v2");
+  if (!uuid) uuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(cu, "cuDeviceGetUuid");
+  CUresult (*mem)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))dlsym(cu, "cuDeviceTotalMem_v2");
+  CUresult (*drv)(int *) = (CUresult(*)(int *))dlsym(cu, "cuDriverGetVersion");
+  CUdevice dev;
+  int v;
+  if (drv && drv(&v) == CUDA_SUCCESS) {
+    snprintf(buf, sizeof buf, "%d.%d", v / 1000, (v % 1000) / 10);
+    gmt_header_set(&h->cuda_version, buf, NULL);
+  }
+  if (get && get(&dev, (int)atomic_load(&g.device)) == CUDA_SUCCESS) {
+    if (name && name(buf, sizeof buf, dev) == CUDA_SUCCESS) gmt_header_set(&h->gpu_name, buf, NULL);
+    CUuuid u;
+    if (uuid && uuid(&u, dev) == CUDA_SUCCESS) {
+      const unsigned char *b = (const unsigned char *)u.bytes;
+      snprintf(buf, sizeof buf,
+               "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+               b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+               b[14], b[15]);
+      gmt_header_set(&h->gpu_uuid, buf, NULL);
+    }
+    size_t total;
+    if (mem && mem(&total, dev) == CUDA_SUCCESS) h->gpu_total_mem = total;
+  }
+}
+
+/* ---- activity buffers (CUPTI's thread) ------------------------------------------------------ */
+
+static void CUPTIAPI buf_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = aligned_alloc(8, ACT_BUF_BYTES);
+  *size = *buffer ? ACT_BUF_BYTES : 0;
+  *max_records = 0;
+}
+
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                   size_t valid) {
+  gmt_event_t evs[512];
+  size_t n = 0;
+  CUpti_Activity *rec = NULL;
+  rec_core_t *core = g.core;
+  if (core && getpid() == g.pid) {
+    while (g.api.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec_cupti_convert(rec, g.t0, &evs[n])) n++;
+      if (n == sizeof evs / sizeof evs[0]) {
+        rec_core_push_batch(core, evs, n, 50000000ull);
+        n = 0;
+      }
+    }
+    if (n) rec_core_push_batch(core, evs, n, 50000000ull);
+    size_t dropped = 0;
+    if (g.api.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+      rec_core_add_dropped(core, dropped);
+  }
+  free(buffer);
+}
+
+/* ---- API callbacks (the application's threads) ---------------------------------------------- */
+
+static void push_now(CUcontext ctx, uint8_t kind, uint64_t addr, uint64_t size, uint64_t stream,
+                     uint32_t corr) {
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.ts_ns = hook_now(NULL);
+  ev.kind = kind;
+  ev.addr = addr;
+  ev.size = size;
+  ev.stream = stream;
+  ev.corr_id = corr;
+  ev.mem_kind = GMT_MEM_DEVICE;
+  uint32_t dev = 0;
+  if (ctx && g.api.cuptiGetDeviceId(ctx, &dev) == CUPTI_SUCCESS) ev.device = (uint16_t)dev;
+  rec_core_push(g.core, &ev);
+}
+
+static uint64_t stream_id(CUcontext ctx, CUstream s, int per_thread) {
+  uint32_t id;
+  if (ctx && g.api.cuptiGetStreamIdEx(ctx, s, (uint8_t)per_thread, &id) == CUPTI_SUCCESS) return id;
+  return GMT_STREAM_NONE;
+}
+
+/* A failed runtime allocation: the size asked for, the stream for async ones. */
+static void on_runtime(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    t_in_runtime++;
+    return;
+  }
+  t_in_runtime--;
+  int rc = *(const int *)d->functionReturnValue;
+  const void *p = d->functionParams;
+  uint64_t size = 0, stream = GMT_STREAM_NONE;
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolTrimTo_v11020: {
+      /* cudaMemPool_t is an opaque pointer; same layout as the driver's params */
+      const cuMemPoolTrimTo_params *t = p;
+      if (rc == 0)
+        push_now(d->context, GMT_EV_EMPTY_CACHE, (uint64_t)(uintptr_t)t->pool, t->minBytesToKeep,
+                 GMT_STREAM_NONE, d->correlationId);
+      return;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: {
+      const cuMemAllocAsync_params *a = p; /* (void **, size_t, stream): same layout */
+      size = a->bytesize;
+      stream = stream_id(d->context, a->hStream,
+                         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020);
+      break;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: {
+      const cuMemAllocFromPoolAsync_params *a = p;
+      size = a->bytesize;
+      stream = stream_id(d->context, a->hStream,
+                         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020);
+      break;
+    }
+    default: {
+      /* cudaMalloc, cudaMallocManaged, cudaMallocHost, cudaHostAlloc: (void **, size_t, ...) */
+      const cuMemAlloc_v2_params *a = p;
+      size = a->bytesize;
+      if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020) {
+        const cuMemAllocPitch_v2_params *m = p; /* (void **, size_t *, width, height) */
+        size = (uint64_t)m->WidthInBytes * (uint64_t)m->Height;
+      }
+    }
+  }
+  if (rc != 0) push_now(d->context, GMT_EV_ALLOC_FAILED, 0, size, stream, d->correlationId);
+}
+
+static void on_driver(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
+  if (d->callbackSite != CUPTI_API_EXIT) return;
+  CUresult rc = *(const CUresult *)d->functionReturnValue;
+  const void *p = d->functionParams;
+  uint32_t corr = d->correlationId;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
+      const cuMemAddressReserve_params *a = p;
+      if (rc == CUDA_SUCCESS)
+        push_now(d->context, GMT_EV_VMM_RESERVE, *a->ptr, a->size, GMT_STREAM_NONE, corr);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
+      const cuMemAddressFree_params *a = p;
+      if (rc == CUDA_SUCCESS)
+        push_now(d->context, GMT_EV_VMM_RELEASE, a->ptr, a->size, GMT_STREAM_NONE, corr);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      const cuMemMap_params *a = p;
+      if (rc == CUDA_SUCCESS)
+        push_now(d->context, GMT_EV_VMM_MAP, a->ptr, a->size, GMT_STREAM_NONE, corr);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+      const cuMemUnmap_params *a = p;
+      if (rc == CUDA_SUCCESS)
+        push_now(d->context, GMT_EV_VMM_UNMAP, a->ptr, a->size, GMT_STREAM_NONE, corr);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+      /* physical memory for expandable segments: its failure is the OOM; success shows as the
+       * cuMemMap that follows it */
+      const cuMemCreate_params *a = p;
+      if (rc != CUDA_SUCCESS)
+        push_now(d->context, GMT_EV_ALLOC_FAILED, 0, a->size, GMT_STREAM_NONE, corr);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: return; /* handle only: no address, no size */
+    default: break;
+  }
+  if (t_in_runtime > 0) return; /* the runtime call's own callback reports it */
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo) {
+    const cuMemPoolTrimTo_params *t = p;
+    if (rc == CUDA_SUCCESS)
+      push_now(d->context, GMT_EV_EMPTY_CACHE, (uint64_t)(uintptr_t)t->pool, t->minBytesToKeep,
+               GMT_STREAM_NONE, corr);
+    return;
+  }
+  if (rc == CUDA_SUCCESS) return;
+  uint64_t size = 0, stream = GMT_STREAM_NONE;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+      const cuMemAllocAsync_params *a = p;
+      size = a->bytesize;
+      stream = stream_id(d->context, a->hStream, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+      const cuMemAllocFromPoolAsync_params *a = p;
+      size = a->bytesize;
+      stream = stream_id(d->context, a->hStream,
+                         cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      const cuMemAllocPitch_v2_params *a = p;
+      size = (uint64_t)a->WidthInBytes * a->Height;
+      break;
+    }
+    default: {
+      const cuMemAlloc_v2_params *a = p; /* cuMemAlloc, cuMemAllocManaged, cuMemAllocHost ... */
+      size = a->bytesize;
+    }
+  }
+  push_now(d->context, GMT_EV_ALLOC_FAILED, 0, size, stream, corr);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                                 const void *data) {
+  if (!g.core || getpid() != g.pid) return;
+  if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+      const CUpti_ResourceData *r = data;
+      static _Atomic int first = 0;
+      uint32_t dev;
+      if (!atomic_exchange(&first, 1) && g.api.cuptiGetDeviceId(r->context, &dev) == CUPTI_SUCCESS)
+        atomic_store(&g.device, dev);
+      rec_core_gpu_ready(g.core);
+    }
+    return;
+  }
+  if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) on_runtime(data, cbid);
+  else if (dom == CUPTI_CB_DOMAIN_DRIVER_API) on_driver(data, cbid);
+}
+
+static const CUpti_CallbackId driver_cbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree,
+    CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuMemMap, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap};
+static const CUpti_CallbackId runtime_cbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolTrimTo_v11020};
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
+
+static void at_exit(void) {
+  if (g.core && getpid() == g.pid) rec_core_stop(g.core);
+}
+
+/* SIGTERM/SIGHUP with the default action would end the process without atexit: finish the
+ * trace first (bounded wait), then die of the same signal so the exit status is unchanged. */
+static void on_term(int sig) {
+  if (g.core && getpid() == g.pid) rec_core_stop_from_signal(g.core, SIGNAL_FINISH_NS);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void install_term(int sig) {
+  struct sigaction old;
+  if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL) return; /* the app's own */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, NULL);
+}
+
+/* A fork()ed child (DataLoader worker) inherits the core but not its writer thread. */
+static void in_child(void) { g.core = NULL; }
+
+static int start_core(unsigned mode) {
+  rec_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  gmt_header_init(&cfg.header);
+  gm_err_t err;
+  gm_err_clear(&err);
+  const char *tmpl = getenv(REC_ENV_OUT);
+  if (!tmpl || !*tmpl) tmpl = "gpumem.zst";
+  int rank;
+  rec_prov_rank(&rank, NULL, NULL);
+  char path[4096];
+  const char *modename = getenv(REC_ENV_MODE);
+  if (rec_trace_name(tmpl, rank, (long)getpid(), path, sizeof path, &err) < 0 ||
+      rec_prov_fill(&cfg.header, mode, &err) < 0 ||
+      gmt_header_set(&cfg.header.tool, "gpurec " GPUREC_VERSION, &err) < 0 ||
+      gmt_header_kv_set(&cfg.header, "gpurec_mode", modename && *modename ? modename : "native",
+                        &err) < 0) {
+    warn_once("cannot start recording: %s; the program runs on unrecorded", err.msg);
+    gmt_header_free(&cfg.header);
+    return 0;
+  }
+  cfg.path = path;
+  cfg.manifest = g.manifest[0] ? g.manifest : NULL;
+  rec_hooks_t hooks = {.fill_header = hook_fill, .now_ns = hook_now, .warn = core_warn};
+  if (!g.selftest) {
+    hooks.tick = hook_tick;
+    hooks.final_flush = hook_final;
+  }
+  gm_status_t s = rec_core_start(&g.core, &cfg, &hooks, &err);
+  gmt_header_free(&cfg.header);
+  if (s < 0) {
+    warn_once("cannot start recording: %s; the program runs on unrecorded", err.msg);
+    g.core = NULL;
+    return 0;
+  }
+  pthread_atfork(NULL, NULL, in_child);
+  atexit(at_exit);
+  install_term(SIGTERM);
+  install_term(SIGHUP);
+  return 1;
+}
+
+/* GPUMEM_SELFTEST=N: N synthetic MEMORY2 records (allocs and frees on two streams) and a pool
+ * trim, through the same conversion and core as a real run. */
+static void selftest(long n) {
+  g.t0 = mono_ns();
+  if (!start_core(GMT_CAPTURE_SYNTHETIC)) return;
+  rec_core_gpu_ready(g.core);
+  for (long i = 0; i < n; i++) {
+    CUpti_ActivityMemory4 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = (i % 2 == 0) ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                         : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.address = 0x7f0000000000ull + (uint64_t)(i / 2 % 64) * 0x100000ull;
+    m.bytes = 512u * (uint64_t)(1 + (i / 2) % 64);
+    m.timestamp = mono_ns();
+    m.correlationId = (uint32_t)i + 1;
+    m.isAsync = 1;
+    m.streamId = 7 + (uint32_t)((i / 2) % 2);
+    gmt_event_t ev;
+    if (rec_cupti_convert(&m, g.t0, &ev)) rec_core_push(g.core, &ev);
+  }
+  CUpti_ActivityMemoryPool3 p;
+  memset(&p, 0, sizeof p);
+  p.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+  p.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
+  p.address = 0x1000;
+  p.timestamp = mono_ns();
+  gmt_event_t ev;
+  if (rec_cupti_convert(&p, g.t0, &ev)) rec_core_push(g.core, &ev);
+}
+
+static unsigned env_mode(void) {
+  const char *m = getenv(REC_ENV_MODE);
+  if (m && strcmp(m, "requests") == 0) return GMT_CAPTURE_REQUESTS;
+  return GMT_CAPTURE_NATIVE; /* native, torch (whose CUPTI side is native), or unset */
+}
+
+static int enable_cupti(void) {
+  CUptiResult r;
+  if (g.api.cuptiGetVersion(&g.version) != CUPTI_SUCCESS || g.version < 130000) {
+    warn_once("CUPTI at %s has API version %u; this recorder reads CUDA 13 records (API >= "
+              "130000): not recording, the program runs on",
+              g.lib_path, g.version);
+    return 0;
+  }
+  char holder[128] = "";
+  if (g.api.cuptiSubscribe_v2) {
+    CUpti_SubscriberParams sp;
+    memset(&sp, 0, sizeof sp);
+    sp.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    sp.subscriberName = "gpurec";
+    sp.oldSubscriberName = holder;
+    sp.oldSubscriberSize = sizeof holder;
+    r = g.api.cuptiSubscribe_v2(&g.sub, on_callback, NULL, &sp);
+  } else {
+    r = g.api.cuptiSubscribe(&g.sub, on_callback, NULL);
+  }
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    warn_once("another CUPTI client%s%s holds CUPTI (a profiler, Nsight Systems?): not recording, "
+              "the program runs on",
+              holder[0] ? " " : "", holder);
+    return 0;
+  }
+  if (r != CUPTI_SUCCESS) {
+    warn_once("cuptiSubscribe: %s: not recording, the program runs on", cupti_err(r));
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof driver_cbids / sizeof driver_cbids[0]; i++)
+    g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
+  for (size_t i = 0; i < sizeof runtime_cbids / sizeof runtime_cbids[0]; i++)
+    g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
+  g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  if ((r = g.api.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS ||
+      (r = g.api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2)) != CUPTI_SUCCESS ||
+      (r = g.api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL)) != CUPTI_SUCCESS) {
+    warn_once("cannot enable CUPTI memory records: %s: not recording, the program runs on",
+              cupti_err(r));
+    return 0;
+  }
+  return 1;
+}
+
+static void init_once(void) {
+  g.pid = getpid();
+  const char *man = getenv(REC_ENV_MANIFEST);
+  if (man) snprintf(g.manifest, sizeof g.manifest, "%s", man);
+  const char *st = getenv(REC_ENV_SELFTEST);
+  if (st && *st) {
+    g.selftest = 1;
+    selftest(strtol(st, NULL, 10));
+    return;
+  }
+  g.lib = rec_cupti_open(g.lib_path, sizeof g.lib_path);
+  if (!g.lib) {
+    const char *env = getenv(REC_ENV_CUPTI);
+    warn_once("CUPTI (libcupti.so) not found%s%s (set %s to its path): not recording, the "
+              "program runs on",
+              env && *env ? " at " : "", env && *env ? env : " under CUDA_HOME, /usr/local/cuda*, "
+              "the nvidia-cuda-cupti wheel or the loader path", REC_ENV_CUPTI);
+    return;
+  }
+  if (!resolve_api()) {
+    warn_once("%s lacks functions this recorder needs: not recording, the program runs on",
+              g.lib_path);
+    return;
+  }
+  g.t0 = now_raw();
+  /* the core first: CUPTI may deliver records as soon as activity is enabled */
+  if (!start_core(env_mode())) return;
+  if (!enable_cupti()) rec_core_fail(g.core, "recording off");
+}
+
+EXPORT int InitializeInjection(void);
+EXPORT int InitializeInjection(void) {
+  pthread_once(&g.once, init_once);
+  return 1; /* never fail the driver's initialisation because of the recorder */
+}

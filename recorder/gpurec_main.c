@@ -1,0 +1,499 @@
+/* gpurec_main.c: the launcher.  gpurec [options] -- CMD ARGS...   |   gpurec import FILE -o OUT
+ *
+ * Runs CMD with the injection library named in CUDA_INJECTION64_PATH, so every CUDA process the
+ * job starts (torchrun workers, multiprocessing children) records its own trace, named by rank
+ * and pid; a lone trace is renamed to the -o name. The mode decides what the frameworks send to
+ * the driver (DESIGN.md "Capture modes"):
+ *   requests (default) PYTORCH_CUDA_ALLOC_CONF gets backend:cudaMallocAsync (the user's other
+ *                      keys are kept and recorded; a backend key of theirs is replaced),
+ *                      TF_GPU_ALLOCATOR=cuda_malloc_async, XLA_PYTHON_CLIENT_ALLOCATOR=platform;
+ *   native             nothing is switched;
+ *   torch              native, plus PyTorch's own memory history (rec_torch.c), converted at exit.
+ * The child's exit status is ours (128+N if a signal N killed it); SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGUSR1/2 sent to gpurec are forwarded (a terminal's ^C already reaches the child).
+ * At the end: a summary per trace, read back from disk, on stderr. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+#include "recorder/rec_core.h"
+#include "recorder/rec_summary.h"
+#include "recorder/rec_torch.h"
+#include "recorder/snapshot/snap_import.h"
+
+#define MAX_TRACES 256
+
+typedef struct config {
+  const char *output;
+  const char *mode;
+  uint64_t max_entries;
+  int quiet, help, version;
+} config_t;
+
+static const gm_opt_t k_opts[] = {
+    {"output", 'o', GM_OPT_STR, "PATH",
+     "trace file (default gpumem-%p.zst; %p = pid); several CUDA processes: PATH.rankR.pidP.zst",
+     offsetof(config_t, output)},
+    {"mode", 0, GM_OPT_STR, "MODE",
+     "requests (default: frameworks allocate per request from the driver) | native | torch",
+     offsetof(config_t, mode)},
+    {"max-entries", 0, GM_OPT_U64, "N", "torch mode: PyTorch history ring size (default 1000000)",
+     offsetof(config_t, max_entries)},
+    {"quiet", 'q', GM_OPT_FLAG, NULL, "no mode line and no summary on stderr",
+     offsetof(config_t, quiet)},
+    {"version", 0, GM_OPT_FLAG, NULL, "print versions (tool, trace format, zstd, CUPTI) and exit",
+     offsetof(config_t, version)},
+    {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
+    {NULL, 0, 0, NULL, NULL, 0}};
+
+static const char k_usage[] = "gpurec [options] -- CMD ARGS...\n       gpurec import FILE -o TRACE.zst";
+static const char k_desc[] =
+    "Record every GPU memory allocation of CMD (and of the CUDA processes it starts) through\n"
+    "CUPTI into a gpumem trace. The program runs unmodified; gpurec exits with its status.\n"
+    "'gpurec import' converts a PyTorch memory snapshot (.pickle) or a trace in CSV text form.";
+
+static volatile sig_atomic_t g_child = 0;
+
+static int usage_error(const char *msg) {
+  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec --help'\n", msg);
+  return 2;
+}
+
+/* ---- signals -------------------------------------------------------------------------------- */
+
+static void forward(int sig, siginfo_t *si, void *uc) {
+  /* a terminal's ^C / ^\ went to the whole foreground group, the child included: do not
+   * deliver it twice */
+  if (si && si->si_code == SI_KERNEL) return;
+  if (g_child > 0) kill((pid_t)g_child, sig);
+}
+
+static void install_forwarding(void) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+/* ---- environment ---------------------------------------------------------------------------- */
+
+/* "expandable_segments:True,backend:native" + backend:cudaMallocAsync -> the user's keys with
+ * the backend replaced, so what else they set is still in force and recorded in the header. */
+static char *merge_alloc_conf(const char *user) {
+  const char *want = "backend:cudaMallocAsync";
+  size_t cap = (user ? strlen(user) : 0) + strlen(want) + 2;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  strcpy(out, want);
+  if (!user) return out;
+  char *copy = strdup(user);
+  if (!copy) {
+    free(out);
+    return NULL;
+  }
+  for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    while (*kv == ' ') kv++;
+    if (!*kv || strncmp(kv, "backend", 7) == 0) continue;
+    strcat(out, ",");
+    strcat(out, kv);
+  }
+  free(copy);
+  return out;
+}
+
+static int set_env(const char *k, const char *v) {
+  if (setenv(k, v, 1) != 0) {
+    fprintf(stderr, "gpurec: error: cannot set %s: %s\n", k, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int set_mode_env(const char *mode, int quiet) {
+  if (strcmp(mode, "requests") != 0) {
+    if (!quiet)
+      fprintf(stderr, "gpurec: mode %s: allocator settings left as they are%s\n", mode,
+              strcmp(mode, "torch") == 0 ? "; PyTorch memory history on" : "");
+    return 0;
+  }
+  const char *vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  char said[2048] = "";
+  for (int i = 0; i < 2; i++) {
+    const char *user = getenv(vars[i]);
+    if (i == 1 && !user) continue; /* the newer name only where the user uses it */
+    char *v = merge_alloc_conf(user);
+    if (!v || set_env(vars[i], v) < 0) {
+      free(v);
+      return -1;
+    }
+    size_t l = strlen(said);
+    snprintf(said + l, sizeof said - l, "%s=%s, ", vars[i], v);
+    free(v);
+  }
+  if (set_env("TF_GPU_ALLOCATOR", "cuda_malloc_async") < 0 ||
+      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "platform") < 0)
+    return -1;
+  if (!quiet)
+    fprintf(stderr,
+            "gpurec: mode requests: set %sTF_GPU_ALLOCATOR=cuda_malloc_async, "
+            "XLA_PYTHON_CLIENT_ALLOCATOR=platform (use --mode=native to leave them)\n",
+            said);
+  return 0;
+}
+
+/* libgpumem_inject.so: $GPUMEM_INJECT, else next to this binary. */
+static int find_inject(char *out, size_t n) {
+  const char *env = getenv("GPUMEM_INJECT");
+  if (env && *env) {
+    snprintf(out, n, "%s", env);
+    return access(out, R_OK) == 0;
+  }
+  char self[PATH_MAX];
+  ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (l <= 0) return 0;
+  self[l] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = '\0';
+  if (snprintf(out, n, "%s/libgpumem_inject.so", self) >= (int)n) return 0;
+  return access(out, R_OK) == 0;
+}
+
+static char *absolute(const char *p) {
+  if (p[0] == '/') return strdup(p);
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return strdup(p);
+  size_t n = strlen(cwd) + strlen(p) + 2;
+  char *o = malloc(n);
+  if (o) snprintf(o, n, "%s/%s", cwd, p);
+  return o;
+}
+
+/* ---- after the run -------------------------------------------------------------------------- */
+
+typedef struct run {
+  char *traces[MAX_TRACES];
+  int ntraces;
+  char notes[2048];
+} run_t;
+
+static void read_manifest(const char *path, run_t *r) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[4200];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    if (!line[0]) continue;
+    if (line[0] == '#') {
+      size_t l = strlen(r->notes);
+      if (l < sizeof r->notes - 1 &&
+          snprintf(r->notes + l, sizeof r->notes - l, "%s%s", l ? "; " : "", line + 1) < 0)
+        break;
+    } else if (r->ntraces < MAX_TRACES) {
+      r->traces[r->ntraces++] = strdup(line);
+    }
+  }
+  fclose(f);
+}
+
+/* A lone trace of a process without a rank takes the name the user asked for. */
+static void rename_single(char **path, const char *want) {
+  if (!*path || strstr(*path, ".rank")) return;
+  if (rename(*path, want) == 0) {
+    free(*path);
+    *path = strdup(want);
+  }
+}
+
+static void print_summary(const char *path) {
+  rec_summary_t s;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (rec_summary_read(path, &s, &err) < 0) {
+    fprintf(stderr, "gpurec: %s: cannot read back: %s\n", path, err.msg);
+    return;
+  }
+  char peak[32], bytes[32];
+  double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
+  fprintf(stderr,
+          "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s, %llu dropped%s%s%s\n",
+          path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
+          s.events ? (double)s.file_bytes / (double)s.events : 0.0,
+          gm_format_size(s.peak_live, peak, sizeof peak), (unsigned long long)s.dropped,
+          s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
+          s.gpu);
+  uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
+  if (failed) fprintf(stderr, "gpurec: %s: %llu failed allocations (OOM)\n", path, (unsigned long long)failed);
+}
+
+static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet) {
+  rec_torch_snap_t snaps[64];
+  int n = rec_torch_list(dir, snaps, 64);
+  for (int i = 0; i < n; i++) {
+    char out[4200];
+    gm_err_t err;
+    gm_err_clear(&err);
+    if (rec_trace_name_tag(tmpl, "torch", snaps[i].rank, snaps[i].pid, out, sizeof out, &err) < 0) {
+      fprintf(stderr, "gpurec: error: %s\n", err.msg);
+      continue;
+    }
+    snap_import_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (snap_import_file(snaps[i].path, out, NULL, &st, &err) < 0) {
+      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot: %s\n", err.msg);
+      continue;
+    }
+    if (n == 1 && snaps[i].rank < 0) {
+      /* "<stem>.torch.zst" */
+      char want[4200];
+      snprintf(want, sizeof want, "%s", tmpl);
+      size_t l = strlen(want);
+      if (l >= 4 && strcmp(want + l - 4, ".zst") == 0) want[l - 4] = '\0';
+      strncat(want, ".torch.zst", sizeof want - strlen(want) - 1);
+      if (rename(out, want) == 0) snprintf(out, sizeof out, "%s", want);
+    }
+    if (r->ntraces < MAX_TRACES) r->traces[r->ntraces++] = strdup(out);
+  }
+  if (n == 0 && !quiet)
+    fprintf(stderr, "gpurec: torch mode: no PyTorch memory snapshot was written (did the program "
+                    "use torch.cuda?)\n");
+}
+
+static void remove_tree(const char *dir) {
+  char cmd[4200];
+  /* our own mkdtemp directory with a handful of files: unlink them one by one */
+  static const char *const names[] = {"manifest", "sitecustomize.py", NULL};
+  for (const char *const *n = names; *n; n++) {
+    snprintf(cmd, sizeof cmd, "%s/%s", dir, *n);
+    unlink(cmd);
+  }
+  rec_torch_snap_t snaps[64];
+  int k = rec_torch_list(dir, snaps, 64);
+  for (int i = 0; i < k; i++) unlink(snaps[i].path);
+  snprintf(cmd, sizeof cmd, "%s/__pycache__", dir);
+  rmdir(cmd); /* left if not empty: harmless in /tmp */
+  rmdir(dir);
+}
+
+/* ---- verbs ---------------------------------------------------------------------------------- */
+
+static int cmd_version(void) {
+  printf("gpurec %s\n", GPUREC_VERSION);
+  printf("trace format %d (readers >= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER);
+  printf("zstd %s\n", ZSTD_versionString());
+  char path[1200];
+  void *lib = rec_cupti_open(path, sizeof path);
+  uint32_t v = 0;
+  if (lib && rec_cupti_version(lib, &v))
+    printf("CUPTI API %u (%s)\n", v, path);
+  else if (lib)
+    printf("CUPTI %s (version unknown)\n", path);
+  else
+    printf("CUPTI not found (set %s)\n", REC_ENV_CUPTI);
+  return 0;
+}
+
+static int cmd_import(int argc, char **argv) {
+  static const gm_opt_t opts[] = {
+      {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(config_t, output)},
+      {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
+      {NULL, 0, 0, NULL, NULL, 0}};
+  config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  int npos = 0;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (!pos) return 1;
+  if (gm_opts_parse(opts, argc, argv, &cfg, pos, &npos, 0, &err) < 0) {
+    free(pos);
+    return usage_error(err.msg);
+  }
+  if (cfg.help) {
+    gm_opts_help(stdout, "gpurec import FILE -o TRACE.zst",
+                 "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle) or a\n"
+                 "trace in CSV text form (formats/SPEC.md) into a gpumem trace.",
+                 opts);
+    free(pos);
+    return 0;
+  }
+  if (npos != 1 || !cfg.output) {
+    free(pos);
+    return usage_error(npos != 1 ? "import needs exactly one input FILE" : "import needs -o TRACE.zst");
+  }
+  const char *in = pos[0];
+  free(pos);
+  FILE *f = fopen(in, "rb");
+  if (!f) {
+    fprintf(stderr, "gpurec: error: cannot open '%s': %s\n", in, strerror(errno));
+    return 1;
+  }
+  unsigned char head[16];
+  size_t got = fread(head, 1, sizeof head, f);
+  gm_status_t s;
+  if (snap_is_pickle(head, got)) {
+    fclose(f);
+    snap_import_stats_t st;
+    memset(&st, 0, sizeof st);
+    s = snap_import_file(in, cfg.output, NULL, &st, &err);
+    if (s >= 0)
+      fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in,
+              (unsigned long long)st.entries, (unsigned long long)st.events, cfg.output);
+  } else {
+    rewind(f);
+    s = gmt_csv_import(f, in, cfg.output, NULL, &err);
+    fclose(f);
+  }
+  if (s < 0) {
+    fprintf(stderr, "gpurec: error: cannot import '%s': %s\n", in, err.msg);
+    return 1;
+  }
+  return 0;
+}
+
+static int cmd_record(config_t *cfg, char **cmd) {
+  if (!cfg->mode) cfg->mode = "requests";
+  if (strcmp(cfg->mode, "requests") && strcmp(cfg->mode, "native") && strcmp(cfg->mode, "torch")) {
+    char m[256];
+    snprintf(m, sizeof m, "unknown --mode '%.100s' (requests, native or torch)", cfg->mode);
+    return usage_error(m);
+  }
+  char *tmpl = absolute(cfg->output ? cfg->output : "gpumem-%p.zst");
+  char dir[] = "/tmp/gpurec.XXXXXX";
+  char inject[PATH_MAX], manifest[PATH_MAX];
+  int recording = find_inject(inject, sizeof inject);
+  if (!recording)
+    fprintf(stderr, "gpurec: warning: injection library not found at '%s' (set GPUMEM_INJECT); "
+                    "running the program unrecorded\n", inject);
+  if (!tmpl || !mkdtemp(dir)) {
+    fprintf(stderr, "gpurec: error: cannot create a temporary directory: %s\n", strerror(errno));
+    return 1;
+  }
+  snprintf(manifest, sizeof manifest, "%s/manifest", dir);
+  if (recording) {
+    if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
+        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->quiet) < 0)
+      return 1;
+  }
+  if (recording && strcmp(cfg->mode, "torch") == 0) {
+    gm_err_t err;
+    gm_err_clear(&err);
+    if (rec_torch_write_site(dir, &err) < 0) {
+      fprintf(stderr, "gpurec: error: %s\n", err.msg);
+      return 1;
+    }
+    const char *pp = getenv("PYTHONPATH");
+    size_t n = strlen(dir) + (pp ? strlen(pp) : 0) + 2;
+    char *v = malloc(n);
+    char entries[32];
+    snprintf(entries, sizeof entries, "%llu",
+             (unsigned long long)(cfg->max_entries ? cfg->max_entries : 1000000));
+    if (!v) return 1;
+    snprintf(v, n, "%s%s%s", dir, pp && *pp ? ":" : "", pp && *pp ? pp : "");
+    if (set_env("PYTHONPATH", v) < 0 || set_env("GPUMEM_TORCH_DIR", dir) < 0 ||
+        set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0)
+      return 1;
+    free(v);
+  }
+  install_forwarding();
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "gpurec: error: fork: %s\n", strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    char out[4200];
+    gm_err_t err;
+    gm_err_clear(&err);
+    /* %p is the pid of the process gpurec starts */
+    if (rec_trace_name(tmpl, -1, (long)getpid(), out, sizeof out, &err) == 0) {
+      char *dot = strstr(out, ".pid");
+      char *end = dot ? strrchr(out, '.') : NULL;
+      if (dot && end && dot < end) memmove(dot, end, strlen(end) + 1); /* drop ".pidN" */
+    } else {
+      snprintf(out, sizeof out, "%s", tmpl);
+    }
+    setenv(REC_ENV_OUT, out, 1);
+    execvp(cmd[0], cmd);
+    int e = errno;
+    fprintf(stderr, "gpurec: error: cannot run '%s': %s\n", cmd[0], strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  g_child = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      fprintf(stderr, "gpurec: error: waitpid: %s\n", strerror(errno));
+      return 1;
+    }
+  }
+  g_child = 0;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  char want[4200];
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (rec_trace_name(tmpl, -1, (long)pid, want, sizeof want, &err) == 0) {
+    char *dot = strstr(want, ".pid");
+    char *end = dot ? strrchr(want, '.') : NULL;
+    if (dot && end && dot < end) memmove(dot, end, strlen(end) + 1);
+  }
+  run_t r;
+  memset(&r, 0, sizeof r);
+  if (recording) {
+    read_manifest(manifest, &r);
+    if (r.ntraces == 1) rename_single(&r.traces[0], want);
+    if (strcmp(cfg->mode, "torch") == 0) convert_torch(dir, want, &r, cfg->quiet);
+  }
+  if (!cfg->quiet && recording) {
+    if (r.ntraces == 0)
+      fprintf(stderr, "gpurec: no trace written: %s\n",
+              r.notes[0] ? r.notes
+                         : "the program never initialised CUDA (no GPU, no driver, or no CUDA use)");
+    for (int i = 0; i < r.ntraces; i++) print_summary(r.traces[i]);
+    if (WIFSIGNALED(status))
+      fprintf(stderr, "gpurec: the program was killed by signal %d; exit status %d\n",
+              WTERMSIG(status), code);
+  }
+  for (int i = 0; i < r.ntraces; i++) free(r.traces[i]);
+  remove_tree(dir);
+  free(tmpl);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  gm_log_init("gpurec", GM_LOG_WARN);
+  if (argc >= 2 && strcmp(argv[1], "import") == 0) return cmd_import(argc - 1, argv + 1);
+  config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  int npos = 0;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (!pos) return 1;
+  if (gm_opts_parse(k_opts, argc, argv, &cfg, pos, &npos, 1, &err) < 0) return usage_error(err.msg);
+  if (cfg.help) {
+    gm_opts_help(stdout, k_usage, k_desc, k_opts);
+    return 0;
+  }
+  if (cfg.version) return cmd_version();
+  if (npos == 0) return usage_error("no command to run (gpurec [options] -- CMD ARGS...)");
+  pos[npos] = NULL;
+  int code = cmd_record(&cfg, pos);
+  free(pos);
+  return code;
+}

@@ -1,0 +1,401 @@
+/* rec_core.c: the recorder's writer thread and its life cycle.
+ *
+ * Model: producers push decoded events into the lock-free ring (rec_ring.c). One writer thread
+ * drains the ring every few milliseconds into a pending buffer, and every flush interval
+ *   1. notes the source's clock (horizon), 2. asks the source to hand over everything it buffers
+ *   (CUPTI's activity buffers), 3. sorts the pending events by timestamp and writes those older
+ *   than the horizon minus a small margin, 4. cuts a chunk and flushes it to the OS.
+ * So events reach the file in timestamp order even though CUPTI delivers records in late batches
+ * while API callbacks (failed allocations, VMM calls) arrive at once, and no written chunk is
+ * older than about one flush interval: a SIGKILL loses at most the last second.
+ * Failure (disk full, a bad path): warn once through the source's hook, stop accepting events,
+ * leave the file as it is (readable up to its last chunk, marked truncated by the reader). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recorder/rec_core.h"
+
+enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
+#define DRAIN_BATCH 4096
+#define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
+
+typedef struct pend {
+  gmt_event_t ev;
+  uint64_t arrival; /* keeps the sort stable: same timestamp, order of arrival */
+} pend_t;
+
+struct rec_core {
+  rec_config_t cfg;
+  char *path, *manifest;
+  rec_hooks_t hooks;
+  rec_ring_t *ring;
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+
+  _Atomic int stop_req;
+  _Atomic int done;     /* writer thread finished (closed or failed) */
+  _Atomic int failed;
+  _Atomic int gpu_ready;
+  _Atomic uint64_t pushed, written, ring_drops, src_drops, file_bytes;
+  char fail_msg[512];
+  _Atomic int fail_req;
+
+  /* writer thread only */
+  gmt_writer_t *w;
+  pend_t *pend;
+  size_t npend, cap_pend;
+  uint64_t arrivals;
+  uint64_t start_mono;
+  gmt_event_t batch[DRAIN_BATCH];
+  uint64_t reported_drops;
+  int stopped_once;
+};
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* ---- writer-thread helpers ------------------------------------------------------------------ */
+
+static void fail_now(rec_core_t *c, const char *msg) {
+  if (atomic_exchange(&c->failed, 1)) return;
+  if (c->hooks.warn) c->hooks.warn(c->hooks.ctx, msg);
+  if (c->w) {
+    gmt_writer_abandon(c->w); /* what is on disk stays readable up to its last chunk */
+    c->w = NULL;
+  }
+  c->npend = 0;
+}
+
+static int drain(rec_core_t *c) {
+  int any = 0;
+  size_t n;
+  while ((n = rec_ring_pop(c->ring, c->batch, DRAIN_BATCH)) > 0) {
+    any = 1;
+    if (atomic_load(&c->failed)) continue;
+    if (c->npend + n > c->cap_pend) {
+      size_t cap = c->cap_pend ? c->cap_pend : 8192;
+      while (cap < c->npend + n) cap *= 2;
+      pend_t *p = realloc(c->pend, cap * sizeof *p);
+      if (!p) {
+        fail_now(c, "out of memory buffering events; recording stopped");
+        continue;
+      }
+      c->pend = p;
+      c->cap_pend = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+      c->pend[c->npend].ev = c->batch[i];
+      c->pend[c->npend].arrival = c->arrivals++;
+      c->npend++;
+    }
+  }
+  return any;
+}
+
+static int cmp_pend(const void *a, const void *b) {
+  const pend_t *x = a, *y = b;
+  if (x->ev.ts_ns != y->ev.ts_ns) return x->ev.ts_ns < y->ev.ts_ns ? -1 : 1;
+  return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+static void open_file(rec_core_t *c) {
+  if (c->w || atomic_load(&c->failed)) return;
+  gmt_header_t h;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (gmt_header_copy(&h, &c->cfg.header, &err) < 0) {
+    fail_now(c, err.msg);
+    return;
+  }
+  if (c->hooks.fill_header) c->hooks.fill_header(c->hooks.ctx, &h);
+  gm_status_t s = gmt_writer_open(&c->w, c->path, &h, &c->cfg.writer, &err);
+  gmt_header_free(&h);
+  if (s < 0) {
+    char msg[GM_ERR_MSG_MAX + 64];
+    snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
+    c->w = NULL;
+    fail_now(c, msg);
+    return;
+  }
+  if (c->manifest) {
+    /* one short O_APPEND write: atomic between the processes of one job */
+    int fd = open(c->manifest, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      char line[4200];
+      int len = snprintf(line, sizeof line, "%s\n", c->path);
+      if (len > 0 && (size_t)len < sizeof line && write(fd, line, (size_t)len) < 0) {
+        /* the launcher then falls back to the trace name it can compute */
+      }
+      close(fd);
+    }
+  }
+}
+
+/* Write pending events with ts < limit (all of them for UINT64_MAX), in timestamp order. */
+static void emit(rec_core_t *c, uint64_t limit) {
+  if (!c->npend || atomic_load(&c->failed)) return;
+  if (!c->w) open_file(c);
+  if (!c->w) return;
+  qsort(c->pend, c->npend, sizeof *c->pend, cmp_pend);
+  size_t k = 0;
+  while (k < c->npend && c->pend[k].ev.ts_ns < limit) k++;
+  gm_err_t err;
+  gm_err_clear(&err);
+  for (size_t i = 0; i < k; i++) {
+    if (gmt_writer_append(c->w, &c->pend[i].ev, &err) < 0) {
+      char msg[GM_ERR_MSG_MAX + 64];
+      snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
+      fail_now(c, msg);
+      return;
+    }
+  }
+  atomic_fetch_add(&c->written, k);
+  memmove(c->pend, c->pend + k, (c->npend - k) * sizeof *c->pend);
+  c->npend -= k;
+}
+
+static void flush_file(rec_core_t *c) {
+  if (!c->w || atomic_load(&c->failed)) return;
+  uint64_t total = atomic_load(&c->src_drops) + atomic_load(&c->ring_drops);
+  if (total > c->reported_drops) gmt_writer_add_dropped(c->w, total - c->reported_drops);
+  c->reported_drops = total;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (gmt_writer_flush(c->w, &err) < 0) {
+    char msg[GM_ERR_MSG_MAX + 64];
+    snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
+    fail_now(c, msg);
+    return;
+  }
+  atomic_store(&c->file_bytes, gmt_writer_bytes(c->w));
+}
+
+static void finish(rec_core_t *c, int from_signal) {
+  if (from_signal && c->hooks.final_flush) c->hooks.final_flush(c->hooks.ctx);
+  drain(c);
+  if (!atomic_load(&c->failed)) {
+    if (!c->w) open_file(c); /* even an empty run leaves a valid trace */
+    emit(c, UINT64_MAX);
+    flush_file(c);
+  }
+  if (c->w) {
+    gm_err_t err;
+    gm_err_clear(&err);
+    uint64_t bytes = gmt_writer_bytes(c->w);
+    if (gmt_writer_close(c->w, &err) < 0) {
+      c->w = NULL;
+      char msg[GM_ERR_MSG_MAX + 64];
+      snprintf(msg, sizeof msg, "cannot finish trace: %s", err.msg);
+      fail_now(c, msg);
+    } else {
+      atomic_store(&c->file_bytes, bytes);
+    }
+    c->w = NULL;
+  }
+}
+
+static void *writer_main(void *arg) {
+  rec_core_t *c = arg;
+  uint64_t last_tick = mono_ns();
+  for (;;) {
+    int stop = atomic_load(&c->stop_req);
+    if (atomic_load(&c->fail_req)) fail_now(c, c->fail_msg);
+    if (stop) {
+      finish(c, stop == STOP_SIGNAL);
+      break;
+    }
+    int any = drain(c);
+    uint64_t now = mono_ns();
+    if (!c->w && !atomic_load(&c->failed) &&
+        (atomic_load(&c->gpu_ready) || now - c->start_mono >= c->cfg.open_after_ns))
+      open_file(c);
+    if (now - last_tick >= c->cfg.flush_interval_ns) {
+      last_tick = now;
+      uint64_t horizon = c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) : UINT64_MAX;
+      if (c->hooks.tick && !atomic_load(&c->failed)) c->hooks.tick(c->hooks.ctx);
+      drain(c);
+      if (c->w) {
+        uint64_t margin = c->cfg.order_margin_ns;
+        emit(c, horizon == UINT64_MAX ? horizon : (horizon > margin ? horizon - margin : 0));
+        flush_file(c);
+      }
+    }
+    if (!any) {
+      pthread_mutex_lock(&c->mu);
+      if (!atomic_load(&c->stop_req)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t t = (uint64_t)ts.tv_nsec + IDLE_SLEEP_NS;
+        ts.tv_sec += (time_t)(t / 1000000000ull);
+        ts.tv_nsec = (long)(t % 1000000000ull);
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+      }
+      pthread_mutex_unlock(&c->mu);
+    }
+  }
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+/* ---- public --------------------------------------------------------------------------------- */
+
+gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_hooks_t *hooks,
+                           gm_err_t *err) {
+  rec_core_t *c = calloc(1, sizeof *c);
+  if (!c) return gm_err_set(err, GM_ERR_NOMEM, "recorder: out of memory");
+  c->cfg = *cfg;
+  if (!c->cfg.flush_interval_ns) c->cfg.flush_interval_ns = 500000000ull;
+  if (!c->cfg.open_after_ns) c->cfg.open_after_ns = 1000000000ull;
+  if (!c->cfg.order_margin_ns) c->cfg.order_margin_ns = 10000000ull;
+  if (!c->cfg.ring_events) c->cfg.ring_events = 65536;
+  if (hooks) c->hooks = *hooks;
+  gm_status_t s;
+  c->path = strdup(cfg->path ? cfg->path : "");
+  c->manifest = cfg->manifest ? strdup(cfg->manifest) : NULL;
+  if (!c->path || (cfg->manifest && !c->manifest)) {
+    s = gm_err_set(err, GM_ERR_NOMEM, "recorder: out of memory");
+    goto fail;
+  }
+  if ((s = gmt_header_copy(&c->cfg.header, &cfg->header, err)) < 0) goto fail;
+  if ((s = rec_ring_create(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  c->start_mono = mono_ns();
+  int e = pthread_create(&c->thread, NULL, writer_main, c);
+  if (e) {
+    s = gm_err_set(err, GM_ERR_IO, "recorder: cannot start writer thread: %s", strerror(e));
+    rec_ring_destroy(c->ring);
+    goto fail_hdr;
+  }
+  c->thread_started = 1;
+  *out = c;
+  return GM_OK;
+fail_hdr:
+  gmt_header_free(&c->cfg.header);
+fail:
+  free(c->path);
+  free(c->manifest);
+  free(c);
+  return s;
+}
+
+int rec_core_push(rec_core_t *c, const gmt_event_t *ev) {
+  if (atomic_load_explicit(&c->failed, memory_order_relaxed) ||
+      atomic_load_explicit(&c->stop_req, memory_order_relaxed))
+    return -1;
+  if (rec_ring_push(c->ring, ev) < 0) {
+    atomic_fetch_add_explicit(&c->ring_drops, 1, memory_order_relaxed);
+    return -1;
+  }
+  atomic_fetch_add_explicit(&c->pushed, 1, memory_order_relaxed);
+  return 0;
+}
+
+size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint64_t max_wait_ns) {
+  size_t dropped = 0;
+  uint64_t deadline = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (atomic_load(&c->failed) || atomic_load(&c->done)) {
+      dropped += n - i;
+      break;
+    }
+    if (rec_ring_push(c->ring, &evs[i]) == 0) {
+      atomic_fetch_add_explicit(&c->pushed, 1, memory_order_relaxed);
+      continue;
+    }
+    /* ring full: this is the source's own thread, so it may wait for the writer a little */
+    uint64_t now = mono_ns();
+    if (!deadline) deadline = now + max_wait_ns;
+    if (now >= deadline) {
+      atomic_fetch_add(&c->ring_drops, 1);
+      dropped++;
+      continue;
+    }
+    sleep_ns(100000);
+    i--;
+  }
+  return dropped;
+}
+
+void rec_core_add_dropped(rec_core_t *c, uint64_t n) { atomic_fetch_add(&c->src_drops, n); }
+
+void rec_core_gpu_ready(rec_core_t *c) { atomic_store(&c->gpu_ready, 1); }
+
+void rec_core_fail(rec_core_t *c, const char *msg) {
+  if (atomic_load(&c->fail_req)) return;
+  snprintf(c->fail_msg, sizeof c->fail_msg, "%s", msg);
+  atomic_store(&c->fail_req, 1);
+}
+
+gm_status_t rec_core_stop(rec_core_t *c) {
+  if (!c || c->stopped_once) return GM_OK;
+  c->stopped_once = 1;
+  if (!atomic_load(&c->done) && !atomic_load(&c->failed) && c->hooks.final_flush)
+    c->hooks.final_flush(c->hooks.ctx);
+  int expected = STOP_NONE;
+  atomic_compare_exchange_strong(&c->stop_req, &expected, STOP_NORMAL);
+  pthread_mutex_lock(&c->mu);
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  if (c->thread_started) {
+    pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+  }
+  return atomic_load(&c->failed) ? GM_ERR_IO : GM_OK;
+}
+
+int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns) {
+  /* only atomics and nanosleep here: this runs inside a signal handler */
+  int expected = STOP_NONE;
+  atomic_compare_exchange_strong(&c->stop_req, &expected, STOP_SIGNAL);
+  for (uint64_t waited = 0; waited < timeout_ns; waited += 5000000ull) {
+    if (atomic_load(&c->done)) return 1;
+    struct timespec ts = {0, 5000000L};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load(&c->done);
+}
+
+void rec_core_destroy(rec_core_t *c) {
+  if (!c) return;
+  rec_core_stop(c);
+  rec_ring_destroy(c->ring);
+  gmt_header_free(&c->cfg.header);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c->pend);
+  free(c->path);
+  free(c->manifest);
+  free(c);
+}
+
+void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st) {
+  rec_core_t *m = (rec_core_t *)c;
+  st->pushed = atomic_load(&m->pushed);
+  st->written = atomic_load(&m->written);
+  st->ring_drops = atomic_load(&m->ring_drops);
+  st->src_drops = atomic_load(&m->src_drops);
+  st->file_bytes = atomic_load(&m->file_bytes);
+  st->failed = atomic_load(&m->failed);
+  st->closed = atomic_load(&m->done) && !st->failed;
+}
+
+const char *rec_core_path(const rec_core_t *c) { return c->path; }

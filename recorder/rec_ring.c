@@ -1,0 +1,91 @@
+/* rec_ring.c: bounded lock-free queue between the threads that see allocations and the
+ * recorder's writer thread.
+ *
+ * Model: D. Vyukov's bounded MPMC array queue, used with many producers (application threads
+ * in CUPTI callbacks, CUPTI's buffer thread) and one consumer (the writer thread). Each slot
+ * carries a sequence number; a producer claims a position with one CAS on the head and
+ * publishes the slot with a release store, so a producer never waits for another producer
+ * beyond a CAS retry and never takes a lock. Full ring: the push fails and the caller counts
+ * a drop; the application is never slowed down to wait for the disk.
+ * Workload: bursts of thousands of events per training step, drained at ~100 Hz. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder/rec_core.h"
+
+typedef struct slot {
+  _Atomic uint64_t seq;
+  gmt_event_t ev;
+} slot_t;
+
+struct rec_ring {
+  slot_t *slots;
+  uint64_t mask;
+  /* head and tail on separate cache lines: producers hammer head, the consumer owns tail */
+  _Alignas(64) _Atomic uint64_t head;
+  _Alignas(64) uint64_t tail;
+};
+
+gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
+  size_t cap = 2;
+  while (cap < capacity) cap <<= 1;
+  rec_ring_t *r = aligned_alloc(64, sizeof *r);
+  if (!r) return gm_err_set(err, GM_ERR_NOMEM, "event ring: out of memory");
+  memset(r, 0, sizeof *r);
+  r->slots = calloc(cap, sizeof *r->slots);
+  if (!r->slots) {
+    free(r);
+    return gm_err_set(err, GM_ERR_NOMEM, "event ring of %zu events: out of memory", cap);
+  }
+  for (size_t i = 0; i < cap; i++) atomic_init(&r->slots[i].seq, i);
+  r->mask = cap - 1;
+  atomic_init(&r->head, 0);
+  r->tail = 0;
+  *out = r;
+  return GM_OK;
+}
+
+void rec_ring_destroy(rec_ring_t *r) {
+  if (!r) return;
+  free(r->slots);
+  free(r);
+}
+
+size_t rec_ring_capacity(const rec_ring_t *r) { return (size_t)r->mask + 1; }
+
+int rec_ring_push(rec_ring_t *r, const gmt_event_t *ev) {
+  uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+  slot_t *s;
+  for (;;) {
+    s = &r->slots[pos & r->mask];
+    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    int64_t dif = (int64_t)(seq - pos);
+    if (dif == 0) {
+      /* the slot is free for this lap: claim the position */
+      if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_relaxed,
+                                                memory_order_relaxed))
+        break;
+    } else if (dif < 0) {
+      return -1; /* the consumer has not freed this slot yet: full */
+    } else {
+      pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+    }
+  }
+  s->ev = *ev;
+  atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+  return 0;
+}
+
+size_t rec_ring_pop(rec_ring_t *r, gmt_event_t *out, size_t cap) {
+  size_t n = 0;
+  while (n < cap) {
+    slot_t *s = &r->slots[r->tail & r->mask];
+    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if (seq != r->tail + 1) break; /* empty, or a producer has claimed but not yet published */
+    out[n++] = s->ev;
+    atomic_store_explicit(&s->seq, r->tail + r->mask + 1, memory_order_release);
+    r->tail++;
+  }
+  return n;
+}

@@ -1,0 +1,32 @@
+/* rec_summary.h: read a recorded trace back for gpurec's end-of-run summary. */
+#ifndef REC_SUMMARY_H
+#define REC_SUMMARY_H
+
+#include <stdint.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REC_SUMMARY_KINDS 32
+
+typedef struct rec_summary {
+  uint64_t events, file_bytes, dropped, seq_gaps;
+  uint64_t first_ts, last_ts; /* ns since the trace's start */
+  uint64_t peak_live;         /* peak of live requested + mapped bytes */
+  uint64_t by_kind[REC_SUMMARY_KINDS];
+  int truncated;
+  int rank;
+  uint32_t pid;
+  char gpu[128];
+} rec_summary_t;
+
+gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REC_SUMMARY_H */

@@ -1,0 +1,144 @@
+/* rec_torch.c: gpurec --mode=torch: PyTorch's own memory history from an unmodified script.
+ *
+ * The launcher puts a directory holding the sitecustomize.py below on PYTHONPATH. Python runs
+ * it at start-up; it waits (an import hook, nothing else) until the program imports torch,
+ * then wraps torch.cuda._lazy_init so that the moment CUDA is initialised it calls
+ * torch.cuda.memory._record_memory_history(max_entries=N, stacks="python"), and registers an
+ * atexit dump of the snapshot into the launcher's directory as snap.<rank|->.<pid>.pickle.
+ * Processes that import torch but never touch CUDA (torchrun's agent) record nothing. A user's
+ * own sitecustomize.py is run after ours. After the child exits the launcher converts each
+ * pickle with snap_import_file() into a trace beside the CUPTI trace. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "recorder/rec_torch.h"
+
+static const char sitecustomize_py[] =
+    "# Written by gpurec --mode=torch (recorder/rec_torch.c): records PyTorch's memory history.\n"
+    "import os as _os, sys as _sys\n"
+    "\n"
+    "def _gpurec_install():\n"
+    "    out_dir = _os.environ.get('GPUMEM_TORCH_DIR')\n"
+    "    if not out_dir:\n"
+    "        return\n"
+    "    max_entries = int(_os.environ.get('GPUMEM_TORCH_MAX_ENTRIES', '1000000'))\n"
+    "    state = {'on': False}\n"
+    "\n"
+    "    def warn(msg):\n"
+    "        _sys.stderr.write('[gpurec] torch mode: %s\\n' % msg)\n"
+    "\n"
+    "    def enable(torch):\n"
+    "        if state['on']:\n"
+    "            return\n"
+    "        state['on'] = True\n"
+    "        try:\n"
+    "            torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks='python')\n"
+    "        except Exception as e:\n"
+    "            warn('cannot enable memory history: %s' % e)\n"
+    "            return\n"
+    "        import atexit\n"
+    "\n"
+    "        def dump():\n"
+    "            rank = _os.environ.get('RANK') or '-'\n"
+    "            path = _os.path.join(out_dir, 'snap.%s.%d.pickle' % (rank, _os.getpid()))\n"
+    "            try:\n"
+    "                torch.cuda.memory._dump_snapshot(path)\n"
+    "            except Exception as e:\n"
+    "                warn('cannot dump the memory snapshot: %s' % e)\n"
+    "        atexit.register(dump)\n"
+    "\n"
+    "    def patch(torch):\n"
+    "        cuda = torch.cuda\n"
+    "        orig = cuda._lazy_init\n"
+    "\n"
+    "        def _lazy_init(*a, **k):\n"
+    "            r = orig(*a, **k)\n"
+    "            enable(torch)\n"
+    "            return r\n"
+    "        cuda._lazy_init = _lazy_init\n"
+    "        if cuda.is_initialized():\n"
+    "            enable(torch)\n"
+    "\n"
+    "    import importlib.abc, importlib.util\n"
+    "\n"
+    "    class Finder(importlib.abc.MetaPathFinder):\n"
+    "        def find_spec(self, name, path, target=None):\n"
+    "            if name != 'torch':\n"
+    "                return None\n"
+    "            _sys.meta_path.remove(self)\n"
+    "            spec = importlib.util.find_spec('torch')\n"
+    "            if spec is None or spec.loader is None:\n"
+    "                return spec\n"
+    "            orig_exec = spec.loader.exec_module\n"
+    "\n"
+    "            def exec_module(module):\n"
+    "                orig_exec(module)\n"
+    "                try:\n"
+    "                    patch(module)\n"
+    "                except Exception as e:\n"
+    "                    warn('cannot hook torch: %s' % e)\n"
+    "            spec.loader.exec_module = exec_module\n"
+    "            return spec\n"
+    "    _sys.meta_path.insert(0, Finder())\n"
+    "\n"
+    "def _gpurec_chain():\n"
+    "    # run the user's own sitecustomize, which ours shadows\n"
+    "    import importlib.machinery, importlib.util\n"
+    "    here = _os.path.dirname(_os.path.abspath(__file__))\n"
+    "    rest = [p for p in _sys.path if _os.path.abspath(p or '.') != here]\n"
+    "    spec = importlib.machinery.PathFinder.find_spec('sitecustomize', rest)\n"
+    "    if spec and spec.loader:\n"
+    "        mod = importlib.util.module_from_spec(spec)\n"
+    "        spec.loader.exec_module(mod)\n"
+    "\n"
+    "try:\n"
+    "    _gpurec_install()\n"
+    "except Exception as _e:\n"
+    "    _sys.stderr.write('[gpurec] torch mode: %s\\n' % _e)\n"
+    "_gpurec_chain()\n";
+
+gm_status_t rec_torch_write_site(const char *dir, gm_err_t *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/sitecustomize.py", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  size_t n = sizeof sitecustomize_py - 1;
+  int bad = fwrite(sitecustomize_py, 1, n, f) != n;
+  if (fclose(f) != 0 || bad)
+    return gm_err_set(err, GM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  return GM_OK;
+}
+
+/* "snap.<rank|->.<pid>.pickle" */
+static int parse_snap(const char *name, int *rank, long *pid) {
+  char r[32];
+  long p;
+  char tail[16];
+  if (sscanf(name, "snap.%31[^.].%ld.%15s", r, &p, tail) != 3 || strcmp(tail, "pickle") != 0)
+    return 0;
+  *rank = strcmp(r, "-") == 0 ? -1 : atoi(r);
+  *pid = p;
+  return 1;
+}
+
+int rec_torch_list(const char *dir, rec_torch_snap_t *out, int cap) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < cap) {
+    int rank;
+    long pid;
+    if (!parse_snap(e->d_name, &rank, &pid)) continue;
+    snprintf(out[n].path, sizeof out[n].path, "%s/%s", dir, e->d_name);
+    out[n].rank = rank;
+    out[n].pid = pid;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
