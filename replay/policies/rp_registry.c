@@ -3,15 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "replay/policies/rp_policies.h"
-#ifdef RP_HAVE_PYTORCH
 #include "replay/policies/pytorch/rp_pytorch.h"
-#endif
+#include "replay/policies/rp_policies.h"
 
 static const rp_policy_ops_t *const all_policies[] = {
-#ifdef RP_HAVE_PYTORCH
     &rp_pytorch_ops,
-#endif
     &rp_bfc_ops,
     &rp_prealloc_ops,
     &rp_direct_ops,
