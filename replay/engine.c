@@ -72,9 +72,9 @@ static gm_status_t check_now(rp_engine_t *e, gm_err_t *err) {
   if (e->allocated > e->reserved)
     return gm_err_set(err, GM_ERR_CORRUPT, "allocated %" PRIu64 " > reserved %" PRIu64,
                       e->allocated, e->reserved);
-  if (e->allocated < e->requested)
+  if (e->allocated < e->served)
     return gm_err_set(err, GM_ERR_CORRUPT, "allocated %" PRIu64 " < live requested %" PRIu64,
-                      e->allocated, e->requested);
+                      e->allocated, e->served);
   return GM_OK;
 }
 
@@ -87,10 +87,16 @@ static void observe(rp_engine_t *e, uint64_t ts) {
   if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
   if (e->requested > e->peak_requested) e->peak_requested = e->requested;
   if (e->peak_dirty) {
-    /* This op raised the reserved peak: fragmentation at the peak is this op's result. */
+    /* This op raised the reserved peak: fragmentation at the peak starts from its result. */
     e->peak_dirty = 0;
+    e->alloc_at_peak = e->allocated;
     e->frag_at_peak = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
     if (e->b->driver_used) e->driver_used_at_peak = e->b->driver_used(e->b);
+  } else if (e->reserved == e->peak_reserved && e->allocated > e->alloc_at_peak) {
+    /* Still at the peak (a preallocated arena stays there): the peak's fragmentation is
+     * what the best use of it wasted, not the first moment's emptiness. */
+    e->alloc_at_peak = e->allocated;
+    e->frag_at_peak = 1.0 - (double)e->allocated / (double)e->reserved;
   }
   double frag = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
   if (e->have_ts && ts > e->last_ts && e->last_reserved > 0) {
@@ -121,8 +127,9 @@ static gm_status_t do_free(rp_engine_t *e, rp_map_entry_t *m, gm_err_t *err) {
   gm_status_t st = GM_OK;
   if (m->a != RP_NO_BLOCK) {
     st = e->ops->free(e->pol, m->a, err);
-    e->requested -= m->b;
+    e->served -= m->b;
   }
+  e->requested -= m->b;
   rp_map_remove(&e->blocks, m);
   return st;
 }
@@ -143,8 +150,11 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   } else if (st != GM_OK) {
     return st;
   } else {
-    e->requested += ev->size;
+    e->served += ev->size;
   }
+  /* Requested counts what the program asked for, served or not: the lower bound is a
+   * property of the trace, the same for every policy and capacity. */
+  e->requested += ev->size;
   if (rp_map_put(&e->blocks, ev->addr, addr, ev->size) != 0)
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
   e->allocs++;

@@ -45,10 +45,12 @@ struct rp_engine {
   rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
   uint64_t events, allocs, frees, empty_caches, ooms;
-  uint64_t reserved, allocated, requested;
+  uint64_t reserved, allocated, requested; /* requested: live bytes the trace asked for */
+  uint64_t served; /* live requested bytes the policy did serve (not OOM) */
   uint64_t peak_reserved, peak_allocated, peak_requested;
   int peak_dirty;
   double frag_at_peak;
+  uint64_t alloc_at_peak; /* most allocated seen while reserved was at its peak */
   uint64_t driver_used_at_peak;
   uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
   int64_t first_oom_event, first_oom_ts;

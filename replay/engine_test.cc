@@ -258,6 +258,17 @@ TEST(Engine, FragmentationAtPeakAndTimeWeightedMean) {
   EXPECT_EQ(run.r->lower_bound_bytes, 2 * MiB);
 }
 
+TEST(Engine, FragmentationAtPeakIsTheBestUseOfThePeak) {
+  Replay run(kCache);
+  // Peak 3 MiB reached with 2 MiB allocated; then C reuses A's cached 1 MiB: still at the
+  // peak, now fully used. A preallocated arena is judged by its best use, not its first.
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), A(2, 0x2000, 2 * MiB), A(3, 0x3000, MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->peak_reserved_bytes, 3 * MiB);
+  EXPECT_DOUBLE_EQ(run.r->fragmentation_at_peak, 0.0);
+}
+
 TEST(Engine, EmptyCacheEventReleasesCachedMemory) {
   Replay run(kCache);
   ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), Ev(GMT_EV_EMPTY_CACHE, 2, 0, 0)}), GM_OK);
@@ -282,6 +293,8 @@ TEST(Engine, OomUnderCapacityRecordsFirstEvent) {
   EXPECT_EQ(run.r->skipped.unknown_free, 0u);
   EXPECT_EQ(run.r->peak_reserved_bytes, 4 * MiB);
   EXPECT_EQ(run.r->capacity_bytes, 4 * MiB);
+  // The lower bound is the trace's: what the program asked for, served or not.
+  EXPECT_EQ(run.r->peak_requested_bytes, 6 * MiB);
 }
 
 TEST(Engine, CacheRetriesAfterFreeingItsCache) {

@@ -1,0 +1,72 @@
+/* gpureplay.h: what the files of the gpureplay tool share (main, the runner, the output
+ * writers). Internal to //replay:gpureplay. */
+#ifndef GPUREPLAY_H
+#define GPUREPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+#include "replay/rp_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUREPLAY_VERSION "0.1.0"
+
+/* What the command line asked for, validated. */
+typedef struct gr_config {
+  const char **traces;
+  int n_traces;
+  const char **policies; /* specs as given (or the sweep grid) */
+  int n_policies;
+  int sweep;
+  int cuda_ordinal;      /* -1: sim */
+  uint64_t capacity;     /* 0: unlimited */
+  uint64_t device_memory;/* total memory the policies see; 0: capacity / trace / device / 80 GiB */
+  uint64_t granularity;  /* sim only; 0: 2 MiB */
+  int jobs;
+  int check;
+  int progress;          /* stderr is a terminal */
+  int preload;           /* 1 always, 0 never, -1 when it fits */
+} gr_config_t;
+
+/* One trace's provenance, for the results. */
+typedef struct gr_trace_info {
+  const char *path;
+  uint64_t start_time_ns;
+  uint32_t pid;
+  uint64_t gpu_total_mem;
+  uint64_t events_in_index; /* 0 if no index (truncated file) */
+  int truncated;
+  uint64_t seq_gaps, dropped;
+} gr_trace_info_t;
+
+/* Replay every policy of cfg over one trace; res[i] for cfg->policies[i]. */
+gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
+                         rp_result_t **res, gm_err_t *err);
+
+/* The sweep grid: NULL-terminated specs. */
+extern const char *const gr_sweep_grid[];
+
+/* Output. order[] ranks results (best first) for the table. */
+void gr_rank(rp_result_t *const *res, int n, int *order);
+void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
+                    const int *order);
+void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r);
+
+/* The results file (replay/RESULTS.md): collect runs, then write. */
+typedef struct gr_results gr_results_t;
+gr_results_t *gr_results_new(void);
+gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const rp_result_t *r,
+                           gm_err_t *err);
+gm_status_t gr_results_write(gr_results_t *rs, const char *path, gm_err_t *err);
+void gr_results_free(gr_results_t *rs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUREPLAY_H */

@@ -1,0 +1,253 @@
+/* gpureplay_main.c: the gpureplay tool: replay recorded traces under allocator policies.
+ *
+ *   gpureplay TRACE... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] [--capacity=SIZE]
+ *             [--jobs=N] [-o RESULTS] [--json] [--check]
+ *
+ * main(): parse (one option table feeds the parser and --help) -> validate (every policy
+ * spec is created once against a throw-away simulator, so a bad key is a usage error, exit 2,
+ * before any work) -> run each trace -> print -> exit code. Exit codes (DESIGN.md): 0 ok,
+ * 1 runtime failure with the cause chain, 2 bad usage. stdout carries only the table (or the
+ * --json lines); progress goes to stderr, and only when stderr is a terminal. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "replay/gpureplay.h"
+#include "replay/rp_cuda.h"
+
+/* The --sweep grid: every user-settable PyTorch key at values people try, a few
+ * combinations, and the other frameworks' allocators. */
+const char *const gr_sweep_grid[] = {
+    "pytorch",
+    "pytorch:expandable_segments:True",
+    "pytorch:max_split_size_mb:64",
+    "pytorch:max_split_size_mb:128",
+    "pytorch:max_split_size_mb:256",
+    "pytorch:max_split_size_mb:512",
+    "pytorch:roundup_power2_divisions:4",
+    "pytorch:roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "pytorch:garbage_collection_threshold:0.8,per_process_memory_fraction:0.9",
+    "pytorch:expandable_segments:True,roundup_power2_divisions:4",
+    "pytorch:max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,1024:4,>:8],"
+    "garbage_collection_threshold:0.8,per_process_memory_fraction:0.9",
+    "bfc",
+    "bfc:growth",
+    "prealloc",
+    "direct",
+    NULL,
+};
+
+typedef struct opts {
+  int help, version, sweep, json, check;
+  gm_strlist_t policy;
+  const char *device, *output, *preload;
+  uint64_t capacity, device_memory, granularity, jobs;
+} opts_t;
+
+static const gm_opt_t kOpts[] = {
+    {"policy", 'p', GM_OPT_LIST, "SPEC",
+     "allocator policy, repeatable: pytorch[:CONF] bfc[:CONF] prealloc[:SIZE|FRACTION] direct "
+     "async[:CONF] (default: pytorch)", offsetof(opts_t, policy)},
+    {"sweep", 0, GM_OPT_FLAG, NULL, "replay the built-in grid of PyTorch settings plus bfc, "
+     "prealloc, direct; rank by peak reserved", offsetof(opts_t, sweep)},
+    {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
+     offsetof(opts_t, device)},
+    {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
+     offsetof(opts_t, capacity)},
+    {"device-memory", 0, GM_OPT_SIZE, "SIZE", "total memory the policies see (default: "
+     "capacity, else the trace's GPU, else the device's / 80GiB)", offsetof(opts_t, device_memory)},
+    {"granularity", 0, GM_OPT_SIZE, "SIZE", "simulated driver granularity (default 2MiB)",
+     offsetof(opts_t, granularity)},
+    {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs)},
+    {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
+     "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
+    {"output", 'o', GM_OPT_STR, "RESULTS", "write the results file (replay/RESULTS.md) here",
+     offsetof(opts_t, output)},
+    {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
+     offsetof(opts_t, json)},
+    {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
+     offsetof(opts_t, check)},
+    {"version", 0, GM_OPT_FLAG, NULL, "print versions and exit", offsetof(opts_t, version)},
+    {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(opts_t, help)},
+    {NULL, 0, 0, NULL, NULL, 0},
+};
+
+static const char kUsage[] = "gpureplay TRACE... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
+                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS] [--json]";
+static const char kDescription[] =
+    "Replay recorded GPU memory traces under allocator policies and report what each would\n"
+    "reserve, waste and cost. Policies (replay/policies):";
+
+static int usage_error(const char *msg) {
+  fprintf(stderr, "gpureplay: %s\ntry 'gpureplay --help'\n", msg);
+  return 2;
+}
+
+static void print_help(void) {
+  char desc[4096];
+  size_t k = (size_t)snprintf(desc, sizeof desc, "%s", kDescription);
+  for (const rp_policy_ops_t *const *p = rp_policy_all(); *p && k < sizeof desc; p++)
+    k += (size_t)snprintf(desc + k, sizeof desc - k, "\n  %-9s %s", (*p)->name, (*p)->description);
+  gm_opts_help(stdout, kUsage, desc, kOpts);
+}
+
+static void print_version(void) {
+  printf("gpureplay %s\n", GPUREPLAY_VERSION);
+  printf("trace format %d (reads >= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER);
+  printf("zstd %s\n", ZSTD_versionString());
+  int v = rp_cuda_driver_version();
+  if (v) printf("CUDA driver %d.%d\n", v / 1000, (v % 1000) / 10);
+  else printf("CUDA driver: not available (libcuda.so.1 not loaded)\n");
+}
+
+/* "sim" -> -1, "cuda" / "cuda:N" -> N; -2 if neither. */
+static int parse_device(const char *s) {
+  if (!s || strcmp(s, "sim") == 0) return -1;
+  if (strcmp(s, "cuda") == 0) return 0;
+  if (strncmp(s, "cuda:", 5) == 0) {
+    uint64_t n = 0;
+    if (gm_parse_u64(s + 5, &n, NULL) == GM_OK && n < 1024) return (int)n;
+  }
+  return -2;
+}
+
+/* Create the policy once against a simulator: a bad key is reported before any replay. */
+static gm_status_t validate(const char *spec, uint64_t total, gm_err_t *err) {
+  rp_backend_t *b = NULL;
+  rp_sim_opts_t so = {0, 0, total};
+  gm_status_t st = rp_sim_backend_create(&so, &b, err);
+  if (st != GM_OK) return st;
+  const rp_policy_ops_t *ops = NULL;
+  rp_policy_t *p = NULL;
+  st = rp_policy_create(spec, &b->drv, &ops, &p, err);
+  if (st == GM_OK) ops->destroy(p);
+  b->destroy(b);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  gm_log_init("gpureplay", GM_LOG_WARN);
+  opts_t o;
+  memset(&o, 0, sizeof o);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  int npos = 0;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (!pos) return 1;
+  if (gm_opts_parse(kOpts, argc, argv, &o, pos, &npos, 0, &err) != GM_OK) return usage_error(err.msg);
+  if (o.help) {
+    print_help();
+    return 0;
+  }
+  if (o.version) {
+    print_version();
+    return 0;
+  }
+  if (npos == 0) return usage_error("no trace given");
+  gr_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.traces = (const char **)pos;
+  cfg.n_traces = npos;
+  cfg.cuda_ordinal = parse_device(o.device);
+  if (cfg.cuda_ordinal == -2) {
+    snprintf(err.msg, sizeof err.msg, "bad --device '%s' (sim or cuda:N)", o.device);
+    return usage_error(err.msg);
+  }
+  cfg.capacity = o.capacity;
+  cfg.device_memory = o.device_memory;
+  cfg.granularity = o.granularity;
+  if (o.granularity && (o.granularity & (o.granularity - 1)))
+    return usage_error("--granularity must be a power of two");
+  if (o.jobs > 256) return usage_error("--jobs must be at most 256");
+  cfg.jobs = o.jobs ? (int)o.jobs : 1;
+  cfg.check = o.check;
+  cfg.progress = isatty(2) && !o.json;
+  cfg.preload = -1;
+  if (o.preload && strcmp(o.preload, "yes") == 0) cfg.preload = 1;
+  else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
+  else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");
+
+  /* Policies: the user's, then the sweep grid (entries this build rejects are dropped with a
+   * warning: the grid is ours, not the user's mistake). */
+  const char *specs[GM_STRLIST_MAX + 32];
+  int n = 0;
+  uint64_t vtotal = o.device_memory ? o.device_memory : o.capacity ? o.capacity : (80ull << 30);
+  for (int i = 0; i < o.policy.n; i++) {
+    gm_status_t st = validate(o.policy.v[i], vtotal, &err);
+    if (st == GM_ERR_INVAL) {
+      char m[GM_ERR_MSG_MAX + 64];
+      snprintf(m, sizeof m, "bad --policy '%s': %s", o.policy.v[i], err.msg);
+      return usage_error(m);
+    }
+    if (st != GM_OK) {
+      gm_err_wrap(&err, "policy '%s'", o.policy.v[i]);
+      gm_log_err(&err);
+      return 1;
+    }
+    specs[n++] = o.policy.v[i];
+  }
+  if (o.sweep) {
+    for (const char *const *g = gr_sweep_grid; *g; g++) {
+      if (validate(*g, vtotal, &err) != GM_OK) {
+        gm_log(GM_LOG_WARN, "sweep: skipping '%s': %s", *g, err.msg);
+        continue;
+      }
+      specs[n++] = *g;
+    }
+  }
+  if (n == 0) {
+    if (o.sweep) {
+      gm_log(GM_LOG_ERROR, "sweep: no policy of the grid is available in this build");
+      return 1;
+    }
+    specs[n++] = "pytorch";
+  }
+  cfg.policies = specs;
+  cfg.n_policies = n;
+
+  gr_results_t *rs = o.output ? gr_results_new() : NULL;
+  rp_result_t **res = calloc((size_t)n, sizeof *res);
+  int *order = calloc((size_t)n, sizeof *order);
+  int rc = 0;
+  for (int i = 0; res && i < n; i++)
+    if (!(res[i] = malloc(sizeof(rp_result_t)))) res = NULL;
+  if (!res || !order || (o.output && !rs)) {
+    gm_log(GM_LOG_ERROR, "out of memory");
+    return 1;
+  }
+  for (int t = 0; t < cfg.n_traces && rc == 0; t++) {
+    gr_trace_info_t info;
+    gm_status_t st = gr_run_trace(&cfg, cfg.traces[t], &info, res, &err);
+    if (st != GM_OK) {
+      gm_log_err(&err);
+      rc = 1;
+      break;
+    }
+    if (o.json) {
+      for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
+    } else {
+      gr_rank(res, n, order);
+      if (t) fputc('\n', stdout);
+      gr_print_table(stdout, &info, res, n, order);
+    }
+    for (int i = 0; rs && i < n && rc == 0; i++)
+      if (gr_results_add(rs, &info, res[i], &err) != GM_OK) {
+        gm_log_err(&err);
+        rc = 1;
+      }
+  }
+  if (rc == 0 && rs && gr_results_write(rs, o.output, &err) != GM_OK) {
+    gm_log_err(&err);
+    rc = 1;
+  }
+  if (fflush(stdout) != 0 && rc == 0) rc = 1;
+  gr_results_free(rs);
+  for (int i = 0; i < n; i++) free(res[i]);
+  free(res);
+  free(order);
+  free(pos);
+  return rc;
+}

@@ -1,0 +1,189 @@
+/* gpureplay_out.c: what gpureplay writes: the ranked table (stdout), the --json summary
+ * lines (exactly the keys DESIGN.md lists, in that order), and the results file for the
+ * analyzer (replay/RESULTS.md, schema version 1), all JSON through jansson so strings from
+ * the command line and the trace are always escaped.
+ *
+ * Ranking: policies that fit (no OOM) first, then by peak reserved, then by driver calls;
+ * ties keep the order the policies were given in. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay/gpureplay.h"
+
+/* ---- ranking and the table ---------------------------------------------------------------- */
+
+static int better(const rp_result_t *a, const rp_result_t *b) {
+  if ((a->ooms > 0) != (b->ooms > 0)) return a->ooms == 0;
+  if (a->peak_reserved_bytes != b->peak_reserved_bytes)
+    return a->peak_reserved_bytes < b->peak_reserved_bytes;
+  return a->device_alloc_calls + a->device_free_calls < b->device_alloc_calls + b->device_free_calls;
+}
+
+void gr_rank(rp_result_t *const *res, int n, int *order) {
+  for (int i = 0; i < n; i++) order[i] = i;
+  for (int i = 1; i < n; i++) { /* insertion sort: stable, n is small */
+    int k = order[i], j = i;
+    while (j > 0 && better(res[k], res[order[j - 1]])) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = k;
+  }
+}
+
+void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
+                    const int *order) {
+  char b1[32], b2[32];
+  const rp_result_t *r0 = res[0];
+  fprintf(f, "trace %s: %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s (peak live requested)",
+          info->path, r0->events, r0->allocs, gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
+  if (r0->capacity_bytes) fprintf(f, ", capacity %s", gm_format_size(r0->capacity_bytes, b2, sizeof b2));
+  fprintf(f, ", backend %s\n", r0->backend);
+  const rp_skip_counts_t *s = &r0->skipped;
+  if (s->unknown_free || s->double_free || s->alloc_over_live)
+    fprintf(f, "anomalies: %" PRIu64 " frees of unknown addresses, %" PRIu64 " double frees, %" PRIu64
+               " allocs over live blocks\n", s->unknown_free, s->double_free, s->alloc_over_live);
+  if (info->truncated) fprintf(f, "note: the trace is truncated (replayed up to its last complete chunk)\n");
+  /* The policy goes last: sweep specs are long, and the numbers should line up. */
+  fprintf(f, "%4s  %13s  %10s  %9s  %12s  %7s  %6s  %s%s\n", "rank", "peak reserved", "vs bound",
+          "frag@peak", "driver calls", "retries", "OOMs", r0->capacity_bytes ? "first OOM            " : "",
+          "policy");
+  for (int i = 0; i < n; i++) {
+    const rp_result_t *r = res[order[i]];
+    char over[32], oom[64] = "";
+    if (r->lower_bound_bytes)
+      snprintf(over, sizeof over, "+%.1f%%",
+               100.0 * ((double)r->peak_reserved_bytes / (double)r->lower_bound_bytes - 1.0));
+    else
+      snprintf(over, sizeof over, "-");
+    if (r->capacity_bytes) {
+      char at[48];
+      if (r->first_oom_event >= 0)
+        snprintf(at, sizeof at, "#%" PRId64 " t=%.3fs", r->first_oom_event,
+                 (double)r->first_oom_ts_ns * 1e-9);
+      else
+        snprintf(at, sizeof at, "fits");
+      snprintf(oom, sizeof oom, "%-21s", at);
+    }
+    fprintf(f, "%4d  %13s  %10s  %9.3f  %12" PRIu64 "  %7" PRIu64 "  %6" PRIu64 "  %s%s\n", i + 1,
+            gm_format_size(r->peak_reserved_bytes, b1, sizeof b1), over, r->fragmentation_at_peak,
+            r->device_alloc_calls + r->device_free_calls, r->alloc_retries, r->ooms, oom, r->policy);
+  }
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+/* The --json keys, in DESIGN.md's order. */
+static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "trace", json_string(info->path));
+  json_object_set_new(o, "policy", json_string(r->policy));
+  json_object_set_new(o, "backend", json_string(r->backend));
+  json_object_set_new(o, "events", json_integer((json_int_t)r->events));
+  json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
+  json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)r->peak_allocated_bytes));
+  json_object_set_new(o, "peak_requested_bytes", json_integer((json_int_t)r->peak_requested_bytes));
+  json_object_set_new(o, "lower_bound_bytes", json_integer((json_int_t)r->lower_bound_bytes));
+  json_object_set_new(o, "fragmentation_at_peak", json_real(r->fragmentation_at_peak));
+  json_object_set_new(o, "device_alloc_calls", json_integer((json_int_t)r->device_alloc_calls));
+  json_object_set_new(o, "device_free_calls", json_integer((json_int_t)r->device_free_calls));
+  json_object_set_new(o, "alloc_retries", json_integer((json_int_t)r->alloc_retries));
+  json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
+  json_object_set_new(o, "replay_seconds", json_real(r->replay_seconds));
+  json_object_set_new(o, "events_per_second", json_real(r->events_per_second));
+  return o;
+}
+
+void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r) {
+  json_t *o = summary(info, r);
+  json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  fputc('\n', f);
+  json_decref(o);
+}
+
+struct gr_results {
+  json_t *runs;
+};
+
+gr_results_t *gr_results_new(void) {
+  gr_results_t *rs = calloc(1, sizeof *rs);
+  if (rs) rs->runs = json_array();
+  return rs;
+}
+
+void gr_results_free(gr_results_t *rs) {
+  if (!rs) return;
+  json_decref(rs->runs);
+  free(rs);
+}
+
+static json_t *u64_array(const uint64_t *v, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((json_int_t)v[i]));
+  return a;
+}
+
+gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const rp_result_t *r,
+                           gm_err_t *err) {
+  json_t *o = summary(info, r);
+  if (!o) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  json_object_set_new(o, "trace_start_time_ns", json_integer((json_int_t)info->start_time_ns));
+  json_object_set_new(o, "trace_pid", json_integer((json_int_t)info->pid));
+  json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
+  json_object_set_new(o, "fragmentation_mean", json_real(r->fragmentation_mean));
+  json_object_set_new(o, "first_oom_event", json_integer(r->first_oom_event));
+  json_object_set_new(o, "first_oom_ts_ns", json_integer(r->first_oom_ts_ns));
+  json_t *an = json_object();
+  json_object_set_new(an, "unknown_free", json_integer((json_int_t)r->skipped.unknown_free));
+  json_object_set_new(an, "double_free", json_integer((json_int_t)r->skipped.double_free));
+  json_object_set_new(an, "alloc_over_live", json_integer((json_int_t)r->skipped.alloc_over_live));
+  json_object_set_new(o, "anomalies", an);
+  /* Additive keys (schema version 1 readers ignore keys they do not know). */
+  json_t *sk = json_object();
+  json_object_set_new(sk, "not_request", json_integer((json_int_t)r->skipped.not_request));
+  json_object_set_new(sk, "free_requested", json_integer((json_int_t)r->skipped.free_requested));
+  json_object_set_new(sk, "trace_ooms", json_integer((json_int_t)r->skipped.trace_ooms));
+  json_object_set_new(sk, "other_memory", json_integer((json_int_t)r->skipped.other_memory));
+  json_object_set_new(sk, "other_device", json_integer((json_int_t)r->skipped.other_device));
+  json_object_set_new(o, "skipped", sk);
+  json_object_set_new(o, "device", json_integer(r->device));
+  json_object_set_new(o, "requests", json_integer((json_int_t)(r->allocs + r->frees + r->empty_caches)));
+  json_object_set_new(o, "splits", json_integer((json_int_t)r->splits));
+  json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));
+  if (r->has_latency) {
+    json_t *l = json_object();
+    json_object_set_new(l, "alloc_p50", json_integer((json_int_t)r->alloc_p50_ns));
+    json_object_set_new(l, "alloc_p99", json_integer((json_int_t)r->alloc_p99_ns));
+    json_object_set_new(l, "free_p50", json_integer((json_int_t)r->free_p50_ns));
+    json_object_set_new(l, "free_p99", json_integer((json_int_t)r->free_p99_ns));
+    json_object_set_new(o, "latency_ns", l);
+    json_object_set_new(o, "driver_used_bytes_at_peak", json_integer((json_int_t)r->driver_used_at_peak));
+  }
+  json_t *tl = json_object();
+  json_object_set_new(tl, "ts_ns", u64_array(r->tl_ts, r->timeline_n));
+  json_object_set_new(tl, "reserved", u64_array(r->tl_reserved, r->timeline_n));
+  json_object_set_new(tl, "allocated", u64_array(r->tl_allocated, r->timeline_n));
+  json_object_set_new(tl, "requested", u64_array(r->tl_requested, r->timeline_n));
+  json_object_set_new(o, "timeline", tl);
+  if (json_array_append_new(rs->runs, o) != 0) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  return GM_OK;
+}
+
+gm_status_t gr_results_write(gr_results_t *rs, const char *path, gm_err_t *err) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  json_t *doc = json_object();
+  json_object_set_new(doc, "format", json_string("gpumem-results"));
+  json_object_set_new(doc, "version", json_integer(1));
+  json_object_set_new(doc, "tool", json_string("gpureplay " GPUREPLAY_VERSION));
+  json_object_set_new(doc, "created_unix_ns",
+                      json_integer((json_int_t)now.tv_sec * 1000000000 + now.tv_nsec));
+  json_object_set(doc, "runs", rs->runs);
+  int rc = json_dump_file(doc, path, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(doc);
+  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot write '%s'", path);
+  return GM_OK;
+}

@@ -1,0 +1,260 @@
+/* gpureplay_run.c: replaying one trace under many policies, in parallel.
+ *
+ * Each policy run is a job: its own backend, its own engine, the same events. Jobs run on
+ * --jobs threads taking the next job from a shared counter (runs differ a lot in cost:
+ * `direct` is cheap, an expandable pytorch run is not, so a static split would idle cores).
+ *
+ * Where the events come from: when several policies replay one trace and the decoded events
+ * fit in memory (gmt_event_t is 56 bytes: 1 M events = 56 MB), the trace is decoded once
+ * and every job reads the shared array; otherwise each job opens its own reader over the
+ * file (decoding costs each job again, memory stays flat). bench/replay measures both.
+ *
+ * The cuda backend runs one job at a time on the calling thread (the CUDA context is
+ * current there, and latencies measured with other replays running beside are worthless). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "replay/gpureplay.h"
+#include "replay/rp_cuda.h"
+
+#define BATCH 4096
+#define PRELOAD_MAX_BYTES (2ull << 30)
+
+typedef struct job {
+  const gr_config_t *cfg;
+  const char *path;
+  const char *spec;
+  const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
+  size_t n_evs;
+  uint64_t total_memory;
+  rp_result_t *res;
+  gm_status_t st;
+  gm_err_t err;
+} job_t;
+
+typedef struct pool {
+  job_t *jobs;
+  int n;
+  atomic_int next;
+  atomic_int done;
+  _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
+} pool_t;
+
+static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
+  const gr_config_t *c = j->cfg;
+  if (c->cuda_ordinal >= 0) {
+    rp_cuda_opts_t o = {c->capacity, j->total_memory};
+    gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
+    if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
+    return GM_OK;
+  }
+  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory};
+  return rp_sim_backend_create(&o, b, err);
+}
+
+static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  gmt_event_t *buf = malloc(BATCH * sizeof *buf);
+  if (!buf) {
+    gmt_reader_close(r);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  for (;;) {
+    size_t n = 0;
+    st = gmt_reader_next_batch(r, buf, BATCH, &n, err);
+    if (st == GM_END) {
+      st = GM_OK;
+      break;
+    }
+    if (st != GM_OK) {
+      gm_err_wrap(err, "cannot read '%s'", path);
+      break;
+    }
+    if ((st = rp_engine_feed(e, buf, n, err)) != GM_OK) break;
+    if (p) atomic_fetch_add(&p->events, n);
+  }
+  free(buf);
+  gmt_reader_close(r);
+  return st;
+}
+
+static void run_job(job_t *j, pool_t *p) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  gm_err_t *err = &j->err;
+  char name[64];
+  size_t n = strcspn(j->spec, ":");
+  snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), j->spec);
+  const char *conf = j->spec[n] == ':' ? j->spec + n + 1 : "";
+  const rp_policy_ops_t *ops = rp_policy_find(name);
+  if (!ops) {
+    j->st = gm_err_set(err, GM_ERR_INVAL, "unknown policy '%s'", name);
+    return;
+  }
+  j->st = make_backend(j, &b, err);
+  if (j->st != GM_OK) return;
+  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity};
+  j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
+  if (j->st == GM_OK) {
+    if (j->evs) {
+      for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += 65536) {
+        size_t k = j->n_evs - i < 65536 ? j->n_evs - i : 65536;
+        j->st = rp_engine_feed(e, j->evs + i, k, err);
+        if (p) atomic_fetch_add(&p->events, k);
+      }
+    } else {
+      j->st = feed_file(e, j->path, p, err);
+    }
+    if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
+    if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
+  }
+  rp_engine_destroy(e);
+  b->destroy(b);
+}
+
+static void *worker(void *arg) {
+  pool_t *p = arg;
+  for (;;) {
+    int i = atomic_fetch_add(&p->next, 1);
+    if (i >= p->n) break;
+    run_job(&p->jobs[i], p);
+    atomic_fetch_add(&p->done, 1);
+  }
+  return NULL;
+}
+
+/* Read the header and what the index says, without decoding events. */
+static gm_status_t probe(const char *path, gr_trace_info_t *info, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  const gmt_header_t *h = gmt_reader_header(r);
+  info->path = path;
+  info->start_time_ns = h->start_time_ns;
+  info->pid = h->pid;
+  info->gpu_total_mem = h->gpu_total_mem;
+  info->events_in_index = 0;
+  uint64_t nc = gmt_reader_chunk_count(r);
+  for (uint64_t i = 0; i < nc; i++) {
+    uint64_t ts = 0, ev = 0;
+    if (gmt_reader_chunk_info(r, i, &ts, &ev, NULL) == GM_OK) info->events_in_index += ev;
+  }
+  gmt_reader_close(r);
+  return GM_OK;
+}
+
+/* Decode the whole trace into one array (the shared input of all jobs). */
+static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, size_t *n,
+                           gr_trace_info_t *info, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  size_t cap = hint ? (size_t)hint : 65536, len = 0;
+  gmt_event_t *evs = malloc(cap * sizeof *evs);
+  while (evs) {
+    if (len == cap) {
+      gmt_event_t *g = realloc(evs, 2 * cap * sizeof *evs);
+      if (!g) break;
+      evs = g;
+      cap *= 2;
+    }
+    size_t k = 0;
+    st = gmt_reader_next_batch(r, evs + len, cap - len, &k, err);
+    if (st == GM_END) break;
+    if (st != GM_OK) {
+      gm_err_wrap(err, "cannot read '%s'", path);
+      free(evs);
+      gmt_reader_close(r);
+      return st;
+    }
+    len += k;
+  }
+  const gmt_reader_stats_t *s = gmt_reader_stats(r);
+  info->truncated = s->truncated;
+  info->seq_gaps = s->seq_gaps;
+  info->dropped = s->dropped;
+  gmt_reader_close(r);
+  if (!evs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory decoding '%s'", path);
+  *out = evs;
+  *n = len;
+  return GM_OK;
+}
+
+static void show_progress(pool_t *p, uint64_t total, const char *path) {
+  uint64_t done = atomic_load(&p->events);
+  double pct = total ? 100.0 * (double)done / (double)total : 0.0;
+  if (pct > 100.0) pct = 100.0;
+  fprintf(stderr, "\rgpureplay: %s: %d/%d policies done, %.0f%%   ", path, atomic_load(&p->done),
+          p->n, pct);
+}
+
+gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
+                         rp_result_t **res, gm_err_t *err) {
+  memset(info, 0, sizeof *info);
+  gm_status_t st = probe(path, info, err);
+  if (st != GM_OK) return st;
+  uint64_t total_memory = cfg->device_memory ? cfg->device_memory
+                          : cfg->capacity    ? cfg->capacity
+                          : info->gpu_total_mem;
+  int n = cfg->n_policies;
+  gmt_event_t *evs = NULL;
+  size_t n_evs = 0;
+  int want_preload = cfg->preload > 0 ||
+                     (cfg->preload < 0 && n > 1 &&
+                      info->events_in_index * sizeof(gmt_event_t) <= PRELOAD_MAX_BYTES);
+  if (want_preload && (st = preload(path, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
+    return st;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) {
+    free(evs);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  p.n = n;
+  for (int i = 0; i < n; i++) {
+    job_t *j = &p.jobs[i];
+    j->cfg = cfg;
+    j->path = path;
+    j->spec = cfg->policies[i];
+    j->evs = evs;
+    j->n_evs = n_evs;
+    j->total_memory = total_memory;
+    j->res = res[i];
+  }
+  int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
+  uint64_t total = (uint64_t)n * (n_evs ? n_evs : info->events_in_index);
+  if (cfg->cuda_ordinal >= 0 || (threads == 1 && !cfg->progress)) {
+    worker(&p);
+  } else {
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    int started = 0;
+    for (int t = 0; tids && t < threads; t++)
+      if (pthread_create(&tids[t], NULL, worker, &p) == 0) started++;
+    if (started == 0) worker(&p);
+    while (cfg->progress && atomic_load(&p.done) < n) {
+      show_progress(&p, total, path);
+      struct timespec ts = {0, 200 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+    if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
+    free(tids);
+  }
+  st = GM_OK;
+  for (int i = 0; i < n && st == GM_OK; i++)
+    if (p.jobs[i].st != GM_OK) {
+      *err = p.jobs[i].err;
+      st = p.jobs[i].st;
+    }
+  free(p.jobs);
+  free(evs);
+  return st;
+}
