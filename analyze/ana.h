@@ -1,0 +1,148 @@
+/* ana.h: the gpumem analyzer library: one streaming pass over a trace (summary, alloc/free
+ * pairing, a downsampled live-bytes timeline), the SQLite database (schema in ana_schema.c,
+ * documented in SCHEMA.md), loaders for traces and gpureplay results files, the report
+ * writers (text, CSV, HTML) and the recommendation.
+ *
+ * The analyzer reads traces through formats/gmt.h and results files through their JSON
+ * schema (replay/RESULTS.md); it never links the replayer. The library never prints to
+ * stdout/stderr on its own and never exits: writers take a FILE* or a path from main(). */
+#ifndef ANA_H
+#define ANA_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ANA_VERSION "0.1.0"
+#define ANA_SCHEMA_VERSION 1
+#define ANA_TIMELINE_POINTS 2048 /* trace timeline buckets kept at load time */
+
+/* ---- one pass over a trace ---------------------------------------------------------------- */
+
+/* An allocation paired with the free that ended it (free_seq == UINT64_MAX: never freed). */
+typedef struct ana_pair {
+  uint64_t alloc_seq, free_seq; /* event indexes in the trace */
+  uint64_t t_alloc, t_free;     /* ts_ns; t_free meaningless when never freed */
+  uint64_t addr, size, stream;
+  uint32_t callsite;
+  uint16_t device;
+  uint8_t mem_kind;
+} ana_pair_t;
+
+/* Called for every completed pair (at the free, or at the end for the never freed). */
+typedef gm_status_t (*ana_pair_fn)(void *ctx, const ana_pair_t *p, gm_err_t *err);
+
+#define ANA_MAX_LISTED 16 /* devices / streams listed by value in the summary */
+
+typedef struct ana_summary {
+  uint64_t events;
+  uint64_t first_ts_ns, last_ts_ns;
+  uint64_t by_kind[GMT_EV_KIND_MAX];
+  uint64_t n_devices, devices[ANA_MAX_LISTED];
+  uint64_t n_streams, streams[ANA_MAX_LISTED]; /* GMT_STREAM_NONE counts as a stream */
+  uint64_t requested_bytes_total;              /* sum of ALLOC sizes (device memory) */
+  uint64_t peak_live_bytes;                    /* max over time of live requested device bytes */
+  uint64_t peak_live_seq, peak_live_ts_ns;     /* the event that reached the peak */
+  uint64_t live_bytes_at_end, live_allocs_at_end;
+  uint64_t peak_segment_bytes;                 /* native traces: max live SEGMENT_ALLOC bytes */
+  uint64_t unknown_free, double_alloc;         /* FREE of an address not live; ALLOC over live */
+  uint32_t max_callsite;                       /* largest string id used by an event */
+  /* GPU requests by floor(log2(size)) (index + 1; index 0: size 0), and allocation lifetimes
+   * by floor(log10(ns)) (index + 1; index 0: never freed): the report's histograms, made in
+   * the one pass instead of by GROUP BY over millions of rows. */
+  uint64_t size_allocs[65], size_bytes[65];
+  uint64_t life_allocs[21], life_bytes[21];
+} ana_summary_t;
+
+typedef struct ana_scan ana_scan_t;
+
+/* fn may be NULL (info only needs the summary). */
+gm_status_t ana_scan_new(ana_scan_t **out, ana_pair_fn fn, void *ctx, gm_err_t *err);
+void ana_scan_free(ana_scan_t *s);
+gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err);
+/* Emit the pairs never freed; the summary is final afterwards. */
+gm_status_t ana_scan_finish(ana_scan_t *s, gm_err_t *err);
+const ana_summary_t *ana_scan_summary(const ana_scan_t *s);
+/* Timeline of live requested bytes: up to ANA_TIMELINE_POINTS (ts_ns, max live in bucket). */
+size_t ana_scan_timeline(const ana_scan_t *s, uint64_t *ts, uint64_t *live, size_t cap);
+/* True for memory kinds that count as GPU memory requests (device or unknown). */
+int ana_counts_as_device(unsigned mem_kind);
+
+/* Read a whole trace once: summary and the reader's integrity stats. *hdr is a copy (free it
+ * with gmt_header_free). */
+gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
+                                gmt_reader_stats_t *rs, gm_err_t *err);
+
+/* `gpuanalyze info`: the summary as text. */
+void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
+                    const gmt_reader_stats_t *rs);
+
+/* ---- database ------------------------------------------------------------------------------ */
+
+typedef struct ana_db ana_db_t;
+
+/* Open or create path (":memory:" works). Creates the schema on an empty database; refuses a
+ * database that is not ours or has a newer schema version. */
+gm_status_t ana_db_open(ana_db_t **out, const char *path, gm_err_t *err);
+void ana_db_close(ana_db_t *db);
+/* The underlying sqlite3* (for tests and the report writers). */
+void *ana_db_sqlite(ana_db_t *db);
+/* The schema DDL (one place; SCHEMA.md documents it). */
+const char *ana_schema_sql(void);
+
+typedef struct ana_load_opts {
+  uint64_t fault_after_events; /* test hook: fail the load after this many events (0: off) */
+} ana_load_opts_t;
+
+typedef struct ana_load_stats {
+  uint64_t traces_loaded, traces_skipped; /* skipped: same content already in the db */
+  uint64_t results_loaded, results_skipped;
+  uint64_t events, runs;
+  double seconds;
+} ana_load_stats_t;
+
+/* Load traces (.zst) and results files (.json) in ONE transaction: on any failure nothing of
+ * this call stays in the database. Inputs already loaded (same content hash) are skipped. */
+gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const ana_load_opts_t *o,
+                        ana_load_stats_t *st, gm_err_t *err);
+/* Loaders inside an open transaction (ana_db_load wraps them). */
+gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
+                           ana_load_stats_t *st, gm_err_t *err);
+gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *st, gm_err_t *err);
+
+/* ---- reports ------------------------------------------------------------------------------- */
+
+/* Human-readable report on out. */
+gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err);
+/* One CSV file per table into dir (created if missing). */
+gm_status_t ana_report_csv(ana_db_t *db, const char *dir, gm_err_t *err);
+/* One self-contained HTML file. */
+gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err);
+/* The recommendation per trace (text). */
+gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err);
+
+/* Warnings for known misconfigurations in an allocator config string (a
+ * PYTORCH_CUDA_ALLOC_CONF value). Writes up to cap messages; returns how many there are. */
+int ana_conf_warnings(const char *conf, char msgs[][256], int cap);
+/* The line a user pastes for a policy spec (gpureplay's canonical form). gpu_total_mem is used
+ * to turn a prealloc size into a fraction (0: unknown). */
+void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, size_t n);
+
+/* ---- escaping (HTML and <script> JSON) ----------------------------------------------------- */
+
+/* HTML text/attribute escape of s (& < > " '). */
+void ana_html_escape(FILE *out, const char *s);
+/* A JSON string literal that is also safe inside <script>: escapes quotes, control
+ * characters, '<' (so "</script>" cannot appear), U+2028 and U+2029. */
+void ana_json_string(FILE *out, const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ANA_H */

@@ -1,0 +1,28 @@
+/* ana_db_internal.h: what the analyzer's own files share about the database (not public):
+ * the handle struct and small SQLite helpers that turn SQLite failures into cause chains. */
+#ifndef ANA_DB_INTERNAL_H
+#define ANA_DB_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "analyze/ana.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ana_db {
+  sqlite3 *h;
+  const char *path;
+};
+
+gm_status_t ana_sql_err(sqlite3 *h, gm_err_t *err, const char *what);
+gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);
+gm_status_t ana_prepare(ana_db_t *db, sqlite3_stmt **st, const char *sql, gm_err_t *err);
+/* Identity hash of a file's bytes (content_hash columns). */
+uint64_t ana_hash_bytes(const void *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,96 @@
+/* ana_info.c: `gpuanalyze info`: what a trace is (its provenance header) and what is in it
+ * (duration, events by kind, devices, streams, peak live requested bytes), and how whole it is
+ * (truncation, sequence gaps, records the source dropped, record kinds this reader skipped).
+ * A reader never hides damage, so neither does this summary. */
+#include "analyze/ana.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
+                                gmt_reader_stats_t *rs, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  ana_scan_t *s = NULL;
+  gmt_header_init(hdr);
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st < 0) return gm_err_wrap(err, "cannot open '%s'", path);
+  st = gmt_header_copy(hdr, gmt_reader_header(r), err);
+  if (st >= 0) st = ana_scan_new(&s, NULL, NULL, err);
+  enum { CAP = 4096 };
+  static gmt_event_t evs[CAP]; /* tools are single-threaded; keeps a big buffer off the stack */
+  while (st >= 0) {
+    size_t n = 0;
+    st = gmt_reader_next_batch(r, evs, CAP, &n, err);
+    if (st < 0 || st == GM_END) break;
+    for (size_t i = 0; i < n && st >= 0; i++) st = ana_scan_event(s, &evs[i], err);
+  }
+  if (st >= 0) st = ana_scan_finish(s, err);
+  if (st >= 0) {
+    *sum = *ana_scan_summary(s);
+    *rs = *gmt_reader_stats(r);
+    st = GM_OK;
+  } else {
+    gm_err_wrap(err, "cannot read '%s'", path);
+  }
+  ana_scan_free(s);
+  gmt_reader_close(r);
+  return st;
+}
+
+static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
+
+static void print_duration(FILE *out, uint64_t ns) {
+  if (ns >= 1000000000ull) fprintf(out, "%.3f s", (double)ns / 1e9);
+  else if (ns >= 1000000ull) fprintf(out, "%.3f ms", (double)ns / 1e6);
+  else fprintf(out, "%" PRIu64 " ns", ns);
+}
+
+void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
+                    const gmt_reader_stats_t *rs) {
+  char b1[32];
+  fprintf(out, "trace:          %s\n", path);
+  fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
+  fprintf(out, "tool:           %s\n", or_dash(h->tool));
+  fprintf(out, "capture mode:   %s\n", or_dash(gmt_capture_mode_name(h->capture_mode)));
+  fprintf(out, "host:           %s\n", or_dash(h->host));
+  fprintf(out, "pid:            %u\n", h->pid);
+  if (h->rank >= 0) fprintf(out, "rank:           %d of %d\n", h->rank, h->world_size);
+  fprintf(out, "start time:     %" PRIu64 " ns since the epoch\n", h->start_time_ns);
+  fprintf(out, "command line:   %s\n", or_dash(h->command_line));
+  fprintf(out, "gpu:            %s (%s), %s\n", or_dash(h->gpu_name), or_dash(h->gpu_uuid),
+          h->gpu_total_mem ? gm_format_size(h->gpu_total_mem, b1, sizeof b1) : "memory unknown");
+  fprintf(out, "driver/cuda/cupti: %s / %s / %s\n", or_dash(h->driver_version),
+          or_dash(h->cuda_version), or_dash(h->cupti_version));
+  for (size_t i = 0; i < h->n_kv; i++)
+    fprintf(out, "env:            %s=%s\n", h->kv[i].key, h->kv[i].value ? h->kv[i].value : "");
+  fprintf(out, "duration:       ");
+  print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
+  fprintf(out, "\nevents:         %" PRIu64 " in %" PRIu64 " chunks\n", s->events, rs->chunks);
+  for (unsigned k = 1; k < GMT_EV_KIND_MAX; k++)
+    if (s->by_kind[k]) fprintf(out, "  %-14s %" PRIu64 "\n", gmt_kind_name(k), s->by_kind[k]);
+  fprintf(out, "devices:        %" PRIu64 " (", s->n_devices);
+  for (uint64_t i = 0; i < s->n_devices && i < ANA_MAX_LISTED; i++)
+    fprintf(out, "%s%" PRIu64, i ? ", " : "", s->devices[i]);
+  fprintf(out, "%s)\n", s->n_devices > ANA_MAX_LISTED ? ", ..." : "");
+  fprintf(out, "streams:        %" PRIu64 " (", s->n_streams);
+  for (uint64_t i = 0; i < s->n_streams && i < ANA_MAX_LISTED; i++) {
+    if (s->streams[i] == GMT_STREAM_NONE) fprintf(out, "%snone", i ? ", " : "");
+    else fprintf(out, "%s%" PRIu64, i ? ", " : "", s->streams[i]);
+  }
+  fprintf(out, "%s)\n", s->n_streams > ANA_MAX_LISTED ? ", ..." : "");
+  fprintf(out, "peak live:      %s (%" PRIu64 " bytes requested, at event %" PRIu64 ", t=",
+          gm_format_size(s->peak_live_bytes, b1, sizeof b1), s->peak_live_bytes, s->peak_live_seq);
+  print_duration(out, s->peak_live_ts_ns);
+  fprintf(out, ")\n");
+  if (s->peak_segment_bytes)
+    fprintf(out, "peak segments:  %s\n", gm_format_size(s->peak_segment_bytes, b1, sizeof b1));
+  fprintf(out, "live at end:    %" PRIu64 " allocations, %s\n", s->live_allocs_at_end,
+          gm_format_size(s->live_bytes_at_end, b1, sizeof b1));
+  fprintf(out, "integrity:      %s, index %s, %" PRIu64 " sequence gaps, %" PRIu64
+               " records dropped by the source, %" PRIu64 " unknown records skipped\n",
+          rs->truncated ? "TRUNCATED" : "complete", rs->has_index ? "present" : "missing",
+          rs->seq_gaps, rs->dropped, rs->unknown_records);
+  if (s->unknown_free || s->double_alloc)
+    fprintf(out, "anomalies:      %" PRIu64 " frees of unknown addresses, %" PRIu64
+                 " allocs over a live address\n", s->unknown_free, s->double_alloc);
+}

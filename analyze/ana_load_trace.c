@@ -1,0 +1,402 @@
+/* ana_load_trace.c: load one trace into the database (inside the caller's transaction).
+ *
+ * The file is read once into memory: its bytes give the identity hash (the same trace loaded
+ * twice is skipped) and the reader decodes from the same buffer. Events go in through
+ * multi-row prepared INSERTs (ROWS rows per statement: 2-3x single-row, per
+ * research/anchors-performance.md §4.2); the one-pass scanner pairs allocs with frees as the
+ * events stream by and its pairs go into `allocations` the same way. The traces row is
+ * written first (to get its id) and completed at the end with the summary. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyze/ana_db_internal.h"
+
+enum { ROWS = 64, EV_COLS = 12, AL_COLS = 14, BATCH = 4096 };
+
+typedef struct loader {
+  ana_db_t *db;
+  int64_t trace_id;
+  sqlite3_stmt *ev_many, *ev_one, *al_many, *al_one;
+  ana_pair_t pairs[ROWS];
+  int npairs;
+  int64_t first_alloc_id, last_alloc_id;
+} loader_t;
+
+static const char *const ev_cols =
+    "INSERT INTO events(trace_id,ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context) VALUES";
+static const char *const al_cols =
+    "INSERT INTO allocations(trace_id,alloc_seq,free_seq,t_alloc_ns,t_free_ns,device,stream,addr,size,mem_kind,callsite,size_log2,counts,alloc_id) VALUES";
+
+/* "INSERT ... VALUES(?,?,..),(?,..),..." for rows rows of cols columns. */
+static char *multi_insert(const char *head, int cols, int rows) {
+  size_t n = strlen(head) + (size_t)rows * ((size_t)cols * 2 + 4) + 1;
+  char *s = malloc(n), *p = s;
+  if (!s) return NULL;
+  p += sprintf(p, "%s", head);
+  for (int r = 0; r < rows; r++) {
+    *p++ = r ? ',' : ' ';
+    *p++ = '(';
+    for (int c = 0; c < cols; c++) {
+      if (c) *p++ = ',';
+      *p++ = '?';
+    }
+    *p++ = ')';
+  }
+  *p = '\0';
+  return s;
+}
+
+static gm_status_t prep_multi(ana_db_t *db, sqlite3_stmt **st, const char *head, int cols, int rows,
+                              gm_err_t *err) {
+  char *sql = multi_insert(head, cols, rows);
+  if (!sql) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t s = ana_prepare(db, st, sql, err);
+  free(sql);
+  return s;
+}
+
+static inline void bind_u64(sqlite3_stmt *st, int i, uint64_t v) { sqlite3_bind_int64(st, i, (sqlite3_int64)v); }
+
+static int bind_event(sqlite3_stmt *st, int i, int64_t trace_id, const gmt_event_t *e) {
+  sqlite3_bind_int64(st, i++, trace_id);
+  bind_u64(st, i++, e->ts_ns);
+  sqlite3_bind_int(st, i++, e->kind);
+  sqlite3_bind_int(st, i++, e->device);
+  if (e->stream == GMT_STREAM_NONE) sqlite3_bind_null(st, i++);
+  else bind_u64(st, i++, e->stream);
+  bind_u64(st, i++, e->addr);
+  bind_u64(st, i++, e->size);
+  sqlite3_bind_int(st, i++, e->mem_kind);
+  sqlite3_bind_int64(st, i++, e->flags);
+  bind_u64(st, i++, e->corr_id);
+  if (e->callsite == GMT_NO_STRING) sqlite3_bind_null(st, i++);
+  else sqlite3_bind_int64(st, i++, e->callsite);
+  sqlite3_bind_int64(st, i++, e->context);
+  return i;
+}
+
+static int log2_floor(uint64_t v) { return v ? 63 - __builtin_clzll(v) : -1; }
+
+static int bind_pair(loader_t *L, sqlite3_stmt *st, int i, const ana_pair_t *p) {
+  sqlite3_bind_int64(st, i++, L->trace_id);
+  bind_u64(st, i++, p->alloc_seq);
+  if (p->free_seq == UINT64_MAX) sqlite3_bind_null(st, i++);
+  else bind_u64(st, i++, p->free_seq);
+  bind_u64(st, i++, p->t_alloc);
+  if (p->free_seq == UINT64_MAX) sqlite3_bind_null(st, i++);
+  else bind_u64(st, i++, p->t_free);
+  sqlite3_bind_int(st, i++, p->device);
+  if (p->stream == GMT_STREAM_NONE) sqlite3_bind_null(st, i++);
+  else bind_u64(st, i++, p->stream);
+  bind_u64(st, i++, p->addr);
+  bind_u64(st, i++, p->size);
+  sqlite3_bind_int(st, i++, p->mem_kind);
+  if (p->callsite == GMT_NO_STRING) sqlite3_bind_null(st, i++);
+  else sqlite3_bind_int64(st, i++, p->callsite);
+  sqlite3_bind_int(st, i++, log2_floor(p->size));
+  sqlite3_bind_int(st, i++, ana_counts_as_device(p->mem_kind));
+  /* Explicit ids keep each trace's allocations one contiguous rowid range. */
+  sqlite3_bind_int64(st, i++, ++L->last_alloc_id);
+  return i;
+}
+
+static gm_status_t step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? GM_OK : ana_sql_err(db->h, err, "insert");
+}
+
+static gm_status_t flush_pairs(loader_t *L, gm_err_t *err) {
+  if (L->npairs == ROWS) {
+    int i = 1;
+    for (int k = 0; k < ROWS; k++) i = bind_pair(L, L->al_many, i, &L->pairs[k]);
+    L->npairs = 0;
+    return step(L->db, L->al_many, err);
+  }
+  for (int k = 0; k < L->npairs; k++) {
+    bind_pair(L, L->al_one, 1, &L->pairs[k]);
+    gm_status_t s = step(L->db, L->al_one, err);
+    if (s < 0) return s;
+  }
+  L->npairs = 0;
+  return GM_OK;
+}
+
+static gm_status_t on_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
+  loader_t *L = ctx;
+  L->pairs[L->npairs++] = *p;
+  return L->npairs == ROWS ? flush_pairs(L, err) : GM_OK;
+}
+
+static gm_status_t insert_events(loader_t *L, const gmt_event_t *ev, size_t n, gm_err_t *err) {
+  size_t k = 0;
+  for (; k + ROWS <= n; k += ROWS) {
+    int i = 1;
+    for (int r = 0; r < ROWS; r++) i = bind_event(L->ev_many, i, L->trace_id, &ev[k + (size_t)r]);
+    gm_status_t s = step(L->db, L->ev_many, err);
+    if (s < 0) return s;
+  }
+  for (; k < n; k++) {
+    bind_event(L->ev_one, 1, L->trace_id, &ev[k]);
+    gm_status_t s = step(L->db, L->ev_one, err);
+    if (s < 0) return s;
+  }
+  return GM_OK;
+}
+
+static int64_t scalar(ana_db_t *db, const char *sql, int64_t arg) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  sqlite3_bind_int64(st, 1, arg);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, i);
+}
+
+static gm_status_t insert_header(loader_t *L, const char *path, const char *hash,
+                                 const gmt_header_t *h, gm_err_t *err) {
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(L->db, &st,
+                              "INSERT INTO traces(content_hash,path,format_version,min_reader,capture_mode,"
+                              "tool,host,pid,rank,world_size,start_time_ns,gpu_name,gpu_uuid,gpu_total_mem,"
+                              "driver_version,cuda_version,cupti_version,command_line,loaded_unix_ns)"
+                              " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                              err);
+  if (s < 0) return s;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  int i = 1;
+  bind_text(st, i++, hash);
+  bind_text(st, i++, path);
+  sqlite3_bind_int(st, i++, (int)h->format_version);
+  sqlite3_bind_int(st, i++, (int)h->min_reader);
+  bind_text(st, i++, gmt_capture_mode_name(h->capture_mode));
+  bind_text(st, i++, h->tool);
+  bind_text(st, i++, h->host);
+  sqlite3_bind_int64(st, i++, h->pid);
+  if (h->rank >= 0) sqlite3_bind_int(st, i++, h->rank);
+  else sqlite3_bind_null(st, i++);
+  if (h->world_size >= 0) sqlite3_bind_int(st, i++, h->world_size);
+  else sqlite3_bind_null(st, i++);
+  bind_u64(st, i++, h->start_time_ns);
+  bind_text(st, i++, h->gpu_name);
+  bind_text(st, i++, h->gpu_uuid);
+  bind_u64(st, i++, h->gpu_total_mem);
+  bind_text(st, i++, h->driver_version);
+  bind_text(st, i++, h->cuda_version);
+  bind_text(st, i++, h->cupti_version);
+  bind_text(st, i++, h->command_line);
+  sqlite3_bind_int64(st, i++, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+  s = step(L->db, st, err);
+  sqlite3_finalize(st);
+  if (s < 0) return s;
+  L->trace_id = sqlite3_last_insert_rowid(L->db->h);
+  if (ana_prepare(L->db, &st, "INSERT OR REPLACE INTO trace_kv VALUES(?,?,?)", err) < 0) return GM_ERR_IO;
+  for (size_t k = 0; k < h->n_kv && s >= 0; k++) {
+    sqlite3_bind_int64(st, 1, L->trace_id);
+    bind_text(st, 2, h->kv[k].key);
+    bind_text(st, 3, h->kv[k].value);
+    s = step(L->db, st, err);
+  }
+  sqlite3_finalize(st);
+  return s;
+}
+
+static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan, int64_t first_ev,
+                                  gm_err_t *err) {
+  const ana_summary_t *m = ana_scan_summary(scan);
+  const gmt_reader_stats_t *rs = gmt_reader_stats(r);
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(
+      L->db, &st,
+      "UPDATE traces SET events=?,duration_ns=?,first_ev_id=?,last_ev_id=?,first_alloc_id=?,"
+      "last_alloc_id=?,requested_bytes_total=?,peak_live_bytes=?,peak_live_seq=?,peak_live_ts_ns=?,"
+      "live_bytes_at_end=?,peak_segment_bytes=?,n_devices=?,n_streams=?,chunks=?,seq_gaps=?,"
+      "dropped=?,unknown_records=?,truncated=?,has_index=?,unknown_free=?,double_alloc=? WHERE trace_id=?",
+      err);
+  if (s < 0) return s;
+  int i = 1;
+  bind_u64(st, i++, m->events);
+  bind_u64(st, i++, m->events ? m->last_ts_ns - m->first_ts_ns : 0);
+  sqlite3_bind_int64(st, i++, first_ev);
+  sqlite3_bind_int64(st, i++, first_ev + (int64_t)m->events - 1);
+  sqlite3_bind_int64(st, i++, L->first_alloc_id);
+  sqlite3_bind_int64(st, i++, L->last_alloc_id);
+  bind_u64(st, i++, m->requested_bytes_total);
+  bind_u64(st, i++, m->peak_live_bytes);
+  bind_u64(st, i++, m->peak_live_seq);
+  bind_u64(st, i++, m->peak_live_ts_ns);
+  bind_u64(st, i++, m->live_bytes_at_end);
+  bind_u64(st, i++, m->peak_segment_bytes);
+  bind_u64(st, i++, m->n_devices);
+  bind_u64(st, i++, m->n_streams);
+  bind_u64(st, i++, rs->chunks);
+  bind_u64(st, i++, rs->seq_gaps);
+  bind_u64(st, i++, rs->dropped);
+  bind_u64(st, i++, rs->unknown_records);
+  sqlite3_bind_int(st, i++, rs->truncated);
+  sqlite3_bind_int(st, i++, rs->has_index);
+  bind_u64(st, i++, m->unknown_free);
+  bind_u64(st, i++, m->double_alloc);
+  sqlite3_bind_int64(st, i++, L->trace_id);
+  s = step(L->db, st, err);
+  sqlite3_finalize(st);
+  if (s < 0) return s;
+
+  /* Counts by kind, the string table, the timeline. */
+  if (ana_prepare(L->db, &st, "INSERT INTO trace_kinds VALUES(?,?,?)", err) < 0) return GM_ERR_IO;
+  for (unsigned k = 0; k < GMT_EV_KIND_MAX && s >= 0; k++) {
+    if (!m->by_kind[k]) continue;
+    sqlite3_bind_int64(st, 1, L->trace_id);
+    bind_text(st, 2, gmt_kind_name(k) ? gmt_kind_name(k) : "unknown");
+    bind_u64(st, 3, m->by_kind[k]);
+    s = step(L->db, st, err);
+  }
+  sqlite3_finalize(st);
+  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO size_histogram VALUES(?,?,?,?)", err) >= 0) {
+    for (int k = 0; k < 65 && s >= 0; k++) {
+      if (!m->size_allocs[k]) continue;
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int(st, 2, k - 1);
+      bind_u64(st, 3, m->size_allocs[k]);
+      bind_u64(st, 4, m->size_bytes[k]);
+      s = step(L->db, st, err);
+    }
+    sqlite3_finalize(st);
+  }
+  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO lifetime_histogram VALUES(?,?,?,?)", err) >= 0) {
+    for (int k = 0; k < 21 && s >= 0; k++) {
+      if (!m->life_allocs[k]) continue;
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int(st, 2, k - 1);
+      bind_u64(st, 3, m->life_allocs[k]);
+      bind_u64(st, 4, m->life_bytes[k]);
+      s = step(L->db, st, err);
+    }
+    sqlite3_finalize(st);
+  }
+  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO strings VALUES(?,?,?)", err) >= 0) {
+    for (uint32_t id = 1; id <= m->max_callsite && s >= 0; id++) {
+      const char *txt = gmt_reader_string(r, id);
+      if (!txt) continue;
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int64(st, 2, id);
+      bind_text(st, 3, txt);
+      s = step(L->db, st, err);
+    }
+    sqlite3_finalize(st);
+  }
+  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO trace_timeline VALUES(?,?,?,?)", err) >= 0) {
+    static uint64_t ts[ANA_TIMELINE_POINTS], live[ANA_TIMELINE_POINTS];
+    size_t n = ana_scan_timeline(scan, ts, live, ANA_TIMELINE_POINTS);
+    for (size_t k = 0; k < n && s >= 0; k++) {
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int64(st, 2, (int64_t)k);
+      bind_u64(st, 3, ts[k]);
+      bind_u64(st, 4, live[k]);
+      s = step(L->db, st, err);
+    }
+    sqlite3_finalize(st);
+  }
+  return s;
+}
+
+static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return gm_err_set(err, GM_ERR_IO, "not a regular file");
+  }
+  *len = (size_t)sb.st_size;
+  *buf = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (*len && *buf == MAP_FAILED) return gm_err_set(err, GM_ERR_IO, "mmap: %s", strerror(errno));
+  return GM_OK;
+}
+
+gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
+                           ana_load_stats_t *stats, gm_err_t *err) {
+  void *buf = NULL;
+  size_t len = 0;
+  gm_status_t s = read_file(path, &buf, &len, err);
+  if (s < 0) return gm_err_wrap(err, "cannot open '%s'", path);
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
+  sqlite3_stmt *q = NULL;
+  int seen = 0;
+  if ((s = ana_prepare(db, &q, "SELECT 1 FROM traces WHERE content_hash=?", err)) < 0) goto out_unmap;
+  bind_text(q, 1, hash);
+  seen = sqlite3_step(q) == SQLITE_ROW;
+  sqlite3_finalize(q);
+  if (seen) {
+    stats->traces_skipped++;
+    goto out_unmap;
+  }
+
+  gmt_reader_t *r = NULL;
+  s = gmt_reader_open_mem(&r, buf, len, err);
+  if (s < 0) {
+    gm_err_wrap(err, "cannot open '%s'", path);
+    goto out_unmap;
+  }
+  loader_t L = {.db = db};
+  ana_scan_t *scan = NULL;
+  gmt_event_t *evs = malloc(sizeof *evs * BATCH);
+  int64_t first_ev = scalar(db, "SELECT COALESCE(MAX(ev_id),0)+1 FROM events WHERE ?", 1);
+  L.last_alloc_id = scalar(db, "SELECT COALESCE(MAX(alloc_id),0) FROM allocations WHERE ?", 1);
+  L.first_alloc_id = L.last_alloc_id + 1;
+  s = evs ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  if (s >= 0) s = prep_multi(db, &L.ev_many, ev_cols, EV_COLS, ROWS, err);
+  if (s >= 0) s = prep_multi(db, &L.ev_one, ev_cols, EV_COLS, 1, err);
+  if (s >= 0) s = prep_multi(db, &L.al_many, al_cols, AL_COLS, ROWS, err);
+  if (s >= 0) s = prep_multi(db, &L.al_one, al_cols, AL_COLS, 1, err);
+  if (s >= 0) s = insert_header(&L, path, hash, gmt_reader_header(r), err);
+  if (s >= 0) s = ana_scan_new(&scan, on_pair, &L, err);
+  uint64_t done = 0;
+  while (s >= 0) {
+    size_t n = 0;
+    s = gmt_reader_next_batch(r, evs, BATCH, &n, err);
+    if (s == GM_END || s < 0) break;
+    s = insert_events(&L, evs, n, err);
+    for (size_t k = 0; k < n && s >= 0; k++) s = ana_scan_event(scan, &evs[k], err);
+    done += n;
+    if (s >= 0 && o && o->fault_after_events && done >= o->fault_after_events)
+      s = gm_err_set(err, GM_ERR_IO, "fault injected after %" PRIu64 " events", done);
+  }
+  if (s >= 0) s = ana_scan_finish(scan, err);
+  if (s >= 0) s = flush_pairs(&L, err);
+  if (s >= 0) s = insert_summary(&L, r, scan, first_ev, err);
+  if (s >= 0) {
+    stats->traces_loaded++;
+    stats->events += done;
+    s = GM_OK;
+  } else {
+    gm_err_wrap(err, "cannot load '%s'", path);
+  }
+  sqlite3_finalize(L.ev_many);
+  sqlite3_finalize(L.ev_one);
+  sqlite3_finalize(L.al_many);
+  sqlite3_finalize(L.al_one);
+  ana_scan_free(scan);
+  free(evs);
+  gmt_reader_close(r);
+out_unmap:
+  if (len) munmap(buf, len);
+  return s;
+}

@@ -1,0 +1,235 @@
+/* ana_recommend.c: `gpuanalyze recommend`: for each trace with replay runs, the allocator
+ * setting that needs the least memory, as the line a user pastes, its saving against the
+ * default (the `pytorch` run), the headroom left to the lower bound (peak live requested
+ * bytes: no allocator can reserve less), and warnings for settings in the trace's own
+ * environment that do not do what their author meant.
+ *
+ * Choice: among runs without OOM, the least peak reserved, ties to fewer driver calls.
+ * `direct` (every request to the driver) is the floor, never the advice: it trades memory for
+ * a driver call per tensor. Candidates are limited to the framework the trace came from
+ * (PyTorch unless its environment or command line says TensorFlow or JAX), falling back to
+ * every policy when that family has no run. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/ana_db_internal.h"
+
+/* Native-allocator keys of PYTORCH_CUDA_ALLOC_CONF that cudaMallocAsync ignores. */
+static const char *const native_keys[] = {
+    "max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
+    "expandable_segments", "max_non_split_rounding_mb", "large_segment_size_mb",
+    "release_lock_on_cudamalloc", "pinned_use_cuda_host_register", NULL};
+
+static int has_key(const char *conf, const char *key) {
+  size_t n = strlen(key);
+  for (const char *p = conf; (p = strstr(p, key)); p += n)
+    if ((p == conf || p[-1] == ',' || p[-1] == ' ') && (p[n] == ':' || p[n] == '=')) return 1;
+  return 0;
+}
+
+int ana_conf_warnings(const char *conf, char msgs[][256], int cap) {
+  int n = 0;
+  if (!conf) return 0;
+  if (strstr(conf, "backend:cudaMallocAsync")) {
+    for (const char *const *k = native_keys; *k; k++)
+      if (has_key(conf, *k)) {
+        if (n < cap)
+          snprintf(msgs[n], 256, "'%s' is a native-allocator key: backend:cudaMallocAsync ignores it", *k);
+        n++;
+      }
+  }
+  if (has_key(conf, "garbage_collection_threshold") && !has_key(conf, "per_process_memory_fraction")) {
+    if (n < cap)
+      snprintf(msgs[n], 256,
+               "garbage_collection_threshold is a fraction of the per-process memory limit: without "
+               "per_process_memory_fraction (or torch.cuda.set_per_process_memory_fraction) it never triggers");
+    n++;
+  }
+  return n;
+}
+
+static int shell_safe(const char *s) {
+  for (; *s; s++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,=-/+", *s)) return 0;
+  return 1;
+}
+
+void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, size_t n) {
+  const char *colon = strchr(policy, ':');
+  size_t fam = colon ? (size_t)(colon - policy) : strlen(policy);
+  const char *arg = colon ? colon + 1 : "";
+  if (fam == 7 && strncmp(policy, "pytorch", 7) == 0) {
+    if (!*arg) snprintf(buf, n, "unset PYTORCH_CUDA_ALLOC_CONF   # PyTorch's default caching allocator");
+    else if (shell_safe(arg)) snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF=%s", arg);
+    else snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF='%s'", arg);
+  } else if (fam == 5 && strncmp(policy, "async", 5) == 0) {
+    snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync   # TensorFlow: TF_GPU_ALLOCATOR=cuda_malloc_async");
+  } else if (fam == 3 && strncmp(policy, "bfc", 3) == 0) {
+    if (strcmp(arg, "growth") == 0)
+      snprintf(buf, n, "TF_FORCE_GPU_ALLOW_GROWTH=true   # JAX: XLA_PYTHON_CLIENT_PREALLOCATE=false");
+    else if (strncmp(arg, "prealloc=", 9) == 0)
+      snprintf(buf, n, "TF_FORCE_GPU_ALLOW_GROWTH=false   # with per_process_gpu_memory_fraction=%s in tf GPUOptions", arg + 9);
+    else snprintf(buf, n, "TF_FORCE_GPU_ALLOW_GROWTH=false   # TensorFlow's default BFC preallocation");
+  } else if (fam == 8 && strncmp(policy, "prealloc", 8) == 0) {
+    double frac = -1;
+    uint64_t size = 0;
+    if (!*arg) frac = 0.75;
+    else if (strchr(arg, '.') && !strpbrk(arg, "BbKkMmGgTt")) frac = atof(arg);
+    else if (gm_parse_size(arg, &size, NULL) == GM_OK && gpu_total_mem)
+      frac = (double)size / (double)gpu_total_mem;
+    if (frac > 0) {
+      /* Round up to the hundredth so the arena is never smaller than what was replayed. */
+      double up = (double)(int64_t)(frac * 100.0 + 0.999999) / 100.0;
+      snprintf(buf, n, "XLA_PYTHON_CLIENT_MEM_FRACTION=%.2f   # JAX; TensorFlow: per_process_gpu_memory_fraction=%.2f", up, up);
+    } else {
+      snprintf(buf, n, "XLA_PYTHON_CLIENT_MEM_FRACTION=<%s / GPU memory>   # the GPU's memory is not in the trace", arg);
+    }
+  } else if (fam == 6 && strncmp(policy, "direct", 6) == 0) {
+    snprintf(buf, n, "PYTORCH_NO_CUDA_MEMORY_CACHING=1   # JAX: XLA_PYTHON_CLIENT_ALLOCATOR=platform (slow: a driver call per tensor)");
+  } else {
+    snprintf(buf, n, "# no environment setting known for policy '%s'", policy);
+  }
+}
+
+typedef enum { FW_PYTORCH, FW_TF, FW_JAX } framework_t;
+
+static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *cmdline) {
+  sqlite3_stmt *st = NULL;
+  int tf = 0, jax = 0;
+  if (sqlite3_prepare_v2(db->h, "SELECT key FROM trace_kv WHERE trace_id=?", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, trace_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const char *k = (const char *)sqlite3_column_text(st, 0);
+      if (!k) continue;
+      if (strncmp(k, "PYTORCH", 7) == 0) {
+        sqlite3_finalize(st);
+        return FW_PYTORCH;
+      }
+      if (strncmp(k, "TF_", 3) == 0) tf = 1;
+      if (strncmp(k, "XLA_", 4) == 0) jax = 1;
+    }
+    sqlite3_finalize(st);
+  }
+  if (cmdline && strstr(cmdline, "jax")) jax = 1;
+  if (cmdline && strstr(cmdline, "tensorflow")) tf = 1;
+  return jax ? FW_JAX : tf ? FW_TF : FW_PYTORCH;
+}
+
+static int in_family(framework_t fw, const char *policy) {
+  switch (fw) {
+    case FW_TF: return strncmp(policy, "bfc", 3) == 0 || strncmp(policy, "async", 5) == 0;
+    case FW_JAX: return strncmp(policy, "prealloc", 8) == 0 || strcmp(policy, "bfc:growth") == 0;
+    default: return strncmp(policy, "pytorch", 7) == 0 || strncmp(policy, "async", 5) == 0;
+  }
+}
+
+typedef struct run_row {
+  char policy[256];
+  int64_t reserved, lower, calls, ooms;
+} run_row_t;
+
+static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT key, value FROM trace_kv WHERE trace_id=? AND key IN "
+                         "('PYTORCH_CUDA_ALLOC_CONF','PYTORCH_ALLOC_CONF','allocator_settings')",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    char msgs[8][256];
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    int n = ana_conf_warnings((const char *)sqlite3_column_text(st, 1), msgs, 8);
+    for (int i = 0; i < n && i < 8; i++) fprintf(out, "  warning: %s: %s\n", key, msgs[i]);
+  }
+  sqlite3_finalize(st);
+}
+
+static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
+                          const char *cmdline, uint64_t gpu_mem, int64_t lower_trace) {
+  char b1[32], b2[32], b3[32], line[512];
+  run_row_t rows[256];
+  int n = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms"
+                         " FROM v_runs WHERE trace_id=? ORDER BY run_id",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  while (n < 256 && sqlite3_step(st) == SQLITE_ROW) {
+    snprintf(rows[n].policy, sizeof rows[n].policy, "%s", (const char *)sqlite3_column_text(st, 0));
+    rows[n].reserved = sqlite3_column_int64(st, 1);
+    rows[n].lower = sqlite3_column_int64(st, 2);
+    rows[n].calls = sqlite3_column_int64(st, 3);
+    rows[n].ooms = sqlite3_column_int64(st, 4);
+    n++;
+  }
+  sqlite3_finalize(st);
+  fprintf(out, "%s:\n", path);
+  warn_kv(db, out, trace_id);
+  if (n == 0) {
+    fprintf(out, "  no replay runs loaded for this trace (run `gpureplay %s --sweep -o R.json` and load R.json)\n", path);
+    fprintf(out, "  lower bound: %s (peak live requested bytes)\n",
+            gm_format_size((uint64_t)lower_trace, b1, sizeof b1));
+    return;
+  }
+  framework_t fw = detect_framework(db, trace_id, cmdline);
+  const run_row_t *best = NULL, *dflt = NULL;
+  for (int pass = 0; pass < 2 && !best; pass++)
+    for (int i = 0; i < n; i++) {
+      const run_row_t *r = &rows[i];
+      if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
+      if (pass == 0 && !in_family(fw, r->policy)) continue;
+      if (!best || r->reserved < best->reserved ||
+          (r->reserved == best->reserved && r->calls < best->calls))
+        best = r;
+    }
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].policy, "pytorch") == 0) dflt = &rows[i];
+  int64_t lower = lower_trace > 0 ? lower_trace : rows[0].lower;
+  if (!best) {
+    fprintf(out, "  every policy ran out of memory in replay; the job needs at least %s\n",
+            gm_format_size((uint64_t)lower, b1, sizeof b1));
+    return;
+  }
+  ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
+  fprintf(out, "  best policy: %s (peak reserved %s)\n", best->policy,
+          gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
+  fprintf(out, "  paste: %s\n", line);
+  if (dflt) {
+    int64_t save = dflt->reserved - best->reserved;
+    fprintf(out, "  saving vs default (pytorch, %s): %s%s (%.1f%%)\n",
+            gm_format_size((uint64_t)dflt->reserved, b1, sizeof b1), save < 0 ? "-" : "",
+            gm_format_size((uint64_t)(save < 0 ? -save : save), b2, sizeof b2),
+            dflt->reserved ? 100.0 * (double)save / (double)dflt->reserved : 0.0);
+    if (dflt->ooms > 0) fprintf(out, "  the default ran out of memory in replay (%" PRId64 " OOMs)\n", dflt->ooms);
+  } else {
+    fprintf(out, "  saving vs default: no `pytorch` run to compare with\n");
+  }
+  int64_t head = best->reserved - lower;
+  fprintf(out, "  headroom to the lower bound (%s): %s (%.1f%% of reserved)\n",
+          gm_format_size((uint64_t)lower, b1, sizeof b1),
+          gm_format_size((uint64_t)(head > 0 ? head : 0), b3, sizeof b3),
+          best->reserved ? 100.0 * (double)head / (double)best->reserved : 0.0);
+}
+
+gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(db, &st,
+                              "SELECT trace_id, path, command_line, gpu_total_mem, peak_live_bytes"
+                              " FROM traces ORDER BY rank, trace_id",
+                              err);
+  if (s < 0) return gm_err_wrap(err, "recommend");
+  int any = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    any = 1;
+    recommend_one(db, out, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+                  (const char *)sqlite3_column_text(st, 2), (uint64_t)sqlite3_column_int64(st, 3),
+                  sqlite3_column_int64(st, 4));
+  }
+  sqlite3_finalize(st);
+  if (!any) fprintf(out, "no traces in the database: load some with `gpuanalyze load TRACE.zst R.json`\n");
+  return GM_OK;
+}

@@ -1,0 +1,220 @@
+/* ana_report.c: the report's tables, each declared once as an SQL query, and the text and
+ * CSV writers over them (the HTML writer, ana_html.c, renders the same declarations).
+ *
+ * A table's query takes one parameter, a trace_id, or NULL for every trace (CSV writes all
+ * traces in one file per table; text and HTML go trace by trace). Columns whose names end in
+ * "_bytes" are shown as human sizes in text and HTML and stay exact integers in CSV.
+ * Allocations live at the peak are computed once per report into a temp table: three tables
+ * read them and a trace of ten million events has millions of allocation rows. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "analyze/ana_report_internal.h"
+
+const ana_table_t ana_tables[] = {
+    {"traces", "Trace",
+     "SELECT trace_id, path, host, pid, rank, world_size, capture_mode, command_line, gpu_name,"
+     " gpu_total_mem AS gpu_memory_bytes, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
+     " peak_live_bytes AS lower_bound_bytes, requested_bytes_total AS requested_total_bytes,"
+     " truncated, seq_gaps, dropped FROM traces WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id",
+     0},
+    {"runs", "Policies side by side (replay runs)",
+     "SELECT trace_id, policy, backend, capacity_bytes, peak_reserved_bytes, peak_allocated_bytes,"
+     " peak_requested_bytes, lower_bound_bytes, peak_reserved_bytes - lower_bound_bytes AS waste_bytes,"
+     " ROUND(fragmentation_at_peak, 4) AS frag_at_peak, ROUND(fragmentation_mean, 4) AS frag_mean,"
+     " device_alloc_calls, device_free_calls, alloc_retries, ooms"
+     " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, peak_reserved_bytes, run_id",
+     0},
+    {"live_at_peak_largest", "Largest allocations live at the peak",
+     "SELECT p.trace_id, p.alloc_seq, p.size AS size_bytes, p.device, p.stream,"
+     " COALESCE(s.text, '') AS callsite, ROUND((t.peak_live_ts_ns - p.t_alloc_ns)/1e9, 6) AS age_s"
+     " FROM live_peak p JOIN traces t USING(trace_id)"
+     " LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite"
+     " WHERE (?1 IS NULL OR p.trace_id=?1) ORDER BY p.trace_id, p.size DESC, p.alloc_seq LIMIT 25",
+     1},
+    {"live_at_peak_by_stream", "Live at the peak, by stream",
+     "SELECT trace_id, stream, COUNT(*) AS allocs, SUM(size) AS live_bytes FROM live_peak"
+     " WHERE (?1 IS NULL OR trace_id=?1) GROUP BY trace_id, stream ORDER BY trace_id, live_bytes DESC",
+     0},
+    {"live_at_peak_by_callsite", "Live at the peak, by callsite",
+     "SELECT p.trace_id, COALESCE(s.text, '(none)') AS callsite, COUNT(*) AS allocs, SUM(p.size) AS live_bytes"
+     " FROM live_peak p LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite"
+     " WHERE (?1 IS NULL OR p.trace_id=?1) GROUP BY p.trace_id, p.callsite"
+     " ORDER BY p.trace_id, live_bytes DESC LIMIT 25",
+     1},
+    {"size_histogram", "Request sizes (power-of-two classes)",
+     "SELECT trace_id, (1 << MAX(size_log2, 0)) AS bucket_min_bytes, allocs, bytes AS total_bytes FROM size_histogram"
+     " WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, size_log2",
+     0},
+    {"lifetimes", "Allocation lifetimes (power-of-ten classes; -1: never freed)",
+     "SELECT trace_id, log10_ns, CASE log10_ns WHEN -1 THEN 'never freed' WHEN 0 THEN '< 10 ns'"
+     " ELSE '>= 1e' || log10_ns || ' ns' END AS lifetime, allocs, bytes AS total_bytes"
+     " FROM lifetime_histogram WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, log10_ns",
+     0},
+    {"ranks", "Ranks side by side",
+     "SELECT trace_id, rank, world_size, host, peak_live_bytes AS lower_bound_bytes,"
+     " ROUND(peak_live_bytes * 1.0 / (SELECT AVG(peak_live_bytes) FROM traces WHERE rank IS NOT NULL), 3)"
+     "   AS vs_mean FROM traces WHERE rank IS NOT NULL AND ?1 IS NULL"
+     " AND (SELECT COUNT(*) FROM traces WHERE rank IS NOT NULL) > 1 ORDER BY rank, trace_id",
+     0},
+    {NULL, NULL, NULL, 0}};
+
+gm_status_t ana_report_prepare(ana_db_t *db, gm_err_t *err) {
+  gm_status_t s = ana_exec(db,
+                           "DROP TABLE IF EXISTS temp.live_peak;"
+                           "CREATE TEMP TABLE live_peak AS SELECT * FROM v_live_at_peak;",
+                           err);
+  return s < 0 ? gm_err_wrap(err, "report") : GM_OK;
+}
+
+int ana_col_is_bytes(const char *name) {
+  size_t n = strlen(name);
+  return n > 6 && strcmp(name + n - 6, "_bytes") == 0;
+}
+
+/* Text cell: sizes human-readable, NULL as "-". */
+void ana_cell_text(sqlite3_stmt *st, int c, char *buf, size_t n) {
+  int type = sqlite3_column_type(st, c);
+  if (type == SQLITE_NULL) {
+    snprintf(buf, n, "-");
+  } else if (type == SQLITE_INTEGER && ana_col_is_bytes(sqlite3_column_name(st, c))) {
+    int64_t v = sqlite3_column_int64(st, c);
+    if (v < 0) {
+      buf[0] = '-';
+      gm_format_size((uint64_t)-v, buf + 1, n - 1);
+    } else {
+      gm_format_size((uint64_t)v, buf, n);
+    }
+  } else {
+    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, c));
+  }
+}
+
+gm_status_t ana_table_query(ana_db_t *db, const ana_table_t *t, int64_t trace_id, sqlite3_stmt **st,
+                            gm_err_t *err) {
+  gm_status_t s = ana_prepare(db, st, t->sql, err);
+  if (s < 0) return gm_err_wrap(err, "table %s", t->name);
+  if (trace_id >= 0) sqlite3_bind_int64(*st, 1, trace_id);
+  else sqlite3_bind_null(*st, 1);
+  return GM_OK;
+}
+
+static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (ana_table_query(db, t, trace_id, &st, NULL) < 0) return;
+  int nc = sqlite3_column_count(st), rows = 0;
+  char cell[256];
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (rows++ == 0) {
+      fprintf(out, "\n  %s\n   ", t->title);
+      for (int c = 1; c < nc; c++) fprintf(out, " %14s", sqlite3_column_name(st, c));
+      fprintf(out, "\n");
+    }
+    fprintf(out, "   ");
+    for (int c = 1; c < nc; c++) {
+      ana_cell_text(st, c, cell, sizeof cell);
+      fprintf(out, " %14.*s", t->wide && c >= nc - 2 ? 60 : 40, cell);
+    }
+    fprintf(out, "\n");
+  }
+  sqlite3_finalize(st);
+}
+
+gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
+  gm_status_t s = ana_report_prepare(db, err);
+  if (s < 0) return s;
+  sqlite3_stmt *st = NULL;
+  s = ana_prepare(db, &st, "SELECT trace_id, path FROM traces ORDER BY trace_id", err);
+  if (s < 0) return gm_err_wrap(err, "report");
+  int any = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    any = 1;
+    fprintf(out, "== trace %lld: %s\n", (long long)sqlite3_column_int64(st, 0),
+            (const char *)sqlite3_column_text(st, 1));
+    for (const ana_table_t *t = ana_tables; t->name; t++)
+      if (strcmp(t->name, "ranks") != 0) print_text_table(db, out, t, sqlite3_column_int64(st, 0));
+    fprintf(out, "\n");
+  }
+  sqlite3_finalize(st);
+  if (!any) fprintf(out, "no traces in the database\n");
+  print_text_table(db, out, &ana_tables[7], -1);
+  fprintf(out, "\nrecommendation:\n");
+  return ana_recommend(db, out, err);
+}
+
+/* RFC 4180: quote a field when it holds a comma, quote, CR or LF; double inner quotes. */
+static void csv_field(FILE *f, const char *s) {
+  if (!s) return;
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sqlite3_stmt *st,
+                             gm_err_t *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.csv", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  int nc = sqlite3_column_count(st);
+  for (int c = 0; c < nc; c++) {
+    if (c) fputc(',', f);
+    csv_field(f, sqlite3_column_name(st, c));
+  }
+  fputc('\n', f);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    for (int c = 0; c < nc; c++) {
+      if (c) fputc(',', f);
+      csv_field(f, (const char *)sqlite3_column_text(st, c));
+    }
+    fputc('\n', f);
+  }
+  gm_status_t s = GM_OK;
+  if (rc != SQLITE_DONE) s = ana_sql_err(db->h, err, name);
+  if (fclose(f) != 0 && s >= 0) s = gm_err_set(err, GM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  return s;
+}
+
+gm_status_t ana_report_csv(ana_db_t *db, const char *dir, gm_err_t *err) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+  gm_status_t s = ana_report_prepare(db, err);
+  for (const ana_table_t *t = ana_tables; t->name && s >= 0; t++) {
+    sqlite3_stmt *st = NULL;
+    /* CSV has every row: the LIMIT of the on-screen tables does not apply. */
+    char *sql = strdup(t->sql);
+    if (!sql) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    char *lim = strstr(sql, " LIMIT ");
+    if (lim) *lim = '\0';
+    s = ana_prepare(db, &st, sql, err);
+    free(sql);
+    if (s < 0) return gm_err_wrap(err, "table %s", t->name);
+    sqlite3_bind_null(st, 1);
+    s = write_csv(db, dir, t->name, st, err);
+    sqlite3_finalize(st);
+  }
+  if (s >= 0) {
+    /* The timelines, downsampled as stored: each trace's live bytes and each run's series. */
+    sqlite3_stmt *st = NULL;
+    s = ana_prepare(db, &st,
+                    "SELECT trace_id, 'trace' AS series, ts_ns, NULL AS reserved_bytes, NULL AS allocated_bytes,"
+                    " live_bytes AS requested_bytes FROM trace_timeline"
+                    " UNION ALL SELECT r.trace_id, r.policy, l.ts_ns, l.reserved, l.allocated, l.requested"
+                    " FROM run_timeline l JOIN v_runs r USING(run_id) ORDER BY 1, 2, 3",
+                    err);
+    if (s >= 0) s = write_csv(db, dir, "timeline", st, err);
+    sqlite3_finalize(st);
+  }
+  return s < 0 ? gm_err_wrap(err, "cannot write CSV into '%s'", dir) : GM_OK;
+}

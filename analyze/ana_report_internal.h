@@ -1,0 +1,31 @@
+/* ana_report_internal.h: the report's table declarations, shared by the text/CSV writers
+ * (ana_report.c) and the HTML writer (ana_html.c). Not public. */
+#ifndef ANA_REPORT_INTERNAL_H
+#define ANA_REPORT_INTERNAL_H
+
+#include "analyze/ana_db_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ana_table {
+  const char *name;  /* CSV file name, HTML id */
+  const char *title; /* heading */
+  const char *sql;   /* ?1 = trace_id or NULL for all; first column is trace_id */
+  int wide;          /* has a long text column (callsite) */
+} ana_table_t;
+
+extern const ana_table_t ana_tables[]; /* ends with a NULL name */
+
+/* Build the temp tables the report reads (live_peak). */
+gm_status_t ana_report_prepare(ana_db_t *db, gm_err_t *err);
+gm_status_t ana_table_query(ana_db_t *db, const ana_table_t *t, int64_t trace_id, sqlite3_stmt **st,
+                            gm_err_t *err);
+int ana_col_is_bytes(const char *name);
+void ana_cell_text(sqlite3_stmt *st, int c, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
