@@ -98,20 +98,21 @@ static void observe(rp_engine_t *e, uint64_t ts) {
     e->alloc_at_peak = e->allocated;
     e->frag_at_peak = 1.0 - (double)e->allocated / (double)e->reserved;
   }
-  double frag = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
-  if (e->have_ts && ts > e->last_ts && e->last_reserved > 0) {
+  /* Mean fragmentation is weighted by bytes and time: 1 - (integral of allocated dt) /
+   * (integral of reserved dt), i.e. the share of reserved byte-seconds that held no block.
+   * Accumulating the two integrals costs a multiply per request where a per-request ratio
+   * would cost a division (the engine's hottest instruction when it did). */
+  if (e->have_ts && ts > e->last_ts) {
     double dt = (double)(ts - e->last_ts);
-    e->frag_time_sum += e->last_frag * dt;
-    e->frag_time += dt;
+    e->alloc_time += (double)e->last_allocated * dt;
+    e->res_time += (double)e->last_reserved * dt;
   }
   if (!e->have_ts || ts > e->last_ts) e->last_ts = ts;
   e->have_ts = 1;
-  e->last_frag = frag;
+  e->last_allocated = e->allocated;
   e->last_reserved = e->reserved;
-  if (e->reserved > 0) {
-    e->frag_op_sum += frag;
-    e->frag_ops++;
-  }
+  e->alloc_ops += (double)e->allocated; /* the same per request, for traces without time */
+  e->res_ops += (double)e->reserved;
   rp_timeline_add(&e->tl, ts, e->reserved, e->allocated, e->requested);
 }
 
@@ -275,8 +276,8 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->end_requested_bytes = e->requested;
   r->fragmentation_at_peak = e->frag_at_peak;
   /* Time-weighted when the trace has time; otherwise (all timestamps equal) per request. */
-  if (e->frag_time > 0) r->fragmentation_mean = e->frag_time_sum / e->frag_time;
-  else if (e->frag_ops) r->fragmentation_mean = e->frag_op_sum / (double)e->frag_ops;
+  if (e->res_time > 0) r->fragmentation_mean = 1.0 - e->alloc_time / e->res_time;
+  else if (e->res_ops > 0) r->fragmentation_mean = 1.0 - e->alloc_ops / e->res_ops;
   r->device_alloc_calls = e->alloc_calls;
   r->device_free_calls = e->free_calls;
   r->va_calls = e->va_calls;

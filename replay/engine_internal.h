@@ -56,9 +56,9 @@ struct rp_engine {
   int64_t first_oom_event, first_oom_ts;
   rp_skip_counts_t skipped;
   int have_ts;
-  uint64_t last_ts, last_reserved;
-  double last_frag, frag_time_sum, frag_time, frag_op_sum;
-  uint64_t frag_ops;
+  uint64_t last_ts, last_reserved, last_allocated;
+  double alloc_time, res_time; /* integrals of allocated and reserved over time (byte-ns) */
+  double alloc_ops, res_ops;   /* the same summed per request */
   double t_start;
   rp_timeline_t tl;
 };

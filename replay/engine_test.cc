@@ -253,8 +253,9 @@ TEST(Engine, FragmentationAtPeakAndTimeWeightedMean) {
   EXPECT_EQ(run.r->peak_reserved_bytes, 3 * MiB);
   EXPECT_EQ(run.r->peak_allocated_bytes, 2 * MiB);
   EXPECT_NEAR(run.r->fragmentation_at_peak, 1.0 / 3.0, 1e-12);
-  // [0,10): 0; [10,30): 1 (all cached); [30,40): 1/3  ->  (0 + 20 + 10/3) / 40
-  EXPECT_NEAR(run.r->fragmentation_mean, (20.0 + 10.0 / 3.0) / 40.0, 1e-12);
+  // Byte-time weighted: [0,10) 1 MiB reserved, 1 allocated; [10,30) 1 reserved, 0 allocated;
+  // [30,40) 3 reserved, 2 allocated  ->  1 - (10 + 0 + 20) / (10 + 20 + 30) = 0.5
+  EXPECT_NEAR(run.r->fragmentation_mean, 0.5, 1e-12);
   EXPECT_EQ(run.r->lower_bound_bytes, 2 * MiB);
 }
 

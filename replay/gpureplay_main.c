@@ -18,28 +18,6 @@
 #include "replay/gpureplay.h"
 #include "replay/rp_cuda.h"
 
-/* The --sweep grid: every user-settable PyTorch key at values people try, a few
- * combinations, and the other frameworks' allocators. */
-const char *const gr_sweep_grid[] = {
-    "pytorch",
-    "pytorch:expandable_segments:True",
-    "pytorch:max_split_size_mb:64",
-    "pytorch:max_split_size_mb:128",
-    "pytorch:max_split_size_mb:256",
-    "pytorch:max_split_size_mb:512",
-    "pytorch:roundup_power2_divisions:4",
-    "pytorch:roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
-    "pytorch:garbage_collection_threshold:0.8,per_process_memory_fraction:0.9",
-    "pytorch:expandable_segments:True,roundup_power2_divisions:4",
-    "pytorch:max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,1024:4,>:8],"
-    "garbage_collection_threshold:0.8,per_process_memory_fraction:0.9",
-    "bfc",
-    "bfc:growth",
-    "prealloc",
-    "direct",
-    NULL,
-};
-
 typedef struct opts {
   int help, version, sweep, json, check;
   gm_strlist_t policy;

@@ -1,0 +1,231 @@
+/* replay_bench.c: the replay engine's figures (bench/RESULTS.md, section "replay").
+ *
+ *   replay_bench speed [EVENTS]      events/s per policy, one core, events in memory; the
+ *                                    reference in the same run is the trace reader's decode
+ *                                    speed over the same events and the engine with a no-op
+ *                                    policy (the engine's own cost)
+ *   replay_bench mem EVENTS          max RSS of one pytorch replay fed from the streaming
+ *                                    generator (the input is never held): run for 1 M and
+ *                                    10 M events, memory must not grow with length
+ *   replay_bench sweep [EVENTS]      the --sweep grid over an EVENTS trace with 2 jobs, the
+ *                                    trace decoded once (preload) vs a reader per job
+ *
+ * Times are wall clock and, for single-threaded parts, the thread's CPU time too: the build
+ * machine is shared, so CPU time is the figure that does not depend on the neighbours. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/replay/synth.h"
+#include "formats/gmt.h"
+#include "replay/gpureplay.h"
+#include "replay/rp_engine.h"
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const gm_err_t *e) {
+  fprintf(stderr, "replay_bench: %s\n", e->msg);
+  exit(1);
+}
+
+/* ---- a no-op policy: the engine's own cost per event ------------------------------------- */
+
+static rp_policy_stats_t null_stats_v;
+static gm_status_t null_create(const char *c, const rp_driver_t *d, rp_policy_t **o, gm_err_t *e) {
+  *o = (rp_policy_t *)&null_stats_v;
+  return GM_OK;
+}
+static void null_destroy(rp_policy_t *p) {}
+static gm_status_t null_alloc(rp_policy_t *p, uint64_t size, uint64_t s, uint64_t *a, gm_err_t *e) {
+  static uint64_t next = 4096;
+  *a = next += 512;
+  return GM_OK;
+}
+static gm_status_t null_free(rp_policy_t *p, uint64_t a, gm_err_t *e) { return GM_OK; }
+static gm_status_t null_empty(rp_policy_t *p, gm_err_t *e) { return GM_OK; }
+static void null_stats(const rp_policy_t *p, rp_policy_stats_t *o) { memset(o, 0, sizeof *o); }
+static gm_status_t null_check(const rp_policy_t *p, gm_err_t *e) { return GM_OK; }
+static const char *null_spec(const rp_policy_t *p) { return "(engine only)"; }
+static const rp_policy_ops_t null_ops = {"null", "engine only", null_create, null_destroy, null_alloc,
+                                         null_free, null_empty, null_empty, null_stats, null_check,
+                                         null_spec};
+
+static gmt_event_t *make_events(size_t n) {
+  gmt_event_t *evs = malloc(n * sizeof *evs);
+  gr_synth_t *s = gr_synth_new(1, 0);
+  if (!evs || !s) {
+    fprintf(stderr, "replay_bench: out of memory\n");
+    exit(1);
+  }
+  for (size_t k = 0; k < n;) k += gr_synth_next(s, evs + k, n - k);
+  gr_synth_free(s);
+  return evs;
+}
+
+static void write_trace(const char *path, const gmt_event_t *evs, size_t n) {
+  gmt_header_t h;
+  gmt_header_init(&h);
+  h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+  h.gpu_total_mem = 80ull << 30;
+  gmt_writer_t *w = NULL;
+  gm_err_t e;
+  if (gmt_writer_open(&w, path, &h, NULL, &e) != GM_OK) die(&e);
+  if (gmt_writer_append_n(w, evs, n, &e) != GM_OK) die(&e);
+  if (gmt_writer_close(w, &e) != GM_OK) die(&e);
+  gmt_header_free(&h);
+}
+
+/* Replay evs with one policy on the simulator; prints and returns CPU events/s. */
+static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt_event_t *evs,
+                         size_t n) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  gm_err_t err;
+  rp_sim_opts_t so = {0, 0, 80ull << 30};
+  if (rp_sim_backend_create(&so, &b, &err) != GM_OK) die(&err);
+  rp_engine_opts_t eo = {-1, 0, 0};
+  if (rp_engine_create(ops, conf, b, &eo, &e, &err) != GM_OK) die(&err);
+  double w0 = wall(), c0 = cpu();
+  for (size_t i = 0; i < n; i += 4096)
+    if (rp_engine_feed(e, evs + i, n - i < 4096 ? n - i : 4096, &err) != GM_OK) die(&err);
+  double c = cpu() - c0, w = wall() - w0;
+  rp_result_t *r = malloc(sizeof *r);
+  if (!r || rp_engine_finish(e, r, &err) != GM_OK) die(&err);
+  printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, %6.3f s wall)  peak reserved %" PRIu64 " MiB\n",
+         r->policy, (double)n / c / 1e6, c, w, r->peak_reserved_bytes >> 20);
+  free(r);
+  rp_engine_destroy(e);
+  b->destroy(b);
+  return (double)n / c;
+}
+
+static int bench_speed(size_t n) {
+  printf("speed: %zu synthetic training-like events in memory, one thread\n", n);
+  gmt_event_t *evs = make_events(n);
+  char path[] = "/tmp/replay_bench_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return 1;
+  close(fd);
+  write_trace(path, evs, n);
+  /* Reference 1: decoding the same events from a trace file. */
+  gmt_reader_t *r = NULL;
+  gm_err_t err;
+  if (gmt_reader_open(&r, path, &err) != GM_OK) die(&err);
+  gmt_event_t *buf = malloc(4096 * sizeof *buf);
+  size_t got = 0, k = 0;
+  double c0 = cpu();
+  while (gmt_reader_next_batch(r, buf, 4096, &k, &err) == GM_OK) got += k;
+  double dc = cpu() - c0;
+  gmt_reader_close(r);
+  free(buf);
+  unlink(path);
+  printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU)\n", "reference: trace decode (reader)",
+         (double)got / dc / 1e6, dc);
+  double eng = replay_one(&null_ops, "", evs, n);
+  const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc", NULL};
+  for (const char *const *s = specs; *s; s++) {
+    char name[64];
+    size_t l = strcspn(*s, ":");
+    snprintf(name, sizeof name, "%.*s", (int)l, *s);
+    const rp_policy_ops_t *ops = rp_policy_find(name);
+    if (!ops) continue;
+    double v = replay_one(ops, (*s)[l] == ':' ? *s + l + 1 : "", evs, n);
+    printf("  %-36s ratio to engine-only %.2f, to decode %.2f\n", "", v / eng,
+           v / ((double)got / dc));
+  }
+  free(evs);
+  return 0;
+}
+
+static int bench_mem(size_t n) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  gm_err_t err;
+  if (rp_sim_backend_create(NULL, &b, &err) != GM_OK) die(&err);
+  const rp_policy_ops_t *ops = rp_policy_find("pytorch");
+  rp_engine_opts_t eo = {-1, 0, 0};
+  if (!ops || rp_engine_create(ops, "", b, &eo, &e, &err) != GM_OK) die(&err);
+  gr_synth_t *s = gr_synth_new(1, 0);
+  gmt_event_t buf[4096];
+  size_t done = 0, max_host = 0;
+  while (done < n) {
+    size_t k = gr_synth_next(s, buf, 4096);
+    if (k > n - done) k = n - done;
+    if (rp_engine_feed(e, buf, k, &err) != GM_OK) die(&err);
+    done += k;
+    size_t hb = rp_engine_host_bytes(e);
+    if (hb > max_host) max_host = hb;
+  }
+  rp_result_t *r = malloc(sizeof *r);
+  if (!r || rp_engine_finish(e, r, &err) != GM_OK) die(&err);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("mem: %zu events (streamed), pytorch: max RSS %ld KiB, engine tables max %zu KiB, "
+         "peak reserved %" PRIu64 " MiB\n", n, ru.ru_maxrss, max_host / 1024, r->peak_reserved_bytes >> 20);
+  free(r);
+  gr_synth_free(s);
+  rp_engine_destroy(e);
+  b->destroy(b);
+  return 0;
+}
+
+static int bench_sweep(size_t n) {
+  gmt_event_t *evs = make_events(n);
+  char path[] = "/tmp/replay_bench_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return 1;
+  close(fd);
+  write_trace(path, evs, n);
+  free(evs);
+  int np = 0;
+  while (gr_sweep_grid[np]) np++;
+  printf("sweep: the --sweep grid (%d policies) over %zu events, 2 jobs, sim\n", np, n);
+  rp_result_t **res = calloc((size_t)np, sizeof *res);
+  for (int i = 0; i < np; i++) res[i] = malloc(sizeof(rp_result_t));
+  for (int mode = 1; mode >= 0; mode--) {
+    gr_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policies = (const char **)gr_sweep_grid;
+    cfg.n_policies = np;
+    cfg.cuda_ordinal = -1;
+    cfg.jobs = 2;
+    cfg.preload = mode;
+    gr_trace_info_t info;
+    gm_err_t err;
+    double w0 = wall();
+    if (gr_run_trace(&cfg, path, &info, res, &err) != GM_OK) die(&err);
+    printf("  %-36s %6.3f s wall\n", mode ? "decode once (preload)" : "a reader per job",
+           wall() - w0);
+  }
+  for (int i = 0; i < np; i++) free(res[i]);
+  free(res);
+  unlink(path);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: replay_bench speed|mem|sweep [EVENTS]\n");
+    return 2;
+  }
+  size_t n = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 1000000;
+  if (strcmp(argv[1], "speed") == 0) return bench_speed(n);
+  if (strcmp(argv[1], "mem") == 0) return bench_mem(n);
+  if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n);
+  fprintf(stderr, "replay_bench: unknown mode '%s'\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,118 @@
+#!/bin/bash
+# gpureplay_cli_test.sh: gpureplay end to end: exit codes, stdout/stderr discipline, the
+# --json keys, the results file, capacity what-ifs, determinism, and every policy of the
+# sweep under --check (invariants after every event) on a synthetic training-like trace.
+#   usage (bazel sh_test): gpureplay_cli_test.sh GPUREPLAY REPLAY_SYNTH
+set -u
+GR=$1
+SYNTH=$2
+T=${TEST_TMPDIR:-$(mktemp -d)}
+fails=0
+
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# run NAME EXPECTED_RC ARGS...: runs gpureplay, keeps stdout/stderr in $T/NAME.{out,err}
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$GR" "$@" >"$T/$name.out" 2>"$T/$name.err"
+  local rc=$?
+  [ "$rc" = "$want" ] || fail "$name: exit $rc, want $want (stderr: $(head -c 300 "$T/$name.err"))"
+}
+
+"$SYNTH" "$T/small.zst" 20000 7 || { echo "FAIL: cannot make a trace"; exit 1; }
+
+# --help: stdout, exit 0, nothing on stderr
+run help 0 --help
+grep -q -- "--policy" "$T/help.out" || fail "help: no --policy in stdout"
+grep -q "pytorch" "$T/help.out" || fail "help: policies not listed"
+[ -s "$T/help.err" ] && fail "help: stderr not empty"
+
+# --version
+run version 0 --version
+grep -q "^gpureplay " "$T/version.out" || fail "version: no tool line"
+grep -q "^zstd " "$T/version.out" || fail "version: no zstd line"
+grep -q "^trace format " "$T/version.out" || fail "version: no format line"
+
+# bad usage: one line + try --help on stderr, exit 2, stdout empty
+run badopt 2 "$T/small.zst" --no-such-option
+grep -q "unknown option '--no-such-option'" "$T/badopt.err" || fail "badopt: message"
+grep -q "try 'gpureplay --help'" "$T/badopt.err" || fail "badopt: no 'try --help'"
+[ -s "$T/badopt.out" ] && fail "badopt: stdout not empty"
+run notrace 2
+grep -q "try 'gpureplay --help'" "$T/notrace.err" || fail "notrace: no 'try --help'"
+run baddevice 2 "$T/small.zst" --device=tpu
+grep -q "bad --device 'tpu'" "$T/baddevice.err" || fail "baddevice: message"
+
+# bad policy key: exit 2, the key named; unknown policy: the known ones listed
+run badkey 2 "$T/small.zst" --policy=pytorch:max_split_size_mb:128,bogus_key:1
+grep -q "bogus_key" "$T/badkey.err" || fail "badkey: key not named: $(cat "$T/badkey.err")"
+grep -q "try 'gpureplay --help'" "$T/badkey.err" || fail "badkey: no 'try --help'"
+run badpolicy 2 "$T/small.zst" --policy=tcmalloc
+grep -q "unknown policy 'tcmalloc'" "$T/badpolicy.err" || fail "badpolicy: message"
+
+# missing trace: exit 1, the cause chain
+run missing 1 "$T/does-not-exist.zst"
+grep -q "^gpureplay: error: cannot open '$T/does-not-exist.zst': No such file or directory" \
+  "$T/missing.err" || fail "missing: cause chain: $(cat "$T/missing.err")"
+printf 'not a trace at all' >"$T/garbage.zst"
+run garbage 1 "$T/garbage.zst"
+grep -q "^gpureplay: error: cannot open '$T/garbage.zst': " "$T/garbage.err" || fail "garbage: message"
+
+# default policy: pytorch; a table with the lower bound
+run default 0 "$T/small.zst"
+grep -q " pytorch$" "$T/default.out" || fail "default: pytorch row missing: $(cat "$T/default.out")"
+grep -q "lower bound" "$T/default.out" || fail "default: no lower bound line"
+[ -s "$T/default.err" ] && fail "default: stderr not empty (progress must be off when not a terminal)"
+
+# --json: one object per run, exactly DESIGN.md's keys, in order
+run json 0 "$T/small.zst" --json -p pytorch -p direct
+[ "$(wc -l <"$T/json.out")" = 2 ] || fail "json: want 2 lines"
+want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second"
+while read -r line; do
+  got=$(printf '%s' "$line" | grep -o '"[a-z_]*":' | tr -d '":' | tr '\n' ' ' | sed 's/ $//')
+  [ "$got" = "$want" ] || fail "json keys: got '$got'"
+done <"$T/json.out"
+grep -q '"policy":"direct"' "$T/json.out" || fail "json: direct run missing"
+grep -q '"backend":"sim"' "$T/json.out" || fail "json: backend"
+
+# the results file
+run results 0 "$T/small.zst" -p pytorch -p bfc:growth -o "$T/results.json"
+grep -q '"format":"gpumem-results"' "$T/results.json" || fail "results: format"
+grep -q '"version":1' "$T/results.json" || fail "results: version"
+for k in timeline fragmentation_mean first_oom_event anomalies trace_start_time_ns capacity_bytes; do
+  grep -q "\"$k\":" "$T/results.json" || fail "results: key $k missing"
+done
+
+# capacity what-if: OOMs counted, the first one located, still exit 0
+run capacity 0 "$T/small.zst" -p direct -p pytorch --capacity=1GiB
+grep -q "capacity 1.00 GiB" "$T/capacity.out" || fail "capacity: header"
+grep -q "#[0-9]* t=" "$T/capacity.out" || fail "capacity: no first-OOM location: $(cat "$T/capacity.out")"
+
+# cuda without a driver: a clear error, exit 1 (skipped where a driver exists)
+if ! ldconfig -p 2>/dev/null | grep -q "libcuda.so.1"; then
+  run nocuda 1 "$T/small.zst" --device=cuda:0
+  grep -q "^gpureplay: error: cuda:0: no CUDA driver (libcuda.so.1 not found)" "$T/nocuda.err" ||
+    fail "nocuda: $(cat "$T/nocuda.err")"
+fi
+
+# determinism: the same replay twice gives the same numbers (timing fields aside)
+strip() { sed -E 's/"replay_seconds":[^,]*,"events_per_second":[^}]*//' "$1"; }
+run det1 0 "$T/small.zst" --json -p pytorch -p pytorch:expandable_segments:True -p bfc:growth
+run det2 0 "$T/small.zst" --json -p pytorch -p pytorch:expandable_segments:True -p bfc:growth --jobs=2
+[ "$(strip "$T/det1.out")" = "$(strip "$T/det2.out")" ] || fail "determinism: runs differ"
+
+# the whole sweep with invariant checks after every event, ranked 1..N
+run sweep 0 "$T/small.zst" --sweep --check --jobs=2
+n=$(grep -c "^ *[0-9][0-9]* " "$T/sweep.out")
+[ "$n" -ge 12 ] || fail "sweep: only $n policies ranked: $(cat "$T/sweep.err")"
+grep -q "^   1 " "$T/sweep.out" || fail "sweep: no rank 1"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails failure(s)"
+  exit 1
+fi
+echo "PASS"
