@@ -1,0 +1,470 @@
+// ana_test.cc: the analyzer library: scanner, schema, loaders (idempotent, interrupted),
+// report tables and CSV against numbers computed here from the events the test wrote,
+// escaping, recommendation.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analyze/ana.h"
+
+namespace {
+
+std::string TmpDir() {
+  const char *t = getenv("TEST_TMPDIR");
+  return t ? t : "/tmp";
+}
+
+std::string Unique(const std::string &stem) {
+  static int n = 0;
+  return TmpDir() + "/" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+struct Fixture {
+  std::vector<gmt_event_t> evs;
+  uint32_t callsite = 0;
+};
+
+gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream = 7,
+               uint8_t mem = GMT_MEM_DEVICE) {
+  gmt_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.ts_ns = ts;
+  e.addr = addr;
+  e.size = size;
+  e.stream = stream;
+  e.mem_kind = mem;
+  return e;
+}
+
+// Random alloc/free program on two streams; frees carry the size 0 as recorders write them.
+std::vector<gmt_event_t> RandomProgram(unsigned seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::vector<gmt_event_t> out;
+  std::vector<uint64_t> live;
+  uint64_t t = 0, next = 1 << 20;
+  for (size_t i = 0; i < n; i++) {
+    t += 1 + rng() % 5000;
+    if (live.empty() || (live.size() < 200 && rng() % 2)) {
+      uint64_t size = 1 + rng() % (1u << (rng() % 24));
+      out.push_back(Ev(GMT_EV_ALLOC, t, next, size, rng() % 2 ? 7 : 9));
+      live.push_back(next);
+      next += 1 << 25;
+    } else {
+      size_t k = rng() % live.size();
+      out.push_back(Ev(GMT_EV_FREE, t, live[k], 0));
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  return out;
+}
+
+void WriteTrace(const std::string &path, std::vector<gmt_event_t> evs, const char *cmdline = "python train.py",
+                int rank = -1, uint64_t start = 1700000000000000000ull, const char *conf = nullptr,
+                const char *callsite = nullptr) {
+  gmt_header_t h;
+  gmt_header_init(&h);
+  gm_err_t err = {};
+  h.pid = 4242;
+  h.rank = rank;
+  h.world_size = rank >= 0 ? 2 : -1;
+  h.start_time_ns = start;
+  h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+  ASSERT_EQ(gmt_header_set(&h.host, "node1", &err), GM_OK);
+  ASSERT_EQ(gmt_header_set(&h.command_line, cmdline, &err), GM_OK);
+  if (conf) {
+    ASSERT_EQ(gmt_header_kv_set(&h, "PYTORCH_CUDA_ALLOC_CONF", conf, &err), GM_OK);
+  }
+  gmt_writer_t *w = nullptr;
+  gmt_writer_opts_t o = {};
+  o.chunk_events = 1000;
+  ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, &o, &err), GM_OK) << err.msg;
+  if (callsite) {
+    uint32_t id = 0;
+    ASSERT_EQ(gmt_writer_intern(w, callsite, &id, &err), GM_OK);
+    for (auto &e : evs)
+      if (e.kind == GMT_EV_ALLOC) e.callsite = id;
+  }
+  ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+  ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+  gmt_header_free(&h);
+}
+
+// What the tests expect, computed straight from the events (independent of ana_scan).
+struct Expect {
+  uint64_t peak = 0, peak_seq = 0;
+  std::map<int, std::pair<uint64_t, uint64_t>> size_hist;  // log2 -> allocs, bytes
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> live_at_peak_by_stream;
+  uint64_t never_freed = 0;
+};
+
+Expect Compute(const std::vector<gmt_event_t> &evs) {
+  Expect x;
+  std::map<uint64_t, gmt_event_t> live;
+  uint64_t cur = 0;
+  std::map<uint64_t, gmt_event_t> at_peak;
+  for (size_t i = 0; i < evs.size(); i++) {
+    const auto &e = evs[i];
+    if (e.kind == GMT_EV_ALLOC) {
+      live[e.addr] = e;
+      cur += e.size;
+      int c = 0;
+      while ((2ull << c) <= e.size) c++;
+      x.size_hist[c].first++;
+      x.size_hist[c].second += e.size;
+      if (cur > x.peak) {
+        x.peak = cur;
+        x.peak_seq = i;
+        at_peak = live;
+      }
+    } else if (e.kind == GMT_EV_FREE) {
+      auto it = live.find(e.addr);
+      if (it != live.end()) {
+        cur -= it->second.size;
+        live.erase(it);
+      }
+    }
+  }
+  for (auto &kv : at_peak) {
+    x.live_at_peak_by_stream[kv.second.stream].first++;
+    x.live_at_peak_by_stream[kv.second.stream].second += kv.second.size;
+  }
+  x.never_freed = live.size();
+  return x;
+}
+
+int64_t Scalar(ana_db_t *db, const std::string &sql) {
+  sqlite3 *h = static_cast<sqlite3 *>(ana_db_sqlite(db));
+  sqlite3_stmt *st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h) << " in " << sql;
+  int64_t v = -1;
+  if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+// Every table's row count: a cheap fingerprint of the database's contents.
+std::string Fingerprint(ana_db_t *db) {
+  std::string out;
+  for (const char *t : {"traces", "trace_kv", "trace_kinds", "strings", "events", "allocations",
+                        "size_histogram", "lifetime_histogram", "trace_timeline", "results", "runs",
+                        "run_timeline"})
+    out += std::string(t) + "=" + std::to_string(Scalar(db, std::string("SELECT COUNT(*) FROM ") + t)) + " ";
+  out += "sum=" + std::to_string(Scalar(db, "SELECT TOTAL(size) + TOTAL(ts_ns) FROM events"));
+  return out;
+}
+
+std::string ResultsJson(const std::string &trace, uint64_t start, const std::vector<std::string> &policies,
+                        const std::vector<int64_t> &reserved, int64_t lower, bool broken_last = false) {
+  std::ostringstream o;
+  o << "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake\",\"created_unix_ns\":1,\"runs\":[";
+  for (size_t i = 0; i < policies.size(); i++) {
+    if (i) o << ",";
+    o << "{\"trace\":\"" << trace << "\",\"trace_start_time_ns\":" << start << ",\"trace_pid\":4242,"
+      << "\"policy\":\"" << policies[i] << "\",\"backend\":\"sim\",\"capacity_bytes\":0,\"events\":10,";
+    if (!(broken_last && i + 1 == policies.size())) o << "\"peak_reserved_bytes\":" << reserved[i] << ",";
+    o << "\"peak_allocated_bytes\":" << lower << ",\"peak_requested_bytes\":" << lower
+      << ",\"lower_bound_bytes\":" << lower << ",\"fragmentation_at_peak\":0.25,\"fragmentation_mean\":0.1,"
+      << "\"device_alloc_calls\":" << (10 + i) << ",\"device_free_calls\":1,\"alloc_retries\":0,\"ooms\":0,"
+      << "\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":0.5,\"events_per_second\":20.0,"
+      << "\"some_future_key\":{\"x\":1},"
+      << "\"timeline\":{\"ts_ns\":[0,100,200],\"reserved\":[0," << reserved[i] << "," << reserved[i]
+      << "],\"allocated\":[0," << lower << ",0],\"requested\":[0," << lower << ",0]}}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+void WriteFile(const std::string &path, const std::string &text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string &path) {
+  std::ifstream f(path);
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(Scan, PairsPeakAndAnomalies) {
+  std::vector<ana_pair_t> pairs;
+  ana_scan_t *s = nullptr;
+  gm_err_t err = {};
+  ASSERT_EQ(ana_scan_new(&s, [](void *ctx, const ana_pair_t *p, gm_err_t *) {
+    static_cast<std::vector<ana_pair_t> *>(ctx)->push_back(*p);
+    return GM_OK;
+  }, &pairs, &err), GM_OK);
+  std::vector<gmt_event_t> evs = {
+      Ev(GMT_EV_ALLOC, 10, 0x1000, 100), Ev(GMT_EV_ALLOC, 20, 0x2000, 300),
+      Ev(GMT_EV_ALLOC, 25, 0x9000, 5000, 7, GMT_MEM_PINNED),  // host memory: not GPU bytes
+      Ev(GMT_EV_FREE, 30, 0x1000, 0), Ev(GMT_EV_FREE, 35, 0x5000, 0),  // unknown free
+      Ev(GMT_EV_ALLOC, 40, 0x3000, 50), Ev(GMT_EV_ALLOC, 50, 0x3000, 60),  // alloc over live
+  };
+  for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
+  ASSERT_EQ(ana_scan_finish(s, &err), GM_OK);
+  const ana_summary_t *m = ana_scan_summary(s);
+  EXPECT_EQ(m->events, 7u);
+  EXPECT_EQ(m->peak_live_bytes, 400u);
+  EXPECT_EQ(m->peak_live_seq, 1u);
+  EXPECT_EQ(m->unknown_free, 1u);
+  EXPECT_EQ(m->double_alloc, 1u);
+  EXPECT_EQ(m->live_bytes_at_end, 360u);
+  EXPECT_EQ(m->by_kind[GMT_EV_ALLOC], 5u);
+  ASSERT_EQ(pairs.size(), 5u);  // 0x1000 freed, 0x3000 replaced, then 3 never freed at the end
+  EXPECT_EQ(pairs[0].addr, 0x1000u);
+  EXPECT_EQ(pairs[0].free_seq, 3u);
+  EXPECT_EQ(pairs[1].addr, 0x3000u);
+  EXPECT_EQ(pairs[1].free_seq, 6u);
+  EXPECT_EQ(pairs[2].free_seq, UINT64_MAX);
+  EXPECT_EQ(m->life_allocs[0], 2u);  // never freed GPU allocations (the pinned one is not GPU memory)
+  ana_scan_free(s);
+}
+
+TEST(Schema, CreatesVersionedSchemaAndRefusesOthers) {
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  std::string p = Unique("schema") + ".db";
+  ASSERT_EQ(ana_db_open(&db, p.c_str(), &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(db, "SELECT version FROM schema_version"), ANA_SCHEMA_VERSION);
+  EXPECT_GE(Scalar(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='view'"), 6);
+  ASSERT_EQ(sqlite3_exec(static_cast<sqlite3 *>(ana_db_sqlite(db)), "UPDATE schema_version SET version=99",
+                         nullptr, nullptr, nullptr), SQLITE_OK);
+  ana_db_close(db);
+  EXPECT_EQ(ana_db_open(&db, p.c_str(), &err), GM_ERR_VERSION);
+  EXPECT_NE(std::string(err.msg).find("newer"), std::string::npos) << err.msg;
+
+  std::string other = Unique("other") + ".db";
+  sqlite3 *h = nullptr;
+  sqlite3_open(other.c_str(), &h);
+  sqlite3_exec(h, "CREATE TABLE x(a)", nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  EXPECT_EQ(ana_db_open(&db, other.c_str(), &err), GM_ERR_FORMAT);
+  EXPECT_NE(std::string(err.msg).find("not a gpumem database"), std::string::npos) << err.msg;
+
+  std::string junk = Unique("junk") + ".db";
+  WriteFile(junk, std::string(8192, 'x'));
+  EXPECT_LT(ana_db_open(&db, junk.c_str(), &err), 0);
+  EXPECT_NE(std::string(err.msg).find("cannot open database"), std::string::npos) << err.msg;
+}
+
+TEST(Load, TraceMatchesIndependentComputationAndReloadChangesNothing) {
+  auto evs = RandomProgram(1, 20000);
+  Expect x = Compute(evs);
+  std::string trace = Unique("t") + ".zst", dbp = Unique("load") + ".db";
+  WriteTrace(trace, evs, "python train.py", -1, 1700000000000000000ull, nullptr, "model.py:12 forward");
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {trace.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st.traces_loaded, 1u);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM events"), 20000);
+  EXPECT_EQ(Scalar(db, "SELECT peak_live_bytes FROM traces"), (int64_t)x.peak);
+  EXPECT_EQ(Scalar(db, "SELECT peak_live_seq FROM traces"), (int64_t)x.peak_seq);
+  EXPECT_EQ(Scalar(db, "SELECT SUM(size) FROM v_live_at_peak"), (int64_t)x.peak);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM allocations WHERE free_seq IS NULL"), (int64_t)x.never_freed);
+  // Row order is trace order; seq is the event index.
+  EXPECT_EQ(Scalar(db, "SELECT ts_ns FROM v_events WHERE seq=123"), (int64_t)evs[123].ts_ns);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM strings WHERE text='model.py:12 forward'"), 1);
+  // The histograms made at load agree with the views over allocations.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM (SELECT trace_id,size_log2,allocs,bytes FROM size_histogram"
+                       " EXCEPT SELECT trace_id,size_log2,allocs,bytes FROM v_size_histogram)"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM (SELECT * FROM v_lifetime_histogram EXCEPT"
+                       " SELECT * FROM lifetime_histogram)"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM size_histogram"), (int64_t)x.size_hist.size());
+  for (auto &kv : x.size_hist)
+    EXPECT_EQ(Scalar(db, "SELECT allocs FROM size_histogram WHERE size_log2=" + std::to_string(kv.first)),
+              (int64_t)kv.second.first);
+  std::string before = Fingerprint(db);
+  ana_load_stats_t st2 = {};
+  ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st2, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st2.traces_skipped, 1u);
+  EXPECT_EQ(Fingerprint(db), before);
+  ana_db_close(db);
+}
+
+TEST(Load, InterruptedLoadLeavesDatabaseAsItWas) {
+  std::string t1 = Unique("a") + ".zst", t2 = Unique("b") + ".zst", dbp = Unique("int") + ".db";
+  WriteTrace(t1, RandomProgram(2, 3000), "a", -1, 1);
+  WriteTrace(t2, RandomProgram(3, 5000), "b", -1, 2);
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *first[] = {t1.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, first, 1, nullptr, &st, &err), GM_OK);
+  std::string before = Fingerprint(db);
+
+  // A fault midway through the second trace: neither that trace nor anything else stays.
+  ana_load_opts_t o = {};
+  o.fault_after_events = 2500;
+  const char *second[] = {t2.c_str()};
+  EXPECT_LT(ana_db_load(db, second, 1, &o, &st, &err), 0);
+  EXPECT_NE(std::string(err.msg).find("fault injected"), std::string::npos) << err.msg;
+  EXPECT_EQ(Fingerprint(db), before);
+
+  // A results file broken in its last run, after a good trace in the same load.
+  std::string bad = Unique("bad") + ".json";
+  WriteFile(bad, ResultsJson(t2, 2, {"pytorch", "direct"}, {100, 90}, 80, /*broken_last=*/true));
+  const char *mixed[] = {t2.c_str(), bad.c_str()};
+  EXPECT_LT(ana_db_load(db, mixed, 2, nullptr, &st, &err), 0);
+  EXPECT_NE(std::string(err.msg).find("peak_reserved_bytes"), std::string::npos) << err.msg;
+  EXPECT_EQ(Fingerprint(db), before);
+
+  // Truncated JSON.
+  std::string cut = Unique("cut") + ".json";
+  std::string good = ResultsJson(t2, 2, {"pytorch"}, {100}, 80);
+  WriteFile(cut, good.substr(0, good.size() / 2));
+  const char *c[] = {cut.c_str()};
+  EXPECT_EQ(ana_db_load(db, c, 1, nullptr, &st, &err), GM_ERR_FORMAT);
+  EXPECT_EQ(Fingerprint(db), before);
+  ana_db_close(db);
+
+  // The database still opens and holds what it held.
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  EXPECT_EQ(Fingerprint(db), before);
+  ana_db_close(db);
+}
+
+TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
+  std::string t = Unique("r") + ".zst", js = Unique("r") + ".json", dbp = Unique("res") + ".db";
+  WriteTrace(t, RandomProgram(4, 1000), "python x.py", -1, 777);
+  WriteFile(js, ResultsJson(t, 777, {"pytorch", "pytorch:expandable_segments:True", "direct"}, {300, 200, 150}, 120));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {js.c_str(), t.c_str()};  // results before their trace: joined by a view
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st.runs, 3u);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM v_runs WHERE trace_id=1"), 3);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM run_timeline"), 9);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM runs WHERE summary_json LIKE '%some_future_key%'"), 3);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM runs WHERE summary_json LIKE '%timeline%'"), 0);
+  ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM runs"), 3);
+
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(ana_recommend(db, f, &err), GM_OK);
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  EXPECT_NE(rec.find("paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("saving vs default (pytorch, 300 B): 100 B (33.3%)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("headroom to the lower bound"), std::string::npos) << rec;
+  ana_db_close(db);
+}
+
+TEST(Report, CsvMatchesIndependentComputation) {
+  auto evs = RandomProgram(5, 8000);
+  Expect x = Compute(evs);
+  std::string t = Unique("c") + ".zst", dbp = Unique("csv") + ".db", dir = Unique("csvdir");
+  std::string t2 = Unique("c2") + ".zst";
+  WriteTrace(t, evs, "torchrun rank0", 0, 10);
+  auto evs2 = RandomProgram(6, 4000);
+  Expect x2 = Compute(evs2);
+  WriteTrace(t2, evs2, "torchrun rank1", 1, 11);
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), t2.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  ASSERT_EQ(ana_report_csv(db, dir.c_str(), &err), GM_OK) << err.msg;
+  ana_db_close(db);
+
+  auto sizes = ReadCsv(dir + "/size_histogram.csv");
+  ASSERT_GE(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0][0], "trace_id");
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> got;
+  for (size_t i = 1; i < sizes.size(); i++)
+    if (sizes[i][0] == "1") got[std::stoull(sizes[i][1])] = {std::stoull(sizes[i][2]), std::stoull(sizes[i][3])};
+  ASSERT_EQ(got.size(), x.size_hist.size());
+  for (auto &kv : x.size_hist) EXPECT_EQ(got[1ull << kv.first], kv.second) << "class " << kv.first;
+
+  auto streams = ReadCsv(dir + "/live_at_peak_by_stream.csv");
+  EXPECT_EQ(streams[0][3], "live_bytes");
+  uint64_t total = 0;
+  for (size_t i = 1; i < streams.size(); i++) {
+    if (streams[i][0] != "1") continue;
+    auto want = x.live_at_peak_by_stream[std::stoull(streams[i][1])];
+    EXPECT_EQ(std::stoull(streams[i][2]), want.first);
+    EXPECT_EQ(std::stoull(streams[i][3]), want.second);
+    total += std::stoull(streams[i][3]);
+  }
+  EXPECT_EQ(total, x.peak);
+
+  auto ranks = ReadCsv(dir + "/ranks.csv");
+  ASSERT_EQ(ranks.size(), 3u);  // header + 2 ranks, side by side
+  EXPECT_EQ(ranks[1][1], "0");
+  EXPECT_EQ(std::stoull(ranks[1][4]), x.peak);
+  EXPECT_EQ(std::stoull(ranks[2][4]), x2.peak);
+  for (const char *name : {"traces", "runs", "live_at_peak_largest", "live_at_peak_by_callsite", "lifetimes", "timeline"}) {
+    auto rows = ReadCsv(dir + "/" + name + ".csv");
+    ASSERT_FALSE(rows.empty()) << name;
+    EXPECT_EQ(rows[0][0], "trace_id") << name;
+  }
+}
+
+TEST(Escape, HtmlAndScriptJson) {
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ana_json_string(f, "a</script><b>\"&\xe2\x80\xa8z\xe2\x80\xa9\x01\xff");
+  fputc('|', f);
+  ana_html_escape(f, "<script>alert('x')</script>&\"");
+  fclose(f);
+  std::string s(buf, len);
+  free(buf);
+  EXPECT_EQ(s, "\"a\\u003c/script\\u003e\\u003cb\\u003e\\\"\\u0026\\u2028z\\u2029\\u0001\\ufffd\"|"
+               "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;");
+}
+
+TEST(Recommend, ConfWarningsAndEnvLines) {
+  char msgs[8][256];
+  EXPECT_EQ(ana_conf_warnings("backend:cudaMallocAsync,max_split_size_mb:128", msgs, 8), 1);
+  EXPECT_NE(std::string(msgs[0]).find("max_split_size_mb"), std::string::npos);
+  EXPECT_EQ(ana_conf_warnings("backend:cudaMallocAsync", msgs, 8), 0);
+  EXPECT_EQ(ana_conf_warnings("max_split_size_mb:128", msgs, 8), 0);
+  EXPECT_EQ(ana_conf_warnings("garbage_collection_threshold:0.6", msgs, 8), 1);
+  EXPECT_NE(std::string(msgs[0]).find("per_process_memory_fraction"), std::string::npos);
+  EXPECT_EQ(ana_conf_warnings("garbage_collection_threshold:0.6,per_process_memory_fraction:0.8", msgs, 8), 0);
+  char line[512];
+  ana_policy_env_line("pytorch:expandable_segments:True", 0, line, sizeof line);
+  EXPECT_STREQ(line, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  ana_policy_env_line("prealloc:0.5", 0, line, sizeof line);
+  EXPECT_EQ(std::string(line).rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=0.50", 0), 0u) << line;
+  ana_policy_env_line("prealloc:30GiB", 80ull << 30, line, sizeof line);
+  EXPECT_EQ(std::string(line).rfind("XLA_PYTHON_CLIENT_MEM_FRACTION=0.38", 0), 0u) << line;
+  ana_policy_env_line("bfc:growth", 0, line, sizeof line);
+  EXPECT_EQ(std::string(line).rfind("TF_FORCE_GPU_ALLOW_GROWTH=true", 0), 0u) << line;
+  ana_policy_env_line("pytorch:a b", 0, line, sizeof line);
+  EXPECT_STREQ(line, "PYTORCH_CUDA_ALLOC_CONF='a b'");
+}
