@@ -4,8 +4,10 @@
  *                           snapshot once, replay it with the pytorch policy under every other
  *                           setting of the manifest, and print a Markdown table of predicted
  *                           vs real peak reserved (torch's max_memory_reserved of that run).
- *   predict one DIR FILE    replay DIR/FILE under its own settings and print the segment
- *                           sequences around the first divergence (a debugging aid).
+ *   predict one DIR FILE    replay DIR/FILE under its own settings (with the real run's segment
+ *                           addresses) and print the segment sequences around the first
+ *                           divergence (a debugging aid).
+ *   predict bump DIR FILE   the same with bump-pointer addresses (as a prediction has).
  *   predict as DIR FILE CONF  replay DIR/FILE under CONF (no fraction) and print the same. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -60,8 +62,8 @@ static int table(const char *dir) {
       extra_for(&m[j], extra, sizeof(extra));
       fid_result_t r;
       /* the default trace, the other run's settings (verbatim) and fraction */
-      if (fid_replay(trace, m[j].alloc_conf, extra[0] ? extra : NULL, m[j].total_memory, &r,
-                     &err) != GM_OK) {
+      if (fid_replay(trace, m[j].alloc_conf, extra[0] ? extra : NULL, m[j].total_memory, 0,
+                     &r, &err) != GM_OK) {
         printf("| %s | %s | `%s` | error: %s | %" PRIu64 " | | |\n", m[j].workload, m[j].setting,
                m[j].alloc_conf, err.msg, m[j].max_reserved);
         fails++;
@@ -93,7 +95,7 @@ static void around(const char *what, const fid_seq_t *s, int64_t at) {
            fid_op_name(s->v[k].op), s->v[k].size, s->v[k].device, s->v[k].req);
 }
 
-static int one(const char *dir, const char *file, const char *conf) {
+static int one(const char *dir, const char *file, const char *conf, int oracle) {
   fid_entry_t *m;
   size_t n;
   gm_err_t err = {0};
@@ -115,7 +117,7 @@ static int one(const char *dir, const char *file, const char *conf) {
   extra_for(e, extra, sizeof(extra));
   fid_result_t r;
   if (import(dir, file, trace, sizeof(trace), &err) ||
-      fid_replay(trace, conf, conf ? NULL : (extra[0] ? extra : NULL), e->total_memory, &r, &err)) {
+      fid_replay(trace, conf, conf ? NULL : (extra[0] ? extra : NULL), e->total_memory, oracle, &r, &err)) {
     fprintf(stderr, "predict: error: %s\n", err.msg);
     free(m);
     return 1;
@@ -128,6 +130,7 @@ static int one(const char *dir, const char *file, const char *conf) {
     printf("identical segment sequences\n");
   } else {
     printf("%s\n", r.detail);
+    if (r.place_diverge >= 0) printf("%s\n", r.place_detail);
     around("snapshot", &r.expected, r.diverge);
     around("replay", &r.actual, r.diverge);
   }
@@ -140,13 +143,14 @@ static int one(const char *dir, const char *file, const char *conf) {
 
 int main(int argc, char **argv) {
   if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    printf("usage: predict table DIR | predict one DIR FILE | predict as DIR FILE CONF\n"
+    printf("usage: predict table DIR | predict one|bump DIR FILE | predict as DIR FILE CONF\n"
            "Cross-policy prediction table and fidelity replays of the snapshot corpus.\n");
     return 0;
   }
   if (argc == 3 && !strcmp(argv[1], "table")) return table(argv[2]);
-  if (argc == 4 && !strcmp(argv[1], "one")) return one(argv[2], argv[3], NULL);
-  if (argc == 5 && !strcmp(argv[1], "as")) return one(argv[2], argv[3], argv[4]);
+  if (argc == 4 && !strcmp(argv[1], "one")) return one(argv[2], argv[3], NULL, 1);
+  if (argc == 4 && !strcmp(argv[1], "bump")) return one(argv[2], argv[3], NULL, 0);
+  if (argc == 5 && !strcmp(argv[1], "as")) return one(argv[2], argv[3], argv[4], 1);
   fprintf(stderr, "predict: bad usage\ntry 'predict --help'\n");
   return 2;
 }

@@ -22,6 +22,48 @@ typedef struct addr_map {
   UT_hash_handle hh;
 } addr_map_t;
 
+/* Segments in creation order, to name where a block was placed: (segment number, offset). */
+typedef struct seg_list {
+  struct {
+    uint64_t addr, size;
+    int live;
+  } *v;
+  size_t n, cap;
+} seg_list_t;
+
+static int segs_add(seg_list_t *s, uint64_t addr, uint64_t size) {
+  if (s->n == s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 64;
+    void *nv = realloc(s->v, nc * sizeof(*s->v));
+    if (!nv) return -1;
+    s->v = nv;
+    s->cap = nc;
+  }
+  s->v[s->n].addr = addr;
+  s->v[s->n].size = size;
+  s->v[s->n].live = 1;
+  s->n++;
+  return 0;
+}
+
+static void segs_kill(seg_list_t *s, uint64_t addr) {
+  for (size_t k = s->n; k-- > 0;)
+    if (s->v[k].live && s->v[k].addr == addr) {
+      s->v[k].live = 0;
+      return;
+    }
+}
+
+/* Segment number holding addr (-1 if none), and the offset in it. */
+static int64_t segs_find(const seg_list_t *s, uint64_t addr, uint64_t *off) {
+  for (size_t k = s->n; k-- > 0;)
+    if (s->v[k].live && addr >= s->v[k].addr && addr < s->v[k].addr + s->v[k].size) {
+      *off = addr - s->v[k].addr;
+      return (int64_t)k;
+    }
+  return -1;
+}
+
 typedef struct rec_drv {
   rp_driver_t drv;
   fid_result_t *res;
@@ -30,6 +72,8 @@ typedef struct rec_drv {
   uint64_t cur;  /* reserved bytes now (this device) */
   uint64_t *total_cur, *total_peak; /* over all devices */
   const uint64_t *req;
+  seg_list_t *segs; /* the replay's cudaMalloc segments (all devices) */
+  int oracle_addrs;
   int nomem;
 } rec_drv_t;
 
@@ -43,7 +87,8 @@ const char *fid_op_name(unsigned op) {
   }
 }
 
-static int seq_push(fid_seq_t *s, unsigned op, uint16_t dev, uint64_t size, uint64_t req) {
+static int seq_push(fid_seq_t *s, unsigned op, uint16_t dev, uint64_t size, uint64_t req,
+                    uint64_t addr) {
   if (s->n == s->cap) {
     size_t nc = s->cap ? s->cap * 2 : 64;
     fid_seg_t *nv = realloc(s->v, nc * sizeof(*nv));
@@ -55,12 +100,13 @@ static int seq_push(fid_seq_t *s, unsigned op, uint16_t dev, uint64_t size, uint
   s->v[s->n].device = dev;
   s->v[s->n].size = size;
   s->v[s->n].req = req;
+  s->v[s->n].addr = addr;
   s->n++;
   return 0;
 }
 
-static gm_status_t rec(rec_drv_t *d, unsigned op, uint64_t size) {
-  if (seq_push(&d->res->actual, op, d->device, size, *d->req)) {
+static gm_status_t rec(rec_drv_t *d, unsigned op, uint64_t size, uint64_t addr) {
+  if (seq_push(&d->res->actual, op, d->device, size, *d->req, addr)) {
     d->nomem = 1;
     return GM_ERR_IO; /* not NOMEM: that would run the policy's OOM path */
   }
@@ -85,12 +131,20 @@ static uint64_t bump(rec_drv_t *d, uint64_t size) {
 static gm_status_t d_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   rec_drv_t *d = ctx;
   if (d->cur + size > d->drv.total_memory) return GM_ERR_NOMEM;
-  *addr = bump(d, size);
-  return rec(d, FID_SEG_ALLOC, size);
+  const fid_seq_t *ex = &d->res->expected;
+  size_t at = d->res->actual.n;
+  if (d->oracle_addrs && at < ex->n && ex->v[at].op == FID_SEG_ALLOC && ex->v[at].size == size &&
+      ex->v[at].device == d->device)
+    *addr = ex->v[at].addr; /* the address the CUDA driver gave the real run */
+  else
+    *addr = bump(d, size);
+  if (segs_add(d->segs, *addr, size)) d->nomem = 1;
+  return rec(d, FID_SEG_ALLOC, size, *addr);
 }
 static gm_status_t d_mem_free(void *ctx, uint64_t addr, uint64_t size) {
-  (void)addr;
-  return rec(ctx, FID_SEG_FREE, size);
+  rec_drv_t *d = ctx;
+  segs_kill(d->segs, addr);
+  return rec(ctx, FID_SEG_FREE, size, addr);
 }
 static gm_status_t d_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   *addr = bump(ctx, size);
@@ -102,13 +156,11 @@ static gm_status_t d_va_release(void *ctx, uint64_t addr, uint64_t size) {
 }
 static gm_status_t d_map(void *ctx, uint64_t addr, uint64_t size) {
   rec_drv_t *d = ctx;
-  (void)addr;
   if (d->cur + size > d->drv.total_memory) return GM_ERR_NOMEM;
-  return rec(d, FID_MAP, size);
+  return rec(d, FID_MAP, size, addr);
 }
 static gm_status_t d_unmap(void *ctx, uint64_t addr, uint64_t size) {
-  (void)addr;
-  return rec(ctx, FID_UNMAP, size);
+  return rec(ctx, FID_UNMAP, size, addr);
 }
 
 void fid_result_free(fid_result_t *res) {
@@ -170,9 +222,11 @@ static gm_status_t pick_conf(const gmt_header_t *h, const char *conf, const char
 }
 
 gm_status_t fid_replay(const char *trace_path, const char *conf, const char *extra_conf,
-                       uint64_t total_memory, fid_result_t *res, gm_err_t *err) {
+                       uint64_t total_memory, int oracle_addrs, fid_result_t *res, gm_err_t *err) {
   memset(res, 0, sizeof(*res));
   res->diverge = -1;
+  res->place_diverge = -1;
+  seg_list_t esegs = {0}, asegs = {0};
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, trace_path, err);
   if (st) return st;
@@ -206,8 +260,11 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
     if (op) {
       /* The oracle. Synthetic initial segments are state, not decisions: they are not compared
        * (the replay's policy cannot be seeded with them), but they count towards the peak. */
-      if (!(ev.flags & GMT_F_SYNTHETIC) && seq_push(&res->expected, op, ev.device, ev.size, req))
+      if (!(ev.flags & GMT_F_SYNTHETIC) && seq_push(&res->expected, op, ev.device, ev.size, req, ev.addr))
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      if (op == FID_SEG_ALLOC && segs_add(&esegs, ev.addr, ev.size))
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      if (op == FID_SEG_FREE) segs_kill(&esegs, ev.addr);
       if (op == FID_SEG_ALLOC || op == FID_MAP) {
         ecur += ev.size;
         if (ecur > res->expected_peak) res->expected_peak = ecur;
@@ -235,6 +292,8 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
       d->total_cur = &tcur;
       d->total_peak = &tpeak;
       d->req = &req;
+      d->segs = &asegs;
+      d->oracle_addrs = oracle_addrs;
       if ((st = rp_policy_create(spec, &d->drv, &ops[ev.device], &pol[ev.device], err))) {
         gm_err_wrap(err, "policy '%s'", spec);
         break;
@@ -268,6 +327,17 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
       } else if (!(m = malloc(sizeof(*m)))) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
       } else {
+        uint64_t eo = 0, ao = 0;
+        int64_t es = segs_find(&esegs, ev.addr, &eo), as = segs_find(&asegs, a, &ao);
+        if (res->place_diverge < 0 && es >= 0 && (es != as || eo != ao)) {
+          res->place_diverge = (int64_t)req;
+          snprintf(res->place_detail, sizeof(res->place_detail),
+                   "first block placed differently: request #%llu (alloc %llu B, stream %llu) at "
+                   "segment #%lld + %llu in the snapshot, segment #%lld + %llu in the replay",
+                   (unsigned long long)req, (unsigned long long)ev.size,
+                   (unsigned long long)ev.stream, (long long)es, (unsigned long long)eo,
+                   (long long)as, (unsigned long long)ao);
+        }
         m->key = key;
         m->addr = a;
         m->size = ev.size;
@@ -297,6 +367,8 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
   for (int k = 0; k < FID_MAX_DEV; k++)
     if (pol[k]) ops[k]->destroy(pol[k]);
   free(reqs);
+  free(esegs.v);
+  free(asegs.v);
   gmt_reader_close(r);
   return st;
 }

@@ -27,6 +27,7 @@ typedef struct fid_seg {
   uint16_t device;
   uint64_t size;
   uint64_t req;      /* index of the tensor request (ALLOC/FREE, all devices) it happened in */
+  uint64_t addr;     /* segment / mapping address (the real one in the expected sequence) */
 } fid_seg_t;
 
 typedef struct fid_seq {
@@ -44,14 +45,22 @@ typedef struct fid_result {
   int64_t diverge;          /* index of the first differing segment event, -1 if equal */
   char conf[1024];          /* the pytorch conf that was replayed */
   char detail[2048];        /* the first divergence in words, with the request that caused it */
+  /* Finer and earlier than segment events: the first alloc whose block lands at a different
+   * (segment number, offset) than in the real run (cudaMalloc segments only; -1 if none). */
+  int64_t place_diverge;    /* request index */
+  char place_detail[512];
 } fid_result_t;
 
-/* Replay trace_path with policy spec "pytorch:<conf>". conf NULL: the trace's own settings
+/* Replay trace_path with policy spec "pytorch:<conf>". oracle_addrs: the driver returns the real
+ * run's address for a cudaMalloc whose place and size in the sequence match the snapshot's
+ * (the CUDA driver's address choice is outside the allocator, yet torch's best fit breaks ties
+ * between equal-size free blocks by address, so exact equality needs the real addresses);
+ * otherwise addresses come from a bump pointer, as in a prediction. conf NULL: the trace's own settings
  * (header "torch.alloc_conf", else "PYTORCH_CUDA_ALLOC_CONF"), with `extra_conf` (e.g.
  * "per_process_memory_fraction:0.01", may be NULL) appended. total_memory: what the driver
  * reports as the device's memory (the fraction is of it). */
 gm_status_t fid_replay(const char *trace_path, const char *conf, const char *extra_conf,
-                       uint64_t total_memory, fid_result_t *res, gm_err_t *err);
+                       uint64_t total_memory, int oracle_addrs, fid_result_t *res, gm_err_t *err);
 void fid_result_free(fid_result_t *res);
 const char *fid_op_name(unsigned op);
 

@@ -63,7 +63,7 @@ TEST(FidelityHarness, AgreesWithACorrectOracle) {
                              "");
   fid_result_t r;
   gm_err_t err{};
-  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.diverge, -1) << r.detail;
   EXPECT_EQ(r.requests, 5u);
   EXPECT_EQ(r.expected.n, 3u);
@@ -80,7 +80,7 @@ TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
                              "");
   fid_result_t r;
   gm_err_t err{};
-  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.diverge, 1);
   std::string d = r.detail;
   EXPECT_NE(d.find("snapshot segment_alloc 4194304 B"), std::string::npos) << d;
@@ -89,7 +89,7 @@ TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
   fid_result_free(&r);
   // The settings come from the trace: with expandable segments the same requests map pages.
   std::string q = WriteTrace("exp.zst", {Ev(GMT_EV_ALLOC, 1 << 30, 3 * M)}, "expandable_segments:True");
-  ASSERT_EQ(fid_replay(q.c_str(), nullptr, nullptr, 80ULL << 30, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(q.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
   EXPECT_STREQ(r.conf, "expandable_segments:True");
   ASSERT_EQ(r.actual.n, 1u);
   EXPECT_EQ(r.actual.v[0].op, FID_MAP);
@@ -126,14 +126,17 @@ TEST_P(Corpus, ReplayMatchesTheRealAllocatorSegmentForSegment) {
   std::string extra = e.fraction[0] ? std::string("per_process_memory_fraction:") + e.fraction : "";
   fid_result_t r;
   ASSERT_EQ(fid_replay(out.c_str(), nullptr, extra.empty() ? nullptr : extra.c_str(), e.total_memory,
-                       &r, &err),
+                       1, &r, &err),
             GM_OK)
       << err.msg;
   // The oracle is consistent with what torch reported for the run.
   EXPECT_EQ(r.expected_peak, e.max_reserved) << "snapshot sum vs torch.cuda.max_memory_reserved";
-  EXPECT_EQ(r.diverge, -1) << e.file << " under pytorch:" << r.conf << ": " << r.detail;
+  EXPECT_EQ(r.diverge, -1) << e.file << " under pytorch:" << r.conf << ": " << r.detail << "; "
+                           << (r.place_diverge >= 0 ? r.place_detail : "");
   EXPECT_EQ(r.actual_peak, r.expected_peak) << e.file << " under pytorch:" << r.conf;
   EXPECT_EQ(r.ooms, 0u);
+  // Block for block: every tensor lands in the same segment at the same offset as in the real run.
+  EXPECT_EQ(r.place_diverge, -1) << r.place_detail;
   fid_result_free(&r);
 }
 
