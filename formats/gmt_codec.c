@@ -13,8 +13,7 @@
 
 #include "formats/gmt_internal.h"
 
-/* Column slots in gmt_enc_t.col: one per field, then the literal columns of SIZE/ADDR. */
-enum { SLOT_SIZE_LIT = GMT_FIELD_COUNT, SLOT_ADDR_LIT, SLOT_COUNT };
+#define SLOT(F, sub) (GMT_FIELD_##F * 4 + (sub))
 
 int gmt_buf_reserve(gmt_buf_t *b, size_t more) {
   if (b->cap - b->len >= more) return 0;
@@ -68,14 +67,19 @@ uint32_t gmt_crc32c(uint32_t crc, const void *buf, size_t n) {
 
 /* ---- encoder ---- */
 
+void gmt_addr_model_reset(gmt_addr_model_t *m) {
+  for (int i = 0; i < GMT_CACHE_SLOTS; i++) m->live[i].depth = m->freed[i].depth = 0;
+  memset(m->cache, 0, sizeof m->cache);
+  m->prev_lit = 0; /* stack entries beyond depth are never read */
+}
+
 void gmt_enc_reset(gmt_enc_t *e) {
-  for (int i = 0; i < GMT_MAX_COLS; i++) e->col[i].len = 0;
+  for (int i = 0; i < GMT_SLOTS; i++) e->col[i].len = 0;
   memset(e->prev, 0, sizeof e->prev);
   memset(e->run_val, 0, sizeof e->run_val);
   memset(e->run_len, 0, sizeof e->run_len);
   memset(e->size_cache, 0, sizeof e->size_cache);
-  memset(e->addr_cache, 0, sizeof e->addr_cache);
-  e->addr_prev_lit = 0;
+  gmt_addr_model_reset(&e->addr);
   e->events = 0;
   e->strings.len = 0;
   e->n_strings = 0;
@@ -85,13 +89,13 @@ void gmt_enc_reset(gmt_enc_t *e) {
 }
 
 void gmt_enc_free(gmt_enc_t *e) {
-  for (int i = 0; i < GMT_MAX_COLS; i++) gmt_buf_free(&e->col[i]);
+  for (int i = 0; i < GMT_SLOTS; i++) gmt_buf_free(&e->col[i]);
   gmt_buf_free(&e->strings);
   gmt_buf_free(&e->ext);
 }
 
-#define ROOM(b)                                                  \
-  do {                                                           \
+#define ROOM(b)                                                          \
+  do {                                                                   \
     if ((b)->cap - (b)->len < 24 && gmt_buf_reserve((b), 24)) return -1; \
   } while (0)
 #define PUTV(b, v) ((b)->len += gmt_put_varint((b)->p + (b)->len, (v)))
@@ -103,73 +107,102 @@ static inline int run_flush(gmt_buf_t *b, uint64_t len, uint64_t val) {
   return 0;
 }
 
-#define ENC_KIND(F, v)                         \
-  {                                            \
-    gmt_buf_t *b = &e->col[GMT_FIELD_##F];     \
-    ROOM(b);                                   \
-    b->p[b->len++] = (uint8_t)(v);             \
+#define ENC_KIND(F, v)                     \
+  {                                        \
+    gmt_buf_t *b = &e->col[SLOT(F, 0)];    \
+    ROOM(b);                               \
+    b->p[b->len++] = (uint8_t)(v);         \
   }
-#define ENC_TS(F, v)                                                 \
-  {                                                                  \
-    gmt_buf_t *b = &e->col[GMT_FIELD_##F];                           \
-    ROOM(b);                                                         \
-    PUTV(b, gmt_zigzag((int64_t)((uint64_t)(v) - e->prev[GMT_FIELD_##F]))); \
-    e->prev[GMT_FIELD_##F] = (v);                                    \
+#define ENC_TS(F, v)                                                                  \
+  {                                                                                   \
+    uint64_t z_ = gmt_zigzag((int64_t)((uint64_t)(v) - e->prev[GMT_FIELD_##F]));      \
+    gmt_buf_t *b0 = &e->col[SLOT(F, 0)], *b1 = &e->col[SLOT(F, 1)], *b2 = &e->col[SLOT(F, 2)]; \
+    ROOM(b0);                                                                         \
+    ROOM(b1);                                                                         \
+    ROOM(b2);                                                                         \
+    b0->p[b0->len++] = (uint8_t)z_;                                                   \
+    b1->p[b1->len++] = (uint8_t)(z_ >> 8);                                            \
+    PUTV(b2, z_ >> 16);                                                               \
+    e->prev[GMT_FIELD_##F] = (v);                                                     \
   }
-#define ENC_DELTA ENC_TS
-#define ENC_RLE(F, v)                                                                  \
-  {                                                                                    \
-    uint64_t val_ = (uint64_t)(v);                                                     \
-    if (e->run_len[GMT_FIELD_##F] && e->run_val[GMT_FIELD_##F] == val_) {              \
-      e->run_len[GMT_FIELD_##F]++;                                                     \
-    } else {                                                                           \
-      if (e->run_len[GMT_FIELD_##F] &&                                                 \
-          run_flush(&e->col[GMT_FIELD_##F], e->run_len[GMT_FIELD_##F], e->run_val[GMT_FIELD_##F])) \
-        return -1;                                                                     \
-      e->run_val[GMT_FIELD_##F] = val_;                                                \
-      e->run_len[GMT_FIELD_##F] = 1;                                                   \
-    }                                                                                  \
+#define ENC_DELTA(F, v)                                                             \
+  {                                                                                 \
+    gmt_buf_t *b = &e->col[SLOT(F, 0)];                                             \
+    ROOM(b);                                                                        \
+    PUTV(b, gmt_zigzag((int64_t)((uint64_t)(v) - e->prev[GMT_FIELD_##F])));         \
+    e->prev[GMT_FIELD_##F] = (v);                                                   \
+  }
+#define ENC_RLE(F, v)                                                                           \
+  {                                                                                             \
+    uint64_t val_ = (uint64_t)(v);                                                              \
+    if (e->run_len[GMT_FIELD_##F] && e->run_val[GMT_FIELD_##F] == val_) {                       \
+      e->run_len[GMT_FIELD_##F]++;                                                              \
+    } else {                                                                                    \
+      if (e->run_len[GMT_FIELD_##F] &&                                                          \
+          run_flush(&e->col[SLOT(F, 0)], e->run_len[GMT_FIELD_##F], e->run_val[GMT_FIELD_##F])) \
+        return -1;                                                                              \
+      e->run_val[GMT_FIELD_##F] = val_;                                                         \
+      e->run_len[GMT_FIELD_##F] = 1;                                                            \
+    }                                                                                           \
   }
 #define ENC_STREAM(F, v) ENC_RLE(F, (uint64_t)(v) + 1)
-#define ENC_VARINT(F, v)                   \
-  {                                        \
-    gmt_buf_t *b = &e->col[GMT_FIELD_##F]; \
-    ROOM(b);                               \
-    PUTV(b, (uint64_t)(v));                \
+#define ENC_VARINT(F, v)                \
+  {                                     \
+    gmt_buf_t *b = &e->col[SLOT(F, 0)]; \
+    ROOM(b);                            \
+    PUTV(b, (uint64_t)(v));             \
   }
 #define ENC_SIZE(F, v)                                 \
   {                                                    \
     uint64_t val_ = (v);                               \
     unsigned s_ = gmt_cache_slot(val_);                \
-    gmt_buf_t *b = &e->col[GMT_FIELD_##F];             \
+    gmt_buf_t *b = &e->col[SLOT(F, 0)];                \
     ROOM(b);                                           \
     if (e->size_cache[s_] == val_) {                   \
       b->p[b->len++] = (uint8_t)(s_ + 1);              \
     } else {                                           \
-      gmt_buf_t *l = &e->col[SLOT_SIZE_LIT];           \
+      gmt_buf_t *l = &e->col[SLOT(F, 1)];              \
       ROOM(l);                                         \
       b->p[b->len++] = 0;                              \
       PUTV(l, val_);                                   \
       e->size_cache[s_] = val_;                        \
     }                                                  \
   }
-#define ENC_ADDR(F, v)                                       \
-  {                                                          \
-    uint64_t val_ = (v);                                     \
-    unsigned s_ = gmt_cache_slot(val_ >> 8);                 \
-    gmt_buf_t *b = &e->col[GMT_FIELD_##F];                   \
-    ROOM(b);                                                 \
-    if (e->addr_cache[s_] == val_) {                         \
-      b->p[b->len++] = (uint8_t)(s_ + 1);                    \
-    } else {                                                 \
-      gmt_buf_t *l = &e->col[SLOT_ADDR_LIT];                 \
-      ROOM(l);                                               \
-      b->p[b->len++] = 0;                                    \
-      PUTV(l, gmt_zigzag((int64_t)(val_ - e->addr_prev_lit))); \
-      e->addr_prev_lit = val_;                               \
-      e->addr_cache[s_] = val_;                              \
-    }                                                        \
+#define ENC_ADDR(F, v)                                             \
+  {                                                                \
+    gmt_buf_t *b = &e->col[SLOT(F, 0)], *l = &e->col[SLOT(F, 1)];  \
+    ROOM(b);                                                       \
+    ROOM(l);                                                       \
+    b->p[b->len++] = addr_code(&e->addr, ev->kind, ev->size, (v), l); \
   }
+
+/* The address coder (SPEC.md "Address coder"); the decoder mirrors it in gmt_decode.c. */
+static inline uint8_t addr_code(gmt_addr_model_t *m, unsigned kind, uint64_t size, uint64_t a, gmt_buf_t *lit) {
+  unsigned cls = gmt_addr_class(kind), s = gmt_cache_slot(size);
+  int code = -1;
+  if (cls >= 2) {
+    int pos = gmt_stack_find(&m->live[s], a);
+    if (pos >= 0) {
+      if (cls == 2) gmt_stack_remove(&m->live[s], (unsigned)pos);
+      code = 1 + pos;
+    }
+    if (cls == 2) gmt_stack_push(&m->freed[s], a);
+  } else if (cls == 1) {
+    int pos = gmt_stack_find(&m->freed[s], a);
+    if (pos >= 0) {
+      gmt_stack_remove(&m->freed[s], (unsigned)pos);
+      code = GMT_ADDR_FREED_BASE + pos;
+    }
+    gmt_stack_push(&m->live[s], a);
+  }
+  if (code >= 0) return (uint8_t)code;
+  unsigned c = gmt_addr_cache_slot(a);
+  if (m->cache[c] == a) return (uint8_t)(GMT_ADDR_CACHE_BASE + c);
+  m->cache[c] = a;
+  lit->len += gmt_put_varint(lit->p + lit->len, gmt_zigzag((int64_t)(a - m->prev_lit)));
+  m->prev_lit = a;
+  return 0;
+}
 
 int gmt_enc_add(gmt_enc_t *e, const gmt_event_t *ev, const void *ext, size_t ext_len) {
 #define GMT_ENC_FIELD(f, id, coder, csv, fmt) ENC_##coder(f, ev->f)
@@ -200,40 +233,45 @@ int gmt_enc_add_string(gmt_enc_t *e, uint32_t id, const char *s, size_t len) {
 
 size_t gmt_enc_size(const gmt_enc_t *e) {
   size_t n = 64 + e->strings.len + e->ext.len;
-  for (int i = 0; i < SLOT_COUNT; i++) n += e->col[i].len;
+  for (int i = 0; i < GMT_SLOTS; i++) n += e->col[i].len;
   return n;
 }
 
-/* Column ids in slot order (literal columns are id + 1 of their field). */
-static uint32_t slot_id(int slot) {
-  static const uint32_t ids[] = {
-#define GMT_ID_FIELD(f, id, coder, csv, fmt) id,
-      GMT_FIELD_LIST(GMT_ID_FIELD)
-#undef GMT_ID_FIELD
-  };
-  if (slot == SLOT_SIZE_LIT) return GMT_COL_SIZE_LIT;
-  if (slot == SLOT_ADDR_LIT) return GMT_COL_ADDR_LIT;
-  return ids[slot];
+/* The columns each field's coder writes, in slot order: (field id, sub) pairs. */
+static int used_slots(int *slots, uint32_t *ids) {
+  int n = 0, f = 0;
+#define GMT_USED(fl, id, coder, csv, fmt)                 \
+  for (int sub = 0; sub < GMT_SUBCOLS_##coder; sub++) {   \
+    slots[n] = f * 4 + sub;                               \
+    ids[n++] = (uint32_t)(id * 4 + sub);                  \
+  }                                                       \
+  f++;
+  GMT_FIELD_LIST(GMT_USED)
+#undef GMT_USED
+  return n;
 }
 
 int gmt_enc_finish(gmt_enc_t *e, gmt_buf_t *out) {
-#define GMT_RLE_CLOSE(f, id, coder, csv, fmt)                                                   \
-  if (e->run_len[GMT_FIELD_##f] &&                                                              \
-      run_flush(&e->col[GMT_FIELD_##f], e->run_len[GMT_FIELD_##f], e->run_val[GMT_FIELD_##f])) \
-    return -1;                                                                                  \
+#define GMT_RLE_CLOSE(f, id, coder, csv, fmt)                                                    \
+  if (e->run_len[GMT_FIELD_##f] &&                                                               \
+      run_flush(&e->col[SLOT(f, 0)], e->run_len[GMT_FIELD_##f], e->run_val[GMT_FIELD_##f]))      \
+    return -1;                                                                                   \
   e->run_len[GMT_FIELD_##f] = 0;
   GMT_FIELD_LIST(GMT_RLE_CLOSE)
 #undef GMT_RLE_CLOSE
+  int slots[GMT_SLOTS];
+  uint32_t ids[GMT_SLOTS];
+  int nused = used_slots(slots, ids);
   /* strings/ext columns get their entry count in front */
   uint8_t sh[10], xh[10];
   size_t shn = gmt_put_varint(sh, e->n_strings), xhn = gmt_put_varint(xh, e->n_ext);
-  int ncols = SLOT_COUNT + (e->n_strings ? 1 : 0) + (e->n_ext ? 1 : 0);
+  int ncols = nused + (e->n_strings ? 1 : 0) + (e->n_ext ? 1 : 0);
   if (gmt_buf_reserve(out, gmt_enc_size(e) + 40 + (size_t)ncols * 20)) return -1;
   PUTV(out, e->events);
   PUTV(out, (uint64_t)ncols);
-  for (int i = 0; i < SLOT_COUNT; i++) {
-    PUTV(out, slot_id(i));
-    PUTV(out, e->col[i].len);
+  for (int i = 0; i < nused; i++) {
+    PUTV(out, ids[i]);
+    PUTV(out, e->col[slots[i]].len);
   }
   if (e->n_strings) {
     PUTV(out, GMT_COL_STRINGS);
@@ -243,10 +281,14 @@ int gmt_enc_finish(gmt_enc_t *e, gmt_buf_t *out) {
     PUTV(out, GMT_COL_EXT);
     PUTV(out, xhn + e->ext.len);
   }
-  for (int i = 0; i < SLOT_COUNT; i++) {
-    if (e->col[i].len) memcpy(out->p + out->len, e->col[i].p, e->col[i].len);
-    out->len += e->col[i].len;
+  e->n_bounds = 0;
+  for (int i = 0; i < nused; i++) {
+    const gmt_buf_t *c = &e->col[slots[i]];
+    e->bounds[e->n_bounds++] = out->len;
+    if (c->len) memcpy(out->p + out->len, c->p, c->len);
+    out->len += c->len;
   }
+  e->bounds[e->n_bounds++] = out->len;
   if (e->n_strings) {
     memcpy(out->p + out->len, sh, shn);
     out->len += shn;

@@ -115,17 +115,22 @@ void gmt_buf_free(gmt_buf_t *b);
 
 /* ---- the record layout (SPEC.md "Chunk payload"), declared once ------------------------------
  *
- * Every record carries every field of gmt_event_t, whatever its kind, each in its own column.
- * X(field, column id, coder, csv name, csv format)
- *   coder KIND  : one byte per record
- *   coder TS    : zigzag(delta from the previous record's value) as a varint
- *   coder DELTA : same as TS (a separate name so the spec can say what it is for)
- *   coder RLE   : (varint run length, varint value) pairs
- *   coder STREAM: RLE of (stream + 1) so GMT_STREAM_NONE is 0
- *   coder SIZE  : one code byte per record into a 255-slot direct-mapped cache of recent
- *                 values (0 = miss), misses as varints in column id + 1
- *   coder ADDR  : like SIZE; misses as zigzag(delta from the previous missed address) in id + 1
- *   coder VARINT: plain varint
+ * Every record carries every field of gmt_event_t, whatever its kind, each in its own
+ * column(s). X(field, field id, coder, csv name, csv format). A field's columns have ids
+ * 4 * field id + sub (sub 0..3), see the coders:
+ *   KIND  : sub 0: one byte per record
+ *   TS    : zigzag(delta from the previous record's value) z, split in byte planes:
+ *           sub 0: z & 0xff, sub 1: (z >> 8) & 0xff (one byte per record each),
+ *           sub 2: varint(z >> 16)
+ *   DELTA : sub 0: varint(zigzag(delta from the previous record's value))
+ *   RLE   : sub 0: (varint run length, varint value) pairs
+ *   STREAM: RLE of (stream + 1) so GMT_STREAM_NONE is 0
+ *   SIZE  : sub 0: one code byte per record: 0 = miss, c = slot c - 1 of a 255-slot
+ *           direct-mapped cache of recent values; sub 1: the misses as varints
+ *   ADDR  : sub 0: one code byte per record, predicted from the record's kind and size
+ *           (SPEC.md "Address coder"); sub 1: misses as varint(zigzag(delta from the
+ *           previous miss))
+ *   VARINT: sub 0: plain varint
  * csv format: DEC, HEX, KIND, MEM, STREAM (decimal or "-"). */
 #define GMT_FIELD_LIST(X)                                  \
   X(ts_ns, 1, TS, "ts_ns", DEC)                            \
@@ -133,17 +138,25 @@ void gmt_buf_free(gmt_buf_t *b);
   X(device, 3, RLE, "device", DEC)                         \
   X(stream, 4, STREAM, "stream", STREAM)                   \
   X(addr, 5, ADDR, "addr", HEX)                            \
-  X(size, 7, SIZE, "size", DEC)                            \
-  X(mem_kind, 9, RLE, "mem_kind", MEM)                     \
-  X(flags, 10, RLE, "flags", HEX)                          \
-  X(corr_id, 11, DELTA, "corr_id", DEC)                    \
-  X(callsite, 12, VARINT, "callsite", DEC)                 \
-  X(context, 13, RLE, "context", DEC)
+  X(size, 6, SIZE, "size", DEC)                            \
+  X(mem_kind, 7, RLE, "mem_kind", MEM)                     \
+  X(flags, 8, RLE, "flags", HEX)                           \
+  X(corr_id, 9, DELTA, "corr_id", DEC)                     \
+  X(callsite, 10, VARINT, "callsite", DEC)                 \
+  X(context, 11, RLE, "context", DEC)
 
-#define GMT_COL_ADDR_LIT 6  /* addr cache misses */
-#define GMT_COL_SIZE_LIT 8  /* size cache misses */
-#define GMT_COL_STRINGS 32 /* string table entries this chunk's records use */
-#define GMT_COL_EXT 33     /* per-record extension bytes (fields this version does not define) */
+/* Sub-columns per coder. */
+#define GMT_SUBCOLS_KIND 1
+#define GMT_SUBCOLS_TS 3
+#define GMT_SUBCOLS_DELTA 1
+#define GMT_SUBCOLS_RLE 1
+#define GMT_SUBCOLS_STREAM 1
+#define GMT_SUBCOLS_SIZE 2
+#define GMT_SUBCOLS_ADDR 2
+#define GMT_SUBCOLS_VARINT 1
+
+#define GMT_COL_STRINGS 60 /* string table entries this chunk's records use */
+#define GMT_COL_EXT 61     /* per-record extension bytes (fields this version does not define) */
 
 enum {
 #define GMT_FIELD_ENUM(f, id, coder, csv, fmt) GMT_FIELD_##f,
@@ -151,12 +164,78 @@ enum {
 #undef GMT_FIELD_ENUM
   GMT_FIELD_COUNT
 };
+#define GMT_SLOTS (GMT_FIELD_COUNT * 4) /* dense column slots: field index * 4 + sub */
 
 #define GMT_CACHE_SLOTS 255
 static inline unsigned gmt_cache_slot(uint64_t v) {
   uint64_t h = (v * 0x9E3779B97F4A7C15ull) >> 56; /* 0..255 */
   return (unsigned)((h * GMT_CACHE_SLOTS) >> 8);  /* 0..254 */
 }
+
+/* Address coder (SPEC.md "Address coder"). Per size slot (gmt_cache_slot(size)) two stacks of
+ * up to 64 addresses: "live" (pushed by alloc-like kinds, popped by free-like kinds) and
+ * "freed" (pushed by free-like kinds, popped by alloc-like kinds): allocators hand out the
+ * block of that size freed last, programs free what they allocated last. Code byte:
+ *   0          miss: the address is in the literal column
+ *   1 .. 64    free-like and free_requested kinds: position (code - 1) from the top of the
+ *              live stack
+ *   65 .. 128  alloc-like kinds: position (code - 65) from the top of the freed stack
+ *   129 .. 255 slot (code - 129) of a 127-slot cache of recent missed addresses */
+#define GMT_ADDR_DEPTH 64
+#define GMT_ADDR_FREED_BASE 65
+#define GMT_ADDR_CACHE_BASE 129
+#define GMT_ADDR_CACHE_SLOTS 127
+static inline unsigned gmt_addr_cache_slot(uint64_t v) {
+  uint64_t h = ((v >> 8) * 0x9E3779B97F4A7C15ull) >> 56;
+  return (unsigned)((h * GMT_ADDR_CACHE_SLOTS) >> 8);
+}
+/* Kind classes for the address coder: 1 alloc-like, 2 free-like, 3 looks up in the live stack
+ * without popping (free_requested: the free completes later), 0 none (and unknown kinds). */
+static inline unsigned gmt_addr_class(unsigned kind) {
+  switch (kind) {
+    case GMT_EV_ALLOC: case GMT_EV_SEGMENT_ALLOC: case GMT_EV_VMM_RESERVE: case GMT_EV_VMM_MAP: return 1;
+    case GMT_EV_FREE: case GMT_EV_SEGMENT_FREE: case GMT_EV_VMM_UNMAP: case GMT_EV_VMM_RELEASE: return 2;
+    case GMT_EV_FREE_REQUESTED: return 3;
+    default: return 0;
+  }
+}
+
+/* A ring of GMT_ADDR_DEPTH addresses used as a stack that forgets its oldest entries. */
+typedef struct gmt_addr_stack {
+  uint64_t a[GMT_ADDR_DEPTH];
+  uint8_t top, depth;
+} gmt_addr_stack_t;
+
+static inline uint64_t gmt_stack_at(const gmt_addr_stack_t *s, unsigned pos) {
+  return s->a[(s->top - pos) & (GMT_ADDR_DEPTH - 1)];
+}
+static inline void gmt_stack_push(gmt_addr_stack_t *s, uint64_t a) {
+  s->top = (uint8_t)((s->top + 1) & (GMT_ADDR_DEPTH - 1));
+  s->a[s->top] = a;
+  if (s->depth < GMT_ADDR_DEPTH) s->depth++;
+}
+/* Removes the entry at pos (0 = top); the entries above it move down. */
+static inline void gmt_stack_remove(gmt_addr_stack_t *s, unsigned pos) {
+  for (unsigned k = pos; k > 0; k--)
+    s->a[(s->top - k) & (GMT_ADDR_DEPTH - 1)] = s->a[(s->top - k + 1) & (GMT_ADDR_DEPTH - 1)];
+  s->top = (uint8_t)((s->top - 1) & (GMT_ADDR_DEPTH - 1));
+  s->depth--;
+}
+/* Position of a from the top, or -1. */
+static inline int gmt_stack_find(const gmt_addr_stack_t *s, uint64_t a) {
+  for (unsigned pos = 0; pos < s->depth; pos++)
+    if (gmt_stack_at(s, pos) == a) return (int)pos;
+  return -1;
+}
+
+/* Address predictor state, the same in encoder and decoder; reset at every chunk. */
+typedef struct gmt_addr_model {
+  gmt_addr_stack_t live[GMT_CACHE_SLOTS], freed[GMT_CACHE_SLOTS];
+  uint64_t cache[GMT_ADDR_CACHE_SLOTS];
+  uint64_t prev_lit;
+} gmt_addr_model_t;
+
+void gmt_addr_model_reset(gmt_addr_model_t *m);
 
 /* ---- header fields (SPEC.md "Header frame"), declared once ---------------------------------
  * U32/I32/U64(tag, field): fixed little-endian 4 or 8 bytes; STR(tag, field): UTF-8 bytes.
@@ -180,22 +259,22 @@ static inline unsigned gmt_cache_slot(uint64_t v) {
 
 /* ---- column encoder (gmt_codec.c) ------------------------------------------------------------ */
 
-#define GMT_MAX_COLS 24
 
 /* Encoder state for one chunk. */
 typedef struct gmt_enc {
-  gmt_buf_t col[GMT_MAX_COLS]; /* indexed by a dense column slot, see gmt_codec.c */
+  gmt_buf_t col[GMT_SLOTS]; /* indexed by field index * 4 + sub */
   uint64_t prev[GMT_FIELD_COUNT];
   uint64_t run_val[GMT_FIELD_COUNT];
   uint64_t run_len[GMT_FIELD_COUNT];
   uint64_t size_cache[GMT_CACHE_SLOTS];
-  uint64_t addr_cache[GMT_CACHE_SLOTS];
-  uint64_t addr_prev_lit;
+  gmt_addr_model_t addr;
   uint32_t events;
   gmt_buf_t strings; /* varint id, varint len, bytes */
   uint32_t n_strings;
   gmt_buf_t ext;     /* varint record delta, varint len, bytes */
   uint32_t n_ext, last_ext_rec;
+  size_t bounds[GMT_SLOTS + 4]; /* after gmt_enc_finish: where each column starts in out */
+  int n_bounds;
 } gmt_enc_t;
 
 void gmt_enc_reset(gmt_enc_t *e);
@@ -215,14 +294,15 @@ typedef struct gmt_dec_string {
   uint32_t len;
 } gmt_dec_string_t;
 
-/* Decodes payload[0..n) into evs (capacity cap). On success returns GM_OK with *n_ev (known
+/* Decodes payload[0..n) into evs (capacity cap); scratch is the address model's state
+ * (about 70 KiB, kept by the caller so it is not on the stack). On success returns GM_OK with *n_ev (known
  * kinds), *n_unknown, and calls on_string for each string entry. Errors: GM_ERR_CORRUPT
  * with a message naming the column. */
 typedef gm_status_t (*gmt_string_cb)(void *ctx, uint32_t id, const char *s, uint32_t len,
                                      gm_err_t *err);
 gm_status_t gmt_dec_payload(const uint8_t *payload, size_t n, uint32_t expect_events,
                             gmt_event_t **evs, size_t *cap, size_t *n_ev, uint64_t *n_unknown,
-                            gmt_string_cb on_string, void *ctx, gm_err_t *err);
+                            gmt_addr_model_t *scratch, gmt_string_cb on_string, void *ctx, gm_err_t *err);
 
 /* ---- header serialization (gmt_header.c) ----------------------------------------------------- */
 

@@ -45,6 +45,7 @@ struct gmt_reader {
   uint8_t *raw;
   size_t raw_cap;
   ZSTD_DCtx *dctx;
+  gmt_addr_model_t *addr_model;
   uint64_t chunk_no, expect_seq;
   gmt_reader_stats_t st;
   gm_err_t sticky; /* status GM_OK while none */
@@ -55,7 +56,8 @@ static gm_status_t open_common(gmt_reader_t *r, gm_err_t *err);
 
 static gm_status_t new_reader(gmt_reader_t **out, gm_err_t *err) {
   gmt_reader_t *r = calloc(1, sizeof *r);
-  if (!r || !(r->dctx = ZSTD_createDCtx())) {
+  if (!r || !(r->dctx = ZSTD_createDCtx()) || !(r->addr_model = malloc(sizeof *r->addr_model))) {
+    if (r) ZSTD_freeDCtx(r->dctx);
     free(r);
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
@@ -201,6 +203,7 @@ void gmt_reader_close(gmt_reader_t *r) {
   free(r->evs);
   free(r->raw);
   ZSTD_freeDCtx(r->dctx);
+  free(r->addr_model);
   gmt_header_free(&r->hdr);
   free(r);
 }
@@ -266,7 +269,7 @@ static gm_status_t decode_chunk(gmt_reader_t *r, const uint8_t *d, uint32_t dsiz
   if (ZSTD_isError(got)) return gm_err_set(err, GM_ERR_CORRUPT, "zstd: %s", ZSTD_getErrorName(got));
   if (got != raw) return gm_err_set(err, GM_ERR_CORRUPT, "zstd: %zu bytes, descriptor says %u", got, raw);
   uint64_t unknown = 0;
-  gm_status_t s = gmt_dec_payload(r->raw, raw, events, &r->evs, &r->cap, &r->n, &unknown, on_string, r, err);
+  gm_status_t s = gmt_dec_payload(r->raw, raw, events, &r->evs, &r->cap, &r->n, &unknown, r->addr_model, on_string, r, err);
   if (s != GM_OK) return s;
   r->i = 0;
   r->st.seq_gaps += seq - r->expect_seq;

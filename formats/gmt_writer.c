@@ -128,8 +128,23 @@ static gm_status_t cut(gmt_writer_t *w, gm_err_t *err) {
   w->out.len = 0;
   if (gmt_buf_reserve(&w->out, head + ZSTD_compressBound(w->payload.len)))
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  size_t cs = ZSTD_compress2(w->cctx, w->out.p + head, w->out.cap - head, w->payload.p, w->payload.len);
-  if (ZSTD_isError(cs)) return gm_err_set(err, GM_ERR_IO, "zstd: %s", ZSTD_getErrorName(cs));
+  /* One frame, but a block ends at every column boundary so each column gets its own entropy
+   * tables (byte planes of timestamps, code bytes, varints differ a lot). */
+  ZSTD_CCtx_reset(w->cctx, ZSTD_reset_session_only);
+  ZSTD_CCtx_setPledgedSrcSize(w->cctx, w->payload.len);
+  ZSTD_outBuffer ob = {w->out.p + head, w->out.cap - head, 0};
+  ZSTD_inBuffer ib = {w->payload.p, 0, 0};
+  for (int b = 1; b <= w->enc.n_bounds; b++) {
+    int last = b == w->enc.n_bounds;
+    ib.size = last ? w->payload.len : w->enc.bounds[b];
+    if (!last && ib.size - ib.pos < 4096) continue; /* small columns share a block */
+    size_t rem;
+    do {
+      rem = ZSTD_compressStream2(w->cctx, &ob, &ib, last ? ZSTD_e_end : ZSTD_e_flush);
+      if (ZSTD_isError(rem)) return gm_err_set(err, GM_ERR_IO, "zstd: %s", ZSTD_getErrorName(rem));
+    } while (rem != 0);
+  }
+  size_t cs = ob.pos;
   uint8_t *d = w->out.p;
   gmt_put32(d, GMT_MAGIC_CHUNK);
   gmt_put32(d + 4, GMT_CHUNK_DESC_SIZE);

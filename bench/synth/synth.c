@@ -1,0 +1,274 @@
+/* synth.c: synthetic PyTorch-like training loop, emitted as allocator events.
+ *
+ * Model (what the format and replay benchmarks assume a real job looks like):
+ *  - a transformer of L blocks; weights and biases allocated once at start, Adam states
+ *    (exp_avg, exp_avg_sq, fp32) lazily at the first optimizer step: long-lived;
+ *  - each step: an input batch copied in on a second stream (freed with record_stream
+ *    semantics: free_requested, then free later); forward allocates per block ~10 saved
+ *    activations plus short-lived temporaries; backward walks the blocks in reverse,
+ *    allocating gradient temporaries and freeing the saved activations (near LIFO), and
+ *    allocates parameter gradients; the optimizer runs foreach kernels with a few large
+ *    temporaries; zero_grad(set_to_none) frees the gradients;
+ *  - one step in 8 uses a different sequence-length bucket (other sizes);
+ *  - addresses come from a per-size LIFO free list over a bump pointer, as a caching
+ *    allocator or cudaMallocAsync pool would give: the same request sequence reuses the
+ *    same addresses;
+ *  - timestamps: monotonic ns, gaps from a mixture of short (~2 us, back-to-back calls)
+ *    and long (~30 us, kernel launches in between) exponentials, a few ms between steps;
+ *  - markers "step", "forward", "backward", "optimizer" with size = step number.
+ * Events are stream-ordered (cudaMallocAsync, capture mode "requests"). */
+#include "bench/synth/synth.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+const char *const synth_strings[SYNTH_N_STRINGS] = {"step", "forward", "backward", "optimizer"};
+enum { STR_STEP = 1, STR_FWD, STR_BWD, STR_OPT };
+
+#define STREAM_COMPUTE 7u
+#define STREAM_COPY 13u
+#define BASE_ADDR 0x7f3a00000000ull
+
+typedef struct flist {
+  uint64_t size;
+  uint64_t *addr;
+  size_t n, cap;
+  UT_hash_handle hh;
+} flist_t;
+
+typedef struct tensor {
+  uint64_t addr, size;
+} tensor_t;
+
+typedef struct gen {
+  const synth_opts_t *o;
+  gmt_event_t *out;
+  uint64_t n, cap;
+  uint64_t rng, ts, corr, bump;
+  flist_t *free_by_size;
+} gen_t;
+
+static uint64_t rnd(gen_t *g) { /* splitmix64 */
+  uint64_t z = (g->rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double unif(gen_t *g) { return ((rnd(g) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static uint64_t expo(gen_t *g, double mean) { return (uint64_t)(-log(unif(g)) * mean); }
+
+static int full(const gen_t *g) { return g->n >= g->cap; }
+
+static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t stream, uint32_t callsite) {
+  if (full(g)) return;
+  g->ts += rnd(g) % 5 < 3 ? 300 + expo(g, 2000) : 1000 + expo(g, 30000);
+  gmt_event_t *e = &g->out[g->n++];
+  memset(e, 0, sizeof *e);
+  e->ts_ns = g->ts;
+  e->kind = (uint8_t)kind;
+  e->addr = addr;
+  e->size = size;
+  e->stream = stream;
+  e->callsite = callsite;
+  if (kind == GMT_EV_MARKER) {
+    e->stream = GMT_STREAM_NONE;
+    return;
+  }
+  g->corr += 1 + rnd(g) % 6;
+  e->corr_id = g->corr;
+  e->context = 1;
+  e->device = 0;
+  e->mem_kind = GMT_MEM_DEVICE;
+  e->flags = GMT_F_ASYNC | GMT_F_FROM_POOL;
+}
+
+static uint64_t round512(uint64_t s) { return (s + 511) & ~511ull; }
+
+static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream) {
+  size = round512(size);
+  flist_t *f;
+  HASH_FIND(hh, g->free_by_size, &size, sizeof size, f);
+  tensor_t t = {0, size};
+  if (f && f->n) t.addr = f->addr[--f->n];
+  else {
+    t.addr = g->bump;
+    g->bump += size;
+  }
+  emit(g, GMT_EV_ALLOC, t.addr, size, stream, 0);
+  return t;
+}
+
+static void release(gen_t *g, tensor_t t, uint64_t stream) {
+  emit(g, GMT_EV_FREE, t.addr, t.size, stream, 0);
+  flist_t *f;
+  HASH_FIND(hh, g->free_by_size, &t.size, sizeof t.size, f);
+  if (!f) {
+    f = calloc(1, sizeof *f);
+    if (!f) return;
+    f->size = t.size;
+    HASH_ADD(hh, g->free_by_size, size, sizeof f->size, f);
+  }
+  if (f->n == f->cap) {
+    size_t nc = f->cap ? f->cap * 2 : 8;
+    uint64_t *na = realloc(f->addr, nc * sizeof *na);
+    if (!na) return;
+    f->addr = na;
+    f->cap = nc;
+  }
+  f->addr[f->n++] = t.addr;
+}
+
+/* Per block: parameter sizes (bytes, fp16) and the activations forward saves. */
+#define N_PARAMS 12
+#define N_SAVED 10
+
+static void params_of(uint64_t H, uint64_t sz[N_PARAMS]) {
+  uint64_t p[N_PARAMS] = {H * 3 * H, 3 * H, H * H, H, H * 4 * H, 4 * H, 4 * H * H, H, H, H, H, H};
+  for (int i = 0; i < N_PARAMS; i++) sz[i] = p[i] * 2;
+}
+
+static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *adam_ready, tensor_t *grads,
+                 tensor_t *saved) {
+  const uint32_t L = g->o->layers, two = g->o->streams > 1;
+  const uint64_t H = g->o->hidden, B = 8, heads = H / 128;
+  uint64_t S = (rnd(g) % 8 == 0) ? 512 + 512 * (rnd(g) % 3) : 1024; /* sequence bucket */
+  uint64_t T = B * S;                                                /* tokens */
+  uint64_t psz[N_PARAMS];
+  params_of(H, psz);
+  g->ts += 2000000 + expo(g, 1500000); /* data loading, logging */
+  emit(g, GMT_EV_MARKER, 0, s, 0, STR_STEP);
+  uint64_t in_stream = two ? STREAM_COPY : STREAM_COMPUTE;
+  tensor_t ids = alloc(g, T * 8, in_stream), labels = alloc(g, T * 8, in_stream);
+  emit(g, GMT_EV_MARKER, 0, s, 0, STR_FWD);
+  tensor_t emb = alloc(g, T * H * 2, STREAM_COMPUTE);
+  const uint64_t saved_sz[N_SAVED] = {T * H * 2, T * 3 * H * 2, heads * B * S * S * 2, T * H * 2, T * H * 2,
+                                      T * H * 2, T * 4 * H * 2, T * 4 * H * 2, T * H * 2, T * H * 2};
+  for (uint32_t l = 0; l < L && !full(g); l++)
+    for (int a = 0; a < N_SAVED; a++) {
+      saved[l * N_SAVED + a] = alloc(g, saved_sz[a], STREAM_COMPUTE);
+      if (a == 2 || a == 6) { /* scores and mlp in: a temporary on the side */
+        tensor_t t = alloc(g, saved_sz[a] / (a == 2 ? 1 : 4), STREAM_COMPUTE);
+        release(g, t, STREAM_COMPUTE);
+      }
+    }
+  tensor_t logits = alloc(g, T * 32000 * 2, STREAM_COMPUTE);
+  tensor_t loss = alloc(g, 512, STREAM_COMPUTE);
+  emit(g, GMT_EV_MARKER, 0, s, 0, STR_BWD);
+  tensor_t glog = alloc(g, T * 32000 * 2, STREAM_COMPUTE);
+  release(g, logits, STREAM_COMPUTE);
+  release(g, loss, STREAM_COMPUTE);
+  tensor_t gout = alloc(g, T * H * 2, STREAM_COMPUTE);
+  release(g, glog, STREAM_COMPUTE);
+  for (int32_t l = (int32_t)L - 1; l >= 0 && !full(g); l--) {
+    for (int a = N_SAVED - 1; a >= 0; a--) {
+      tensor_t gt = alloc(g, saved_sz[a], STREAM_COMPUTE);
+      release(g, saved[l * N_SAVED + a], STREAM_COMPUTE);
+      if (a % 3 == 0) {
+        int p = (a / 3) * 3; /* this op's parameter gradients */
+        for (int k = p; k < p + 3 && k < N_PARAMS; k++)
+          if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE);
+      }
+      release(g, gt, STREAM_COMPUTE);
+    }
+  }
+  for (uint32_t l = 0; l < L; l++)
+    for (int k = 0; k < N_PARAMS; k++)
+      if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE);
+  release(g, gout, STREAM_COMPUTE);
+  release(g, emb, STREAM_COMPUTE);
+  emit(g, GMT_EV_MARKER, 0, s, 0, STR_OPT);
+  if (!*adam_ready) { /* lazy state init at the first step */
+    for (uint32_t i = 0; i < L * N_PARAMS * 2; i++) adam[i] = alloc(g, psz[(i / 2) % N_PARAMS] * 2, STREAM_COMPUTE);
+    *adam_ready = 1;
+  }
+  for (uint32_t l = 0; l < L; l += 4) { /* foreach kernels over groups of blocks */
+    tensor_t t1 = alloc(g, 4 * psz[4] * 2, STREAM_COMPUTE), t2 = alloc(g, 4 * psz[6] * 2, STREAM_COMPUTE);
+    release(g, t2, STREAM_COMPUTE);
+    release(g, t1, STREAM_COMPUTE);
+  }
+  for (uint32_t i = 0; i < L * N_PARAMS; i++) { /* zero_grad(set_to_none=True) */
+    if (grads[i].addr) release(g, grads[i], STREAM_COMPUTE);
+    grads[i].addr = 0;
+  }
+  if (two) { /* the batch was used on the compute stream: freed when that work is done */
+    emit(g, GMT_EV_FREE_REQUESTED, ids.addr, ids.size, in_stream, 0);
+    emit(g, GMT_EV_FREE_REQUESTED, labels.addr, labels.size, in_stream, 0);
+  }
+  release(g, ids, in_stream);
+  release(g, labels, in_stream);
+  (void)weights;
+}
+
+void synth_fill(const synth_opts_t *oin, gmt_event_t *evs) {
+  synth_opts_t o = *oin;
+  if (!o.layers) o.layers = 24;
+  if (!o.hidden) o.hidden = 2048;
+  if (!o.streams) o.streams = 2;
+  gen_t g = {&o, evs, 0, o.events, o.seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, NULL};
+  size_t np = (size_t)o.layers * N_PARAMS;
+  tensor_t *weights = calloc(np, sizeof *weights), *adam = calloc(2 * np, sizeof *adam);
+  tensor_t *grads = calloc(np, sizeof *grads), *saved = calloc((size_t)o.layers * N_SAVED, sizeof *saved);
+  if (weights && adam && grads && saved) {
+    uint64_t psz[N_PARAMS];
+    params_of(o.hidden, psz);
+    for (size_t i = 0; i < np; i++) weights[i] = alloc(&g, psz[i % N_PARAMS], STREAM_COMPUTE);
+    int adam_ready = 0;
+    for (uint64_t s = 0; !full(&g); s++) {
+      step(&g, s, weights, adam, &adam_ready, grads, saved);
+      if (s % 200 == 199) emit(&g, GMT_EV_EMPTY_CACHE, 0, 0, GMT_STREAM_NONE, 0);
+    }
+  }
+  while (g.n < g.cap) emit(&g, GMT_EV_MARKER, 0, 0, 0, STR_STEP); /* only if out of memory above */
+  flist_t *f, *tmp;
+  HASH_ITER(hh, g.free_by_size, f, tmp) {
+    HASH_DEL(g.free_by_size, f);
+    free(f->addr);
+    free(f);
+  }
+  free(weights);
+  free(adam);
+  free(grads);
+  free(saved);
+}
+
+gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) {
+  gmt_header_init(h);
+  h->capture_mode = GMT_CAPTURE_SYNTHETIC;
+  h->pid = 4242;
+  h->start_time_ns = 1795000000000000000ull;
+  h->gpu_total_mem = 80ull << 30;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "gmsynth --events %llu --seed %llu", (unsigned long long)o->events,
+           (unsigned long long)o->seed);
+  gm_status_t s = gmt_header_set(&h->host, "synthetic", err);
+  if (s == GM_OK) s = gmt_header_set(&h->gpu_name, "synthetic 80GB GPU", err);
+  if (s == GM_OK) s = gmt_header_set(&h->tool, "gmsynth 0.1.0", err);
+  if (s == GM_OK) s = gmt_header_set(&h->command_line, cmd, err);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", err);
+  if (s != GM_OK) gmt_header_free(h);
+  return s;
+}
+
+gm_status_t synth_write(const synth_opts_t *o, const char *path, const gmt_writer_opts_t *wo, gm_err_t *err) {
+  gmt_event_t *evs = malloc((o->events ? o->events : 1) * sizeof *evs);
+  if (!evs) return gm_err_set(err, GM_ERR_NOMEM, "out of memory for %llu events", (unsigned long long)o->events);
+  synth_fill(o, evs);
+  gmt_header_t h;
+  gmt_writer_t *w = NULL;
+  gm_status_t s = synth_header(o, &h, err);
+  if (s == GM_OK) {
+    s = gmt_writer_open(&w, path, &h, wo, err);
+    gmt_header_free(&h);
+  }
+  for (int i = 0; s == GM_OK && i < SYNTH_N_STRINGS; i++) {
+    uint32_t id;
+    s = gmt_writer_intern(w, synth_strings[i], &id, err);
+  }
+  if (s == GM_OK) s = gmt_writer_append_n(w, evs, o->events, err);
+  if (s == GM_OK) s = gmt_writer_close(w, err);
+  else if (w) gmt_writer_abandon(w);
+  free(evs);
+  return s;
+}
