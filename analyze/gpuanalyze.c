@@ -76,7 +76,12 @@ static void main_help(FILE *f) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
   fprintf(f, "\n'gpuanalyze COMMAND --help' shows a command's options.\n\noptions:\n");
-  gm_opts_help(stderr == f ? f : f, "", "", base_opts);
+  for (const gm_opt_t *o = base_opts; o->name; o++) {
+    char left[64];
+    if (o->short_name) snprintf(left, sizeof left, "-%c, --%s", o->short_name, o->name);
+    else snprintf(left, sizeof left, "    --%s", o->name);
+    fprintf(f, "  %-28s %s\n", left, o->help);
+  }
 }
 
 static void print_version(void) {
@@ -234,14 +239,15 @@ static int cmd_report(config_t *c, char **pos, int npos) {
     }
     if (!html) html = "report.html";
     if (find_gpureplay(c, replay, sizeof replay)) {
-      snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-      int fd = mkstemp(json);
+      /* .json: the loader tells results files from traces by their extension. */
+      snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+      int fd = mkstemps(json, 5);
       if (fd < 0) {
         gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
         return fail(&err);
       }
       close(fd);
-      gm_log(GM_LOG_INFO, "running %s %s --sweep", replay, trace);
+      if (isatty(STDERR_FILENO)) gm_log(GM_LOG_INFO, "running %s %s --sweep ...", replay, trace);
       if (run_sweep(replay, trace, json, &err) < 0) {
         unlink(json);
         return fail(&err);
@@ -269,7 +275,7 @@ static int cmd_report(config_t *c, char **pos, int npos) {
   else if (!html && !c->csv_dir) s = ana_report_text(db, stdout, &err);
   if (s >= 0 && html) {
     s = ana_report_html(db, html, &err);
-    if (s >= 0) gm_log(GM_LOG_INFO, "wrote %s", html);
+    if (s >= 0 && isatty(STDERR_FILENO)) gm_log(GM_LOG_INFO, "wrote %s", html);
   }
   if (s >= 0 && c->csv_dir) s = ana_report_csv(db, c->csv_dir, &err);
   ana_db_close(db);

@@ -1,0 +1,101 @@
+#!/bin/bash
+# analyze_cli_test.sh: gpuanalyze end to end: exit codes and messages (DESIGN.md CLI
+# conventions), info/dump on a fixture trace, load (idempotent, interrupted), report (text,
+# CSV, HTML escaping and size), recommend, and the newcomer's one step `report TRACE.zst`
+# with a fake gpureplay. Usage: analyze_cli_test.sh GPUANALYZE MKFIXTURE
+set -u
+GA=$(realpath "$1")
+MK=$(realpath "$2")
+T=${TEST_TMPDIR:-$(mktemp -d)}/cli
+rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# run EXPECTED_RC CMD...: runs, keeps stdout/stderr in out/err, checks the exit code.
+run() {
+  local want=$1; shift
+  "$@" >out 2>err
+  local rc=$?
+  [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want; stderr: $(<err)"
+}
+has() { grep -qF -- "$2" "$1" || fail "$1 lacks '$2': $(head -c 600 "$1")"; }
+lacks() { ! grep -qF -- "$2" "$1" || fail "$1 has '$2'"; }
+one_line() { [ "$(wc -l < err)" = 1 ] || fail "stderr is not one line: $(<err)"; }
+
+# --- usage and versions
+run 0 "$GA" --help; has out "usage: gpuanalyze COMMAND"; has out "recommend"
+run 0 "$GA" report --help; has out "--html=FILE"; has out "--csv=DIR"
+run 0 "$GA" --version; has out "gpuanalyze 0.1.0"; has out "SQLite 3."; has out "zstd 1."; has out "trace format 1"
+run 2 "$GA"; has err "try 'gpuanalyze --help'"
+run 2 "$GA" frobnicate; has err "unknown command 'frobnicate'"
+run 2 "$GA" info; has err "missing TRACE"
+run 2 "$GA" dump --bogus x.zst; has err "unknown option '--bogus'"
+run 2 "$GA" info a.zst b.zst; has err "unexpected argument 'b.zst'"
+run 2 "$GA" dump --limit=lots x.zst; has err "--limit"
+
+# --- bad inputs: one clear line, exit 1
+run 1 "$GA" info missing.zst; one_line; has err "gpuanalyze: error: cannot open 'missing.zst'"
+echo "hello, I am not a trace" > notatrace.zst
+run 1 "$GA" info notatrace.zst; one_line; has err "not a gpumem trace"
+run 1 "$GA" load --db x.db notatrace.zst; one_line; has err "cannot open 'notatrace.zst'"
+head -c 20000 /dev/urandom > corrupt.db
+"$MK" trace fx.zst 50 || exit 1
+run 1 "$GA" load --db corrupt.db fx.zst; one_line; has err "cannot open database 'corrupt.db'"
+run 1 "$GA" report --db corrupt.db; one_line; has err "cannot open database 'corrupt.db'"
+echo '{"format":"gpumem-results","version":1,"runs":[{"policy":"pytorch"' > broken.json
+run 1 "$GA" load --db y.db broken.json; one_line; has err "cannot load 'broken.json'"
+
+# --- info and dump
+run 0 "$GA" info fx.zst
+has out "events:         1500"; has out "alloc          750"; has out "free           750"
+has out "10813440 bytes requested"; has out "streams:        2 (7, 9)"; has out "complete, index present"
+has out "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,max_split_size_mb:128"
+run 0 "$GA" dump --limit 4 fx.zst; [ "$(wc -l < out)" = 4 ] || fail "dump --limit 4 gave $(wc -l < out) lines"
+has out "kind=alloc"
+run 0 "$GA" dump --csv fx.zst; [ "$(grep -vc '^#' out)" = 1501 ] || fail "dump --csv rows: $(grep -vc '^#' out)"
+
+# --- load: idempotent; side by side ranks; interrupted load leaves the db as it was
+"$MK" results fx.zst fx.json || exit 1
+"$MK" trace r0.zst 40 0 && "$MK" trace r1.zst 60 1 || exit 1
+run 0 "$GA" load --db a.db fx.zst fx.json
+run 0 "$GA" report --db a.db --csv before
+run 0 "$GA" load --db a.db fx.zst fx.json; has err "1 already there"
+run 0 "$GA" report --db a.db --csv again
+diff -r before again > /dev/null || fail "reloading changed the database"
+GPUANALYZE_FAULT_AFTER_EVENTS=1000 run 1 "$GA" load --db a.db r0.zst r1.zst; one_line; has err "fault injected"
+run 0 "$GA" report --db a.db --csv after
+diff -r before after > /dev/null || fail "an interrupted load changed the database"
+run 0 "$GA" load --db a.db r0.zst r1.zst
+run 0 "$GA" report --db a.db --csv ranks
+[ "$(wc -l < ranks/ranks.csv)" = 3 ] || fail "ranks.csv: $(cat ranks/ranks.csv)"
+has ranks/runs.csv "pytorch:expandable_segments:True"
+has ranks/traces.csv "10813440"
+
+# --- report: text, HTML escaped and small
+run 0 "$GA" report --db a.db; has out "Policies side by side"; has out "best policy: pytorch:expandable_segments:True"
+run 0 "$GA" report --db a.db --html r.html
+[ -s r.html ] || fail "no r.html"
+[ "$(stat -c %s r.html)" -lt 5000000 ] || fail "r.html is $(stat -c %s r.html) bytes"
+has r.html "&lt;script&gt;alert(1)&lt;/script&gt;"; lacks r.html "<script>alert(1)"
+lacks r.html "<img src=x"; lacks r.html "<script>console.error"; lacks r.html "node-<b>"
+has r.html "dygraphs 2.2.1"; has r.html 'class="chart-data"'
+
+# --- recommend: the line to paste, saving, headroom, warnings
+run 0 "$GA" recommend --db a.db
+has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+has out "saving vs default (pytorch, 20.00 MiB): 8.00 MiB (40.0%)"
+has out "headroom to the lower bound (10.31 MiB): 1.69 MiB"
+has out "warning: PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb' is a native-allocator key: backend:cudaMallocAsync ignores it"
+
+# --- the newcomer's one step: report TRACE.zst runs the sweep, loads, writes report.html
+mkdir -p new && cp fx.zst new/job.zst && cd new || exit 1
+GPUREPLAY="$MK" run 0 "$GA" report job.zst
+[ -s report.html ] || fail "report TRACE did not write report.html"
+[ -s job.zst.db ] || fail "report TRACE did not make job.zst.db"
+has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+GPUREPLAY=/bin/false run 1 "$GA" report job.zst; one_line; has err "failed (exit status 1)"
+GPUREPLAY= run 0 "$GA" report --gpureplay="$MK" --html second.html job.zst
+[ -s second.html ] || fail "--gpureplay: no second.html"
+cd ..
+
+if [ "$fails" != 0 ]; then echo "$fails failure(s)" >&2; exit 1; fi
+echo "all gpuanalyze CLI checks passed"
