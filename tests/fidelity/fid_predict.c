@@ -36,13 +36,11 @@ static int table(const char *dir) {
   fid_entry_t *m;
   size_t n;
   gm_err_t err = {0};
-  if (fid_manifest_read(dir, &m, &n, &err) != GM_OK) {
-    char p[1024];
-    snprintf(p, sizeof(p), "%s/MANIFEST.tsv", dir);
-    if (fid_manifest_read(p, &m, &n, &err) != GM_OK) {
-      fprintf(stderr, "predict: error: %s\n", err.msg);
-      return 1;
-    }
+  char mp[1024];
+  snprintf(mp, sizeof(mp), "%s/MANIFEST.tsv", dir);
+  if (fid_manifest_read(mp, &m, &n, &err) != GM_OK) {
+    fprintf(stderr, "predict: error: %s\n", err.msg);
+    return 1;
   }
   printf("| workload | setting | PYTORCH_CUDA_ALLOC_CONF | predicted peak reserved (B) | real "
          "max_memory_reserved (B) | error %% | replayed under |\n|---|---|---|---:|---:|---:|---|\n");

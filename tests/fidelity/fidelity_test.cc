@@ -4,6 +4,7 @@
 // The first divergence is printed in detail. Also: the harness itself on hand-made traces.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -159,6 +160,43 @@ TEST(FidelityCorpus, HasTheSixKindsOfTheIssue) {
     for (auto &e : m) found |= w == e.file;
     EXPECT_TRUE(found) << w;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The cross-policy table (traces/snapshots/PREDICTION.md): the default-allocator snapshot of each
+// workload, replayed under every other setting of the corpus with bump-pointer addresses (a
+// prediction cannot know the driver's addresses), predicts torch's max_memory_reserved of the
+// real run under that setting within 2 %.
+TEST(Prediction, DefaultTracePredictsEverySettingWithinTwoPercent) {
+  auto m = Manifest();
+  ASSERT_FALSE(m.empty());
+  int rows = 0;
+  for (auto &d : m) {
+    if (std::string(d.setting) != "default") continue;
+    std::string trace = Tmp(std::string("pred-") + d.file + ".zst");
+    gm_err_t err{};
+    ASSERT_EQ(snap_import_file((CorpusDir() + d.file).c_str(), trace.c_str(), nullptr, nullptr, &err),
+              GM_OK)
+        << err.msg;
+    for (auto &e : m) {
+      if (std::string(e.workload) != d.workload) continue;
+      std::string extra = e.fraction[0] ? std::string("per_process_memory_fraction:") + e.fraction : "";
+      fid_result_t r;
+      ASSERT_EQ(fid_replay(trace.c_str(), e.alloc_conf, extra.empty() ? nullptr : extra.c_str(),
+                           e.total_memory, 0, &r, &err),
+                GM_OK)
+          << err.msg;
+      double rel = ((double)r.actual_peak - (double)e.max_reserved) / (double)e.max_reserved;
+      EXPECT_LE(std::abs(rel), 0.02) << e.workload << " " << e.setting << ": predicted "
+                                     << r.actual_peak << ", real " << e.max_reserved;
+      rows++;
+      fid_result_free(&r);
+    }
+  }
+  EXPECT_GE(rows, 20);
 }
 
 }  // namespace
