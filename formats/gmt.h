@@ -6,7 +6,10 @@
  * a sequence number, a CUPTI dropped-record count and a checksum.
  *
  * Threading: a writer or reader is used by one thread at a time. The library never prints
- * and never exits; every failure comes back as a gm_status_t with a cause chain in gm_err_t. */
+ * and never exits; every failure comes back as a gm_status_t with a cause chain in gm_err_t.
+ * Messages never repeat the path the caller passed in: the caller wraps them, e.g.
+ *   gm_err_wrap(&err, "cannot open '%s'", path)
+ *   -> "cannot open 'x.zst': chunk 17 at offset 1048576: checksum mismatch". */
 #ifndef GMT_H
 #define GMT_H
 
@@ -150,8 +153,9 @@ const char *gmt_header_kv_get(const gmt_header_t *h, const char *key); /* NULL i
 typedef struct gmt_writer gmt_writer_t;
 
 typedef struct gmt_writer_opts {
-  uint32_t chunk_events;   /* cut a chunk after this many events (0: default 65536) */
-  uint32_t chunk_bytes;    /* ... or this many encoded bytes (0: default 1 MiB) */
+  uint32_t chunk_events;   /* cut a chunk after this many events (0: default 65536; at most 2^20) */
+  uint32_t chunk_bytes;    /* ... or about this many payload bytes before compression, checked
+                              every 8 events (0: default 1 MiB; at most 32 MiB) */
   uint64_t chunk_age_ns;   /* ... or when the oldest buffered event is this old by its ts_ns (0: off) */
   int zstd_level;          /* 0: default (3) */
 } gmt_writer_opts_t;

@@ -122,7 +122,12 @@ static void export_header(const gmt_header_t *h, FILE *out) {
     put_escaped(out, h->name);    \
     fputc('\n', out);             \
   }
-  GMT_HEADER_FIELDS(GMT_HF_OUT_U32, GMT_HF_OUT_I32, GMT_HF_OUT_U64, GMT_HF_OUT_STR)
+#define GMT_HF_OUT_MODE(tag, name)                                       \
+  if (gmt_capture_mode_name(h->name))                                    \
+    fprintf(out, "#" #name "=%s\n", gmt_capture_mode_name(h->name));     \
+  else                                                                   \
+    fprintf(out, "#" #name "=%" PRIu32 "\n", (uint32_t)h->name);
+  GMT_HEADER_FIELDS(GMT_HF_OUT_U32, GMT_HF_OUT_I32, GMT_HF_OUT_U64, GMT_HF_OUT_STR, GMT_HF_OUT_MODE)
   for (size_t i = 0; i < h->n_kv; i++) {
     fputs("#kv.", out);
     put_escaped(out, h->kv[i].key);
@@ -280,7 +285,18 @@ static gm_status_t import_meta(char *key, char *val, gmt_header_t *h, gmt_writer
   }
 #define GMT_HF_IN_STR(tag, name) \
   if (strcmp(key, #name) == 0) return gmt_header_set(&h->name, val, err);
-  GMT_HEADER_FIELDS(GMT_HF_IN_U32, GMT_HF_IN_I32, GMT_HF_IN_U64, GMT_HF_IN_STR)
+#define GMT_HF_IN_MODE(tag, name)                                                  \
+  if (strcmp(key, #name) == 0) {                                                   \
+    unsigned m_ = gmt_capture_mode_from_name(val);                                 \
+    if (m_ || strcmp(val, "unknown") == 0) {                                       \
+      h->name = m_;                                                                \
+      return GM_OK;                                                                \
+    }                                                                              \
+    if (parse_num(val, &u) || u > UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "bad " #name " '%s'", val); \
+    h->name = (uint32_t)u;                                                         \
+    return GM_OK;                                                                  \
+  }
+  GMT_HEADER_FIELDS(GMT_HF_IN_U32, GMT_HF_IN_I32, GMT_HF_IN_U64, GMT_HF_IN_STR, GMT_HF_IN_MODE)
   return gm_err_set(err, GM_ERR_INVAL, "unknown header key '%s'", key);
 }
 

@@ -60,7 +60,7 @@ void gmt_header_free(gmt_header_t *h) {
   if (!h) return;
 #define GMT_HF_FREE_STR(tag, name) free(h->name);
 #define GMT_HF_FREE_NOP(tag, name)
-  GMT_HEADER_FIELDS(GMT_HF_FREE_NOP, GMT_HF_FREE_NOP, GMT_HF_FREE_NOP, GMT_HF_FREE_STR)
+  GMT_HEADER_FIELDS(GMT_HF_FREE_NOP, GMT_HF_FREE_NOP, GMT_HF_FREE_NOP, GMT_HF_FREE_STR, GMT_HF_FREE_NOP)
   for (size_t i = 0; i < h->n_kv; i++) {
     free(h->kv[i].key);
     free(h->kv[i].value);
@@ -107,7 +107,7 @@ gm_status_t gmt_header_copy(gmt_header_t *dst, const gmt_header_t *src, gm_err_t
 #define GMT_HF_COPY_NUM(tag, name) h.name = src->name;
 #define GMT_HF_COPY_STR(tag, name) \
   if (s == GM_OK && src->name) s = gmt_header_set(&h.name, src->name, err);
-  GMT_HEADER_FIELDS(GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_STR)
+  GMT_HEADER_FIELDS(GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_STR, GMT_HF_COPY_NUM)
   h.format_version = src->format_version;
   h.min_reader = src->min_reader;
   for (size_t i = 0; s == GM_OK && i < src->n_kv; i++) s = gmt_header_kv_set(&h, src->kv[i].key, src->kv[i].value, err);
@@ -140,7 +140,7 @@ int gmt_header_encode(const gmt_header_t *h, uint32_t version, uint32_t min_read
 #define GMT_HF_ENC_U64(tag, name) gmt_put64(tmp, (uint64_t)h->name), bad |= put_tlv(&b, tag, tmp, 8);
 #define GMT_HF_ENC_STR(tag, name) \
   if (h->name) bad |= put_tlv(&b, tag, h->name, strlen(h->name));
-  GMT_HEADER_FIELDS(GMT_HF_ENC_U32, GMT_HF_ENC_U32, GMT_HF_ENC_U64, GMT_HF_ENC_STR)
+  GMT_HEADER_FIELDS(GMT_HF_ENC_U32, GMT_HF_ENC_U32, GMT_HF_ENC_U64, GMT_HF_ENC_STR, GMT_HF_ENC_U32)
   for (size_t i = 0; i < h->n_kv && !bad; i++) {
     /* kv value: varint key length, key, value */
     size_t kl = strlen(h->kv[i].key), vl = strlen(h->kv[i].value);
@@ -209,7 +209,7 @@ static gm_status_t dec_tlv(gmt_header_t *h, uint64_t tag, const uint8_t *v, uint
   }
 #define GMT_HF_DEC_STR(t, name) \
   if (tag == t) return set_str(&h->name, v, len, err);
-  GMT_HEADER_FIELDS(GMT_HF_DEC_U32, GMT_HF_DEC_I32, GMT_HF_DEC_U64, GMT_HF_DEC_STR)
+  GMT_HEADER_FIELDS(GMT_HF_DEC_U32, GMT_HF_DEC_I32, GMT_HF_DEC_U64, GMT_HF_DEC_STR, GMT_HF_DEC_U32)
   if (tag == GMT_HTAG_KV) {
     const uint8_t *q = v, *e = v + len;
     uint64_t kl;

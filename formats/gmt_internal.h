@@ -238,10 +238,11 @@ typedef struct gmt_addr_model {
 void gmt_addr_model_reset(gmt_addr_model_t *m);
 
 /* ---- header fields (SPEC.md "Header frame"), declared once ---------------------------------
- * U32/I32/U64(tag, field): fixed little-endian 4 or 8 bytes; STR(tag, field): UTF-8 bytes.
+ * U32/I32/U64(tag, field): fixed little-endian 4 or 8 bytes; STR(tag, field): UTF-8 bytes;
+ * MODE(tag, field): a U32 the text form writes by name (gmt_capture_mode_name).
  * Tag 15 (GMT_HTAG_KV) holds one key/value pair. Tags are part of the format: never reuse. */
-#define GMT_HEADER_FIELDS(U32, I32, U64, STR) \
-  U32(1, capture_mode)                         \
+#define GMT_HEADER_FIELDS(U32, I32, U64, STR, MODE) \
+  MODE(1, capture_mode)                              \
   I32(2, rank)                                 \
   I32(3, world_size)                           \
   U32(4, pid)                                  \
