@@ -136,12 +136,18 @@ static gm_status_t do_free(rp_engine_t *e, rp_map_entry_t *m, gm_err_t *err) {
 }
 
 static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
-  rp_map_entry_t *old = rp_map_get(&e->blocks, ev->addr);
-  if (old) {
-    /* The recorder missed a free: treat the new alloc as implying it. */
+  int was_live = 0;
+  rp_map_entry_t *m = rp_map_claim(&e->blocks, ev->addr, &was_live);
+  if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
+  if (was_live) {
+    /* The recorder missed a free: treat the new alloc as implying it (the slot stays). */
     e->skipped.alloc_over_live++;
-    gm_status_t st = do_free(e, old, err);
-    if (st != GM_OK) return st;
+    if (m->a != RP_NO_BLOCK) {
+      gm_status_t st = e->ops->free(e->pol, m->a, err);
+      if (st != GM_OK) return st;
+      e->served -= m->b;
+    }
+    e->requested -= m->b;
   }
   uint64_t addr = 0;
   gm_status_t st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
@@ -149,6 +155,8 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     note_oom(e, ev);
     addr = RP_NO_BLOCK; /* its FREE, if the trace has one, is then not an anomaly */
   } else if (st != GM_OK) {
+    m->a = RP_NO_BLOCK; /* the replay stops; keep the map consistent anyway */
+    m->b = 0;
     return st;
   } else {
     e->served += ev->size;
@@ -156,8 +164,8 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   /* Requested counts what the program asked for, served or not: the lower bound is a
    * property of the trace, the same for every policy and capacity. */
   e->requested += ev->size;
-  if (rp_map_put(&e->blocks, ev->addr, addr, ev->size) != 0)
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
+  m->a = addr;
+  m->b = ev->size;
   e->allocs++;
   return GM_OK;
 }

@@ -80,6 +80,19 @@ int rp_map_put(rp_map_t *m, uint64_t key, uint64_t a, uint64_t b) {
   return 0;
 }
 
+rp_map_entry_t *rp_map_claim(rp_map_t *m, uint64_t key, int *was_live) {
+  if (2 * (m->used + 1) > m->cap && rehash(m) != 0) return NULL;
+  rp_map_entry_t *e = probe(m, key);
+  *was_live = e->state == 1;
+  if (e->state != 1) {
+    m->live++;
+    if (e->state == 0) m->used++;
+    e->key = key;
+    e->state = 1;
+  }
+  return e;
+}
+
 void rp_map_remove(rp_map_t *m, rp_map_entry_t *e) {
   e->state = 2;
   m->live--;

@@ -41,6 +41,10 @@ rp_map_entry_t *rp_map_get(const rp_map_t *m, uint64_t key);
 int rp_map_was_removed(const rp_map_t *m, uint64_t key);
 /* Insert or overwrite key as live. Returns 0, or -1 when memory ran out (map unchanged). */
 int rp_map_put(rp_map_t *m, uint64_t key, uint64_t a, uint64_t b);
+/* Make key live and return its slot (one probe where get + put take two). *was_live says
+ * whether it already was: then a and b still hold the old values. NULL: out of memory. The
+ * pointer is valid until the next put or claim. */
+rp_map_entry_t *rp_map_claim(rp_map_t *m, uint64_t key, int *was_live);
 /* Mark a live entry (from rp_map_get) removed. */
 void rp_map_remove(rp_map_t *m, rp_map_entry_t *e);
 /* Bytes the table holds (for memory figures). */

@@ -1,13 +1,13 @@
 /* replay_bench.c: the replay engine's figures (bench/RESULTS.md, section "replay").
  *
- *   replay_bench speed [EVENTS]      events/s per policy, one core, events in memory; the
+ *   replay_bench speed [EVENTS|TRACE] events/s per policy, one core, events in memory; the
  *                                    reference in the same run is the trace reader's decode
  *                                    speed over the same events and the engine with a no-op
  *                                    policy (the engine's own cost)
- *   replay_bench mem EVENTS          max RSS of one pytorch replay fed from the streaming
+ *   replay_bench mem EVENTS|TRACE    max RSS of one pytorch replay fed from the streaming
  *                                    generator (the input is never held): run for 1 M and
  *                                    10 M events, memory must not grow with length
- *   replay_bench sweep [EVENTS]      the --sweep grid over an EVENTS trace with 2 jobs, the
+ *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
  *
  * Times are wall clock and, for single-threaded parts, the thread's CPU time too: the build
@@ -76,6 +76,29 @@ static gmt_event_t *make_events(size_t n) {
   return evs;
 }
 
+/* All events of a trace file, decoded into memory. */
+static gmt_event_t *load_trace(const char *path, size_t *n) {
+  gmt_reader_t *r = NULL;
+  gm_err_t e;
+  if (gmt_reader_open(&r, path, &e) != GM_OK) die(&e);
+  size_t cap = 1 << 20, len = 0, k = 0;
+  gmt_event_t *evs = malloc(cap * sizeof *evs);
+  for (;;) {
+    if (len == cap) evs = realloc(evs, (cap *= 2) * sizeof *evs);
+    if (!evs) {
+      fprintf(stderr, "replay_bench: out of memory\n");
+      exit(1);
+    }
+    gm_status_t st = gmt_reader_next_batch(r, evs + len, cap - len, &k, &e);
+    if (st == GM_END) break;
+    if (st != GM_OK) die(&e);
+    len += k;
+  }
+  gmt_reader_close(r);
+  *n = len;
+  return evs;
+}
+
 static void write_trace(const char *path, const gmt_event_t *evs, size_t n) {
   gmt_header_t h;
   gmt_header_init(&h);
@@ -113,18 +136,23 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
   return (double)n / c;
 }
 
-static int bench_speed(size_t n) {
-  printf("speed: %zu synthetic training-like events in memory, one thread\n", n);
-  gmt_event_t *evs = make_events(n);
+static int bench_speed(size_t n, const char *file) {
+  gmt_event_t *evs = file ? load_trace(file, &n) : make_events(n);
+  printf("speed: %zu events (%s) in memory, one thread\n", n, file ? file : "bench/replay synth");
   char path[] = "/tmp/replay_bench_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return 1;
-  close(fd);
-  write_trace(path, evs, n);
+  if (file) {
+    snprintf(path, sizeof path, "%s", "");
+  } else {
+    int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    close(fd);
+    write_trace(path, evs, n);
+  }
+  const char *trace = file ? file : path;
   /* Reference 1: decoding the same events from a trace file. */
   gmt_reader_t *r = NULL;
   gm_err_t err;
-  if (gmt_reader_open(&r, path, &err) != GM_OK) die(&err);
+  if (gmt_reader_open(&r, trace, &err) != GM_OK) die(&err);
   gmt_event_t *buf = malloc(4096 * sizeof *buf);
   size_t got = 0, k = 0;
   double c0 = cpu();
@@ -132,7 +160,7 @@ static int bench_speed(size_t n) {
   double dc = cpu() - c0;
   gmt_reader_close(r);
   free(buf);
-  unlink(path);
+  if (!file) unlink(path);
   printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU)\n", "reference: trace decode (reader)",
          (double)got / dc / 1e6, dc);
   double eng = replay_one(&null_ops, "", evs, n);
@@ -151,7 +179,20 @@ static int bench_speed(size_t n) {
   return 0;
 }
 
-static int bench_mem(size_t n) {
+/* "RssAnon" and "RssFile" of this process now, in KiB (the reader maps the trace file:
+ * those pages are page cache, counted in RSS but not memory the replay holds). */
+static void rss_now(long *anon, long *file) {
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  *anon = *file = -1;
+  while (f && fgets(line, sizeof line, f)) {
+    sscanf(line, "RssAnon: %ld", anon);
+    sscanf(line, "RssFile: %ld", file);
+  }
+  if (f) fclose(f);
+}
+
+static int bench_mem(size_t n, const char *file) {
   rp_backend_t *b = NULL;
   rp_engine_t *e = NULL;
   gm_err_t err;
@@ -159,41 +200,67 @@ static int bench_mem(size_t n) {
   const rp_policy_ops_t *ops = rp_policy_find("pytorch");
   rp_engine_opts_t eo = {-1, 0, 0};
   if (!ops || rp_engine_create(ops, "", b, &eo, &e, &err) != GM_OK) die(&err);
-  gr_synth_t *s = gr_synth_new(1, 0);
+  gr_synth_t *s = file ? NULL : gr_synth_new(1, 0);
+  gmt_reader_t *r = NULL;
+  if (file && gmt_reader_open(&r, file, &err) != GM_OK) die(&err);
   gmt_event_t buf[4096];
   size_t done = 0, max_host = 0;
-  while (done < n) {
-    size_t k = gr_synth_next(s, buf, 4096);
-    if (k > n - done) k = n - done;
+  long max_anon = 0, anon, fil;
+  while (file || done < n) {
+    size_t k = 0;
+    if (file) {
+      gm_status_t st = gmt_reader_next_batch(r, buf, 4096, &k, &err);
+      if (st == GM_END) break;
+      if (st != GM_OK) die(&err);
+    } else {
+      k = gr_synth_next(s, buf, 4096);
+      if (k > n - done) k = n - done;
+    }
     if (rp_engine_feed(e, buf, k, &err) != GM_OK) die(&err);
     done += k;
     size_t hb = rp_engine_host_bytes(e);
     if (hb > max_host) max_host = hb;
+    if ((done & ((1u << 20) - 1)) < k) { /* about every 1 M events */
+      rss_now(&anon, &fil);
+      if (anon > max_anon) max_anon = anon;
+    }
   }
-  rp_result_t *r = malloc(sizeof *r);
-  if (!r || rp_engine_finish(e, r, &err) != GM_OK) die(&err);
+  rp_result_t *res = malloc(sizeof *res);
+  if (!res || rp_engine_finish(e, res, &err) != GM_OK) die(&err);
+  rss_now(&anon, &fil);
+  if (anon > max_anon) max_anon = anon;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("mem: %zu events (streamed), pytorch: max RSS %ld KiB, engine tables max %zu KiB, "
-         "peak reserved %" PRIu64 " MiB\n", n, ru.ru_maxrss, max_host / 1024, r->peak_reserved_bytes >> 20);
-  free(r);
+  printf("mem: %zu events (%s), pytorch: max RSS %ld KiB (anonymous max %ld KiB, file-mapped now "
+         "%ld KiB), engine tables max %zu KiB, peak reserved %" PRIu64 " MiB\n",
+         done, file ? file : "streamed from the generator", ru.ru_maxrss, max_anon, fil,
+         max_host / 1024, res->peak_reserved_bytes >> 20);
+  free(res);
   gr_synth_free(s);
+  if (r) gmt_reader_close(r);
   rp_engine_destroy(e);
   b->destroy(b);
   return 0;
 }
 
-static int bench_sweep(size_t n) {
-  gmt_event_t *evs = make_events(n);
+static int bench_sweep(size_t n, const char *file) {
   char path[] = "/tmp/replay_bench_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return 1;
-  close(fd);
-  write_trace(path, evs, n);
-  free(evs);
+  if (file) {
+    free(load_trace(file, &n));
+    snprintf(path, sizeof path, "%s", "");
+  } else {
+    gmt_event_t *evs = make_events(n);
+    int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    close(fd);
+    write_trace(path, evs, n);
+    free(evs);
+  }
+  const char *trace = file ? file : path;
   int np = 0;
   while (gr_sweep_grid[np]) np++;
-  printf("sweep: the --sweep grid (%d policies) over %zu events, 2 jobs, sim\n", np, n);
+  printf("sweep: the --sweep grid (%d policies) over %zu events (%s), 2 jobs, sim\n", np, n,
+         file ? file : "bench/replay synth");
   rp_result_t **res = calloc((size_t)np, sizeof *res);
   for (int i = 0; i < np; i++) res[i] = malloc(sizeof(rp_result_t));
   for (int mode = 1; mode >= 0; mode--) {
@@ -207,13 +274,13 @@ static int bench_sweep(size_t n) {
     gr_trace_info_t info;
     gm_err_t err;
     double w0 = wall();
-    if (gr_run_trace(&cfg, path, &info, res, &err) != GM_OK) die(&err);
+    if (gr_run_trace(&cfg, trace, &info, res, &err) != GM_OK) die(&err);
     printf("  %-36s %6.3f s wall\n", mode ? "decode once (preload)" : "a reader per job",
            wall() - w0);
   }
   for (int i = 0; i < np; i++) free(res[i]);
   free(res);
-  unlink(path);
+  if (!file) unlink(path);
   return 0;
 }
 
@@ -222,10 +289,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: replay_bench speed|mem|sweep [EVENTS]\n");
     return 2;
   }
-  size_t n = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 1000000;
-  if (strcmp(argv[1], "speed") == 0) return bench_speed(n);
-  if (strcmp(argv[1], "mem") == 0) return bench_mem(n);
-  if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n);
+  /* The argument is an event count, or a trace file to use instead of the generator. */
+  const char *file = argc > 2 && access(argv[2], R_OK) == 0 ? argv[2] : NULL;
+  size_t n = argc > 2 && !file ? (size_t)strtoull(argv[2], NULL, 10) : 1000000;
+  if (strcmp(argv[1], "speed") == 0) return bench_speed(n, file);
+  if (strcmp(argv[1], "mem") == 0) return bench_mem(n, file);
+  if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n, file);
   fprintf(stderr, "replay_bench: unknown mode '%s'\n", argv[1]);
   return 2;
 }

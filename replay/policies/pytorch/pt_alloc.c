@@ -77,7 +77,7 @@ void pt_seg_put(rp_policy_t *p, pt_seg_t *s) {
   free(s);
 }
 
-pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->seg->is_small ? 0 : 1]; }
+pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->small ? 0 : 1]; }
 
 /* insert_into_blocks: also restarts the block's GC age. */
 void pt_free_insert(rp_policy_t *p, pt_block_t *b) {
@@ -143,17 +143,17 @@ static int get_free_block(rp_policy_t *p, params_t *a) {
   pt_block_t key = {.addr = 0, .size = a->size, .stream = a->stream};
   pt_block_t *b = RB_NFIND(pt_free_tree, &pool->free, &key);
   if (!b || b->stream != a->stream) return 0;
-  if (b->seg->expandable) {
+  if (b->expandable) {
     if (p->conf.expandable_segments) {
       /* best fit by the size the block could grow to into the unmapped range after it */
       pt_block_t *n = RB_NEXT(pt_free_tree, &pool->free, b);
-      while (b->seg->expandable && n && n->stream == a->stream && expandable_size(n) < expandable_size(b)) {
+      while (b->expandable && n && n->stream == a->stream && expandable_size(n) < expandable_size(b)) {
         b = n;
         n = RB_NEXT(pt_free_tree, &pool->free, n);
       }
     } else {
       do b = RB_NEXT(pt_free_tree, &pool->free, b);
-      while (b && b->seg->expandable && b->stream == a->stream);
+      while (b && b->expandable && b->stream == a->stream);
       if (!b || b->stream != a->stream) return 0;
     }
   }
@@ -199,7 +199,7 @@ static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
     for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
       n = RB_NEXT(pt_free_tree, &pool->free, b);
       uint64_t age = (uint64_t)(pool->get_free_calls - b->gc_base);
-      if (!is_split(b) && !b->seg->expandable && (double)age >= age_threshold) {
+      if (!is_split(b) && !b->expandable && (double)age >= age_threshold) {
         freed = 1;
         reclaimed += b->size;
         total_age -= age;
@@ -231,7 +231,7 @@ static int alloc_block(rp_policy_t *p, params_t *a, int is_retry, gm_err_t *err)
   b->addr = addr;
   b->size = a->alloc_size;
   b->stream = a->stream;
-  b->seg = seg;
+  pt_block_attach(b, seg);
   p->total_allocated_memory += a->alloc_size;
   a->block = b;
   return 1;
@@ -246,7 +246,7 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
   pt_pool_t *pool = a->pool;
   pt_block_t key = {.addr = 0, .size = a->size < msplit ? msplit : a->size, .stream = a->stream};
   pt_block_t *it = RB_NFIND(pt_free_tree, &pool->free, &key);
-  if (!it || it->stream != a->stream || it->seg->expandable) {
+  if (!it || it->stream != a->stream || it->expandable) {
     pt_block_t *first = RB_MIN(pt_free_tree, &pool->free);
     if (it == first) return 0;
     it = it ? RB_PREV(pt_free_tree, &pool->free, it) : RB_MAX(pt_free_tree, &pool->free);
@@ -255,7 +255,7 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
       pt_block_t *cur = it;
       int is_first = cur == first;
       if (!is_first) it = RB_PREV(pt_free_tree, &pool->free, it);
-      if (!cur->seg->expandable) {
+      if (!cur->expandable) {
         released += cur->size;
         gm_status_t s = release_block(p, cur, err);
         if (s != GM_OK) return s;
@@ -274,7 +274,7 @@ static gm_status_t release_blocks(rp_policy_t *p, pt_pool_t *pool, gm_err_t *err
   pt_block_t *b, *n, *to_unmap = NULL, **tail = &to_unmap;
   for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
     n = RB_NEXT(pt_free_tree, &pool->free, b);
-    if (b->seg->expandable) {
+    if (b->expandable) {
       b->link = NULL;
       *tail = b;
       tail = &b->link;
@@ -303,7 +303,7 @@ gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err) {
 
 static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
   uint64_t remaining = b->size - size;
-  if (b->seg->is_small || p->conf.expandable_segments) return remaining >= PT_MIN_BLOCK;
+  if (b->small || p->conf.expandable_segments) return remaining >= PT_MIN_BLOCK;
   return size < p->conf.max_split_size && remaining > PT_SMALL_SIZE;
 }
 
@@ -344,7 +344,7 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     nb->addr = b->addr;
     nb->size = a.size;
     nb->stream = b->stream;
-    nb->seg = b->seg;
+    pt_block_attach(nb, b->seg);
     nb->prev = b->prev;
     if (nb->prev) nb->prev->next = nb;
     nb->next = b;

@@ -18,6 +18,7 @@ static gm_status_t check_segment(const rp_policy_t *p, const pt_block_t *head, u
   for (const pt_block_t *b = head; b; b = b->next) {
     (*nblocks)++;
     if (b->seg != seg) FAIL("block 0x%" PRIx64 " linked into another segment", b->addr);
+    if (b->small != seg->is_small || b->expandable != seg->expandable) FAIL("block 0x%" PRIx64 " kind flags stale", b->addr);
     if (b->addr != end) FAIL("gap or overlap at 0x%" PRIx64 " (expected 0x%" PRIx64 ")", b->addr, end);
     if (b->size == 0) FAIL("empty block at 0x%" PRIx64, b->addr);
     if (b->next && b->next->prev != b) FAIL("broken prev link after 0x%" PRIx64, b->addr);

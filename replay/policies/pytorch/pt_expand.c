@@ -55,7 +55,7 @@ static int find_expandable_block(rp_policy_t *p, pt_pool_t *pool, uint64_t strea
   b->addr = base;
   b->size = seg->size;
   b->stream = stream;
-  b->seg = seg;
+  pt_block_attach(b, seg);
   b->mapped = 0;
   pt_unmapped_insert(p, b);
   *out = b;
@@ -80,7 +80,7 @@ static int map_block(rp_policy_t *p, pt_block_t *b, uint64_t size, gm_err_t *err
     rest->addr = b->addr + bytes;
     rest->size = b->size - bytes;
     rest->stream = b->stream;
-    rest->seg = seg;
+    pt_block_attach(rest, seg);
     rest->mapped = 0;
     rest->prev = b;
     rest->next = b->next;
@@ -135,7 +135,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
     f->addr = b->addr;
     f->size = before;
     f->stream = b->stream;
-    f->seg = seg;
+    pt_block_attach(f, seg);
     f->prev = b->prev;
     if (f->prev) f->prev->next = f;
     f->next = b;
@@ -148,7 +148,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
     f->addr = ustart + usize;
     f->size = after;
     f->stream = b->stream;
-    f->seg = seg;
+    pt_block_attach(f, seg);
     f->next = b->next;
     if (f->next) f->next->prev = f;
     f->prev = b;

@@ -36,16 +36,19 @@
 typedef struct pt_seg pt_seg_t;
 
 typedef struct pt_block {
+  /* first cache line: what a tree descent reads (key and links) */
   uint64_t addr, size, stream;
+  RB_ENTRY(pt_block) rb;        /* in pool->free or pool->unmapped, never both */
+  uint8_t allocated, mapped;
+  uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
+  uint8_t small, expandable;    /* copies of seg->is_small / seg->expandable (no seg load) */
+  uint8_t hash_oom;
+  /* the rest */
   struct pt_block *prev, *next; /* neighbours inside the segment (torch: split links) */
   pt_seg_t *seg;
   int64_t gc_base;              /* pool's get_free_block count when (re)inserted */
-  uint8_t allocated, mapped;
-  uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
-  uint8_t hash_oom;
-  RB_ENTRY(pt_block) rb;        /* in pool->free or pool->unmapped, never both */
-  UT_hash_handle hh;            /* live blocks by addr */
   struct pt_block *link;        /* block free-list and short work lists */
+  UT_hash_handle hh;            /* live blocks by addr */
 } pt_block_t;
 
 enum { PT_IN_NONE = 0, PT_IN_FREE = 1, PT_IN_UNMAPPED = 2, PT_IN_LIVE = 3 };
@@ -96,6 +99,13 @@ struct rp_policy {
   pt_slab_t *slabs;
   char spec[1024];
 };
+
+/* Link b to its segment (and cache the segment's pool and kind in the block). */
+static inline void pt_block_attach(pt_block_t *b, pt_seg_t *s) {
+  b->seg = s;
+  b->small = s->is_small;
+  b->expandable = s->expandable;
+}
 
 /* pt_alloc.c */
 pt_block_t *pt_block_new(rp_policy_t *p);
