@@ -54,6 +54,7 @@ typedef struct job {
   const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
   size_t n_evs;
   uint64_t total_memory;
+  int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -79,10 +80,108 @@ static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err)
   return rp_sim_backend_create(&o, b, err);
 }
 
-static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, gm_err_t *err) {
+/* Decode-ahead: a reader thread fills a ring of batches while the engine replays the
+ * previous ones, so a single replay from a file costs max(decode, replay), not the sum. Used
+ * when one job runs alone (with several jobs the cores are already busy replaying). */
+#define RING 4
+#define RING_BATCH 16384
+
+typedef struct ring {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  gmt_reader_t *r;
+  gmt_event_t *buf[RING];
+  size_t n[RING];
+  int head, tail, count, done, stop; /* done: the reader reached the end or failed */
+  gm_status_t st;
+  gm_err_t err;
+} ring_t;
+
+static void *ring_reader(void *arg) {
+  ring_t *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->mu);
+    while (q->count == RING && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+    int slot = q->tail, stop = q->stop;
+    pthread_mutex_unlock(&q->mu);
+    if (stop) break;
+    size_t k = 0;
+    gm_status_t st = gmt_reader_next_batch(q->r, q->buf[slot], RING_BATCH, &k, &q->err);
+    pthread_mutex_lock(&q->mu);
+    if (st != GM_OK) {
+      q->st = st == GM_END ? GM_OK : st;
+      q->done = 1;
+      pthread_cond_broadcast(&q->cv);
+      pthread_mutex_unlock(&q->mu);
+      break;
+    }
+    q->n[slot] = k;
+    q->tail = (q->tail + 1) % RING;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+  }
+  return NULL;
+}
+
+static gm_status_t feed_ring(rp_engine_t *e, gmt_reader_t *r, const char *path, pool_t *p,
+                             gm_err_t *err) {
+  ring_t q;
+  memset(&q, 0, sizeof q);
+  q.r = r;
+  gmt_event_t *mem = malloc((size_t)RING * RING_BATCH * sizeof *mem);
+  if (!mem) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  for (int i = 0; i < RING; i++) q.buf[i] = mem + (size_t)i * RING_BATCH;
+  pthread_mutex_init(&q.mu, NULL);
+  pthread_cond_init(&q.cv, NULL);
+  pthread_t t;
+  if (pthread_create(&t, NULL, ring_reader, &q) != 0) {
+    free(mem);
+    return GM_ERR_UNSUPPORTED; /* the caller reads without the thread */
+  }
+  gm_status_t st = GM_OK;
+  for (;;) {
+    pthread_mutex_lock(&q.mu);
+    while (q.count == 0 && !q.done) pthread_cond_wait(&q.cv, &q.mu);
+    if (q.count == 0) { /* done and drained */
+      pthread_mutex_unlock(&q.mu);
+      if (q.st != GM_OK) {
+        *err = q.err;
+        st = gm_err_wrap(err, "cannot read '%s'", path);
+      }
+      break;
+    }
+    int slot = q.head;
+    pthread_mutex_unlock(&q.mu);
+    st = rp_engine_feed(e, q.buf[slot], q.n[slot], err);
+    if (p) atomic_fetch_add(&p->events, q.n[slot]);
+    pthread_mutex_lock(&q.mu);
+    q.head = (q.head + 1) % RING;
+    q.count--;
+    if (st != GM_OK) q.stop = 1;
+    pthread_cond_broadcast(&q.cv);
+    pthread_mutex_unlock(&q.mu);
+    if (st != GM_OK) break;
+  }
+  pthread_join(t, NULL);
+  pthread_mutex_destroy(&q.mu);
+  pthread_cond_destroy(&q.cv);
+  free(mem);
+  return st;
+}
+
+static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, int ahead,
+                             gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  if (ahead) {
+    st = feed_ring(e, r, path, p, err);
+    if (st != GM_ERR_UNSUPPORTED) {
+      gmt_reader_close(r);
+      return st;
+    }
+  }
   gmt_event_t *buf = malloc(BATCH * sizeof *buf);
   if (!buf) {
     gmt_reader_close(r);
@@ -132,7 +231,7 @@ static void run_job(job_t *j, pool_t *p) {
         if (p) atomic_fetch_add(&p->events, k);
       }
     } else {
-      j->st = feed_file(e, j->path, p, err);
+      j->st = feed_file(e, j->path, p, j->decode_ahead, err);
     }
     if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
     if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
@@ -252,6 +351,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->res = res[i];
   }
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
+  for (int i = 0; i < n; i++) p.jobs[i].decode_ahead = threads == 1;
   uint64_t total = (uint64_t)n * (n_evs ? n_evs : info->events_in_index);
   if (cfg->cuda_ordinal >= 0 || (threads == 1 && !cfg->progress)) {
     worker(&p);
