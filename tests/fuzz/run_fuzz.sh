@@ -1,0 +1,32 @@
+#!/bin/sh
+# run_fuzz.sh TARGET: builds tests/fuzz/TARGET.c with the trace library under clang's
+# libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer and fuzzes it for a bounded
+# time (FUZZ_SECONDS, default 20), seeded from traces/valid and traces/invalid.
+# Needs the Debian packages clang and libclang-rt-14-dev (tools/setup installs them).
+set -eu
+target=$1
+clang=${CLANG:-clang}
+if ! command -v "$clang" >/dev/null 2>&1; then
+  echo "run_fuzz.sh: error: clang not found: apt-get install clang libclang-rt-14-dev" >&2
+  exit 1
+fi
+work=${TEST_TMPDIR:-$(mktemp -d)}/$target
+mkdir -p "$work/corpus"
+srcs="formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c
+      formats/gmt_writer.c base/gm_err.c base/gm_log.c base/gm_opts.c base/gm_size.c"
+# shellcheck disable=SC2086
+if ! "$clang" -g -O1 -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+    -fno-sanitize-recover=undefined -o "$work/$target" "tests/fuzz/$target.c" $srcs -lzstd -lm \
+    2>"$work/build.log"; then
+  cat "$work/build.log" >&2
+  echo "run_fuzz.sh: error: cannot build $target (is libclang-rt-14-dev installed?)" >&2
+  exit 1
+fi
+case $target in
+  fuzz_reader) cp traces/valid/*.zst traces/invalid/*.zst "$work/corpus/" ;;
+  fuzz_csv) cp traces/valid/*.csv "$work/corpus/" ;;
+esac
+cd "$work"
+# -detect_leaks stays on; the reader is given its whole memory budget of 2 GiB.
+exec "./$target" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 \
+  -print_final_stats=1 corpus
