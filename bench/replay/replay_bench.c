@@ -273,10 +273,16 @@ static int bench_sweep(size_t n, const char *file) {
     cfg.preload = mode;
     gr_trace_info_t info;
     gm_err_t err;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
     double w0 = wall();
     if (gr_run_trace(&cfg, trace, &info, res, &err) != GM_OK) die(&err);
-    printf("  %-36s %6.3f s wall\n", mode ? "decode once (preload)" : "a reader per job",
-           wall() - w0);
+    double w = wall() - w0;
+    getrusage(RUSAGE_SELF, &r1);
+    double c = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+               (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+    printf("  %-36s %6.3f s wall, %6.3f s CPU (all threads; %.3f s per core of 2)\n",
+           mode ? "decode once (preload)" : "a reader per job", w, c, c / 2);
   }
   for (int i = 0; i < np; i++) free(res[i]);
   free(res);
