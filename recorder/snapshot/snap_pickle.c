@@ -126,6 +126,7 @@ static gm_status_t pop(parser_t *p, snap_val_t **v) {
 /* Append items to a container, growing its array in the arena (old arrays are left behind:
  * at most twice the final size in total). */
 static gm_status_t add_items(parser_t *p, snap_val_t *c, snap_val_t **items, size_t n) {
+  if (n == 0) return GM_OK; /* an empty MARK run: nothing to copy (and no NULL to memcpy) */
   if (c->n + n > c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 8;
     while (nc < c->n + n) nc *= 2;

@@ -11,10 +11,13 @@
 namespace {
 
 struct Parsed {
+  std::vector<uint8_t> buf;  // the document's strings point into it: it must outlive the doc
   snap_doc_t *doc = nullptr;
   gm_err_t err{};
   gm_status_t st;
-  explicit Parsed(const std::vector<uint8_t> &b) { st = snap_pickle_parse(b.data(), b.size(), &doc, &err); }
+  explicit Parsed(const std::vector<uint8_t> &b) : buf(b) {
+    st = snap_pickle_parse(buf.data(), buf.size(), &doc, &err);
+  }
   ~Parsed() { snap_doc_free(doc); }
   const snap_val_t *root() const { return snap_doc_root(doc); }
 };
