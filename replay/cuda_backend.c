@@ -15,6 +15,8 @@
  *                            the `async` policy decides when to trim), on one stream per
  *                            trace stream id (created on first use; none/0 -> null stream)
  *   pool_trim                synchronize, cuMemPoolTrimTo
+ *   pool_reserved            cuMemPoolGetAttribute(RESERVED_MEM_CURRENT): the engine's
+ *                            reserved figure for `async`
  * Every call is timed (CLOCK_MONOTONIC around the driver call; map counts create + map +
  * set-access) into log histograms. CUDA results become gm_status_t in one function
  * (cu_status): CUDA_ERROR_OUT_OF_MEMORY -> GM_ERR_NOMEM, all else GM_ERR_CUDA; the failing
@@ -43,7 +45,7 @@
   X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                  \
   X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuStreamCreate) X(cuStreamDestroy)       \
   X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)            \
-  X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuGetErrorName)
+  X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuGetErrorName) X(cuMemPoolGetAttribute)
 
 typedef struct cu_api {
   void *lib;
@@ -304,6 +306,15 @@ static uint64_t cb_driver_used(rp_backend_t *b) {
   return (uint64_t)(tot - fr);
 }
 
+static uint64_t cb_pool_reserved(rp_backend_t *b) {
+  cuda_be_t *c = (cuda_be_t *)b;
+  cuuint64_t v = 0;
+  if (!c->pool) return 0;
+  if (api.cuMemPoolGetAttribute(c->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+    return 0;
+  return (uint64_t)v;
+}
+
 static const rp_backend_latency_t *cb_latency(rp_backend_t *b) { return &((cuda_be_t *)b)->lat; }
 
 /* Give back whatever a policy left behind, then the streams, the pool and the context. */
@@ -410,6 +421,7 @@ gm_status_t rp_cuda_backend_create(int ordinal, const rp_cuda_opts_t *opts, rp_b
   snprintf(c->b.name, sizeof c->b.name, "cuda:%d", ordinal);
   c->b.driver_used = cb_driver_used;
   c->b.latency = cb_latency;
+  c->b.pool_reserved = cb_pool_reserved;
   c->b.destroy = cb_destroy;
   *out = &c->b;
   return GM_OK;

@@ -3,9 +3,9 @@
  * Every device call a policy makes passes here, so the engine knows reserved memory without
  * trusting the policy: reserved = bytes of successful mem_alloc + map - mem_free - unmap
  * (what torch.cuda.memory_reserved() counts for PyTorch). VA reservations are address
- * space, not memory, and are counted only as calls. For the driver's pool (`async`), the
- * engine cannot see the pool's reservation; it counts the live pool allocations (a lower
- * bound) and the cuda backend reports what the driver says is in use at the peak.
+ * space, not memory, and are counted only as calls. For the driver's pool (`async`) the
+ * reservation is the pool's own (the cuda backend reads it from the driver after every
+ * pool call); a backend that cannot tell gets the live pool allocations (a lower bound).
  *
  * Failed calls count as calls (they cost the same round trip); out-of-memory failures are
  * counted apart. */
@@ -73,12 +73,25 @@ static gm_status_t w_unmap(void *ctx, uint64_t addr, uint64_t size) {
   return st;
 }
 
+/* The pool's reservation changed (or may have): follow the driver's own figure when the
+ * backend has one, else count live pool allocations (a lower bound). */
+static void pool_sync(rp_engine_t *e) {
+  uint64_t now = e->b->pool_reserved(e->b);
+  if (now > e->pool_res) grow(e, now - e->pool_res);
+  else shrink(e, e->pool_res - now);
+  e->pool_res = now;
+}
+
 static gm_status_t w_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
   gm_status_t st = e->b->drv.alloc_async(e->b->drv.ctx, size, stream, addr);
   note(e, st);
   if (st != GM_OK) return st;
+  if (e->b->pool_reserved) {
+    pool_sync(e);
+    return st;
+  }
   if (rp_map_put(&e->async_sizes, *addr, size, 0) != 0) return GM_ERR_NOMEM;
   grow(e, size);
   return st;
@@ -89,6 +102,10 @@ static gm_status_t w_free_async(void *ctx, uint64_t addr, uint64_t stream) {
   e->free_calls++;
   gm_status_t st = e->b->drv.free_async(e->b->drv.ctx, addr, stream);
   if (st != GM_OK) return st;
+  if (e->b->pool_reserved) {
+    pool_sync(e);
+    return st;
+  }
   rp_map_entry_t *m = rp_map_get(&e->async_sizes, addr);
   if (m) {
     shrink(e, m->a);
@@ -100,7 +117,9 @@ static gm_status_t w_free_async(void *ctx, uint64_t addr, uint64_t stream) {
 static gm_status_t w_pool_trim(void *ctx, uint64_t keep) {
   rp_engine_t *e = ctx;
   e->pool_trims++;
-  return e->b->drv.pool_trim(e->b->drv.ctx, keep);
+  gm_status_t st = e->b->drv.pool_trim(e->b->drv.ctx, keep);
+  if (st == GM_OK && e->b->pool_reserved) pool_sync(e);
+  return st;
 }
 
 void rp_engine_driver_init(rp_engine_t *e) {

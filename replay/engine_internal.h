@@ -44,6 +44,7 @@ struct rp_engine {
   int device;
   rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
+  uint64_t pool_res;    /* the pool's reservation as last read (backends with pool_reserved) */
   uint64_t events, allocs, frees, empty_caches, ooms;
   uint64_t reserved, allocated, requested; /* requested: live bytes the trace asked for */
   uint64_t served; /* live requested bytes the policy did serve (not OOM) */

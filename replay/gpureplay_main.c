@@ -27,7 +27,7 @@ typedef struct opts {
 
 static const gm_opt_t kOpts[] = {
     {"policy", 'p', GM_OPT_LIST, "SPEC",
-     "allocator policy, repeatable: pytorch[:CONF] bfc[:CONF] prealloc[:SIZE|FRACTION] direct "
+     "allocator policy: pytorch[:CONF] bfc[:CONF] prealloc[:SIZE|FRACTION] direct "
      "async[:CONF] (default: pytorch)", offsetof(opts_t, policy)},
     {"sweep", 0, GM_OPT_FLAG, NULL, "replay the built-in grid of PyTorch settings plus bfc, "
      "prealloc, direct; rank by peak reserved", offsetof(opts_t, sweep)},
@@ -57,7 +57,9 @@ static const char kUsage[] = "gpureplay TRACE... [--policy=SPEC]... [--sweep] [-
                              "[--capacity=SIZE] [--jobs=N] [-o RESULTS] [--json]";
 static const char kDescription[] =
     "Replay recorded GPU memory traces under allocator policies and report what each would\n"
-    "reserve, waste and cost. Policies (replay/policies):";
+    "reserve, waste and cost. Device memory requests of one device are replayed (the first\n"
+    "device that allocates); segment/VMM records, host memory and other devices are skipped\n"
+    "and counted. Policies (replay/policies):";
 
 static int usage_error(const char *msg) {
   fprintf(stderr, "gpureplay: %s\ntry 'gpureplay --help'\n", msg);
@@ -92,12 +94,27 @@ static int parse_device(const char *s) {
   return -2;
 }
 
+/* Stand-ins for the stream-ordered pool calls, so that `async` validates when the replay
+ * will run on a real GPU. validate() destroys the policy before any call is made. */
+static gm_status_t no_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
+  return GM_ERR_UNSUPPORTED;
+}
+static gm_status_t no_free_async(void *ctx, uint64_t addr, uint64_t stream) {
+  return GM_ERR_UNSUPPORTED;
+}
+static gm_status_t no_pool_trim(void *ctx, uint64_t keep) { return GM_ERR_UNSUPPORTED; }
+
 /* Create the policy once against a simulator: a bad key is reported before any replay. */
-static gm_status_t validate(const char *spec, uint64_t total, gm_err_t *err) {
+static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t *err) {
   rp_backend_t *b = NULL;
   rp_sim_opts_t so = {0, 0, total};
   gm_status_t st = rp_sim_backend_create(&so, &b, err);
   if (st != GM_OK) return st;
+  if (cuda) {
+    b->drv.alloc_async = no_alloc_async;
+    b->drv.free_async = no_free_async;
+    b->drv.pool_trim = no_pool_trim;
+  }
   const rp_policy_ops_t *ops = NULL;
   rp_policy_t *p = NULL;
   st = rp_policy_create(spec, &b->drv, &ops, &p, err);
@@ -154,7 +171,7 @@ int main(int argc, char **argv) {
   int n = 0;
   uint64_t vtotal = o.device_memory ? o.device_memory : o.capacity ? o.capacity : (80ull << 30);
   for (int i = 0; i < o.policy.n; i++) {
-    gm_status_t st = validate(o.policy.v[i], vtotal, &err);
+    gm_status_t st = validate(o.policy.v[i], vtotal, cfg.cuda_ordinal >= 0, &err);
     if (st == GM_ERR_INVAL) {
       char m[GM_ERR_MSG_MAX + 64];
       snprintf(m, sizeof m, "bad --policy '%s': %s", o.policy.v[i], err.msg);
@@ -169,7 +186,7 @@ int main(int argc, char **argv) {
   }
   if (o.sweep) {
     for (const char *const *g = gr_sweep_grid; *g; g++) {
-      if (validate(*g, vtotal, &err) != GM_OK) {
+      if (validate(*g, vtotal, cfg.cuda_ordinal >= 0, &err) != GM_OK) {
         gm_log(GM_LOG_WARN, "sweep: skipping '%s': %s", *g, err.msg);
         continue;
       }

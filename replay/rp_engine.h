@@ -58,6 +58,9 @@ struct rp_backend {
   char last_error[256]; /* the last failed driver call ("cuMemCreate: CUDA_ERROR_..."), or "" */
   /* Bytes the driver itself reports in use (cuMemGetInfo total - free); NULL for sim. */
   uint64_t (*driver_used)(rp_backend_t *b);
+  /* Bytes the stream-ordered pool holds from the device now (cuMemPoolGetAttribute
+   * RESERVED_MEM_CURRENT); NULL for sim. The engine counts it as reserved for `async`. */
+  uint64_t (*pool_reserved)(rp_backend_t *b);
   /* Latencies measured so far; NULL for sim. */
   const rp_backend_latency_t *(*latency)(rp_backend_t *b);
   /* Give everything the backend still holds back (streams, pools) and free it. */
