@@ -205,6 +205,75 @@ TEST(SnapImport, NotASnapshotIsOneClearError) {
   }
 }
 
+
+// torch 2.1 layout: no time_us, no allocator_settings, no annotations; two devices. Each
+// device's order is kept; without times the devices follow each other.
+TEST(SnapImport, Torch21LayoutAndTwoDevices) {
+  Pk p;
+  p.proto(2).dict().mark();
+  p.str("segments").list();
+  p.str("device_traces").list().mark();
+  for (int dev = 0; dev < 2; dev++) {
+    p.list().mark();
+    for (int k = 0; k < 3; k++) {
+      p.dict().mark().kvs("action", k == 0 ? "segment_alloc" : k == 1 ? "alloc" : "free_completed");
+      p.kv("addr", (dev + 1) << 30).kv("size", k == 0 ? 2 << 20 : 1000 + dev).kv("stream", 0);
+      p.str("frames").list();
+      p.setitems();
+    }
+    p.appends();
+  }
+  p.appends();
+  p.setitems().stop();
+  std::string in = WriteFile("t21.pickle", p.b), out = TmpPath("t21.zst");
+  gm_err_t err{};
+  snap_import_stats_t st{};
+  ASSERT_EQ(snap_import_file(in.c_str(), out.c_str(), nullptr, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st.devices, 2u);
+  Trace t(out);
+  EXPECT_STREQ(t.kv("torch.snapshot.time"), "none");
+  EXPECT_EQ(t.kv("torch.alloc_conf"), nullptr);
+  EXPECT_EQ(gmt_reader_header(t.r)->start_time_ns, 0u);
+  ASSERT_EQ(t.ev.size(), 6u);
+  for (int k = 0; k < 6; k++) {
+    EXPECT_EQ(t.ev[k].device, k / 3) << k;
+    EXPECT_EQ(t.ev[k].ts_ns, 0u);
+    EXPECT_EQ(t.ev[k].callsite, (uint32_t)GMT_NO_STRING);
+  }
+  EXPECT_EQ(t.ev[1].size, 1000u);
+  EXPECT_EQ(t.ev[4].size, 1001u);
+  EXPECT_EQ(t.ev[2].kind, GMT_EV_FREE);
+}
+
+// Two devices with times: merged by time, each device's own order kept even where its clock
+// steps back (the trace's clock is made monotonic instead of reordering).
+TEST(SnapImport, DevicesMergeByTimeKeepingEachOrder) {
+  Pk p;
+  p.proto(4).dict().mark();
+  p.str("device_traces").list().mark();
+  p.list().mark();
+  Entry(p, "alloc", 1 << 20, 512, 0, 100);
+  Entry(p, "alloc", 2 << 20, 512, 0, 90);  // clock stepped back
+  Entry(p, "alloc", 3 << 20, 512, 0, 300);
+  p.appends();
+  p.list().mark();
+  Entry(p, "alloc", 4 << 20, 512, 0, 200);
+  p.appends();
+  p.appends();
+  p.setitems().stop();
+  std::string in = WriteFile("merge.pickle", p.b), out = TmpPath("merge.zst");
+  gm_err_t err{};
+  ASSERT_EQ(snap_import_file(in.c_str(), out.c_str(), nullptr, nullptr, &err), GM_OK) << err.msg;
+  Trace t(out);
+  ASSERT_EQ(t.ev.size(), 4u);
+  const uint64_t addrs[] = {1u << 20, 2u << 20, 4u << 20, 3u << 20};
+  const uint64_t ts[] = {0, 0, 100000, 200000};  // from the first entry (100 us); 90 clamps
+  for (int k = 0; k < 4; k++) {
+    EXPECT_EQ(t.ev[k].addr, addrs[k]) << k;
+    EXPECT_EQ(t.ev[k].ts_ns, ts[k]) << k;
+  }
+}
+
 // A real snapshot: torch 2.11 on an H200 (traces/snapshots/README.md).
 TEST(SnapImport, RealCorpusSnapshotMatchesTorchCounts) {
   const char *src = getenv("TEST_SRCDIR");
