@@ -26,38 +26,53 @@ int snap_is_pickle(const void *buf, size_t len) {
 
 /* ---- callsites ------------------------------------------------------------------------------- */
 
-/* Innermost frames first, "file:line:name" joined by " < ", at most SNAP_MAX_FRAMES frames. Paths
- * are cut after "site-packages/" so that the same library code reads the same on any machine. */
+/* The innermost frame (the operation that allocated), then the program's own frames (those not
+ * under site-packages/), innermost first, up to SNAP_MAX_FRAMES; a stack with no frame of the
+ * program keeps its innermost frames. "file:line:name" joined by " < ". Paths are cut after
+ * "site-packages/" so the same library code reads the same on any machine. */
+static int is_library(const snap_val_t *f) {
+  const snap_val_t *fn = snap_dict_get(f, "filename");
+  return fn && fn->type == SNAP_STR && memmem(fn->s, fn->len, "site-packages/", 14) != NULL;
+}
+
+static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
+  const snap_val_t *fn = snap_dict_get(f, "filename"), *nm = snap_dict_get(f, "name");
+  int64_t line = 0;
+  snap_int(snap_dict_get(f, "line"), &line);
+  const char *fs = "?", *ns = "?";
+  int fl = 1, nl = 1;
+  if (fn && fn->type == SNAP_STR) {
+    fs = fn->s;
+    fl = (int)(fn->len > 400 ? 400 : fn->len);
+    const char *sp = memmem(fs, (size_t)fl, "site-packages/", 14);
+    if (sp) {
+      fl -= (int)(sp + 14 - fs);
+      fs = sp + 14;
+    }
+  }
+  if (nm && nm->type == SNAP_STR) {
+    ns = nm->s;
+    nl = (int)(nm->len > 200 ? 200 : nm->len);
+  }
+  int w = snprintf(buf, n, "%s%.*s:%lld:%.*s", first ? "" : " < ", fl, fs, (long long)line, nl, ns);
+  return w < 0 || (size_t)w >= n ? 0 : (size_t)w;
+}
+
 static gm_status_t callsite(gmt_writer_t *w, const snap_val_t *frames, uint32_t *id,
                             gm_err_t *err) {
   *id = GMT_NO_STRING;
   if (!frames || frames->type != SNAP_LIST || frames->n == 0) return GM_OK;
+  int user = 0;
+  for (size_t k = 1; k < frames->n && !user; k++) user = !is_library(frames->items[k]);
   char buf[2048];
   size_t off = 0;
-  for (size_t k = 0; k < frames->n && k < SNAP_MAX_FRAMES; k++) {
-    const snap_val_t *f = frames->items[k];
-    const snap_val_t *fn = snap_dict_get(f, "filename"), *nm = snap_dict_get(f, "name");
-    int64_t line = 0;
-    snap_int(snap_dict_get(f, "line"), &line);
-    const char *fs = "?", *ns = "?";
-    int fl = 1, nl = 1;
-    if (fn && fn->type == SNAP_STR) {
-      fs = fn->s;
-      fl = (int)(fn->len > 400 ? 400 : fn->len);
-      const char *sp = memmem(fs, (size_t)fl, "site-packages/", 14);
-      if (sp) {
-        fl -= (int)(sp + 14 - fs);
-        fs = sp + 14;
-      }
-    }
-    if (nm && nm->type == SNAP_STR) {
-      ns = nm->s;
-      nl = (int)(nm->len > 200 ? 200 : nm->len);
-    }
-    int n = snprintf(buf + off, sizeof(buf) - off, "%s%.*s:%lld:%.*s", k ? " < " : "", fl, fs,
-                     (long long)line, nl, ns);
-    if (n < 0 || (size_t)n >= sizeof(buf) - off) break;
-    off += (size_t)n;
+  int kept = 0;
+  for (size_t k = 0; k < frames->n && kept < SNAP_MAX_FRAMES; k++) {
+    if (k > 0 && user && is_library(frames->items[k])) continue;
+    size_t w2 = frame_text(frames->items[k], buf + off, sizeof(buf) - off, kept == 0);
+    if (!w2) break;
+    off += w2;
+    kept++;
   }
   if (off == 0) return GM_OK;
   return gmt_writer_intern(w, buf, id, err);
