@@ -4,7 +4,7 @@
 #   tests/gpu/replay_gpu.sh [BINDIR]      (default BINDIR: .gpu-replay; results into $OUT)
 #
 # BINDIR holds gpureplay, cuda_backend_test, replay_synth (bazel -c opt builds) and lib/
-# with the shared libraries the GPU machine lacks (libjansson.so.4). Prepare it with
+# with the shared libraries the GPU machine may lack (libjansson, libbsd, libmd). Prepare it with
 # tests/gpu/replay_gpu_pack.sh on the build machine.
 #
 # What it does, in one call:
@@ -36,9 +36,9 @@ echo "== 2. figures"
 "$BIN/replay_synth" "$T/train200k.zst" 200000 1 || exit 1
 POL="-p pytorch -p pytorch:expandable_segments:True -p bfc -p prealloc -p direct"
 "$BIN/gpureplay" "$T/train200k.zst" --device=sim --device-memory=16GiB $POL \
-  -o "$OUT/replay_gpu_sim.json" | tee "$OUT/replay_gpu_sim.txt" || rc=1
+  -o "$OUT/replay_gpu_sim.json" || rc=1
 "$BIN/gpureplay" "$T/train200k.zst" --device=cuda:0 --device-memory=16GiB $POL -p async \
-  -o "$OUT/replay_gpu_cuda.json" | tee "$OUT/replay_gpu_cuda.txt" || rc=1
+  -o "$OUT/replay_gpu_cuda.json" || rc=1
 
 python3 - "$OUT/replay_gpu_sim.json" "$OUT/replay_gpu_cuda.json" <<'PY' | tee "$OUT/replay_gpu_figures.md"
 import json, sys
@@ -60,5 +60,33 @@ for r in cu:
         r.get("driver_used_bytes_at_peak", 0)))
 PY
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+
+echo "== 3. real traces (PyTorch snapshots, default settings): sim vs cuda"
+RP="-p pytorch -p pytorch:expandable_segments:True -p bfc -p bfc:growth -p prealloc -p direct"
+: >"$OUT/replay_gpu_real.jsonl"
+for t in "$BIN"/traces/*.zst; do
+  for dev in sim cuda:0; do
+    "$BIN/gpureplay" "$t" --device=$dev --device-memory=16GiB $RP --json >>"$OUT/replay_gpu_real.jsonl" || rc=1
+  done
+done
+python3 - "$OUT/replay_gpu_real.jsonl" <<'PY' | tee "$OUT/replay_gpu_real.md"
+import json, os, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+key = lambda r: (os.path.basename(r["trace"]), r["policy"])
+sim = {key(r): r for r in runs if r["backend"] == "sim"}
+print("| trace | policy | peak reserved sim | cuda | equal | driver calls sim / cuda |")
+print("|---|---|---|---|---|---|")
+bad = 0
+for r in runs:
+    if r["backend"] == "sim":
+        continue
+    s = sim[key(r)]
+    eq = s["peak_reserved_bytes"] == r["peak_reserved_bytes"]
+    bad += not eq
+    print("| %s | %s | %d | %d | %s | %d / %d |" % (key(r)[0], r["policy"], s["peak_reserved_bytes"],
+          r["peak_reserved_bytes"], "yes" if eq else "NO",
+          s["device_alloc_calls"] + s["device_free_calls"], r["device_alloc_calls"] + r["device_free_calls"]))
+print("\n%d of %d runs differ" % (bad, sum(1 for r in runs if r["backend"] != "sim")))
+PY
 echo "replay_gpu.sh: exit $rc"
 exit $rc
