@@ -64,9 +64,11 @@ static const char *const col_names[GMT_FIELD_COUNT] = {
 
 /* ---- escaping of '#key=value' values: \\ \n \r \t \xHH ---- */
 
-static void put_escaped(FILE *out, const char *s) {
+/* Keys also escape '=' (as \x3d), so a key never ends early. */
+static void put_escaped_as(FILE *out, const char *s, int is_key) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '\\') fputs("\\\\", out);
+    else if (is_key && *p == '=') fputs("\\x3d", out);
     else if (*p == '\n') fputs("\\n", out);
     else if (*p == '\r') fputs("\\r", out);
     else if (*p == '\t') fputs("\\t", out);
@@ -74,6 +76,8 @@ static void put_escaped(FILE *out, const char *s) {
     else fputc(*p, out);
   }
 }
+
+static void put_escaped(FILE *out, const char *s) { put_escaped_as(out, s, 0); }
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -130,7 +134,7 @@ static void export_header(const gmt_header_t *h, FILE *out) {
   GMT_HEADER_FIELDS(GMT_HF_OUT_U32, GMT_HF_OUT_I32, GMT_HF_OUT_U64, GMT_HF_OUT_STR, GMT_HF_OUT_MODE)
   for (size_t i = 0; i < h->n_kv; i++) {
     fputs("#kv.", out);
-    put_escaped(out, h->kv[i].key);
+    put_escaped_as(out, h->kv[i].key, 1);
     fputc('=', out);
     put_escaped(out, h->kv[i].value);
     fputc('\n', out);
@@ -305,6 +309,7 @@ typedef struct importer {
   gmt_writer_t *w;
   int col_field[GMT_FIELD_COUNT];
   int ncols;
+  int have_mode; /* the text set capture_mode */
 } importer_t;
 
 static gm_status_t import_columns(importer_t *im, char *line, gm_err_t *err) {
@@ -333,11 +338,11 @@ static gm_status_t import_row(importer_t *im, char *line, gm_err_t *err) {
   for (char *tok = line, *next; tok; tok = next, c++) {
     next = strchr(tok, ',');
     if (next) *next++ = 0;
-    if (c >= im->ncols) break;
+    if (c >= im->ncols) return gm_err_set(err, GM_ERR_INVAL, "expected %d columns, got more", im->ncols);
     if (parse_field(im->col_field[c], tok, &ev))
       return gm_err_set(err, GM_ERR_INVAL, "column %d (%s): bad value '%s'", c + 1, col_names[im->col_field[c]], tok);
   }
-  if (c != im->ncols) return gm_err_set(err, GM_ERR_INVAL, "expected %d columns, got %s%d", im->ncols, c > im->ncols ? "more than " : "", c);
+  if (c != im->ncols) return gm_err_set(err, GM_ERR_INVAL, "expected %d columns, got %d", im->ncols, c);
   return gmt_writer_append(im->w, &ev, err);
 }
 
@@ -362,13 +367,14 @@ gm_status_t gmt_csv_import(FILE *in, const char *in_name, const char *out_path, 
       if (!eq) s = gm_err_set(err, GM_ERR_INVAL, "expected '#key=value'");
       else {
         *eq = 0;
-        if (unescape(eq + 1)) s = gm_err_set(err, GM_ERR_INVAL, "bad escape in the value");
+        if (unescape(line + 1) || unescape(eq + 1)) s = gm_err_set(err, GM_ERR_INVAL, "bad escape");
         else s = import_meta(line + 1, eq + 1, &im.h, im.w, err);
+        if (strcmp(line + 1, "capture_mode") == 0) im.have_mode = 1;
       }
     } else if (!im.w) {
       s = import_columns(&im, line, err);
       if (s == GM_OK) {
-        im.h.capture_mode = im.h.capture_mode ? im.h.capture_mode : GMT_CAPTURE_IMPORT;
+        if (!im.have_mode) im.h.capture_mode = GMT_CAPTURE_IMPORT; /* hand-written text */
         s = gmt_writer_open(&im.w, out_path, &im.h, opts, err);
         if (s < 0) gm_err_wrap(err, "cannot create '%s'", out_path);
       }
