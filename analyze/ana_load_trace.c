@@ -3,8 +3,9 @@
  * The file is read once into memory: its bytes give the identity hash (the same trace loaded
  * twice is skipped) and the reader decodes from the same buffer. Events go in through
  * multi-row prepared INSERTs (ROWS rows per statement: 2-3x single-row, per
- * research/anchors-performance.md §4.2); the one-pass scanner pairs allocs with frees as the
- * events stream by and its pairs go into `allocations` the same way. The traces row is
+ * research/anchors-performance.md §4.2). Each batch is scanned before it is inserted, so the
+ * scanner's alloc/free pairing lands in the same row as the event that ends an allocation
+ * (events.ends_ev_id); the never freed go into open_allocs at the end. The traces row is
  * written first (to get its id) and completed at the end with the summary. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,21 +19,19 @@
 
 #include "analyze/ana_db_internal.h"
 
-enum { ROWS = 64, EV_COLS = 12, AL_COLS = 14, BATCH = 4096 };
+enum { ROWS = 64, EV_COLS = 13, BATCH = 4096 };
 
 typedef struct loader {
   ana_db_t *db;
   int64_t trace_id;
-  sqlite3_stmt *ev_many, *ev_one, *al_many, *al_one;
-  ana_pair_t pairs[ROWS];
-  int npairs;
-  int64_t first_alloc_id, last_alloc_id;
+  int64_t first_ev;     /* rowid of the trace's event 0 */
+  uint64_t base;        /* seq of the current batch's first event */
+  uint64_t ends[BATCH]; /* per event of the batch: seq of the ALLOC it ends, or UINT64_MAX */
+  sqlite3_stmt *ev_many, *ev_one, *open_ins;
 } loader_t;
 
 static const char *const ev_cols =
-    "INSERT INTO events(trace_id,ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context) VALUES";
-static const char *const al_cols =
-    "INSERT INTO allocations(trace_id,alloc_seq,free_seq,t_alloc_ns,t_free_ns,device,stream,addr,size,mem_kind,callsite,size_log2,counts,alloc_id) VALUES";
+    "INSERT INTO events(trace_id,ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context,ends_ev_id) VALUES";
 
 /* "INSERT ... VALUES(?,?,..),(?,..),..." for rows rows of cols columns. */
 static char *multi_insert(const char *head, int cols, int rows) {
@@ -64,8 +63,8 @@ static gm_status_t prep_multi(ana_db_t *db, sqlite3_stmt **st, const char *head,
 
 static inline void bind_u64(sqlite3_stmt *st, int i, uint64_t v) { sqlite3_bind_int64(st, i, (sqlite3_int64)v); }
 
-static int bind_event(sqlite3_stmt *st, int i, int64_t trace_id, const gmt_event_t *e) {
-  sqlite3_bind_int64(st, i++, trace_id);
+static int bind_event(sqlite3_stmt *st, int i, const loader_t *L, const gmt_event_t *e, uint64_t ends) {
+  sqlite3_bind_int64(st, i++, L->trace_id);
   bind_u64(st, i++, e->ts_ns);
   sqlite3_bind_int(st, i++, e->kind);
   sqlite3_bind_int(st, i++, e->device);
@@ -79,31 +78,8 @@ static int bind_event(sqlite3_stmt *st, int i, int64_t trace_id, const gmt_event
   if (e->callsite == GMT_NO_STRING) sqlite3_bind_null(st, i++);
   else sqlite3_bind_int64(st, i++, e->callsite);
   sqlite3_bind_int64(st, i++, e->context);
-  return i;
-}
-
-static int log2_floor(uint64_t v) { return v ? 63 - __builtin_clzll(v) : -1; }
-
-static int bind_pair(loader_t *L, sqlite3_stmt *st, int i, const ana_pair_t *p) {
-  sqlite3_bind_int64(st, i++, L->trace_id);
-  bind_u64(st, i++, p->alloc_seq);
-  if (p->free_seq == UINT64_MAX) sqlite3_bind_null(st, i++);
-  else bind_u64(st, i++, p->free_seq);
-  bind_u64(st, i++, p->t_alloc);
-  if (p->free_seq == UINT64_MAX) sqlite3_bind_null(st, i++);
-  else bind_u64(st, i++, p->t_free);
-  sqlite3_bind_int(st, i++, p->device);
-  if (p->stream == GMT_STREAM_NONE) sqlite3_bind_null(st, i++);
-  else bind_u64(st, i++, p->stream);
-  bind_u64(st, i++, p->addr);
-  bind_u64(st, i++, p->size);
-  sqlite3_bind_int(st, i++, p->mem_kind);
-  if (p->callsite == GMT_NO_STRING) sqlite3_bind_null(st, i++);
-  else sqlite3_bind_int64(st, i++, p->callsite);
-  sqlite3_bind_int(st, i++, log2_floor(p->size));
-  sqlite3_bind_int(st, i++, ana_counts_as_device(p->mem_kind));
-  /* Explicit ids keep each trace's allocations one contiguous rowid range. */
-  sqlite3_bind_int64(st, i++, ++L->last_alloc_id);
+  if (ends == UINT64_MAX) sqlite3_bind_null(st, i++);
+  else sqlite3_bind_int64(st, i++, L->first_ev + (int64_t)ends);
   return i;
 }
 
@@ -113,38 +89,29 @@ static gm_status_t step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err) {
   return rc == SQLITE_DONE ? GM_OK : ana_sql_err(db->h, err, "insert");
 }
 
-static gm_status_t flush_pairs(loader_t *L, gm_err_t *err) {
-  if (L->npairs == ROWS) {
-    int i = 1;
-    for (int k = 0; k < ROWS; k++) i = bind_pair(L, L->al_many, i, &L->pairs[k]);
-    L->npairs = 0;
-    return step(L->db, L->al_many, err);
-  }
-  for (int k = 0; k < L->npairs; k++) {
-    bind_pair(L, L->al_one, 1, &L->pairs[k]);
-    gm_status_t s = step(L->db, L->al_one, err);
-    if (s < 0) return s;
-  }
-  L->npairs = 0;
-  return GM_OK;
-}
-
+/* A pair closed by an event of the current batch: note it on that event's row. A pair never
+ * closed (at the end of the trace): a row of open_allocs. */
 static gm_status_t on_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
   loader_t *L = ctx;
-  L->pairs[L->npairs++] = *p;
-  return L->npairs == ROWS ? flush_pairs(L, err) : GM_OK;
+  if (p->free_seq != UINT64_MAX) {
+    if (p->free_seq >= L->base && p->free_seq - L->base < BATCH) L->ends[p->free_seq - L->base] = p->alloc_seq;
+    return GM_OK;
+  }
+  sqlite3_bind_int64(L->open_ins, 1, L->trace_id);
+  sqlite3_bind_int64(L->open_ins, 2, L->first_ev + (int64_t)p->alloc_seq);
+  return step(L->db, L->open_ins, err);
 }
 
 static gm_status_t insert_events(loader_t *L, const gmt_event_t *ev, size_t n, gm_err_t *err) {
   size_t k = 0;
   for (; k + ROWS <= n; k += ROWS) {
     int i = 1;
-    for (int r = 0; r < ROWS; r++) i = bind_event(L->ev_many, i, L->trace_id, &ev[k + (size_t)r]);
+    for (int r = 0; r < ROWS; r++) i = bind_event(L->ev_many, i, L, &ev[k + (size_t)r], L->ends[k + (size_t)r]);
     gm_status_t s = step(L->db, L->ev_many, err);
     if (s < 0) return s;
   }
   for (; k < n; k++) {
-    bind_event(L->ev_one, 1, L->trace_id, &ev[k]);
+    bind_event(L->ev_one, 1, L, &ev[k], L->ends[k]);
     gm_status_t s = step(L->db, L->ev_one, err);
     if (s < 0) return s;
   }
@@ -216,15 +183,15 @@ static gm_status_t insert_header(loader_t *L, const char *path, const char *hash
   return s;
 }
 
-static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan, int64_t first_ev,
-                                  gm_err_t *err) {
+static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan, gm_err_t *err) {
+  int64_t first_ev = L->first_ev;
   const ana_summary_t *m = ana_scan_summary(scan);
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
   sqlite3_stmt *st = NULL;
   gm_status_t s = ana_prepare(
       L->db, &st,
-      "UPDATE traces SET events=?,duration_ns=?,first_ev_id=?,last_ev_id=?,first_alloc_id=?,"
-      "last_alloc_id=?,requested_bytes_total=?,peak_live_bytes=?,peak_live_seq=?,peak_live_ts_ns=?,"
+      "UPDATE traces SET events=?,duration_ns=?,first_ev_id=?,last_ev_id=?,"
+      "requested_bytes_total=?,peak_live_bytes=?,peak_live_seq=?,peak_live_ts_ns=?,"
       "live_bytes_at_end=?,peak_segment_bytes=?,n_devices=?,n_streams=?,chunks=?,seq_gaps=?,"
       "dropped=?,unknown_records=?,truncated=?,has_index=?,unknown_free=?,double_alloc=? WHERE trace_id=?",
       err);
@@ -234,8 +201,6 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   bind_u64(st, i++, m->events ? m->last_ts_ns - m->first_ts_ns : 0);
   sqlite3_bind_int64(st, i++, first_ev);
   sqlite3_bind_int64(st, i++, first_ev + (int64_t)m->events - 1);
-  sqlite3_bind_int64(st, i++, L->first_alloc_id);
-  sqlite3_bind_int64(st, i++, L->last_alloc_id);
   bind_u64(st, i++, m->requested_bytes_total);
   bind_u64(st, i++, m->peak_live_bytes);
   bind_u64(st, i++, m->peak_live_seq);
@@ -355,33 +320,35 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     gm_err_wrap(err, "cannot open '%s'", path);
     goto out_unmap;
   }
-  loader_t L = {.db = db};
+  loader_t *L = calloc(1, sizeof *L);
   ana_scan_t *scan = NULL;
   gmt_event_t *evs = malloc(sizeof *evs * BATCH);
-  int64_t first_ev = scalar(db, "SELECT COALESCE(MAX(ev_id),0)+1 FROM events WHERE ?", 1);
-  L.last_alloc_id = scalar(db, "SELECT COALESCE(MAX(alloc_id),0) FROM allocations WHERE ?", 1);
-  L.first_alloc_id = L.last_alloc_id + 1;
-  s = evs ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  if (s >= 0) s = prep_multi(db, &L.ev_many, ev_cols, EV_COLS, ROWS, err);
-  if (s >= 0) s = prep_multi(db, &L.ev_one, ev_cols, EV_COLS, 1, err);
-  if (s >= 0) s = prep_multi(db, &L.al_many, al_cols, AL_COLS, ROWS, err);
-  if (s >= 0) s = prep_multi(db, &L.al_one, al_cols, AL_COLS, 1, err);
-  if (s >= 0) s = insert_header(&L, path, hash, gmt_reader_header(r), err);
-  if (s >= 0) s = ana_scan_new(&scan, on_pair, &L, err);
+  s = evs && L ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  if (s >= 0) {
+    L->db = db;
+    L->first_ev = scalar(db, "SELECT COALESCE(MAX(ev_id),0)+1 FROM events WHERE ?", 1);
+    s = prep_multi(db, &L->ev_many, ev_cols, EV_COLS, ROWS, err);
+  }
+  if (s >= 0) s = prep_multi(db, &L->ev_one, ev_cols, EV_COLS, 1, err);
+  if (s >= 0) s = ana_prepare(db, &L->open_ins, "INSERT INTO open_allocs VALUES(?,?)", err);
+  if (s >= 0) s = insert_header(L, path, hash, gmt_reader_header(r), err);
+  if (s >= 0) s = ana_scan_new(&scan, on_pair, L, err);
   uint64_t done = 0;
   while (s >= 0) {
     size_t n = 0;
     s = gmt_reader_next_batch(r, evs, BATCH, &n, err);
     if (s == GM_END || s < 0) break;
-    s = insert_events(&L, evs, n, err);
+    /* Scan first: the pairs closed in this batch fill ends[] for the rows about to go in. */
+    L->base = done;
+    for (size_t k = 0; k < n; k++) L->ends[k] = UINT64_MAX;
     for (size_t k = 0; k < n && s >= 0; k++) s = ana_scan_event(scan, &evs[k], err);
+    if (s >= 0) s = insert_events(L, evs, n, err);
     done += n;
     if (s >= 0 && o && o->fault_after_events && done >= o->fault_after_events)
       s = gm_err_set(err, GM_ERR_IO, "fault injected after %" PRIu64 " events", done);
   }
   if (s >= 0) s = ana_scan_finish(scan, err);
-  if (s >= 0) s = flush_pairs(&L, err);
-  if (s >= 0) s = insert_summary(&L, r, scan, first_ev, err);
+  if (s >= 0) s = insert_summary(L, r, scan, err);
   if (s >= 0) {
     stats->traces_loaded++;
     stats->events += done;
@@ -389,10 +356,12 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   } else {
     gm_err_wrap(err, "cannot load '%s'", path);
   }
-  sqlite3_finalize(L.ev_many);
-  sqlite3_finalize(L.ev_one);
-  sqlite3_finalize(L.al_many);
-  sqlite3_finalize(L.al_one);
+  if (L) {
+    sqlite3_finalize(L->ev_many);
+    sqlite3_finalize(L->ev_one);
+    sqlite3_finalize(L->open_ins);
+  }
+  free(L);
   ana_scan_free(scan);
   free(evs);
   gmt_reader_close(r);

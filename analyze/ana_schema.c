@@ -1,10 +1,12 @@
 /* ana_schema.c: the analyzer database schema, version ANA_SCHEMA_VERSION. The ONLY place the
  * DDL lives; analyze/SCHEMA.md documents every table, column and view.
  *
- * Design: events and allocations are append-only and each trace's rows are contiguous in
- * rowid order (one trace is loaded at a time), so the traces row records its rowid ranges and
- * queries select a trace's rows by rowid range instead of an index that would halve the load
- * rate. Unsigned 64-bit values (addresses, ns timestamps) are stored as SQLite's signed
+ * Design: events are append-only and each trace's rows are contiguous in rowid order (one
+ * trace is loaded at a time), so the traces row records its rowid range and queries select a
+ * trace's rows by rowid range instead of an index that would halve the load rate. Alloc/free
+ * pairing is one column, events.ends_ev_id (a FREE points at its ALLOC's rowid, set at load
+ * from the scanner's hash table), plus open_allocs for the never freed: a separate pairs table
+ * cost a third of the load time. Memory kinds 0 (unknown) and 1 (device) are GPU memory. Unsigned 64-bit values (addresses, ns timestamps) are stored as SQLite's signed
  * integers, bit for bit; no real address or timestamp reaches 2^63. Streams and callsites that
  * are absent are NULL. */
 #include "analyze/ana.h"
@@ -26,7 +28,6 @@ static const char schema_sql[] =
     "  driver_version TEXT, cuda_version TEXT, cupti_version TEXT, command_line TEXT,\n"
     "  events INTEGER, duration_ns INTEGER,\n"
     "  first_ev_id INTEGER, last_ev_id INTEGER,       -- rowid range in events\n"
-    "  first_alloc_id INTEGER, last_alloc_id INTEGER, -- rowid range in allocations\n"
     "  requested_bytes_total INTEGER,\n"
     "  peak_live_bytes INTEGER,             -- max live requested device bytes (the lower bound)\n"
     "  peak_live_seq INTEGER, peak_live_ts_ns INTEGER,\n"
@@ -58,19 +59,13 @@ static const char schema_sql[] =
     "  ts_ns INTEGER NOT NULL, kind INTEGER NOT NULL, device INTEGER NOT NULL,\n"
     "  stream INTEGER, addr INTEGER NOT NULL, size INTEGER NOT NULL,\n"
     "  mem_kind INTEGER NOT NULL, flags INTEGER NOT NULL,\n"
-    "  corr_id INTEGER NOT NULL, callsite INTEGER, context INTEGER NOT NULL\n"
+    "  corr_id INTEGER NOT NULL, callsite INTEGER, context INTEGER NOT NULL,\n"
+    "  ends_ev_id INTEGER                   -- the ALLOC this event ends (FREE, or ALLOC over a live address)\n"
     ");\n"
-    "CREATE TABLE allocations(              -- ALLOC paired with its FREE (made at load, O(n))\n"
-    "  alloc_id INTEGER PRIMARY KEY,\n"
-    "  trace_id INTEGER NOT NULL,\n"
-    "  alloc_seq INTEGER NOT NULL,          -- event index in the trace\n"
-    "  free_seq INTEGER,                    -- NULL: never freed\n"
-    "  t_alloc_ns INTEGER NOT NULL, t_free_ns INTEGER,\n"
-    "  device INTEGER NOT NULL, stream INTEGER, addr INTEGER NOT NULL, size INTEGER NOT NULL,\n"
-    "  mem_kind INTEGER NOT NULL, callsite INTEGER,\n"
-    "  size_log2 INTEGER NOT NULL,          -- floor(log2(size)), -1 for 0\n"
-    "  counts INTEGER NOT NULL              -- 1 if GPU memory (device or unknown)\n"
-    ");\n"
+    "CREATE TABLE open_allocs(              -- ALLOCs never freed by the end of the trace\n"
+    "  trace_id INTEGER NOT NULL, ev_id INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(trace_id, ev_id)\n"
+    ") WITHOUT ROWID;\n"
     "CREATE TABLE trace_timeline(           -- live requested bytes, max per time bucket\n"
     "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
     "  i INTEGER NOT NULL, ts_ns INTEGER NOT NULL, live_bytes INTEGER NOT NULL,\n"
@@ -117,24 +112,43 @@ static const char schema_sql[] =
     "  LEFT JOIN traces t ON t.start_time_ns = r.trace_start_time_ns AND t.pid = r.trace_pid;\n"
     "CREATE VIEW v_events AS\n"
     "  SELECT e.ev_id - t.first_ev_id AS seq, e.* FROM events e JOIN traces t USING(trace_id);\n"
-    "CREATE VIEW v_size_histogram AS        -- size_histogram recomputed from allocations\n"
-    "  SELECT trace_id, size_log2, (1 << MAX(size_log2, 0)) AS bucket_min_bytes,\n"
+    "CREATE VIEW v_allocations AS           -- each ALLOC with the event that ended it (NULL: never)\n"
+    "  SELECT a.trace_id, a.ev_id AS alloc_ev_id, e.ev_id AS end_ev_id,\n"
+    "         a.ev_id - t.first_ev_id AS alloc_seq, e.ev_id - t.first_ev_id AS free_seq,\n"
+    "         a.ts_ns AS t_alloc_ns, e.ts_ns AS t_free_ns, a.device, a.stream, a.addr, a.size,\n"
+    "         a.mem_kind, a.callsite, a.mem_kind IN (0, 1) AS counts\n"
+    "  FROM events e CROSS JOIN events a CROSS JOIN traces t\n"
+    "  WHERE e.ends_ev_id IS NOT NULL AND a.ev_id = e.ends_ev_id AND t.trace_id = a.trace_id\n"
+    "  UNION ALL\n"
+    "  SELECT a.trace_id, a.ev_id, NULL, a.ev_id - t.first_ev_id, NULL, a.ts_ns, NULL, a.device,\n"
+    "         a.stream, a.addr, a.size, a.mem_kind, a.callsite, a.mem_kind IN (0, 1)\n"
+    "  FROM open_allocs o JOIN events a ON a.ev_id = o.ev_id JOIN traces t ON t.trace_id = o.trace_id;\n"
+    "CREATE VIEW v_size_histogram AS        -- size_histogram recomputed from events\n"
+    "  SELECT trace_id, CASE WHEN size = 0 THEN -1 ELSE CAST(log2(size) AS INTEGER) END AS size_log2,\n"
     "         COUNT(*) AS allocs, SUM(size) AS bytes\n"
-    "  FROM allocations WHERE counts GROUP BY trace_id, size_log2;\n"
+    "  FROM events WHERE kind = 1 AND mem_kind IN (0, 1) GROUP BY trace_id, size_log2;\n"
     "CREATE VIEW v_lifetimes AS             -- each GPU allocation's lifetime (NULL: never freed)\n"
-    "  SELECT trace_id, alloc_id, alloc_seq, free_seq, size, stream, callsite,\n"
+    "  SELECT trace_id, alloc_ev_id, alloc_seq, free_seq, size, stream, callsite,\n"
     "         t_free_ns - t_alloc_ns AS lifetime_ns\n"
-    "  FROM allocations WHERE counts;\n"
-    "CREATE VIEW v_lifetime_histogram AS    -- lifetime_histogram recomputed from allocations\n"
+    "  FROM v_allocations WHERE counts;\n"
+    "CREATE VIEW v_lifetime_histogram AS    -- lifetime_histogram recomputed from v_lifetimes\n"
     "  SELECT trace_id,\n"
     "         CASE WHEN lifetime_ns IS NULL THEN -1 WHEN lifetime_ns < 1 THEN 0\n"
     "              ELSE CAST(log10(lifetime_ns) AS INTEGER) END AS log10_ns,\n"
     "         COUNT(*) AS allocs, SUM(size) AS bytes\n"
     "  FROM v_lifetimes GROUP BY trace_id, log10_ns;\n"
     "CREATE VIEW v_live_at_peak AS          -- the GPU allocations live at each trace's peak\n"
-    "  SELECT a.* FROM traces t JOIN allocations a\n"
-    "    ON a.alloc_id BETWEEN t.first_alloc_id AND t.last_alloc_id\n"
-    "  WHERE a.counts AND a.alloc_seq <= t.peak_live_seq\n"
-    "    AND (a.free_seq IS NULL OR a.free_seq > t.peak_live_seq);\n";
+    "  SELECT a.trace_id, a.ev_id - t.first_ev_id AS alloc_seq, a.ts_ns AS t_alloc_ns, a.device,\n"
+    "         a.stream, a.addr, a.size, a.mem_kind, a.callsite\n"
+    "  FROM traces t CROSS JOIN events e CROSS JOIN events a -- CROSS: this join order, by rowid\n"
+    "  WHERE e.ev_id BETWEEN t.first_ev_id + t.peak_live_seq + 1 AND t.last_ev_id\n"
+    "    AND e.ends_ev_id BETWEEN t.first_ev_id AND t.first_ev_id + t.peak_live_seq\n"
+    "    AND a.ev_id = e.ends_ev_id AND a.mem_kind IN (0, 1)\n"
+    "  UNION ALL\n"
+    "  SELECT a.trace_id, a.ev_id - t.first_ev_id, a.ts_ns, a.device, a.stream, a.addr, a.size,\n"
+    "         a.mem_kind, a.callsite\n"
+    "  FROM traces t CROSS JOIN open_allocs o CROSS JOIN events a\n"
+    "  WHERE o.trace_id = t.trace_id AND a.ev_id = o.ev_id\n"
+    "    AND a.ev_id <= t.first_ev_id + t.peak_live_seq AND a.mem_kind IN (0, 1);\n";
 
 const char *ana_schema_sql(void) { return schema_sql; }

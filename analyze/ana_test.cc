@@ -159,7 +159,7 @@ int64_t Scalar(ana_db_t *db, const std::string &sql) {
 // Every table's row count: a cheap fingerprint of the database's contents.
 std::string Fingerprint(ana_db_t *db) {
   std::string out;
-  for (const char *t : {"traces", "trace_kv", "trace_kinds", "strings", "events", "allocations",
+  for (const char *t : {"traces", "trace_kv", "trace_kinds", "strings", "events", "open_allocs",
                         "size_histogram", "lifetime_histogram", "trace_timeline", "results", "runs",
                         "run_timeline"})
     out += std::string(t) + "=" + std::to_string(Scalar(db, std::string("SELECT COUNT(*) FROM ") + t)) + " ";
@@ -287,7 +287,7 @@ TEST(Load, TraceMatchesIndependentComputationAndReloadChangesNothing) {
   EXPECT_EQ(Scalar(db, "SELECT peak_live_bytes FROM traces"), (int64_t)x.peak);
   EXPECT_EQ(Scalar(db, "SELECT peak_live_seq FROM traces"), (int64_t)x.peak_seq);
   EXPECT_EQ(Scalar(db, "SELECT SUM(size) FROM v_live_at_peak"), (int64_t)x.peak);
-  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM allocations WHERE free_seq IS NULL"), (int64_t)x.never_freed);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM open_allocs"), (int64_t)x.never_freed);
   // Row order is trace order; seq is the event index.
   EXPECT_EQ(Scalar(db, "SELECT ts_ns FROM v_events WHERE seq=123"), (int64_t)evs[123].ts_ns);
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM strings WHERE text='model.py:12 forward'"), 1);
