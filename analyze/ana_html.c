@@ -85,13 +85,48 @@ static const char css[] =
     ".chart{width:100%;height:380px;margin:1em 0}"
     "pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}"
     "h2{border-bottom:2px solid #ddd;margin-top:2em}"
-    ".note{color:#666;font-size:13px}";
+    ".note{color:#666;font-size:13px}.legend{font-size:13px;min-height:3em;margin-bottom:1em}"
+    ".kv td:first-child{text-align:left;font-weight:bold}";
+
+static void cell_html(FILE *out, sqlite3_stmt *st, int c) {
+  char cell[256];
+  int text = sqlite3_column_type(st, c) == SQLITE_TEXT;
+  fputs(text ? "<td class=\"t\">" : "<td>", out);
+  if (text) {
+    ana_html_escape(out, (const char *)sqlite3_column_text(st, c));
+  } else {
+    ana_cell_text(st, c, cell, sizeof cell);
+    ana_html_escape(out, cell);
+  }
+  fputs("</td>", out);
+}
+
+/* One row (a trace's provenance) reads better as name/value lines. */
+static void html_kv_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (ana_table_query(db, t, trace_id, &st, NULL) < 0) return;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    fprintf(out, "<table class=\"kv\" id=\"%s-%" PRId64 "\">\n", t->name, trace_id);
+    for (int c = 1; c < sqlite3_column_count(st); c++) {
+      fputs("<tr><td>", out);
+      ana_html_escape(out, sqlite3_column_name(st, c));
+      fputs("</td>", out);
+      cell_html(out, st, c);
+      fputs("</tr>\n", out);
+    }
+    fputs("</table>\n", out);
+  }
+  sqlite3_finalize(st);
+}
 
 static void html_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t trace_id) {
+  if (strcmp(t->name, "traces") == 0 && trace_id >= 0) {
+    html_kv_table(db, out, t, trace_id);
+    return;
+  }
   sqlite3_stmt *st = NULL;
   if (ana_table_query(db, t, trace_id, &st, NULL) < 0) return;
   int nc = sqlite3_column_count(st), rows = 0;
-  char cell[256];
   while (sqlite3_step(st) == SQLITE_ROW) {
     if (rows++ == 0) {
       fprintf(out, "<h3>");
@@ -105,16 +140,7 @@ static void html_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t tr
       fputs("</tr>\n", out);
     }
     fputs("<tr>", out);
-    for (int c = 1; c < nc; c++) {
-      int text = sqlite3_column_type(st, c) == SQLITE_TEXT;
-      fputs(text ? "<td class=\"t\">" : "<td>", out);
-      if (text) ana_html_escape(out, (const char *)sqlite3_column_text(st, c));
-      else {
-        ana_cell_text(st, c, cell, sizeof cell);
-        ana_html_escape(out, cell);
-      }
-      fputs("</td>", out);
-    }
+    for (int c = 1; c < nc; c++) cell_html(out, st, c);
     fputs("</tr>\n", out);
   }
   if (rows) fputs("</table>\n", out);
@@ -215,14 +241,26 @@ static gm_status_t chart_json(ana_db_t *db, FILE *out, int64_t trace_id, gm_err_
   return GM_OK;
 }
 
+/* One chart per trace. With a dozen policies, 2 lines each, one picture is unreadable, so a
+ * <select> shows one policy's reserved and allocated against the trace's live bytes, or every
+ * policy's reserved at once; the legend lives below the chart, not over it. */
 static const char chart_js[] =
     "document.querySelectorAll('script.chart-data').forEach(function(el){"
-    "var d=JSON.parse(el.textContent);var div=document.getElementById(el.dataset.chart);"
+    "var d=JSON.parse(el.textContent);var id=el.dataset.chart;var div=document.getElementById(id);"
     "if(!d.rows.length){div.textContent='no timeline';return;}"
-    "new Dygraph(div,d.rows,{labels:d.labels,stepPlot:true,labelsKMG2:true,connectSeparatedPoints:true,"
-    "xlabel:'seconds since the trace started',ylabel:'bytes',legend:'always',labelsSeparateLines:true,"
+    "var g=new Dygraph(div,d.rows,{labels:d.labels,stepPlot:true,axes:{y:{labelsKMG2:true}},"
+    "connectSeparatedPoints:true,xlabel:'seconds since the trace started',ylabel:'bytes',"
+    "legend:'always',labelsDiv:document.getElementById(id+'-legend'),labelsSeparateLines:false,"
     "showRangeSelector:true,highlightSeriesOpts:{strokeWidth:2},"
-    "series:{'trace: live requested':{strokeWidth:2,color:'#000'}}});});";
+    "series:{'trace: live requested':{strokeWidth:2,color:'#000'}}});"
+    "var sel=document.getElementById(id+'-select');var n=d.labels.length-1;"
+    "function show(v){var vis=[];for(var i=0;i<n;i++){var run=Math.floor((i-1)/2);"
+    "vis.push(i===0||(v==='all'?(i%2===1):run===+v));}g.setVisibility(vis);}"
+    "var all=document.createElement('option');all.value='all';all.textContent='every policy: reserved';"
+    "sel.appendChild(all);"
+    "for(var r=0;2*r+1<n;r++){var o=document.createElement('option');o.value=String(r);"
+    "o.textContent=d.labels[2+2*r].replace(/ reserved$/,'')+': reserved and allocated';sel.appendChild(o);}"
+    "sel.onchange=function(){show(sel.value);};sel.value=n>1?'0':'all';show(sel.value);});";
 
 gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
@@ -256,9 +294,12 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
     int64_t id = sqlite3_column_int64(st, 0);
     fprintf(out, "<section id=\"trace-%" PRId64 "\"><h2>Trace %" PRId64 ": ", id, id);
     ana_html_escape(out, (const char *)sqlite3_column_text(st, 1));
-    fprintf(out, "</h2>\n<div class=\"chart\" id=\"chart-%" PRId64 "\"></div>\n"
+    fprintf(out, "</h2>\n<p>Timeline: <select id=\"chart-%" PRId64 "-select\"></select> "
+                 "<span class=\"note\">drag to zoom, double-click to reset</span></p>\n"
+                 "<div class=\"chart\" id=\"chart-%" PRId64 "\"></div>\n"
+                 "<div class=\"legend\" id=\"chart-%" PRId64 "-legend\"></div>\n"
                  "<script type=\"application/json\" class=\"chart-data\" data-chart=\"chart-%" PRId64 "\">",
-            id, id);
+            id, id, id, id);
     s = chart_json(db, out, id, err);
     fputs("</script>\n", out);
     for (const ana_table_t *t = ana_tables; t->name && s >= 0; t++)

@@ -6,6 +6,7 @@
  * errors. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep,
  * loads trace and results, writes the HTML and prints the recommendation. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -209,8 +210,15 @@ static int find_gpureplay(const config_t *c, char *out, size_t n) {
 
 static int run_sweep(const char *gpureplay, const char *trace, const char *json, gm_err_t *err) {
   char *argv[] = {(char *)gpureplay, (char *)trace, "--sweep", "-o", (char *)json, NULL};
+  /* Its table is progress for a person at a terminal (our stderr); otherwise it goes nowhere:
+   * our stdout carries only the recommendation. Its stderr (errors) passes through. */
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (isatty(STDERR_FILENO)) posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+  else posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, gpureplay, NULL, NULL, argv, environ);
+  int rc = posix_spawn(&pid, gpureplay, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", gpureplay, strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
