@@ -214,6 +214,10 @@ gm_status_t gmt_reader_next(gmt_reader_t *r, gmt_event_t *ev, gm_err_t *err);
 /* Up to cap events into evs; *n = how many. GM_END only when *n == 0. Fast path. */
 gm_status_t gmt_reader_next_batch(gmt_reader_t *r, gmt_event_t *evs, size_t cap, size_t *n,
                                   gm_err_t *err);
+/* Zero-copy fast path: *evs points at the reader's own decoded events (the rest of the current
+ * chunk, or the whole next chunk), *n of them; they stay valid until the next call on r.
+ * GM_END only when *n == 0. Mixes freely with next/next_batch. */
+gm_status_t gmt_reader_next_view(gmt_reader_t *r, const gmt_event_t **evs, size_t *n, gm_err_t *err);
 /* Chunks in the index (0 if there is no index: truncated file). */
 uint64_t gmt_reader_chunk_count(const gmt_reader_t *r);
 /* Position at the start of chunk i (by the index). */

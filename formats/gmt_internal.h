@@ -74,7 +74,7 @@ static inline size_t gmt_put_varint(uint8_t *p, uint64_t v) {
   return n;
 }
 /* Reads a varint from [*p, end). Returns 0 on a short or over-long (> 10 bytes) varint. */
-static inline int gmt_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+__attribute__((always_inline)) static inline int gmt_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
   const uint8_t *q = *p;
   if (q < end && *q < 0x80) { /* fast path: one byte */
     *v = *q;

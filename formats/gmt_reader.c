@@ -68,7 +68,7 @@ static gm_status_t new_reader(gmt_reader_t **out, gm_err_t *err) {
 
 gm_status_t gmt_reader_open_mem(gmt_reader_t **out, const void *buf, size_t len, gm_err_t *err) {
   *out = NULL;
-  gmt_reader_t *r;
+  gmt_reader_t *r = NULL;
   gm_status_t s = new_reader(&r, err);
   if (s != GM_OK) return s;
   r->buf = buf;
@@ -112,7 +112,7 @@ gm_status_t gmt_reader_open(gmt_reader_t **out, const char *path, gm_err_t *err)
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
-  gmt_reader_t *r;
+  gmt_reader_t *r = NULL;
   gm_status_t s = new_reader(&r, err);
   if (s != GM_OK) {
     close(fd);
@@ -357,6 +357,20 @@ gm_status_t gmt_reader_next_batch(gmt_reader_t *r, gmt_event_t *evs, size_t cap,
   r->i += k;
   r->st.events += k;
   *n = k;
+  return GM_OK;
+}
+
+gm_status_t gmt_reader_next_view(gmt_reader_t *r, const gmt_event_t **evs, size_t *n, gm_err_t *err) {
+  *n = 0;
+  *evs = NULL;
+  if (r->i == r->n) {
+    gm_status_t s = refill(r, err);
+    if (s != GM_OK) return s;
+  }
+  *evs = r->evs + r->i;
+  *n = r->n - r->i;
+  r->st.events += *n;
+  r->i = r->n;
   return GM_OK;
 }
 

@@ -417,3 +417,31 @@ TEST(Reader, NotATraceAndFutureVersion) {
   EXPECT_EQ(gmt_reader_open(&r, "/nonexistent/x.zst", &err), GM_ERR_IO);
   remove(path.c_str());
 }
+
+TEST(Reader, NextViewHandsOutWholeChunksAndMixesWithNext) {
+  std::vector<gmt_event_t> evs;
+  for (int i = 0; i < 250; i++) evs.push_back(Ev(i, GMT_EV_ALLOC, i, i));
+  std::string path = WriteTrace(evs, 100);
+  gmt_reader_t *r;
+  gm_err_t err;
+  ASSERT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_OK);
+  gmt_event_t e;
+  ASSERT_EQ(gmt_reader_next(r, &e, &err), GM_OK);
+  const gmt_event_t *v;
+  size_t n;
+  ASSERT_EQ(gmt_reader_next_view(r, &v, &n, &err), GM_OK);
+  EXPECT_EQ(n, 99u);  // the rest of chunk 0
+  EXPECT_EQ(v[0].addr, 1u);
+  ASSERT_EQ(gmt_reader_next_view(r, &v, &n, &err), GM_OK);
+  EXPECT_EQ(n, 100u);
+  EXPECT_EQ(v[99].addr, 199u);
+  ASSERT_EQ(gmt_reader_next(r, &e, &err), GM_OK);
+  EXPECT_EQ(e.addr, 200u);
+  ASSERT_EQ(gmt_reader_next_view(r, &v, &n, &err), GM_OK);
+  EXPECT_EQ(n, 49u);
+  EXPECT_EQ(gmt_reader_next_view(r, &v, &n, &err), GM_END);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(gmt_reader_stats(r)->events, 250u);
+  gmt_reader_close(r);
+  remove(path.c_str());
+}
