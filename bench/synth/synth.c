@@ -14,7 +14,8 @@
  *    allocator or cudaMallocAsync pool would give: the same request sequence reuses the
  *    same addresses;
  *  - timestamps: monotonic ns, gaps from a mixture of short (~2 us, back-to-back calls)
- *    and long (~30 us, kernel launches in between) exponentials, a few ms between steps;
+ *    and long (~30 us, kernel launches in between) exponentials (the CPU runs ahead of the
+ *    GPU), and 100 ms + ~50 ms between steps (it waits for the GPU once per step);
  *  - markers "step", "forward", "backward", "optimizer" with size = step number.
  * Events are stream-ordered (cudaMallocAsync, capture mode "requests"). */
 #include "bench/synth/synth.h"
@@ -137,7 +138,7 @@ static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *a
   uint64_t T = B * S;                                                /* tokens */
   uint64_t psz[N_PARAMS];
   params_of(H, psz);
-  g->ts += 2000000 + expo(g, 1500000); /* data loading, logging */
+  g->ts += 100000000 + expo(g, 50000000); /* the CPU waits for the GPU (loss.item()), loads data */
   emit(g, GMT_EV_MARKER, 0, s, 0, STR_STEP);
   uint64_t in_stream = two ? STREAM_COPY : STREAM_COMPUTE;
   tensor_t ids = alloc(g, T * 8, in_stream), labels = alloc(g, T * 8, in_stream);
