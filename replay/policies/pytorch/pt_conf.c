@@ -256,7 +256,9 @@ static gm_status_t p_positive(toks_t *tk, size_t *i, const char *key, rp_pytorch
   return s;
 }
 
-/* Every key torch 2.11 accepts in PYTORCH_CUDA_ALLOC_CONF on CUDA. `first` keys are read in the
+/* Every key torch 2.11 accepts in PYTORCH_CUDA_ALLOC_CONF on CUDA (checked against torch
+ * 2.11.0+cu130 with tools/torch_keys.py: throw_on_cudamalloc_oom, pinned_free_catch_all and
+ * expandable_segments_reserve* came later and are rejected there too). `first` keys are read in the
  * first pass (large_segment_size_mb) and skipped in the second. */
 static const struct key {
   const char *name;
@@ -276,7 +278,6 @@ static const struct key {
     {"pinned_use_cuda_host_register", p_ignored_bool, 0},
     {"pinned_use_hip_host_register", p_ignored_bool, 0},
     {"pinned_use_background_threads", p_ignored_bool, 0},
-    {"pinned_free_catch_all", p_ignored_bool, 0},
     {"graph_capture_record_stream_reuse", p_ignored_bool, 0},
     {"pinned_num_register_threads", p_register_threads, 0},
     {"pinned_reserve_segment_size_mb", p_positive, 0},
