@@ -134,7 +134,7 @@ static const char schema_sql[] =
     "CREATE VIEW v_lifetime_histogram AS    -- lifetime_histogram recomputed from v_lifetimes\n"
     "  SELECT trace_id,\n"
     "         CASE WHEN lifetime_ns IS NULL THEN -1 WHEN lifetime_ns < 1 THEN 0\n"
-    "              ELSE CAST(log10(lifetime_ns) AS INTEGER) END AS log10_ns,\n"
+    "              ELSE length(CAST(lifetime_ns AS TEXT)) - 1 END AS log10_ns, -- exact, unlike log10()\n"
     "         COUNT(*) AS allocs, SUM(size) AS bytes\n"
     "  FROM v_lifetimes GROUP BY trace_id, log10_ns;\n"
     "CREATE VIEW v_live_at_peak AS          -- the GPU allocations live at each trace's peak\n"

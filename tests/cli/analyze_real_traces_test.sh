@@ -1,0 +1,58 @@
+#!/bin/bash
+# analyze_real_traces_test.sh: gpuanalyze on the real traces: the five PyTorch workloads of
+# traces/snapshots (recorded on an H200, imported with gpurec) swept with the real gpureplay,
+# and every trace of traces/valid. Checks that the loader takes them all in one transaction,
+# that the analyzer's own lower bound (peak live requested bytes, from its one-pass scan)
+# equals gpureplay's on every trace, that the live-at-peak view sums to it, that the
+# histograms made at load equal the views recomputed from events, and that the report and the
+# recommendation come out (PyTorch's real numbers for these runs are in traces/snapshots).
+# Usage: analyze_real_traces_test.sh GPUANALYZE GPUREC GPUREPLAY SNAPSHOT_DIR_FILE VALID_FILE...
+set -u
+command -v sqlite3 >/dev/null || { echo "FAIL: the sqlite3 shell is missing: apt-get install -y sqlite3" >&2; exit 1; }
+GA=$(realpath "$1"); GR=$(realpath "$2"); RP=$(realpath "$3"); SNAPS=$(dirname "$(realpath "$4")")
+shift 4
+valid=()
+for v in "$@"; do case "$v" in *.zst) valid+=("$(realpath "$v")");; esac; done
+T=${TEST_TMPDIR:-$(mktemp -d)}/real
+rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+sql() { sqlite3 -batch -noheader rt.db "$1" 2>&1; }
+inputs=()
+for w in train_amp infer_varlen train_ckpt two_streams train_cnn; do
+  "$GR" import "$SNAPS/$w.default.pickle" -o "$w.zst" 2>/dev/null || { fail "gpurec import $w"; continue; }
+  "$RP" "$w.zst" --sweep -o "$w.json" >/dev/null || { fail "gpureplay $w"; continue; }
+  inputs+=("$w.zst" "$w.json")
+done
+[ "${#valid[@]}" -ge 3 ] || fail "fewer than 3 traces/valid vectors given"
+"$GA" load -q --db rt.db "${inputs[@]}" "${valid[@]}" || fail "load failed"
+want=$((5 + ${#valid[@]}))
+[ "$(sql 'SELECT COUNT(*) FROM traces')" = "$want" ] || fail "traces: $(sql 'SELECT COUNT(*) FROM traces'), want $want"
+[ "$(sql 'SELECT COUNT(DISTINCT trace_id) FROM v_runs')" = 5 ] || fail "runs not joined to their 5 traces"
+# The analyzer's lower bound is the replayer's, computed independently.
+bad=$(sql "SELECT t.path || ': ' || t.peak_live_bytes || ' vs ' || r.lower_bound_bytes FROM traces t
+           JOIN v_runs r USING(trace_id) WHERE r.lower_bound_bytes <> t.peak_live_bytes")
+[ -z "$bad" ] || fail "lower bounds differ: $bad"
+bad=$(sql "SELECT t.path FROM traces t WHERE t.peak_live_bytes <>
+           (SELECT COALESCE(SUM(size), 0) FROM v_live_at_peak p WHERE p.trace_id = t.trace_id)")
+[ -z "$bad" ] || fail "live-at-peak does not sum to the peak: $bad"
+n=$(sql "SELECT COUNT(*) FROM (SELECT trace_id,size_log2,allocs,bytes FROM size_histogram
+         EXCEPT SELECT trace_id,size_log2,allocs,bytes FROM v_size_histogram)")
+[ "$n" = 0 ] || fail "size_histogram differs from v_size_histogram ($n rows)"
+n=$(sql "SELECT COUNT(*) FROM (SELECT * FROM lifetime_histogram EXCEPT SELECT * FROM v_lifetime_histogram)")
+[ "$n" = 0 ] || fail "lifetime_histogram differs from v_lifetime_histogram ($n rows)"
+# A reload changes nothing.
+before=$(sql "SELECT COUNT(*) FROM events") 
+"$GA" load -q --db rt.db "${inputs[@]}" "${valid[@]}" || fail "reload failed"
+[ "$(sql 'SELECT COUNT(*) FROM events')" = "$before" ] || fail "reload added events"
+"$GA" recommend --db rt.db > rec.txt || fail "recommend failed"
+[ "$(grep -c '^  paste: ' rec.txt)" = 5 ] || fail "want a paste line for each of the 5 workloads: $(cat rec.txt)"
+# infer_varlen: the real run reserved 2518 MiB by default and 1262 MiB with expandable segments.
+grep -A3 '^infer_varlen.zst:' rec.txt | grep -q 'paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True' ||
+  fail "infer_varlen: $(grep -A4 '^infer_varlen.zst:' rec.txt)"
+"$GA" report --db rt.db --html rt.html --csv csv || fail "report failed"
+[ -s rt.html ] && [ "$(stat -c %s rt.html)" -lt 5000000 ] || fail "rt.html missing or too big"
+[ "$(ls csv/*.csv | wc -l)" -ge 9 ] || fail "csv: $(ls csv)"
+if [ "$fails" != 0 ]; then echo "$fails failure(s)" >&2; exit 1; fi
+echo "real traces: $want loaded, lower bounds agree with gpureplay, report and recommendation made"
+cat rec.txt
