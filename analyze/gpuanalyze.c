@@ -300,14 +300,11 @@ static int cmd_recommend(const config_t *c) {
   return s < 0 ? fail(&err) : 0;
 }
 
-int main(int argc, char **argv) {
-  gm_log_init("gpuanalyze", GM_LOG_INFO);
+static int run(int argc, char **argv, char **pos) {
   if (argc < 2) return usage_error("missing command");
   config_t c = {0};
   gm_err_t err = {0};
-  char **pos = calloc((size_t)argc, sizeof *pos);
   int npos = 0;
-  if (!pos) return 1;
   const command_t *cmd = NULL;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
@@ -345,6 +342,14 @@ int main(int argc, char **argv) {
   else if (strcmp(cmd->name, "load") == 0) rc = cmd_load(&c, pos, npos);
   else if (strcmp(cmd->name, "report") == 0) rc = cmd_report(&c, pos, npos);
   else rc = cmd_recommend(&c);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  gm_log_init("gpuanalyze", GM_LOG_INFO);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  if (!pos) return 1;
+  int rc = run(argc, argv, pos);
   free(pos);
   return rc;
 }
