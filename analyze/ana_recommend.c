@@ -146,6 +146,29 @@ static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_finalize(st);
 }
 
+/* A damaged trace undercounts: say so next to the numbers drawn from it. */
+static void warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h, "SELECT truncated, seq_gaps, dropped, unknown_free FROM traces WHERE trace_id=?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    if (sqlite3_column_int64(st, 0))
+      fprintf(out, "  warning: the trace is truncated (its process died?): the figures cover what was recorded\n");
+    if (sqlite3_column_int64(st, 1))
+      fprintf(out, "  warning: %lld chunks are missing (sequence gaps): the figures may be low\n",
+              (long long)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_int64(st, 2))
+      fprintf(out, "  warning: the recorder lost %lld records (CUPTI drops): the figures may be off\n",
+              (long long)sqlite3_column_int64(st, 2));
+    if (sqlite3_column_int64(st, 3))
+      fprintf(out, "  note: %lld frees of addresses never allocated in the trace (allocated before recording began?)\n",
+              (long long)sqlite3_column_int64(st, 3));
+  }
+  sqlite3_finalize(st);
+}
+
 static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
                           const char *cmdline, uint64_t gpu_mem, int64_t lower_trace) {
   char b1[32], b2[32], b3[32], line[512];
@@ -168,6 +191,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   }
   sqlite3_finalize(st);
   fprintf(out, "%s:\n", path);
+  warn_integrity(db, out, trace_id);
   warn_kv(db, out, trace_id);
   if (n == 0) {
     fprintf(out, "  no replay runs loaded for this trace (run `gpureplay %s --sweep -o R.json` and load R.json)\n", path);

@@ -2,10 +2,21 @@
 # analyze_cli_test.sh: gpuanalyze end to end: exit codes and messages (DESIGN.md CLI
 # conventions), info/dump on a fixture trace, load (idempotent, interrupted), report (text,
 # CSV, HTML escaping and size), recommend, and the newcomer's one step `report TRACE.zst`
-# with a fake gpureplay. Usage: analyze_cli_test.sh GPUANALYZE MKFIXTURE
+# with a fake gpureplay, and the damaged vectors of traces/invalid.
+# Usage: analyze_cli_test.sh GPUANALYZE MKFIXTURE INVALID_VECTOR...
 set -u
 GA=$(realpath "$1")
 MK=$(realpath "$2")
+shift 2
+TRUNC= FLIP= FUTURE=
+for v in "$@"; do
+  case "$v" in
+    */truncated-mid-chunk.zst) TRUNC=$(realpath "$v") ;;
+    */flipped-bit.zst) FLIP=$(realpath "$v") ;;
+    */future-version.zst) FUTURE=$(realpath "$v") ;;
+  esac
+done
+[ -n "$TRUNC" ] && [ -n "$FLIP" ] && [ -n "$FUTURE" ] || { echo "FAIL: traces/invalid vectors not given" >&2; exit 1; }
 T=${TEST_TMPDIR:-$(mktemp -d)}/cli
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
 fails=0
@@ -44,6 +55,12 @@ run 1 "$GA" report --db corrupt.db; one_line; has err "cannot open database 'cor
 echo '{"format":"gpumem-results","version":1,"runs":[{"policy":"pytorch"' > broken.json
 run 1 "$GA" load --db y.db broken.json; one_line; has err "cannot load 'broken.json'"
 
+# --- the invalid vectors of traces/invalid: damage is reported, never hidden
+run 1 "$GA" info "$FLIP"; one_line; has err "checksum mismatch"
+run 1 "$GA" info "$FUTURE"; one_line; has err "format version"
+run 0 "$GA" info "$TRUNC"; has out "TRUNCATED, index missing"
+run 0 "$GA" dump "$TRUNC"; has err "is truncated"
+
 # --- info and dump
 run 0 "$GA" info fx.zst
 has out "events:         1500"; has out "alloc          750"; has out "free           750"
@@ -64,6 +81,9 @@ diff -r before again > /dev/null || fail "reloading changed the database"
 GPUANALYZE_FAULT_AFTER_EVENTS=1000 run 1 "$GA" load --db a.db r0.zst r1.zst; one_line; has err "fault injected"
 run 0 "$GA" report --db a.db --csv after
 diff -r before after > /dev/null || fail "an interrupted load changed the database"
+run 1 "$GA" load --db a.db r0.zst "$FLIP"; one_line; has err "checksum mismatch"
+run 0 "$GA" report --db a.db --csv after2
+diff -r before after2 > /dev/null || fail "a load that met a corrupt chunk changed the database"
 run 0 "$GA" load --db a.db r0.zst r1.zst
 run 0 "$GA" report --db a.db --csv ranks
 [ "$(wc -l < ranks/ranks.csv)" = 3 ] || fail "ranks.csv: $(cat ranks/ranks.csv)"
@@ -85,6 +105,9 @@ has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 has out "saving vs default (pytorch, 20.00 MiB): 8.00 MiB (40.0%)"
 has out "headroom to the lower bound (10.31 MiB): 1.69 MiB"
 has out "warning: PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb' is a native-allocator key: backend:cudaMallocAsync ignores it"
+
+run 0 "$GA" load --db t.db "$TRUNC"
+run 0 "$GA" recommend --db t.db; has out "warning: the trace is truncated"
 
 # --- the newcomer's one step: report TRACE.zst runs the sweep, loads, writes report.html
 mkdir -p new && cp fx.zst new/job.zst && cd new || exit 1
