@@ -48,7 +48,28 @@ static void crc_init(void) {
   __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
+#if defined(__x86_64__)
+/* SSE4.2 has a CRC-32C instruction: about 8x the table version, which matters because every
+ * chunk is checked before it is decompressed. Used when the CPU has it. */
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n) {
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = (uint32_t)c;
+  while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+#endif
+
 uint32_t gmt_crc32c(uint32_t crc, const void *buf, size_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("sse4.2")) return crc_hw(crc, buf, n);
+#endif
   /* Racing initializers write identical values, so a plain flag is enough. */
   if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) crc_init();
   const uint8_t *p = buf;

@@ -445,3 +445,12 @@ TEST(Reader, NextViewHandsOutWholeChunksAndMixesWithNext) {
   gmt_reader_close(r);
   remove(path.c_str());
 }
+
+TEST(Crc32c, KnownValueAndChaining) {
+  EXPECT_EQ(gmt_crc32c(0, "123456789", 9), 0xE3069283u);
+  std::string s(1000, '\0');
+  for (size_t i = 0; i < s.size(); i++) s[i] = (char)(i * 7);
+  uint32_t whole = gmt_crc32c(0, s.data(), s.size());
+  for (size_t cut : {0, 1, 7, 8, 9, 500, 999})
+    EXPECT_EQ(gmt_crc32c(gmt_crc32c(0, s.data(), cut), s.data() + cut, s.size() - cut), whole) << cut;
+}
