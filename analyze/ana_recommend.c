@@ -129,7 +129,31 @@ typedef struct run_row {
   int64_t reserved, lower, calls, ooms;
 } run_row_t;
 
+static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
+  sqlite3_stmt *st = NULL;
+  const char *v = NULL;
+  if (sqlite3_prepare_v2(db->h, "SELECT value FROM trace_kv WHERE trace_id=? AND key=?", -1, &st, NULL) != SQLITE_OK)
+    return NULL;
+  sqlite3_bind_int64(st, 1, trace_id);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    v = buf;
+  }
+  sqlite3_finalize(st);
+  return v;
+}
+
 static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
+  char a[256], b[256];
+  /* JAX: the platform allocator takes memory per request; the arena settings then do nothing. */
+  const char *alloc = kv_get(db, trace_id, "XLA_PYTHON_CLIENT_ALLOCATOR", a, sizeof a);
+  if (alloc && strcmp(alloc, "platform") == 0) {
+    if (kv_get(db, trace_id, "XLA_PYTHON_CLIENT_MEM_FRACTION", b, sizeof b))
+      fprintf(out, "  warning: XLA_PYTHON_CLIENT_MEM_FRACTION=%s is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform\n", b);
+    if (kv_get(db, trace_id, "XLA_PYTHON_CLIENT_PREALLOCATE", b, sizeof b))
+      fprintf(out, "  warning: XLA_PYTHON_CLIENT_PREALLOCATE=%s is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform\n", b);
+  }
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT key, value FROM trace_kv WHERE trace_id=? AND key IN "
@@ -255,5 +279,16 @@ gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
   }
   sqlite3_finalize(st);
   if (!any) fprintf(out, "no traces in the database: load some with `gpuanalyze load TRACE.zst R.json`\n");
+  /* Runs whose trace is not loaded cannot be compared to its lower bound: name them. */
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT COALESCE(trace_path, '?'), COUNT(*) FROM v_runs WHERE trace_id IS NULL"
+                         " GROUP BY trace_path ORDER BY trace_path",
+                         -1, &st, NULL) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW)
+      fprintf(out, "%s: %lld replay runs, but the trace is not loaded: `gpuanalyze load %s`\n",
+              (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
+              (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+  }
   return GM_OK;
 }

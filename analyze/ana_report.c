@@ -102,22 +102,50 @@ gm_status_t ana_table_query(ana_db_t *db, const ana_table_t *t, int64_t trace_id
   return GM_OK;
 }
 
+/* Text tables: cells buffered (tables are capped at a few dozen rows) so every column gets the
+ * width of its widest cell; text left-aligned, numbers right-aligned, cells cut at 60 bytes.
+ * The single-row provenance table prints as name: value lines. */
+enum { TXT_ROWS = 64, TXT_COLS = 24, TXT_CELL = 61 };
+
 static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
   if (ana_table_query(db, t, trace_id, &st, NULL) < 0) return;
   int nc = sqlite3_column_count(st), rows = 0;
+  if (nc > TXT_COLS) nc = TXT_COLS;
+  static char cells[TXT_ROWS][TXT_COLS][TXT_CELL];
+  int width[TXT_COLS] = {0}, text[TXT_COLS] = {0};
   char cell[256];
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    if (rows++ == 0) {
-      fprintf(out, "\n  %s\n   ", t->title);
-      for (int c = 1; c < nc; c++) fprintf(out, " %14s", sqlite3_column_name(st, c));
-      fprintf(out, "\n");
-    }
-    fprintf(out, "   ");
+  for (int c = 1; c < nc; c++) width[c] = (int)strlen(sqlite3_column_name(st, c));
+  while (rows < TXT_ROWS && sqlite3_step(st) == SQLITE_ROW) {
     for (int c = 1; c < nc; c++) {
       ana_cell_text(st, c, cell, sizeof cell);
-      fprintf(out, " %14.*s", t->wide && c >= nc - 2 ? 60 : 40, cell);
+      size_t l = strlen(cell);
+      if (l > TXT_CELL - 1) l = TXT_CELL - 1;
+      memcpy(cells[rows][c], cell, l);
+      cells[rows][c][l] = '\0';
+      int w = (int)strlen(cells[rows][c]);
+      if (w > width[c]) width[c] = w;
+      if (sqlite3_column_type(st, c) == SQLITE_TEXT) text[c] = 1;
     }
+    rows++;
+  }
+  if (rows == 0) {
+    sqlite3_finalize(st);
+    return;
+  }
+  fprintf(out, "\n  %s\n", t->title);
+  if (strcmp(t->name, "traces") == 0 && rows == 1) {
+    for (int c = 1; c < nc; c++) fprintf(out, "    %-22s %s\n", sqlite3_column_name(st, c), cells[0][c]);
+    sqlite3_finalize(st);
+    return;
+  }
+  fprintf(out, "   ");
+  for (int c = 1; c < nc; c++)
+    fprintf(out, text[c] ? " %-*s" : " %*s", width[c], sqlite3_column_name(st, c));
+  fprintf(out, "\n");
+  for (int r = 0; r < rows; r++) {
+    fprintf(out, "   ");
+    for (int c = 1; c < nc; c++) fprintf(out, text[c] ? " %-*s" : " %*s", width[c], cells[r][c]);
     fprintf(out, "\n");
   }
   sqlite3_finalize(st);

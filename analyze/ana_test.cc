@@ -468,3 +468,38 @@ TEST(Recommend, ConfWarningsAndEnvLines) {
   ana_policy_env_line("pytorch:a b", 0, line, sizeof line);
   EXPECT_STREQ(line, "PYTORCH_CUDA_ALLOC_CONF='a b'");
 }
+
+TEST(Recommend, NamesRunsWithoutTheirTraceAndJaxMisconfiguration) {
+  std::string t = Unique("jax") + ".zst", js = Unique("orphan") + ".json", dbp = Unique("rec") + ".db";
+  // A JAX job with the platform allocator: its arena settings do nothing.
+  gmt_header_t h;
+  gmt_header_init(&h);
+  gm_err_t err = {};
+  h.start_time_ns = 5;
+  ASSERT_EQ(gmt_header_kv_set(&h, "XLA_PYTHON_CLIENT_ALLOCATOR", "platform", &err), GM_OK);
+  ASSERT_EQ(gmt_header_kv_set(&h, "XLA_PYTHON_CLIENT_MEM_FRACTION", ".5", &err), GM_OK);
+  gmt_writer_t *w = nullptr;
+  ASSERT_EQ(gmt_writer_open(&w, t.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+  auto evs = RandomProgram(7, 100);
+  ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK);
+  ASSERT_EQ(gmt_writer_close(w, &err), GM_OK);
+  gmt_header_free(&h);
+  WriteFile(js, ResultsJson("elsewhere.zst", 999, {"pytorch", "direct"}, {300, 200}, 100));
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(ana_recommend(db, f, &err), GM_OK);
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  EXPECT_NE(rec.find("XLA_PYTHON_CLIENT_MEM_FRACTION=.5 is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform"),
+            std::string::npos) << rec;
+  EXPECT_NE(rec.find("elsewhere.zst: 2 replay runs, but the trace is not loaded"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("no replay runs loaded for this trace"), std::string::npos) << rec;
+  ana_db_close(db);
+}

@@ -242,7 +242,16 @@ static int cmd_report(config_t *c, char **pos, int npos) {
       return fail(&err);
     }
     if (!c->db) {
-      snprintf(dbpath, sizeof dbpath, "%s.db", trace);
+      /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
+      char dir[PATH_MAX], base[PATH_MAX];
+      snprintf(dir, sizeof dir, "%s", trace);
+      snprintf(base, sizeof base, "%s", trace);
+      if (access(dirname(dir), W_OK) == 0) {
+        snprintf(dbpath, sizeof dbpath, "%s.db", trace);
+      } else {
+        snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
+        gm_log(GM_LOG_INFO, "'%s' is read-only: the database is %s", dir, dbpath);
+      }
       c->db = dbpath;
     }
     if (!html) html = "report.html";
