@@ -12,6 +12,7 @@
  *
  * Workload assumption: allocs ~= frees, few live blocks (thousands), many events: every path
  * is O(log n) in the pool size, and block structs come from a free-list (no malloc once warm). */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "replay/policies/pytorch/pt_internal.h"
@@ -47,7 +48,7 @@ pt_block_t *pt_block_new(rp_policy_t *p) {
   }
   pt_block_t *b = p->spare;
   p->spare = b->link;
-  memset(b, 0, sizeof *b);
+  memset(b, 0, offsetof(pt_block_t, hh)); /* hh is set by HASH_ADD when the block goes live */
   b->mapped = 1;
   p->n_blocks++;
   return b;
@@ -140,7 +141,8 @@ static uint64_t expandable_size(const pt_block_t *b) {
 static int get_free_block(rp_policy_t *p, params_t *a) {
   pt_pool_t *pool = a->pool;
   if (p->gc_active) pool->get_free_calls++;
-  pt_block_t key = {.addr = 0, .size = a->size, .stream = a->stream};
+  pt_block_t key; /* only the compared fields: zeroing the whole struct shows in profiles */
+  key.addr = 0, key.size = a->size, key.stream = a->stream;
   pt_block_t *b = RB_NFIND(pt_free_tree, &pool->free, &key);
   if (!b || b->stream != a->stream) return 0;
   if (b->expandable) {
@@ -244,7 +246,8 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
   uint64_t msplit = p->conf.max_split_size;
   if (msplit == UINT64_MAX) return 0;
   pt_pool_t *pool = a->pool;
-  pt_block_t key = {.addr = 0, .size = a->size < msplit ? msplit : a->size, .stream = a->stream};
+  pt_block_t key;
+  key.addr = 0, key.size = a->size < msplit ? msplit : a->size, key.stream = a->stream;
   pt_block_t *it = RB_NFIND(pt_free_tree, &pool->free, &key);
   if (!it || it->stream != a->stream || it->expandable) {
     pt_block_t *first = RB_MIN(pt_free_tree, &pool->free);

@@ -28,7 +28,8 @@ static int has_space(const pt_block_t *b, uint64_t size) {
 
 static int find_expandable_block(rp_policy_t *p, pt_pool_t *pool, uint64_t stream, uint64_t size,
                                  pt_block_t **out, gm_err_t *err) {
-  pt_block_t key = {.addr = 0, .stream = stream};
+  pt_block_t key;
+  key.addr = 0, key.size = 0, key.stream = stream;
   for (pt_block_t *c = RB_NFIND(pt_unmapped_tree, &pool->unmapped, &key); c && c->stream == stream;
        c = RB_NEXT(pt_unmapped_tree, &pool->unmapped, c)) {
     pt_block_t *cand = allocatable(c->prev) ? c->prev : c;
