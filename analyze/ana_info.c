@@ -62,7 +62,7 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   fprintf(out, "driver/cuda/cupti: %s / %s / %s\n", or_dash(h->driver_version),
           or_dash(h->cuda_version), or_dash(h->cupti_version));
   for (size_t i = 0; i < h->n_kv; i++)
-    fprintf(out, "env:            %s=%s\n", h->kv[i].key, h->kv[i].value ? h->kv[i].value : "");
+    fprintf(out, "setting:        %s=%s\n", h->kv[i].key, h->kv[i].value ? h->kv[i].value : "");
   fprintf(out, "duration:       ");
   print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
   fprintf(out, "\nevents:         %" PRIu64 " in %" PRIu64 " chunks\n", s->events, rs->chunks);

@@ -157,7 +157,7 @@ static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT key, value FROM trace_kv WHERE trace_id=? AND key IN "
-                         "('PYTORCH_CUDA_ALLOC_CONF','PYTORCH_ALLOC_CONF','allocator_settings')",
+                         "('PYTORCH_CUDA_ALLOC_CONF','PYTORCH_ALLOC_CONF','allocator_settings','torch.alloc_conf')",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);
