@@ -232,6 +232,19 @@ TEST(PytorchPolicy, ExpandableUnmapsWholeFreePagesInsideTheSegment) {
   (void)c;
 }
 
+TEST(PytorchPolicy, ExpandableBestFitCountsTheUnmappedTailAsSize) {
+  Model m("expandable_segments:True", 1 * GiB);
+  uint64_t a = m.Alloc(30 * MiB);  // maps 40 MiB: [a 30][free 10][unmapped]
+  uint64_t b = m.Alloc(10 * MiB);  // exact fit: [a][b][unmapped]
+  uint64_t c = m.Alloc(15 * MiB);  // grows by a page: [a][b][c 15][free 5][unmapped]
+  EXPECT_EQ(b, a + 30 * MiB);
+  EXPECT_EQ(c, a + 40 * MiB);
+  m.Free(a);
+  // 4 MiB: the 5 MiB block is the smallest fit but could grow into the unmapped tail, so it
+  // counts as huge; the 30 MiB block is the best fit by that measure
+  EXPECT_EQ(m.Alloc(4 * MiB), a);
+}
+
 TEST(PytorchPolicy, GarbageCollectionNeedsAMemoryFraction) {
   {
     Model m("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5", 400 * MiB);
