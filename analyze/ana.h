@@ -45,6 +45,7 @@ typedef struct ana_summary {
   uint64_t first_ts_ns, last_ts_ns;
   uint64_t by_kind[GMT_EV_KIND_MAX];
   uint64_t n_devices, devices[ANA_MAX_LISTED];
+  uint64_t device_peak[ANA_MAX_LISTED];        /* peak live requested bytes of devices[i] */
   uint64_t n_streams, streams[ANA_MAX_LISTED]; /* GMT_STREAM_NONE counts as a stream */
   uint64_t requested_bytes_total;              /* sum of ALLOC sizes (device memory) */
   uint64_t peak_live_bytes;                    /* max over time of live requested device bytes */

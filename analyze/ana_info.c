@@ -72,6 +72,10 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   for (uint64_t i = 0; i < s->n_devices && i < ANA_MAX_LISTED; i++)
     fprintf(out, "%s%" PRIu64, i ? ", " : "", s->devices[i]);
   fprintf(out, "%s)\n", s->n_devices > ANA_MAX_LISTED ? ", ..." : "");
+  if (s->n_devices > 1)
+    for (uint64_t i = 0; i < s->n_devices && i < ANA_MAX_LISTED; i++)
+      fprintf(out, "  device %-7" PRIu64 " peak live %s\n", s->devices[i],
+              gm_format_size(s->device_peak[i], b1, sizeof b1));
   fprintf(out, "streams:        %" PRIu64 " (", s->n_streams);
   for (uint64_t i = 0; i < s->n_streams && i < ANA_MAX_LISTED; i++) {
     if (s->streams[i] == GMT_STREAM_NONE) fprintf(out, "%snone", i ? ", " : "");

@@ -236,7 +236,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     }
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].policy, "pytorch") == 0) dflt = &rows[i];
-  int64_t lower = lower_trace > 0 ? lower_trace : rows[0].lower;
+  /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
+   * with; the trace's own sums every device. */
+  int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;
   if (!best) {
     fprintf(out, "  every policy ran out of memory in replay; the job needs at least %s\n",
             gm_format_size((uint64_t)lower, b1, sizeof b1));

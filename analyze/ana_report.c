@@ -28,6 +28,12 @@ const ana_table_t ana_tables[] = {
      " device_alloc_calls, device_free_calls, alloc_retries, ooms"
      " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, peak_reserved_bytes, run_id",
      0},
+    {"devices", "Devices (each one's own peak; gpureplay replays one device)",
+     "SELECT trace_id, device, peak_live_bytes AS lower_bound_bytes FROM trace_devices d"
+     " WHERE (?1 IS NULL OR trace_id=?1)"
+     " AND (SELECT COUNT(*) FROM trace_devices d2 WHERE d2.trace_id = d.trace_id) > 1"
+     " ORDER BY trace_id, device",
+     0},
     {"live_at_peak_largest", "Largest allocations live at the peak",
      "SELECT p.trace_id, p.alloc_seq, p.size AS size_bytes, p.device, p.stream,"
      " COALESCE(s.text, '') AS callsite, ROUND((t.peak_live_ts_ns - p.t_alloc_ns)/1e9, 6) AS age_s"
@@ -168,7 +174,8 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   }
   sqlite3_finalize(st);
   if (!any) fprintf(out, "no traces in the database\n");
-  print_text_table(db, out, &ana_tables[7], -1);
+  for (const ana_table_t *t = ana_tables; t->name; t++)
+    if (strcmp(t->name, "ranks") == 0) print_text_table(db, out, t, -1);
   fprintf(out, "\nrecommendation:\n");
   return ana_recommend(db, out, err);
 }

@@ -43,6 +43,8 @@ struct ana_scan {
   stream_ent_t *streams;
   uint8_t dev_seen[65536 / 8];
   uint64_t live_bytes, live_allocs, seg_live;
+  uint64_t dev_live[ANA_MAX_LISTED]; /* live bytes of summary.devices[i] */
+  int last_dev;                      /* index of the last device looked up */
   bucket_t buckets[ANA_TIMELINE_POINTS];
   uint64_t width; /* ns per bucket */
   int finished;
@@ -61,6 +63,7 @@ gm_status_t ana_scan_new(ana_scan_t **out, ana_pair_fn fn, void *ctx, gm_err_t *
   s->fn = fn;
   s->ctx = ctx;
   s->width = 1024; /* ~1 us to start; doubles as the trace grows */
+  s->last_dev = -1;
   *out = s;
   return GM_OK;
 }
@@ -144,6 +147,15 @@ static void note_lifetime(ana_scan_t *s, const ana_pair_t *p) {
   s->sum.life_bytes[i] += p->size;
 }
 
+/* Index of device in summary.devices (the first ANA_MAX_LISTED seen), -1 beyond them. */
+static int dev_index(ana_scan_t *s, uint16_t device) {
+  if (s->last_dev >= 0 && s->sum.devices[s->last_dev] == device) return s->last_dev;
+  uint64_t n = s->sum.n_devices < ANA_MAX_LISTED ? s->sum.n_devices : ANA_MAX_LISTED;
+  for (uint64_t i = 0; i < n; i++)
+    if (s->sum.devices[i] == device) return s->last_dev = (int)i;
+  return -1;
+}
+
 static gm_status_t close_pair(ana_scan_t *s, live_t *e, uint64_t seq, uint64_t ts, gm_err_t *err) {
   HASH_DEL(s->live, e);
   e->p.free_seq = seq;
@@ -152,6 +164,8 @@ static gm_status_t close_pair(ana_scan_t *s, live_t *e, uint64_t seq, uint64_t t
   if (ana_counts_as_device(e->p.mem_kind)) {
     s->live_bytes -= e->p.size;
     s->live_allocs--;
+    int d = dev_index(s, e->p.device);
+    if (d >= 0) s->dev_live[d] -= e->p.size;
   }
   gm_status_t st = s->fn ? s->fn(s->ctx, &e->p, err) : GM_OK;
   entry_put(s, e);
@@ -213,6 +227,8 @@ gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) 
         m->size_bytes[c] += ev->size;
         s->live_bytes += ev->size;
         s->live_allocs++;
+        int d = dev_index(s, ev->device);
+        if (d >= 0 && (s->dev_live[d] += ev->size) > m->device_peak[d]) m->device_peak[d] = s->dev_live[d];
         if (s->live_bytes > m->peak_live_bytes) {
           m->peak_live_bytes = s->live_bytes;
           m->peak_live_seq = seq;

@@ -159,7 +159,7 @@ int64_t Scalar(ana_db_t *db, const std::string &sql) {
 // Every table's row count: a cheap fingerprint of the database's contents.
 std::string Fingerprint(ana_db_t *db) {
   std::string out;
-  for (const char *t : {"traces", "trace_kv", "trace_kinds", "strings", "events", "open_allocs",
+  for (const char *t : {"traces", "trace_kv", "trace_kinds", "trace_devices", "strings", "events", "open_allocs",
                         "size_histogram", "lifetime_histogram", "trace_timeline", "results", "runs",
                         "run_timeline"})
     out += std::string(t) + "=" + std::to_string(Scalar(db, std::string("SELECT COUNT(*) FROM ") + t)) + " ";
@@ -502,4 +502,24 @@ TEST(Recommend, NamesRunsWithoutTheirTraceAndJaxMisconfiguration) {
   EXPECT_NE(rec.find("elsewhere.zst: 2 replay runs, but the trace is not loaded"), std::string::npos) << rec;
   EXPECT_NE(rec.find("no replay runs loaded for this trace"), std::string::npos) << rec;
   ana_db_close(db);
+}
+
+TEST(Scan, PerDevicePeaks) {
+  ana_scan_t *s = nullptr;
+  gm_err_t err = {};
+  ASSERT_EQ(ana_scan_new(&s, nullptr, nullptr, &err), GM_OK);
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1, 0x1000, 100), Ev(GMT_EV_ALLOC, 2, 0x1000, 50),
+                                  Ev(GMT_EV_FREE, 3, 0x1000, 0), Ev(GMT_EV_ALLOC, 4, 0x2000, 70)};
+  evs[1].device = 1;  // same address, other device: a different allocation
+  evs[3].device = 1;
+  for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
+  ASSERT_EQ(ana_scan_finish(s, &err), GM_OK);
+  const ana_summary_t *m = ana_scan_summary(s);
+  ASSERT_EQ(m->n_devices, 2u);
+  EXPECT_EQ(m->devices[0], 0u);
+  EXPECT_EQ(m->device_peak[0], 100u);
+  EXPECT_EQ(m->device_peak[1], 120u);
+  EXPECT_EQ(m->peak_live_bytes, 150u);  // summed over devices
+  EXPECT_EQ(m->double_alloc, 0u);
+  ana_scan_free(s);
 }
