@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <uthash.h>
 
 #include <cuda.h>
 #include <cupti.h>
@@ -77,6 +78,57 @@ static struct {
   int selftest;
   char manifest[4096];
 } g = {.once = PTHREAD_ONCE_INIT};
+
+/* Ranges mapped through cuMemMap. CUPTI also reports such a mapping as a MEMORY2 allocation
+ * (and its unmapping as a release) of the same address and size, stamped after the cuMemMap
+ * call; the VMM callbacks already recorded them as VMM_MAP / VMM_UNMAP, so those MEMORY2
+ * records are left out instead of counted twice. A record matches a mapping only by address,
+ * size and time (not before the map), because the driver reuses freed virtual addresses: an
+ * earlier cudaMalloc at the same address is a real allocation (seen on an H200).
+ * VMM calls are rare (one per 2 or 20 MiB page): a hash under a mutex is enough. */
+#define VMM_SLACK_NS 1000000ull
+typedef struct vmm_map {
+  uint64_t addr;
+  uint64_t size;
+  uint64_t ts;
+  UT_hash_handle hh;
+} vmm_map_t;
+static vmm_map_t *g_vmm = NULL;
+static pthread_mutex_t g_vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void vmm_note(uint64_t addr, uint64_t size, uint64_t ts) {
+  pthread_mutex_lock(&g_vmm_mu);
+  vmm_map_t *e;
+  HASH_FIND(hh, g_vmm, &addr, sizeof addr, e);
+  if (!e && (e = calloc(1, sizeof *e))) {
+    e->addr = addr;
+    HASH_ADD(hh, g_vmm, addr, sizeof e->addr, e);
+  }
+  if (e) {
+    e->size = size;
+    e->ts = ts;
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+}
+
+/* Is this converted MEMORY2 event a VMM mapping already recorded? Forgets it at its release. */
+static int vmm_duplicate(const gmt_event_t *ev) {
+  if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE) return 0;
+  if (ev->flags & GMT_F_ASYNC) return 0;
+  int dup = 0;
+  pthread_mutex_lock(&g_vmm_mu);
+  vmm_map_t *e = NULL;
+  if (g_vmm) HASH_FIND(hh, g_vmm, &ev->addr, sizeof ev->addr, e);
+  if (e && e->size == ev->size && ev->ts_ns + VMM_SLACK_NS >= e->ts) {
+    dup = 1;
+    if (ev->kind == GMT_EV_FREE) {
+      HASH_DEL(g_vmm, e);
+      free(e);
+    }
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  return dup;
+}
 
 /* Runtime-API allocation in progress on this thread: its driver calls are not reported twice. */
 static _Thread_local int t_in_runtime;
@@ -206,7 +258,7 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
   rec_core_t *core = g.core;
   if (core && getpid() == g.pid) {
     while (g.api.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-      if (rec_cupti_convert(rec, g.t0, &evs[n])) n++;
+      if (rec_cupti_convert(rec, g.t0, &evs[n]) && !vmm_duplicate(&evs[n])) n++;
       if (n == sizeof evs / sizeof evs[0]) {
         rec_core_push_batch(core, evs, n, 50000000ull);
         n = 0;
@@ -312,8 +364,10 @@ static void on_driver(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
       const cuMemMap_params *a = p;
-      if (rc == CUDA_SUCCESS)
+      if (rc == CUDA_SUCCESS) {
+        vmm_note(a->ptr, a->size, hook_now(NULL));
         push_now(d->context, GMT_EV_VMM_MAP, a->ptr, a->size, GMT_STREAM_NONE, corr);
+      }
       return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {

@@ -461,9 +461,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
   }
   if (!cfg->quiet && recording) {
     if (r.ntraces == 0)
-      fprintf(stderr, "gpurec: no trace written: %s\n",
-              r.notes[0] ? r.notes
-                         : "the program never initialised CUDA (no GPU, no driver, or no CUDA use)");
+      fprintf(stderr, "gpurec: no trace written%s\n",
+              r.notes[0] ? " (see the [gpurec] line above)"
+                         : ": the program never initialised CUDA (no GPU, no driver, or no CUDA use)");
     for (int i = 0; i < r.ntraces; i++) print_summary(r.traces[i]);
     if (WIFSIGNALED(status))
       fprintf(stderr, "gpurec: the program was killed by signal %d; exit status %d\n",

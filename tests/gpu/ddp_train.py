@@ -1,0 +1,29 @@
+"""Two-rank DDP training loop for gpurec's torchrun check (one CUDA process per GPU).
+Run: torchrun --nproc_per_node=2 tests/gpu/ddp_train.py  (NCCL, NVLink multicast off)."""
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def main():
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)).cuda(), device_ids=[rank])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(5):
+        x = torch.randn(64, 1024, device="cuda")
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    print("rank", dist.get_rank(), "device", torch.cuda.current_device(), "ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
