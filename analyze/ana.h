@@ -99,6 +99,9 @@ const char *ana_schema_sql(void);
 
 typedef struct ana_load_opts {
   uint64_t fault_after_events; /* test hook: fail the load after this many events (0: off) */
+  /* Called about every million events of a trace (NULL: none); main() shows it on a terminal. */
+  void (*progress)(void *ctx, const char *input, uint64_t events);
+  void *progress_ctx;
 } ana_load_opts_t;
 
 typedef struct ana_load_stats {

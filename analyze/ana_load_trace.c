@@ -352,6 +352,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     for (size_t k = 0; k < n; k++) L->ends[k] = UINT64_MAX;
     for (size_t k = 0; k < n && s >= 0; k++) s = ana_scan_event(scan, &evs[k], err);
     if (s >= 0) s = insert_events(L, evs, n, err);
+    if (o && o->progress && (done >> 20) != ((done + n) >> 20)) o->progress(o->progress_ctx, path, done + n);
     done += n;
     if (s >= 0 && o && o->fault_after_events && done >= o->fault_after_events)
       s = gm_err_set(err, GM_ERR_IO, "fault injected after %" PRIu64 " events", done);

@@ -26,6 +26,8 @@
 
 extern char **environ;
 
+static int progress_shown; /* a \r progress line is on stderr and needs its newline */
+
 typedef struct config {
   int help, version, verbose, quiet;
   int csv;
@@ -154,8 +156,22 @@ static int cmd_dump(const config_t *c, const char *path) {
 
 /* Test hook: GPUANALYZE_FAULT_AFTER_EVENTS=N makes a load fail after N events (to prove an
  * interrupted load leaves the database as it was). */
+static void show_progress(void *ctx, const char *input, uint64_t events) {
+  (void)ctx;
+  fprintf(stderr, "\rgpuanalyze: loading %s: %.1f M events", input, (double)events / 1e6);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+static void end_progress(void) {
+  if (progress_shown) fputc('\n', stderr);
+  progress_shown = 0;
+}
+
 static ana_load_opts_t load_opts_from_env(void) {
   ana_load_opts_t o = {0};
+  /* Progress only for a person watching: never into a log or a pipe. */
+  if (isatty(STDERR_FILENO) && gm_log_level() >= GM_LOG_INFO) o.progress = show_progress;
   const char *f = getenv("GPUANALYZE_FAULT_AFTER_EVENTS");
   if (f) o.fault_after_events = strtoull(f, NULL, 10);
   return o;
@@ -168,6 +184,7 @@ static int cmd_load(const config_t *c, char **pos, int npos) {
   ana_load_opts_t o = load_opts_from_env();
   ana_load_stats_t st = {0};
   gm_status_t s = ana_db_load(db, (const char *const *)pos, npos, &o, &st, &err);
+  end_progress();
   ana_db_close(db);
   if (s < 0) return fail(&err);
   gm_log(GM_LOG_INFO,
@@ -281,6 +298,7 @@ static int cmd_report(config_t *c, char **pos, int npos) {
     ana_load_opts_t o = load_opts_from_env();
     ana_load_stats_t st = {0};
     gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
+    end_progress();
     if (*json) unlink(json);
     ana_db_close(db);
     if (s < 0) return fail(&err);
