@@ -4,7 +4,8 @@
  * The file is parsed whole with jansson before anything is written, and each run is checked
  * as it is inserted: a file broken anywhere fails the whole load, which the caller rolls back.
  * Unknown keys are kept (runs.summary_json holds the run object without its timeline), as
- * the schema asks readers to ignore, not drop, what they do not know. */
+ * the schema asks readers to ignore, not drop, what they do not know. A file's identity is its
+ * canonical content less the run times, so a re-run sweep is recognised. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -129,6 +130,27 @@ static gm_status_t insert_run(ana_db_t *db, sqlite3_stmt *st, sqlite3_stmt *tst,
   return insert_timeline(db, tst, run_id, json_object_get(run, "timeline"), idx, err);
 }
 
+/* Identity of a results file: its content without what changes from one replay of the same
+ * trace and policies to the next (when and how fast it ran), in canonical form. So running
+ * `gpuanalyze report TRACE.zst` twice, which re-runs the sweep, does not load the runs twice. */
+static const char *const volatile_keys[] = {"created_unix_ns", "tool", "replay_seconds",
+                                            "events_per_second", "latency_ns", NULL};
+
+static int results_identity(json_t *root, char *hash, size_t n) {
+  json_t *c = json_deep_copy(root);
+  if (!c) return -1;
+  for (const char *const *k = volatile_keys; *k; k++) json_object_del(c, *k);
+  json_t *runs = json_object_get(c, "runs");
+  for (size_t i = 0; json_is_array(runs) && i < json_array_size(runs); i++)
+    for (const char *const *k = volatile_keys; *k; k++) json_object_del(json_array_get(runs, i), *k);
+  char *txt = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(c);
+  if (!txt) return -1;
+  snprintf(hash, n, "%016" PRIx64, ana_hash_bytes(txt, strlen(txt)));
+  free(txt);
+  return 0;
+}
+
 gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *stats, gm_err_t *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return gm_err_set(err, GM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -156,14 +178,17 @@ gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *s
     free(buf);
     return gm_err_set(err, GM_ERR_IO, "cannot read '%s'", path);
   }
-  char hash[32];
-  snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
   json_error_t je;
   json_t *root = json_loadb(buf, len, 0, &je);
   free(buf);
   if (!root)
     return gm_err_set(err, GM_ERR_FORMAT, "cannot load '%s': not a results file: line %d column %d: %s",
                       path, je.line, je.column, je.text);
+  char hash[32];
+  if (results_identity(root, hash, sizeof hash) < 0) {
+    json_decref(root);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
   gm_status_t s = GM_OK;
   json_t *fmt = json_object_get(root, "format"), *ver = json_object_get(root, "version");
   json_t *runs = json_object_get(root, "runs");

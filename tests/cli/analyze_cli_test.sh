@@ -134,6 +134,9 @@ GPUREPLAY="$MK" run 0 "$GA" report job.zst
 [ -s report.html ] || fail "report TRACE did not write report.html"
 [ -s job.zst.db ] || fail "report TRACE did not make job.zst.db"
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+GPUREPLAY="$MK" run 0 "$GA" report job.zst  # again: the re-run sweep's runs are not loaded twice
+GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again
+[ "$(wc -l < again/runs.csv)" = 4 ] || fail "a second report TRACE loaded the runs again: $(<again/runs.csv)"
 GPUREPLAY=/bin/false run 1 "$GA" report job.zst; one_line; has err "failed (exit status 1)"
 GPUREPLAY= run 0 "$GA" report --gpureplay="$MK" --html second.html job.zst
 [ -s second.html ] || fail "--gpureplay: no second.html"

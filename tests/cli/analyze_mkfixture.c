@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/gmt.h"
 
@@ -73,18 +74,23 @@ static int make_results(const char *trace, const char *out) {
   static const char *const pol[] = {"pytorch", "pytorch:expandable_segments:True",
                                     "pytorch:</script><script>console.error(\\\"xss\\\")</script>\\u2028"};
   static const unsigned long long res[] = {20971520, 12582912, 14680064};
-  fprintf(f, "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake gpureplay\",\"created_unix_ns\":1,\"runs\":[");
+  /* Like gpureplay, what changes from one run to the next: when it ran and how fast. */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  long long stamp = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+  fprintf(f, "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake gpureplay\",\"created_unix_ns\":%lld,\"runs\":[",
+          stamp);
   for (int i = 0; i < 3; i++)
     fprintf(f,
             "%s{\"trace\":\"%s\",\"trace_start_time_ns\":%llu,\"trace_pid\":%u,\"policy\":\"%s\",\"backend\":\"sim\","
             "\"capacity_bytes\":0,\"events\":100,\"peak_reserved_bytes\":%llu,\"peak_allocated_bytes\":%llu,"
             "\"peak_requested_bytes\":%llu,\"lower_bound_bytes\":%llu,\"fragmentation_at_peak\":0.2,"
             "\"fragmentation_mean\":0.1,\"device_alloc_calls\":%d,\"device_free_calls\":0,\"alloc_retries\":0,"
-            "\"ooms\":0,\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":0.01,"
+            "\"ooms\":0,\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":%.9f,"
             "\"events_per_second\":10000.0,\"timeline\":{\"ts_ns\":[0,15000,30000],\"reserved\":[0,%llu,%llu],"
             "\"allocated\":[0,%llu,0],\"requested\":[0,%llu,0]}}",
             i ? "," : "", "fixture.zst", (unsigned long long)h->start_time_ns, h->pid, pol[i], res[i],
-            PEAK, PEAK, PEAK, 5 + i, res[i], res[i], PEAK, PEAK);
+            PEAK, PEAK, PEAK, 5 + i, (double)(stamp % 1000003) / 1e9, res[i], res[i], PEAK, PEAK);
   fprintf(f, "]}\n");
   gmt_reader_close(r);
   return fclose(f) == 0 ? 0 : 1;
