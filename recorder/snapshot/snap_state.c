@@ -184,7 +184,8 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
       const snap_val_t *blk = bl->items[b];
       const snap_val_t *state = snap_dict_get(blk, "state");
       int live = snap_str_eq(state, "active_allocated");
-      int awaiting = snap_str_eq(state, "active_awaiting_free");
+      /* torch 2.11 says active_pending_free (a free requested, waiting on record_stream events) */
+      int awaiting = snap_str_eq(state, "active_pending_free") || snap_str_eq(state, "active_awaiting_free");
       int64_t baddr = 0, req = 0;
       if (!live && !awaiting) continue;
       snap_int(snap_dict_get(blk, "address"), &baddr);

@@ -1,0 +1,99 @@
+#!/bin/bash
+# gpurec_test.sh: the launcher end to end without a GPU. recorder/fake_cuda_app loads the real
+# injection library as the CUDA driver would and, with GPUMEM_SELFTEST=N, records N synthetic
+# CUPTI records through the real conversion, core and writer.
+set -u
+R=$PWD/recorder
+GPUREC=$R/gpurec
+APP=$R/fake_cuda_app
+CSV=$R/trace_csv
+T=${TEST_TMPDIR:-/tmp/gpurec_test.$$}
+mkdir -p "$T"
+cd "$T"
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+stats() { "$CSV" "$1" | grep '^#stats'; }
+
+# --help / --version / usage errors
+out=$("$GPUREC" --help); rc=$?
+check "--help exits 0 with usage on stdout" '[[ $rc == 0 && $out == *"usage: gpurec"* && $out == *"--mode"* ]]'
+out=$("$GPUREC" --version); rc=$?
+check "--version names format and zstd" '[[ $rc == 0 && $out == *"trace format"* && $out == *"zstd"* ]]'
+err=$("$GPUREC" 2>&1 >/dev/null); rc=$?
+check "no command: exit 2 + try --help" '[[ $rc == 2 && $err == *"no command"* && $err == *"try"*"--help"* ]]'
+err=$("$GPUREC" --mode=bogus -- true 2>&1); rc=$?
+check "bad mode: exit 2 naming it" '[[ $rc == 2 && $err == *"bogus"* ]]'
+
+export GPUMEM_SELFTEST=1000
+
+# exit status passes through; a lone trace takes the -o name
+rm -f run*.zst
+err=$("$GPUREC" -o run.zst -- "$APP" --exit 7 2>&1); rc=$?
+check "exit status 7 passes through" '[[ $rc == 7 ]]'
+check "single process: trace named as asked" '[[ -f run.zst && $(ls run*.zst | wc -l) == 1 ]]'
+check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=1001 "*"truncated=0"* ]]'
+check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
+check "requests mode says what it set" '[[ $err == *"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"* ]]'
+
+# requests mode keeps the user's other allocator keys, replaces their backend
+err=$(PYTORCH_CUDA_ALLOC_CONF="backend:native,expandable_segments:True" "$GPUREC" -o merge.zst -- "$APP" 2>&1)
+check "user's PYTORCH_CUDA_ALLOC_CONF merged" '[[ $err == *"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,expandable_segments:True,"* ]]'
+check "merged value recorded in the header" '[[ $("$CSV" merge.zst | grep "^#kv.PYTORCH_CUDA_ALLOC_CONF=") == "#kv.PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,expandable_segments:True" ]]'
+err=$("$GPUREC" --mode=native -o native.zst -- "$APP" 2>&1)
+check "native mode switches nothing" '[[ $err != *"backend:cudaMallocAsync"* && $("$CSV" native.zst | grep -c PYTORCH_CUDA_ALLOC_CONF) == 0 ]]'
+
+# killed by a signal: 128+N, and the trace written so far is readable (truncated)
+rm -f killed*.zst
+"$GPUREC" -o killed.zst -- "$APP" --sleep-ms 1500 --signal 9 2>/dev/null; rc=$?
+check "SIGKILL: exit 137" '[[ $rc == 137 ]]'
+check "SIGKILL: readable truncated trace" '[[ $(stats killed.zst) == *"events=1001 "*"truncated=1"* ]]'
+
+# signals sent to gpurec reach the child; SIGTERM still leaves a complete trace
+"$GPUREC" -o term.zst -- "$APP" --sleep-ms 5000 2>/dev/null & gp=$!
+sleep 1; kill -TERM $gp; wait $gp; rc=$?
+check "SIGTERM forwarded: exit 143" '[[ $rc == 143 ]]'
+check "SIGTERM: complete trace" '[[ $(stats term.zst) == *"events=1001 "*"truncated=0"* ]]'
+"$GPUREC" -o int.zst -- "$APP" --sleep-ms 5000 2>/dev/null & gp=$!
+sleep 1; kill -INT $gp; wait $gp; rc=$?
+check "SIGINT forwarded: exit 130" '[[ $rc == 130 ]]'
+
+# several CUDA processes: one trace per process, named by rank and pid, rank in the header
+rm -f multi*.zst
+err=$("$GPUREC" -o multi.zst -- "$APP" --procs 2 2>&1); rc=$?
+check "two ranks: exit 0" '[[ $rc == 0 ]]'
+check "two ranks: two traces, no plain name" '[[ $(ls multi.rank0.pid*.zst multi.rank1.pid*.zst 2>/dev/null | wc -l) == 2 && ! -e multi.zst ]]'
+f1=$(ls multi.rank1.pid*.zst 2>/dev/null | head -1)
+check "rank/world size in the header" '[[ -n "$f1" && $("$CSV" "$f1" | grep -E "^#(rank|world_size)=" | tr "\n" " ") == "#rank=1 #world_size=2 " ]]'
+check "summary names both traces" '[[ $(grep -c "events in" <<< "$err") == 2 ]]'
+
+# a program that never uses CUDA: one clear line, status passes
+err=$("$GPUREC" -o none.zst -- "$APP" --no-cuda --exit 4 2>&1); rc=$?
+check "no CUDA: exit 4 passes, one clear message" '[[ $rc == 4 && $(grep -c "no trace written" <<< "$err") == 1 && $err == *"never initialised CUDA"* ]]'
+
+# no CUPTI: the injection warns once, the program runs on, the launcher does not repeat it
+err=$(env -u GPUMEM_SELFTEST GPUMEM_CUPTI=/nonexistent/libcupti.so "$GPUREC" -o nocupti.zst -- "$APP" --exit 5 2>&1); rc=$?
+check "no CUPTI: program runs, exit 5" '[[ $rc == 5 ]]'
+check "no CUPTI: one [gpurec] warning" '[[ $(grep -c "^\[gpurec\]" <<< "$err") == 1 && $err == *"CUPTI"*"not found"* ]]'
+check "no CUPTI: launcher points at it" '[[ $err == *"no trace written (see the [gpurec] line above)"* ]]'
+
+# injection library missing: warning, program still runs
+err=$(GPUMEM_INJECT=/nonexistent.so "$GPUREC" -- "$APP" --exit 6 2>&1); rc=$?
+check "no injection library: runs unrecorded" '[[ $rc == 6 && $err == *"injection library not found"* ]]'
+err=$("$GPUREC" -- /nonexistent/program 2>&1); rc=$?
+check "missing program: 127" '[[ $rc == 127 && $err == *"cannot run"* ]]'
+
+# import: CSV text form -> trace, events identical
+"$CSV" run.zst | grep -v '^#stats' > run.csv
+err=$("$GPUREC" import run.csv -o imported.zst 2>&1); rc=$?
+check "import CSV: exit 0" '[[ $rc == 0 ]]'
+check "import CSV: same events" '[[ "$("$CSV" imported.zst | grep -v "^#")" == "$(grep -v "^#" run.csv)" ]]'
+echo "not a trace" > junk.csv
+err=$("$GPUREC" import junk.csv -o junk.zst 2>&1); rc=$?
+check "import junk: exit 1 with cause" '[[ $rc == 1 && $err == "gpurec: error: cannot import '"'"'junk.csv'"'"': "* ]]'
+err=$("$GPUREC" import run.csv 2>&1); rc=$?
+check "import without -o: exit 2" '[[ $rc == 2 ]]'
+
+echo "$fails failure(s)"
+[[ $fails == 0 ]]

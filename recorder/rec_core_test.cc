@@ -1,0 +1,458 @@
+// rec_core_test.cc: the CUDA-free recorder core, fed with synthetic CUPTI records built here
+// (the CUDA headers are on the CI machine; no GPU, no libcupti), read back with the trace reader.
+#include <cupti.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "formats/gmt.h"
+#include "recorder/cupti_convert.h"
+#include "recorder/rec_core.h"
+#include "recorder/rec_summary.h"
+}
+
+namespace {
+
+std::string TmpPath(const char *name) {
+  const char *d = getenv("TEST_TMPDIR");
+  return std::string(d ? d : "/tmp") + "/" + name;
+}
+
+CUpti_ActivityMemory4 Mem(int op, int kind, uint64_t addr, uint64_t bytes, uint64_t ts,
+                          uint32_t stream, int async) {
+  CUpti_ActivityMemory4 m;
+  memset(&m, 0, sizeof m);
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = (CUpti_ActivityMemoryOperationType)op;
+  m.memoryKind = (CUpti_ActivityMemoryKind)kind;
+  m.address = addr;
+  m.bytes = bytes;
+  m.timestamp = ts;
+  m.streamId = async ? stream : CUPTI_INVALID_STREAM_ID;
+  m.isAsync = async;
+  m.deviceId = 1;
+  m.contextId = 7;
+  m.correlationId = 42;
+  return m;
+}
+
+std::vector<gmt_event_t> ReadAll(const std::string &path, gmt_reader_stats_t *st = nullptr) {
+  gmt_reader_t *r;
+  gm_err_t err;
+  gm_err_clear(&err);
+  EXPECT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_OK) << err.msg;
+  std::vector<gmt_event_t> out;
+  gmt_event_t ev;
+  gm_status_t s;
+  while ((s = gmt_reader_next(r, &ev, &err)) == GM_OK) out.push_back(ev);
+  EXPECT_EQ(s, GM_END) << err.msg;
+  if (st) *st = *gmt_reader_stats(r);
+  gmt_reader_close(r);
+  return out;
+}
+
+struct FakeClock {
+  std::atomic<uint64_t> now{0};
+  std::atomic<int> ticks{0};
+  std::atomic<int> warned{0};
+  std::string warning;
+};
+
+uint64_t FakeNow(void *ctx) { return static_cast<FakeClock *>(ctx)->now.load(); }
+void FakeTick(void *ctx) { static_cast<FakeClock *>(ctx)->ticks++; }
+void FakeWarn(void *ctx, const char *msg) {
+  auto *c = static_cast<FakeClock *>(ctx);
+  c->warned++;
+  c->warning = msg;
+}
+void FakeFill(void *, gmt_header_t *h) { gmt_header_set(&h->gpu_name, "Fake GPU", nullptr); }
+
+rec_config_t Config(const std::string &path) {
+  rec_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  gmt_header_init(&cfg.header);
+  cfg.path = path.c_str();
+  cfg.flush_interval_ns = 20000000ull;  // 20 ms: quick tests
+  cfg.open_after_ns = 1;
+  return cfg;
+}
+
+TEST(CuptiConvert, MemoryRecordsKeepEveryField) {
+  CUpti_ActivityMemory4 a = Mem(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7000, 4096, 1500, 13, 1);
+  a.memoryPoolConfig.address = 0x99;
+  gmt_event_t ev;
+  ASSERT_EQ(rec_cupti_convert(&a, 1000, &ev), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC);
+  EXPECT_EQ(ev.ts_ns, 500u);
+  EXPECT_EQ(ev.addr, 0x7000u);
+  EXPECT_EQ(ev.size, 4096u);
+  EXPECT_EQ(ev.stream, 13u);
+  EXPECT_EQ(ev.flags, GMT_F_ASYNC | GMT_F_FROM_POOL);
+  EXPECT_EQ(ev.device, 1);
+  EXPECT_EQ(ev.context, 7u);
+  EXPECT_EQ(ev.corr_id, 42u);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_DEVICE);
+
+  CUpti_ActivityMemory4 f = Mem(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE,
+                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7000, 4096, 900, 5, 0);
+  ASSERT_EQ(rec_cupti_convert(&f, 1000, &ev), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_FREE);
+  EXPECT_EQ(ev.ts_ns, 0u);  // before the trace's start: clamped
+  EXPECT_EQ(ev.stream, GMT_STREAM_NONE);  // synchronous: CUPTI's stream id is meaningless
+  EXPECT_EQ(ev.flags, 0u);
+
+  CUpti_ActivityMemory4 s = Mem(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 0x10, 15, 1000, 0, 0);
+  ASSERT_EQ(rec_cupti_convert(&s, 0, &ev), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_DEVICE_STATIC);
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  ASSERT_EQ(rec_cupti_convert(&s, 0, &ev), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_PINNED);
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
+  ASSERT_EQ(rec_cupti_convert(&s, 0, &ev), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_MANAGED);
+
+  s.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
+  EXPECT_EQ(rec_cupti_convert(&s, 0, &ev), 0);
+}
+
+TEST(CuptiConvert, PoolRecordsAndOtherKinds) {
+  CUpti_ActivityMemoryPool3 p;
+  memset(&p, 0, sizeof p);
+  p.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+  p.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
+  p.address = 0xabc;
+  p.minBytesToKeep = 1 << 20;
+  p.size = 64 << 20;
+  p.timestamp = 2000;
+  p.deviceId = 3;
+  gmt_event_t ev;
+  ASSERT_EQ(rec_cupti_convert(&p, 1000, &ev), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_POOL_TRIM);
+  EXPECT_EQ(ev.size, 1u << 20);  // what the trim keeps
+  EXPECT_EQ(ev.addr, 0xabcu);
+  EXPECT_EQ(ev.device, 3);
+  EXPECT_EQ(ev.ts_ns, 1000u);
+  p.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+  ASSERT_EQ(rec_cupti_convert(&p, 0, &ev), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_POOL_CREATE);
+  EXPECT_EQ(ev.size, 64u << 20);
+  p.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
+  ASSERT_EQ(rec_cupti_convert(&p, 0, &ev), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_POOL_DESTROY);
+
+  CUpti_ActivityKernel9 k;
+  memset(&k, 0, sizeof k);
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  EXPECT_EQ(rec_cupti_convert(&k, 0, &ev), 0);
+}
+
+TEST(RecRing, FifoAndFull) {
+  rec_ring_t *r;
+  ASSERT_EQ(rec_ring_create(&r, 3, nullptr), GM_OK);
+  EXPECT_EQ(rec_ring_capacity(r), 4u);
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  for (int i = 0; i < 4; i++) {
+    ev.addr = i;
+    EXPECT_EQ(rec_ring_push(r, &ev), 0);
+  }
+  EXPECT_EQ(rec_ring_push(r, &ev), -1);
+  gmt_event_t out[8];
+  ASSERT_EQ(rec_ring_pop(r, out, 2), 2u);
+  EXPECT_EQ(out[0].addr, 0u);
+  EXPECT_EQ(out[1].addr, 1u);
+  ev.addr = 9;
+  EXPECT_EQ(rec_ring_push(r, &ev), 0);
+  ASSERT_EQ(rec_ring_pop(r, out, 8), 3u);
+  EXPECT_EQ(out[2].addr, 9u);
+  EXPECT_EQ(rec_ring_pop(r, out, 8), 0u);
+  rec_ring_destroy(r);
+}
+
+TEST(RecRing, ManyProducersLoseNothing) {
+  rec_ring_t *r;
+  ASSERT_EQ(rec_ring_create(&r, 1024, nullptr), GM_OK);
+  const int kThreads = 4, kPer = 20000;
+  std::atomic<bool> done{false};
+  std::vector<int> seen(kThreads * kPer, 0);
+  std::thread consumer([&] {
+    gmt_event_t out[64];
+    size_t got = 0;
+    while (got < (size_t)kThreads * kPer) {
+      size_t n = rec_ring_pop(r, out, 64);
+      for (size_t i = 0; i < n; i++) seen[out[i].addr]++;
+      got += n;
+      if (!n) std::this_thread::yield();
+    }
+    done = true;
+  });
+  std::vector<std::thread> prod;
+  for (int t = 0; t < kThreads; t++)
+    prod.emplace_back([&, t] {
+      gmt_event_t ev;
+      memset(&ev, 0, sizeof ev);
+      for (int i = 0; i < kPer; i++) {
+        ev.addr = (uint64_t)t * kPer + i;
+        while (rec_ring_push(r, &ev) < 0) std::this_thread::yield();
+      }
+    });
+  for (auto &p : prod) p.join();
+  consumer.join();
+  for (int v : seen) ASSERT_EQ(v, 1);
+  rec_ring_destroy(r);
+}
+
+// Synthetic CUPTI records -> conversion -> core (writer thread) -> file -> reader.
+TEST(RecCore, SyntheticRecordsRoundTripInTimestampOrder) {
+  std::string path = TmpPath("core_roundtrip.zst");
+  FakeClock clk;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  hooks.tick = FakeTick;
+  hooks.fill_header = FakeFill;
+  hooks.warn = FakeWarn;
+  rec_config_t cfg = Config(path);
+  cfg.header.pid = 4242;
+  cfg.header.capture_mode = GMT_CAPTURE_REQUESTS;
+  rec_core_t *c;
+  gm_err_t err;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  // CUPTI delivers late batches while callbacks push at once: push out of order.
+  const uint64_t t0 = 1000000;
+  std::vector<CUpti_ActivityMemory4> recs = {
+      Mem(1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0xa000, 512, t0 + 30, 13, 1),
+      Mem(1, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0xb000, 1 << 20, t0 + 10, CUPTI_INVALID_STREAM_ID, 0),
+      Mem(2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0xa000, 512, t0 + 50, 13, 1),
+      Mem(2, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0xb000, 1 << 20, t0 + 40, 0, 0),
+  };
+  std::vector<gmt_event_t> evs;
+  for (auto &m : recs) {
+    gmt_event_t ev;
+    ASSERT_EQ(rec_cupti_convert(&m, t0, &ev), 1);
+    evs.push_back(ev);
+  }
+  EXPECT_EQ(rec_core_push_batch(c, evs.data(), evs.size(), 0), 0u);
+  gmt_event_t oom;
+  memset(&oom, 0, sizeof oom);
+  oom.kind = GMT_EV_ALLOC_FAILED;
+  oom.ts_ns = 20;
+  oom.size = 1ull << 50;
+  oom.stream = GMT_STREAM_NONE;
+  EXPECT_EQ(rec_core_push(c, &oom), 0);
+  rec_core_add_dropped(c, 3);
+  clk.now = 1000000000;
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_stats_t st;
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.pushed, 5u);
+  EXPECT_EQ(st.written, 5u);
+  EXPECT_TRUE(st.closed);
+  rec_core_destroy(c);
+  EXPECT_EQ(clk.warned, 0);
+
+  gmt_reader_stats_t rs;
+  auto got = ReadAll(path, &rs);
+  ASSERT_EQ(got.size(), 5u);
+  const uint64_t want_ts[] = {10, 20, 30, 40, 50};
+  const unsigned want_kind[] = {GMT_EV_ALLOC, GMT_EV_ALLOC_FAILED, GMT_EV_ALLOC, GMT_EV_FREE,
+                                GMT_EV_FREE};
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_EQ(got[i].ts_ns, want_ts[i]) << i;
+    EXPECT_EQ(got[i].kind, want_kind[i]) << i;
+  }
+  EXPECT_EQ(got[0].addr, 0xb000u);
+  EXPECT_EQ(got[0].stream, GMT_STREAM_NONE);
+  EXPECT_EQ(got[1].size, 1ull << 50);
+  EXPECT_EQ(got[2].stream, 13u);
+  EXPECT_EQ(got[2].flags, GMT_F_ASYNC);
+  EXPECT_EQ(got[4].addr, 0xa000u);
+  EXPECT_EQ(rs.dropped, 3u);
+  EXPECT_FALSE(rs.truncated);
+
+  gmt_reader_t *r;
+  ASSERT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_OK);
+  const gmt_header_t *h = gmt_reader_header(r);
+  EXPECT_EQ(h->pid, 4242u);
+  EXPECT_EQ(h->capture_mode, (uint32_t)GMT_CAPTURE_REQUESTS);
+  ASSERT_NE(h->gpu_name, nullptr);
+  EXPECT_STREQ(h->gpu_name, "Fake GPU");  // filled by the source just before the file opened
+  gmt_reader_close(r);
+
+  rec_summary_t sum;
+  ASSERT_EQ(rec_summary_read(path.c_str(), &sum, &err), GM_OK) << err.msg;
+  EXPECT_EQ(sum.events, 5u);
+  EXPECT_EQ(sum.peak_live, (1u << 20) + 512u);  // both live between ts 30 and 40
+  EXPECT_EQ(sum.dropped, 3u);
+  EXPECT_EQ(sum.by_kind[GMT_EV_ALLOC_FAILED], 1u);
+}
+
+// Events the source has not handed over yet stay back: the writer only writes what is older
+// than the source's clock (minus a margin) at each tick, and everything at stop.
+TEST(RecCore, HoldsEventsNewerThanTheHorizonUntilStop) {
+  std::string path = TmpPath("core_horizon.zst");
+  FakeClock clk;
+  clk.now = 100000000;  // 100 ms
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  hooks.tick = FakeTick;
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = GMT_EV_ALLOC;
+  ev.stream = GMT_STREAM_NONE;
+  ev.ts_ns = 1000;  // old: written at the next tick
+  rec_core_push(c, &ev);
+  ev.ts_ns = 95000000;  // within the 10 ms margin of the horizon: held back
+  rec_core_push(c, &ev);
+  for (int i = 0; i < 200 && clk.ticks < 3; i++) usleep(10000);
+  ASSERT_GE(clk.ticks, 3);
+  rec_core_stats_t st;
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.written, 1u);
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.written, 2u);
+  rec_core_destroy(c);
+  EXPECT_EQ(ReadAll(path).size(), 2u);
+}
+
+// A chunk reaches the disk within a flush interval, so a killed process leaves a readable file.
+TEST(RecCore, FlushedChunksAreReadableBeforeStop) {
+  std::string path = TmpPath("core_live.zst");
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = GMT_EV_ALLOC;
+  ev.stream = GMT_STREAM_NONE;
+  for (int i = 0; i < 100; i++) {
+    ev.ts_ns = i;
+    ev.addr = 0x1000 * i;
+    rec_core_push(c, &ev);
+  }
+  gmt_reader_stats_t rs;
+  memset(&rs, 0, sizeof rs);
+  std::vector<gmt_event_t> got;
+  for (int i = 0; i < 100 && got.size() < 100; i++) {
+    usleep(20000);
+    struct stat sb;
+    if (stat(path.c_str(), &sb) == 0 && sb.st_size > 0) got = ReadAll(path, &rs);
+  }
+  EXPECT_EQ(got.size(), 100u);
+  EXPECT_TRUE(rs.truncated);  // no index yet: what a SIGKILL leaves
+  rec_core_destroy(c);
+  ReadAll(path, &rs);
+  EXPECT_FALSE(rs.truncated);
+}
+
+TEST(RecCore, UnwritablePathWarnsOnceAndDropsEvents) {
+  FakeClock clk;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.warn = FakeWarn;
+  std::string path = "/nonexistent-dir/x.zst";
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = GMT_EV_ALLOC;
+  for (int i = 0; i < 200 && !clk.warned; i++) usleep(5000);
+  EXPECT_EQ(clk.warned, 1);
+  EXPECT_NE(clk.warning.find("recording stopped"), std::string::npos) << clk.warning;
+  EXPECT_EQ(rec_core_push(c, &ev), -1);
+  EXPECT_EQ(rec_core_stop(c), GM_ERR_IO);
+  EXPECT_EQ(clk.warned, 1);
+  rec_core_destroy(c);
+}
+
+TEST(RecCore, SourceFailureLeavesTruncatedTrace) {
+  std::string path = TmpPath("core_fail.zst");
+  FakeClock clk;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.warn = FakeWarn;
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = GMT_EV_ALLOC;
+  ev.stream = GMT_STREAM_NONE;
+  rec_core_push(c, &ev);
+  for (int i = 0; i < 100; i++) {
+    rec_core_stats_t st;
+    rec_core_stats(c, &st);
+    if (st.written == 1 && st.file_bytes > 0) break;
+    usleep(10000);
+  }
+  rec_core_fail(c, "CUPTI stopped");
+  for (int i = 0; i < 200 && !clk.warned; i++) usleep(5000);
+  EXPECT_EQ(clk.warning, "CUPTI stopped");
+  rec_core_destroy(c);
+  gmt_reader_stats_t rs;
+  auto got = ReadAll(path, &rs);
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_TRUE(rs.truncated);
+}
+
+TEST(RecProv, TraceNamesCarryRankAndPid) {
+  char out[256];
+  ASSERT_EQ(rec_trace_name("run.zst", 0, 123, out, sizeof out, nullptr), GM_OK);
+  EXPECT_STREQ(out, "run.rank0.pid123.zst");
+  ASSERT_EQ(rec_trace_name("/d/run-%p.zst", -1, 77, out, sizeof out, nullptr), GM_OK);
+  EXPECT_STREQ(out, "/d/run-77.pid77.zst");
+  ASSERT_EQ(rec_trace_name("noext", 3, 5, out, sizeof out, nullptr), GM_OK);
+  EXPECT_STREQ(out, "noext.rank3.pid5.zst");
+  ASSERT_EQ(rec_trace_name_tag("run.zst", "torch", 1, 9, out, sizeof out, nullptr), GM_OK);
+  EXPECT_STREQ(out, "run.torch.rank1.pid9.zst");
+  EXPECT_EQ(rec_trace_name("run.zst", 0, 1, out, 8, nullptr), GM_ERR_INVAL);
+}
+
+TEST(RecProv, HeaderHasRankCommandLineAndAllocatorEnv) {
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
+  setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".5", 1);
+  setenv("UNRELATED_VAR", "x", 1);
+  gmt_header_t h;
+  gmt_header_init(&h);
+  ASSERT_EQ(rec_prov_fill(&h, GMT_CAPTURE_NATIVE, nullptr), GM_OK);
+  EXPECT_EQ(h.rank, 3);
+  EXPECT_EQ(h.world_size, 8);
+  EXPECT_EQ(h.pid, (uint32_t)getpid());
+  EXPECT_EQ(h.capture_mode, (uint32_t)GMT_CAPTURE_NATIVE);
+  EXPECT_GT(h.start_time_ns, 1600000000ull * 1000000000ull);
+  ASSERT_NE(h.command_line, nullptr);
+  EXPECT_NE(std::string(h.command_line).find("rec_core_test"), std::string::npos);
+  ASSERT_NE(gmt_header_kv_get(&h, "PYTORCH_CUDA_ALLOC_CONF"), nullptr);
+  EXPECT_STREQ(gmt_header_kv_get(&h, "PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True");
+  EXPECT_STREQ(gmt_header_kv_get(&h, "XLA_PYTHON_CLIENT_MEM_FRACTION"), ".5");
+  EXPECT_EQ(gmt_header_kv_get(&h, "UNRELATED_VAR"), nullptr);
+  gmt_header_free(&h);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
+}  // namespace
