@@ -9,7 +9,7 @@ Runs are independent processes, several at a time on the one GPU (their memory i
 
 Writes to OUT: results.jsonl (one line per run), snapshots-core.tar.xz (default runs plus the
 two corpus settings), snapshots-extra.tar.xz (every other setting), env.txt.
-Usage: python3 tests/gpu/snapshot_runs.py OUTDIR
+Usage: python3 tests/gpu/snapshot_runs.py OUTDIR [late]   (late: only the late-history snapshots)
 """
 import concurrent.futures as cf
 import json
@@ -65,8 +65,36 @@ def run(out, wl, setting, snap, fraction=None):
     return res
 
 
+def late(out):
+    """Snapshots whose ring buffer (max_entries=400) dropped the start of the history: the
+    importer must rebuild the memory that existed before the first kept entry."""
+    res = []
+    for wl, setting in (("train_amp", "default"), ("train_amp", "expandable"),
+                        ("two_streams", "default"), ("train_ckpt", "default")):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", GPUMEM_SNAPSHOT_MAX_ENTRIES="400",
+                   GPUMEM_SNAPSHOT=os.path.join(out, "%s.%s.late400.pickle" % (wl, setting)))
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if SETTINGS[setting]:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = SETTINGS[setting]
+        p = subprocess.run([sys.executable, os.path.join(WL, wl + ".py")], env=env,
+                           capture_output=True, text=True, timeout=300)
+        r = {"workload": wl, "setting": setting, "max_entries": 400, "rc": p.returncode}
+        for line in p.stdout.splitlines():
+            if line.startswith("GPUMEM_RESULT "):
+                r.update(json.loads(line[len("GPUMEM_RESULT "):]))
+        if p.returncode:
+            r["stderr_tail"] = p.stderr[-1500:]
+        res.append(r)
+        print(json.dumps(r))
+    with open(os.path.join(out, "late.jsonl"), "w") as f:
+        for r in res:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "late":
+        return late(out)
     os.makedirs(os.path.join(out, "snap"), exist_ok=True)
     results = []
     jobs = int(os.environ.get("SNAP_JOBS", "6"))

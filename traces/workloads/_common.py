@@ -22,7 +22,10 @@ def start(seed=0):
     path = os.environ.get("GPUMEM_SNAPSHOT")
     if path:
         # Before any CUDA allocation, so the history starts from an empty allocator.
-        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+        # GPUMEM_SNAPSHOT_MAX_ENTRIES: a small ring buffer keeps only the last entries, as a
+        # history that started late would (tests the importer's initial state).
+        n = int(os.environ.get("GPUMEM_SNAPSHOT_MAX_ENTRIES", "1000000"))
+        torch.cuda.memory._record_memory_history(max_entries=n, stacks="python")
     frac = os.environ.get("GPUMEM_MEMORY_FRACTION")
     if frac:
         torch.cuda.set_per_process_memory_fraction(float(frac))
