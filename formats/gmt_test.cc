@@ -454,3 +454,19 @@ TEST(Crc32c, KnownValueAndChaining) {
   for (size_t cut : {0, 1, 7, 8, 9, 500, 999})
     EXPECT_EQ(gmt_crc32c(gmt_crc32c(0, s.data(), cut), s.data() + cut, s.size() - cut), whole) << cut;
 }
+
+// SPEC.md: every trace is a valid zstd stream. Checked with the zstd command when installed.
+TEST(Writer, TraceIsAValidZstdStream) {
+  if (system("zstd --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "zstd command not installed";
+  auto evs = RandomEvents(3000, 9, 4);
+  std::string path = WriteTrace(evs, 1000, 4);
+  EXPECT_EQ(system(("zstd -q -t '" + path + "'").c_str()), 0);
+  std::string cut = path + ".cut";
+  std::string full = ReadAll(path);
+  FILE *f = fopen(cut.c_str(), "wb");
+  fwrite(full.data(), 1, full.size() - GMT_FOOTER_FRAME, f);  // no footer: still valid zstd
+  fclose(f);
+  EXPECT_EQ(system(("zstd -q -t '" + cut + "'").c_str()), 0);
+  remove(path.c_str());
+  remove(cut.c_str());
+}
