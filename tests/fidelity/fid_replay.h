@@ -7,7 +7,13 @@
  * sequence, each tagged with the index of the tensor request it happened in (torch records a
  * segment event inside the malloc or free that caused it, just before that request's entry).
  * The replay's driver calls get the same tag; the two sequences must be equal, size for size.
- * Multi-device traces are replayed with one policy per device. */
+ * Multi-device traces are replayed with one policy per device.
+ *
+ * Limit: a history that starts late (its trace begins with synthetic initial-state events) is
+ * replayed by allocating the synthetic blocks first; the policy cannot be put into the real
+ * layout of memory that existed before the first entry, so such traces are not compared
+ * segment for segment (synthetic segments are left out of the oracle; res->synthetic > 0 says
+ * so). Every corpus snapshot is recorded from the first allocation. */
 #ifndef FID_REPLAY_H
 #define FID_REPLAY_H
 
