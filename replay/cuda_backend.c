@@ -23,7 +23,18 @@
  * call's name and the driver's error name go to the backend's last_error.
  *
  * A capacity (what-if on a smaller GPU) is enforced in software with the same rounding as
- * the simulator, so both backends run out of memory at the same request. */
+ * the simulator, so both backends run out of memory at the same request.
+ *
+ * Addresses: by default the policy sees the simulator's addresses (same base, same bump
+ * sequence) and this file translates them to the driver's (segments by lookup, VA ranges by
+ * offset into their reservation). PyTorch's best fit breaks ties by address, and the real
+ * driver hands out addresses in its own order, so with real addresses a replay on the GPU
+ * can choose other blocks than the simulator and reserve different bytes (seen on an H200:
+ * one real trace of five, +4.6 %). With the simulator's addresses every deterministic
+ * policy makes the same decisions on both backends; the driver still serves every call
+ * (real sizes, real granularity, real latency, real memory in use). opts.real_addresses
+ * hands the driver's addresses through instead (what the application itself would see).
+ * Stream-ordered pool addresses (`async`, real GPU only) are always the driver's. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -92,7 +103,36 @@ typedef struct cuda_be {
   rp_map_t streams; /* trace stream id -> CUstream */
   rp_map_t asyncs;  /* async address -> size (capacity accounting) */
   rp_backend_latency_t lat;
+  /* Simulator addresses (opts.sim_addresses): what the policy sees -> what the driver gave. */
+  int sim_addr;
+  uint64_t next_virt;
+  rp_map_t segs;    /* virtual segment address -> (real address, size) */
+  struct resv {
+    uint64_t virt, real, size;
+  } *resv;          /* VA reservations, virtual -> real (few: one per expandable pool) */
+  size_t n_resv, cap_resv;
 } cuda_be_t;
+
+/* The simulator's address sequence (sim_backend.c): a bump pointer from the same base,
+ * advanced by the size rounded up to the granularity, for segments and VA reservations
+ * alike, only on success. Mirrored here so a policy sees identical addresses on both. */
+#define SIM_BASE 0x7f0000000000ull
+
+static uint64_t virt_take(cuda_be_t *c, uint64_t size) {
+  uint64_t v = c->next_virt;
+  c->next_virt += (size ? size : 1) + c->gran - 1 - ((size ? size : 1) + c->gran - 1) % c->gran;
+  return v;
+}
+
+/* The real address behind a virtual address inside a VA reservation. */
+static int virt_to_real(const cuda_be_t *c, uint64_t virt, uint64_t *real) {
+  for (size_t i = 0; i < c->n_resv; i++)
+    if (virt >= c->resv[i].virt && virt < c->resv[i].virt + c->resv[i].size) {
+      *real = c->resv[i].real + (virt - c->resv[i].virt);
+      return 1;
+    }
+  return 0;
+}
 
 /* The one place CUDA results turn into project statuses. */
 static gm_status_t cu_status(cuda_be_t *c, CUresult r, const char *what) {
@@ -128,11 +168,29 @@ static gm_status_t cb_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   if (st != GM_OK) return st;
   c->used += phys;
   *addr = (uint64_t)p;
+  if (c->sim_addr) {
+    uint64_t v = virt_take(c, size);
+    if (rp_map_put(&c->segs, v, (uint64_t)p, size) != 0) {
+      api.cuMemFree(p);
+      c->used -= phys;
+      return GM_ERR_NOMEM;
+    }
+    *addr = v;
+  }
   return GM_OK;
 }
 
 static gm_status_t cb_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   cuda_be_t *c = ctx;
+  if (c->sim_addr) {
+    rp_map_entry_t *m = rp_map_get(&c->segs, addr);
+    if (!m) {
+      snprintf(c->b.last_error, sizeof c->b.last_error, "mem_free of an address never allocated");
+      return GM_ERR_INVAL;
+    }
+    addr = m->a;
+    rp_map_remove(&c->segs, m);
+  }
   uint64_t t = now_ns();
   CUresult r = api.cuMemFree((CUdeviceptr)addr);
   rp_hist_add(&c->lat.free, now_ns() - t);
@@ -152,11 +210,33 @@ static gm_status_t cb_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   if (st != GM_OK) return st;
   if (rp_map_put(&c->vas, (uint64_t)p, size, 0) != 0) return GM_ERR_NOMEM;
   *addr = (uint64_t)p;
+  if (c->sim_addr) {
+    if (c->n_resv == c->cap_resv) {
+      size_t nc = c->cap_resv ? 2 * c->cap_resv : 8;
+      struct resv *g = realloc(c->resv, nc * sizeof *g);
+      if (!g) return GM_ERR_NOMEM;
+      c->resv = g;
+      c->cap_resv = nc;
+    }
+    uint64_t v = virt_take(c, size);
+    c->resv[c->n_resv++] = (struct resv){v, (uint64_t)p, size};
+    *addr = v;
+  }
   return GM_OK;
 }
 
 static gm_status_t cb_va_release(void *ctx, uint64_t addr, uint64_t size) {
   cuda_be_t *c = ctx;
+  if (c->sim_addr) {
+    size_t i = 0;
+    while (i < c->n_resv && c->resv[i].virt != addr) i++;
+    if (i == c->n_resv) {
+      snprintf(c->b.last_error, sizeof c->b.last_error, "va_release of an address never reserved");
+      return GM_ERR_INVAL;
+    }
+    addr = c->resv[i].real;
+    c->resv[i] = c->resv[--c->n_resv];
+  }
   gm_status_t st = cu_status(c, api.cuMemAddressFree((CUdeviceptr)addr, size), "cuMemAddressFree");
   rp_map_entry_t *m = rp_map_get(&c->vas, addr);
   if (st == GM_OK && m) rp_map_remove(&c->vas, m);
@@ -188,6 +268,10 @@ static gm_status_t unmap_pages(cuda_be_t *c, uint64_t addr, uint64_t size) {
 static gm_status_t cb_map(void *ctx, uint64_t addr, uint64_t size) {
   cuda_be_t *c = ctx;
   if (size % c->gran || addr % c->gran) return GM_ERR_INVAL;
+  if (c->sim_addr && !virt_to_real(c, addr, &addr)) {
+    snprintf(c->b.last_error, sizeof c->b.last_error, "map outside every VA reservation");
+    return GM_ERR_INVAL;
+  }
   if (over_capacity(c, size)) return GM_ERR_NOMEM;
   CUmemAllocationProp prop = page_prop(c);
   uint64_t t = now_ns();
@@ -222,6 +306,10 @@ static gm_status_t cb_map(void *ctx, uint64_t addr, uint64_t size) {
 
 static gm_status_t cb_unmap(void *ctx, uint64_t addr, uint64_t size) {
   cuda_be_t *c = ctx;
+  if (c->sim_addr && !virt_to_real(c, addr, &addr)) {
+    snprintf(c->b.last_error, sizeof c->b.last_error, "unmap outside every VA reservation");
+    return GM_ERR_INVAL;
+  }
   uint64_t t = now_ns();
   gm_status_t st = unmap_pages(c, addr, size);
   rp_hist_add(&c->lat.free, now_ns() - t);
@@ -326,6 +414,8 @@ static void cb_destroy(rp_backend_t *b) {
       api.cuMemUnmap((CUdeviceptr)c->pages.slots[i].key, c->gran);
       api.cuMemRelease((CUmemGenericAllocationHandle)c->pages.slots[i].a);
     }
+  for (size_t i = 0; i < c->segs.cap; i++)
+    if (c->segs.slots[i].state == 1) api.cuMemFree((CUdeviceptr)c->segs.slots[i].a);
   for (size_t i = 0; i < c->vas.cap; i++)
     if (c->vas.slots[i].state == 1)
       api.cuMemAddressFree((CUdeviceptr)c->vas.slots[i].key, c->vas.slots[i].a);
@@ -340,6 +430,8 @@ static void cb_destroy(rp_backend_t *b) {
   rp_map_free(&c->vas);
   rp_map_free(&c->streams);
   rp_map_free(&c->asyncs);
+  rp_map_free(&c->segs);
+  free(c->resv);
   free(c);
 }
 
@@ -394,6 +486,7 @@ gm_status_t rp_cuda_backend_create(int ordinal, const rp_cuda_opts_t *opts, rp_b
   rp_map_init(&c->vas);
   rp_map_init(&c->streams);
   rp_map_init(&c->asyncs);
+  rp_map_init(&c->segs);
   CUresult r = api.cuDevicePrimaryCtxRetain(&c->ctx, dev);
   if (r == CUDA_SUCCESS) r = api.cuCtxSetCurrent(c->ctx);
   if (r != CUDA_SUCCESS) {
@@ -405,6 +498,8 @@ gm_status_t rp_cuda_backend_create(int ordinal, const rp_cuda_opts_t *opts, rp_b
   rp_cuda_opts_t o = {0};
   if (opts) o = *opts;
   c->capacity = o.capacity;
+  c->sim_addr = !o.real_addresses;
+  c->next_virt = SIM_BASE;
   rp_driver_t *d = &c->b.drv;
   d->ctx = c;
   d->mem_alloc = cb_mem_alloc;

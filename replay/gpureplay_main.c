@@ -21,7 +21,7 @@
 typedef struct opts {
   int help, version, sweep, json, check;
   gm_strlist_t policy;
-  const char *device, *output, *preload;
+  const char *device, *output, *preload, *cuda_addresses;
   uint64_t capacity, device_memory, granularity, jobs;
 } opts_t;
 
@@ -33,6 +33,8 @@ static const gm_opt_t kOpts[] = {
      "prealloc, direct; rank by peak reserved", offsetof(opts_t, sweep)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(opts_t, device)},
+    {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
+     "(default: the same decisions as sim) or the driver's own", offsetof(opts_t, cuda_addresses)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
      offsetof(opts_t, capacity)},
     {"device-memory", 0, GM_OPT_SIZE, "SIZE", "total memory the policies see (default: "
@@ -151,6 +153,9 @@ int main(int argc, char **argv) {
     snprintf(err.msg, sizeof err.msg, "bad --device '%s' (sim or cuda:N)", o.device);
     return usage_error(err.msg);
   }
+  if (o.cuda_addresses && strcmp(o.cuda_addresses, "real") == 0) cfg.cuda_real_addresses = 1;
+  else if (o.cuda_addresses && strcmp(o.cuda_addresses, "sim") != 0)
+    return usage_error("bad --cuda-addresses (sim or real)");
   cfg.capacity = o.capacity;
   cfg.device_memory = o.device_memory;
   cfg.granularity = o.granularity;

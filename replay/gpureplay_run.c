@@ -71,7 +71,7 @@ typedef struct pool {
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
   if (c->cuda_ordinal >= 0) {
-    rp_cuda_opts_t o = {c->capacity, j->total_memory};
+    rp_cuda_opts_t o = {c->capacity, j->total_memory, c->cuda_real_addresses};
     gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
     if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
     return GM_OK;
