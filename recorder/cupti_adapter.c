@@ -600,9 +600,13 @@ static int enable_cupti(void) {
     warn_once("cuptiSubscribe: %s: not recording, the program runs on", cupti_err(r));
     return 0;
   }
-  for (size_t i = 0; i < sizeof driver_cbids / sizeof driver_cbids[0]; i++)
+  /* GPUMEM_CALLBACKS=0 (diagnostic): activity records only, no API callbacks, so no OOM, VMM
+   * or trim events; used to measure what the callbacks cost */
+  const char *cb = getenv("GPUMEM_CALLBACKS");
+  int callbacks = !(cb && strcmp(cb, "0") == 0);
+  for (size_t i = 0; callbacks && i < sizeof driver_cbids / sizeof driver_cbids[0]; i++)
     g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
-  for (size_t i = 0; i < sizeof runtime_cbids / sizeof runtime_cbids[0]; i++)
+  for (size_t i = 0; callbacks && i < sizeof runtime_cbids / sizeof runtime_cbids[0]; i++)
     g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
   g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
   if ((r = g.api.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS ||

@@ -192,7 +192,8 @@ static void finish(rec_core_t *c, int from_signal) {
   if (from_signal && c->hooks.final_flush) c->hooks.final_flush(c->hooks.ctx);
   drain(c);
   if (!atomic_load(&c->failed)) {
-    if (!c->w) open_file(c); /* even an empty run leaves a valid trace */
+    if (!c->w && (c->npend || atomic_load(&c->gpu_ready)))
+      open_file(c); /* a process with a GPU context leaves a trace even without events */
     emit(c, UINT64_MAX);
     flush_file(c);
   }
@@ -224,8 +225,10 @@ static void *writer_main(void *arg) {
     }
     int any = drain(c);
     uint64_t now = mono_ns();
+    /* a process that loaded CUDA but never made a context nor an event (torchrun's agent
+     * asking for the device count) leaves no file */
     if (!c->w && !atomic_load(&c->failed) &&
-        (atomic_load(&c->gpu_ready) || now - c->start_mono >= c->cfg.open_after_ns))
+        (atomic_load(&c->gpu_ready) || (c->npend && now - c->start_mono >= c->cfg.open_after_ns)))
       open_file(c);
     if (now - last_tick >= c->cfg.flush_interval_ns) {
       last_tick = now;

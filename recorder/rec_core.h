@@ -69,7 +69,8 @@ typedef struct rec_config {
 typedef struct rec_core rec_core_t;
 
 /* Start the writer thread. The file is opened once rec_core_gpu_ready() is called, or
- * open_after_ns after start, whichever comes first (so fill_header can see the GPU). */
+ * open_after_ns after start if events came without it (so fill_header can see the GPU). A core
+ * that saw neither a context nor an event writes no file at all. */
 gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_hooks_t *hooks,
                            gm_err_t *err);
 /* Any thread, never blocks. Returns 0, or -1 if the event was dropped (ring full, stopped). */

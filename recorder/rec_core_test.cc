@@ -363,6 +363,34 @@ TEST(RecCore, FlushedChunksAreReadableBeforeStop) {
   EXPECT_FALSE(rs.truncated);
 }
 
+TEST(RecCore, NoContextNoEventsNoFile) {
+  std::string path = TmpPath("core_nothing.zst");
+  unlink(path.c_str());
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  usleep(50000);
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_destroy(c);
+  struct stat sb;
+  EXPECT_NE(stat(path.c_str(), &sb), 0);  // torchrun's agent: CUDA loaded, nothing done
+}
+
+TEST(RecCore, ContextWithoutEventsLeavesEmptyTrace) {
+  std::string path = TmpPath("core_empty.zst");
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_destroy(c);
+  gmt_reader_stats_t rs;
+  EXPECT_EQ(ReadAll(path, &rs).size(), 0u);
+  EXPECT_FALSE(rs.truncated);
+}
+
 TEST(RecCore, UnwritablePathWarnsOnceAndDropsEvents) {
   FakeClock clk;
   rec_hooks_t hooks = {};

@@ -4,7 +4,7 @@
 #   .dist/gpurec .dist/libgpumem_inject.so .dist/trace_csv .dist/alloc_sequence
 # Writes under $OUT: log.txt, checks.json, bench.jsonl, recorded.tar.xz (traces + CSV summaries).
 #   run (from the repository root): bash tests/gpu/recorder_gpu.sh [STAGES]
-#   STAGES: comma list of seq,modes,kill,workloads,peaks,bench,ddp (default: all but ddp, which
+#   STAGES: comma list of seq,modes,kill,workloads,peaks,bench,cbcost,ddp (default: all but ddp, which
 #   needs two GPUs: kind nvidia-h200-x2)
 set -u
 OUT=${OUT:-/tmp/recout}
@@ -93,6 +93,16 @@ if has bench; then
   rm -f "$W"/*.pickle "$W"/rec/bench_*.zst
 fi
 
+if has cbcost; then
+  echo "== 5c. where gpurec's cost is: activity records only vs records + API callbacks"
+  B="$ROOT/bench/recorder/rec_overhead.py --steps 200 --warmup 20"
+  for round in 1 2; do
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"requests_base\",\"round\":$round} /"
+    $D/gpurec -q -o "$W/cb_on.zst" -- $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"requests_gpurec\",\"round\":$round} /"
+    GPUMEM_CALLBACKS=0 $D/gpurec -q -o "$W/cb_off.zst" -- $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"requests_gpurec_nocallbacks\",\"round\":$round} /"
+  done | tee "$OUT/bench_cb.jsonl"
+  rm -f "$W"/cb_*.zst
+fi
 if has ddp; then
   echo "== 6. torchrun --nproc_per_node=2: one trace per rank"
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
