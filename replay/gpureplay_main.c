@@ -125,15 +125,13 @@ static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t
   return st;
 }
 
-int main(int argc, char **argv) {
-  gm_log_init("gpureplay", GM_LOG_WARN);
+/* Everything after the allocation of pos (main frees it whatever this returns). */
+static int gpureplay(int argc, char **argv, char **pos) {
   opts_t o;
   memset(&o, 0, sizeof o);
-  char **pos = calloc((size_t)argc + 1, sizeof *pos);
   int npos = 0;
   gm_err_t err;
   gm_err_clear(&err);
-  if (!pos) return 1;
   if (gm_opts_parse(kOpts, argc, argv, &o, pos, &npos, 0, &err) != GM_OK) return usage_error(err.msg);
   if (o.help) {
     print_help();
@@ -211,12 +209,12 @@ int main(int argc, char **argv) {
   gr_results_t *rs = o.output ? gr_results_new() : NULL;
   rp_result_t **res = calloc((size_t)n, sizeof *res);
   int *order = calloc((size_t)n, sizeof *order);
-  int rc = 0;
+  int rc = 0, got = 1;
   for (int i = 0; res && i < n; i++)
-    if (!(res[i] = malloc(sizeof(rp_result_t)))) res = NULL;
-  if (!res || !order || (o.output && !rs)) {
+    if (!(res[i] = malloc(sizeof(rp_result_t)))) got = 0;
+  if (!res || !got || !order || (o.output && !rs)) {
     gm_log(GM_LOG_ERROR, "out of memory");
-    return 1;
+    rc = 1;
   }
   for (int t = 0; t < cfg.n_traces && rc == 0; t++) {
     gr_trace_info_t info;
@@ -245,9 +243,17 @@ int main(int argc, char **argv) {
   }
   if (fflush(stdout) != 0 && rc == 0) rc = 1;
   gr_results_free(rs);
-  for (int i = 0; i < n; i++) free(res[i]);
+  for (int i = 0; res && i < n; i++) free(res[i]);
   free(res);
   free(order);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  gm_log_init("gpureplay", GM_LOG_WARN);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  if (!pos) return 1;
+  int rc = gpureplay(argc, argv, pos);
   free(pos);
   return rc;
 }
