@@ -209,7 +209,8 @@ const gmt_header_t *gmt_reader_header(const gmt_reader_t *r);
 const char *gmt_reader_string(const gmt_reader_t *r, uint32_t id);
 
 /* Next event: GM_OK, GM_END at the end (including the end of a truncated file: check stats),
- * or an error (corrupt chunk) with the chunk number and offset in the message. */
+ * or an error (corrupt chunk) with the chunk number and offset in the message. The first error
+ * is sticky: later calls return it again (events of earlier chunks were good). */
 gm_status_t gmt_reader_next(gmt_reader_t *r, gmt_event_t *ev, gm_err_t *err);
 /* Up to cap events into evs; *n = how many. GM_END only when *n == 0. Fast path. */
 gm_status_t gmt_reader_next_batch(gmt_reader_t *r, gmt_event_t *evs, size_t cap, size_t *n,
@@ -220,7 +221,8 @@ gm_status_t gmt_reader_next_batch(gmt_reader_t *r, gmt_event_t *evs, size_t cap,
 gm_status_t gmt_reader_next_view(gmt_reader_t *r, const gmt_event_t **evs, size_t *n, gm_err_t *err);
 /* Chunks in the index (0 if there is no index: truncated file). */
 uint64_t gmt_reader_chunk_count(const gmt_reader_t *r);
-/* Position at the start of chunk i (by the index). */
+/* Position at the start of chunk i (by the index; GM_ERR_UNSUPPORTED without one, GM_ERR_INVAL
+ * past the end). Clears a sticky error; the stats keep counting from where they were. */
 gm_status_t gmt_reader_seek_chunk(gmt_reader_t *r, uint64_t i, gm_err_t *err);
 /* From the index, without decoding: chunk i's first timestamp and event count. */
 gm_status_t gmt_reader_chunk_info(const gmt_reader_t *r, uint64_t i, uint64_t *first_ts_ns,

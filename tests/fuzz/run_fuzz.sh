@@ -25,6 +25,10 @@ fi
 case $target in
   fuzz_reader) cp traces/valid/*.zst traces/invalid/*.zst "$work/corpus/" ;;
   fuzz_csv) cp traces/valid/*.csv "$work/corpus/" ;;
+  fuzz_decode) # the payloads of the one-chunk vectors (zstd -d skips the other frames)
+    for f in traces/valid/all-kinds.zst traces/valid/extremes.zst traces/valid/future-records.zst; do
+      if command -v zstd >/dev/null 2>&1; then zstd -q -d -c "$f" >"$work/corpus/$(basename "$f").payload" || true; fi
+    done ;;
 esac
 cd "$work"
 # -detect_leaks stays on; the reader is given its whole memory budget of 2 GiB.
