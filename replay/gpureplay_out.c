@@ -55,7 +55,7 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
     const rp_result_t *r = res[order[i]];
     char over[32], oom[64] = "";
     if (r->lower_bound_bytes)
-      snprintf(over, sizeof over, "+%.1f%%",
+      snprintf(over, sizeof over, "%+.1f%%",
                100.0 * ((double)r->peak_reserved_bytes / (double)r->lower_bound_bytes - 1.0));
     else
       snprintf(over, sizeof over, "-");
