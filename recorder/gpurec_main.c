@@ -485,15 +485,20 @@ int main(int argc, char **argv) {
   gm_err_t err;
   gm_err_clear(&err);
   if (!pos) return 1;
-  if (gm_opts_parse(k_opts, argc, argv, &cfg, pos, &npos, 1, &err) < 0) return usage_error(err.msg);
-  if (cfg.help) {
+  int code;
+  if (gm_opts_parse(k_opts, argc, argv, &cfg, pos, &npos, 1, &err) < 0) {
+    code = usage_error(err.msg);
+  } else if (cfg.help) {
     gm_opts_help(stdout, k_usage, k_desc, k_opts);
-    return 0;
+    code = 0;
+  } else if (cfg.version) {
+    code = cmd_version();
+  } else if (npos == 0) {
+    code = usage_error("no command to run (gpurec [options] -- CMD ARGS...)");
+  } else {
+    pos[npos] = NULL;
+    code = cmd_record(&cfg, pos);
   }
-  if (cfg.version) return cmd_version();
-  if (npos == 0) return usage_error("no command to run (gpurec [options] -- CMD ARGS...)");
-  pos[npos] = NULL;
-  int code = cmd_record(&cfg, pos);
   free(pos);
   return code;
 }
