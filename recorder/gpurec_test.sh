@@ -3,7 +3,8 @@
 # injection library as the CUDA driver would and, with GPUMEM_SELFTEST=N, records N synthetic
 # CUPTI records through the real conversion, core and writer.
 set -u
-R=$PWD/recorder
+RUNROOT=$PWD
+R=$RUNROOT/recorder
 GPUREC=$R/gpurec
 APP=$R/fake_cuda_app
 CSV=$R/trace_csv
@@ -94,6 +95,22 @@ err=$("$GPUREC" import junk.csv -o junk.zst 2>&1); rc=$?
 check "import junk: exit 1 with cause" '[[ $rc == 1 && $err == "gpurec: error: cannot import '"'"'junk.csv'"'"': "* ]]'
 err=$("$GPUREC" import run.csv 2>&1); rc=$?
 check "import without -o: exit 2" '[[ $rc == 2 ]]'
+
+# torch mode: a fake torch (no GPU here) shows the hook enables history when CUDA is first
+# initialised, the user's sitecustomize still runs, and the dumped snapshot becomes a trace
+unset GPUMEM_SELFTEST
+SNAP=$RUNROOT/traces/snapshots/two_streams.default.pickle
+rm -f tm*.zst mark
+err=$(PYTHONPATH="$R/testdata/faketorch:$R/testdata/usersite" FAKE_TORCH_SNAPSHOT="$SNAP" \
+      USER_SITE_MARK="$T/mark" "$GPUREC" --mode=torch --max-entries 1234 -o tm.zst -- \
+      python3 "$R/testdata/torch_user.py" 2>&1); rc=$?
+check "torch mode: script ran with history enabled" '[[ $rc == 0 ]]'
+check "torch mode: user's sitecustomize ran too" '[[ -f mark ]]'
+check "torch mode: snapshot converted beside the trace" '[[ -f tm.torch.zst && $(stats tm.torch.zst) == *"truncated=0"* && $(stats tm.torch.zst) != *"events=0 "* ]]'
+check "torch mode: summary names it" '[[ $err == *"tm.torch.zst:"*"events"* ]]'
+err=$("$GPUREC" import "$SNAP" -o snap.zst 2>&1); rc=$?
+check "import pickle: exit 0, trace written" '[[ $rc == 0 && $err == *"snapshot entries"* && $(stats snap.zst) == *"truncated=0"* ]]'
+check "import pickle = torch mode conversion" '[[ "$("$CSV" snap.zst | grep -v "^#")" == "$("$CSV" tm.torch.zst | grep -v "^#")" ]]'
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

@@ -1,0 +1,3 @@
+"""A stand-in for torch in gpurec's torch-mode CI test (no torch, no GPU there): only what
+gpurec's sitecustomize touches."""
+from . import cuda  # noqa: F401
