@@ -62,6 +62,12 @@ printf 'not a trace at all' >"$T/garbage.zst"
 run garbage 1 "$T/garbage.zst"
 grep -q "^gpureplay: error: cannot open '$T/garbage.zst': " "$T/garbage.err" || fail "garbage: message"
 
+# a truncated trace (a killed recorder): replayed up to its last complete chunk, said so
+sz=$(wc -c <"$T/small.zst")
+head -c $((sz * 2 / 3)) "$T/small.zst" >"$T/truncated.zst"
+run truncated 0 "$T/truncated.zst" -p direct
+grep -q "note: the trace is truncated" "$T/truncated.out" || fail "truncated: no note: $(cat "$T/truncated.out" "$T/truncated.err")"
+
 # default policy: pytorch; a table with the lower bound
 run default 0 "$T/small.zst"
 grep -q " pytorch$" "$T/default.out" || fail "default: pytorch row missing: $(cat "$T/default.out")"

@@ -47,6 +47,9 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
     fprintf(f, "anomalies: %" PRIu64 " frees of unknown addresses, %" PRIu64 " double frees, %" PRIu64
                " allocs over live blocks\n", s->unknown_free, s->double_free, s->alloc_over_live);
   if (info->truncated) fprintf(f, "note: the trace is truncated (replayed up to its last complete chunk)\n");
+  if (info->seq_gaps || info->dropped)
+    fprintf(f, "note: the trace misses %" PRIu64 " chunks (sequence gaps) and its source dropped %" PRIu64
+               " records: the replay is of what remains\n", info->seq_gaps, info->dropped);
   /* The policy goes last: sweep specs are long, and the numbers should line up. */
   fprintf(f, "%4s  %13s  %10s  %9s  %12s  %7s  %6s  %s%s\n", "rank", "peak reserved", "vs bound",
           "frag@peak", "driver calls", "retries", "OOMs", r0->capacity_bytes ? "first OOM            " : "",
@@ -150,6 +153,11 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(sk, "other_device", json_integer((json_int_t)r->skipped.other_device));
   json_object_set_new(o, "skipped", sk);
   json_object_set_new(o, "device", json_integer(r->device));
+  json_t *ti = json_object();
+  json_object_set_new(ti, "truncated", json_boolean(info->truncated));
+  json_object_set_new(ti, "seq_gaps", json_integer((json_int_t)info->seq_gaps));
+  json_object_set_new(ti, "dropped", json_integer((json_int_t)info->dropped));
+  json_object_set_new(o, "trace_integrity", ti);
   json_object_set_new(o, "requests", json_integer((json_int_t)(r->allocs + r->frees + r->empty_caches)));
   json_object_set_new(o, "splits", json_integer((json_int_t)r->splits));
   json_object_set_new(o, "merges", json_integer((json_int_t)r->merges));

@@ -55,6 +55,8 @@ typedef struct job {
   size_t n_evs;
   uint64_t total_memory;
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
+  gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
+  int has_reader_stats;
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -171,13 +173,14 @@ static gm_status_t feed_ring(rp_engine_t *e, gmt_reader_t *r, const char *path, 
 }
 
 static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, int ahead,
-                             gm_err_t *err) {
+                             gmt_reader_stats_t *stats, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   if (ahead) {
     st = feed_ring(e, r, path, p, err);
     if (st != GM_ERR_UNSUPPORTED) {
+      *stats = *gmt_reader_stats(r);
       gmt_reader_close(r);
       return st;
     }
@@ -202,6 +205,7 @@ static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, int ah
     if (p) atomic_fetch_add(&p->events, n);
   }
   free(buf);
+  *stats = *gmt_reader_stats(r);
   gmt_reader_close(r);
   return st;
 }
@@ -231,7 +235,8 @@ static void run_job(job_t *j, pool_t *p) {
         if (p) atomic_fetch_add(&p->events, k);
       }
     } else {
-      j->st = feed_file(e, j->path, p, j->decode_ahead, err);
+      j->st = feed_file(e, j->path, p, j->decode_ahead, &j->reader_stats, err);
+      j->has_reader_stats = 1;
     }
     if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
     if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
@@ -328,7 +333,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   gmt_event_t *evs = NULL;
   size_t n_evs = 0;
   int want_preload = cfg->preload > 0 ||
-                     (cfg->preload < 0 && n > 1 &&
+                     (cfg->preload < 0 && n > 1 && info->events_in_index > 0 &&
                       info->events_in_index * sizeof(gmt_event_t) <= PRELOAD_MAX_BYTES);
   if (want_preload && (st = preload(path, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
     return st;
@@ -370,6 +375,14 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
     free(tids);
   }
+  /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
+  for (int i = 0; !want_preload && i < n; i++)
+    if (p.jobs[i].has_reader_stats) {
+      info->truncated = p.jobs[i].reader_stats.truncated;
+      info->seq_gaps = p.jobs[i].reader_stats.seq_gaps;
+      info->dropped = p.jobs[i].reader_stats.dropped;
+      break;
+    }
   st = GM_OK;
   for (int i = 0; i < n && st == GM_OK; i++)
     if (p.jobs[i].st != GM_OK) {
