@@ -6,11 +6,15 @@
  *     another install's CUPTI, and start without one): the copy already in the process (torch
  *     loads its own), $GPUMEM_CUPTI, $CUDA_HOME, /usr/local/cuda*, the nvidia-cuda-cupti wheel in
  *     the usual site-packages, then the loader's own search;
- *   - enable the MEMORY2 and MEMORY_POOL activity kinds (records arrive in CUPTI's buffers, on
- *     CUPTI's thread, and are converted by rec_cupti_convert());
- *   - subscribe to the API calls activity records miss: failed allocations (OOM events with the
- *     size asked for), the VMM calls behind expandable segments, pool trims (empty_cache under
- *     the cudaMallocAsync backend);
+ *   - capture allocations one of two ways (GPUMEM_CAPTURE):
+ *     callbacks (default): driver-API callbacks only, for the allocation, free, VMM and trim
+ *       calls (cupti_callback.c); each call's exit is stamped and pushed into the ring on the
+ *       calling thread; no activity kind is enabled. About 4x cheaper per event than activity
+ *       records (bench/RESULTS.md, "Recorder");
+ *     activity: the MEMORY2 and MEMORY_POOL activity kinds (records arrive in CUPTI's buffers,
+ *       on CUPTI's thread, converted by rec_cupti_convert()), plus API callbacks for what
+ *       records miss: failed allocations, the VMM calls behind expandable segments, pool trims.
+ *       Sees what no API call shows: module globals (DEVICE_STATIC), CUPTI's pool records;
  *   - start the CUDA-free core (rec_core.c), which writes the trace off the application's threads.
  * Any failure here: one "[gpurec] ..." line on stderr, recording off, the application unharmed.
  *
@@ -31,6 +35,7 @@
 #include <cuda.h>
 #include <cupti.h>
 
+#include "recorder/cupti_callback.h"
 #include "recorder/cupti_convert.h"
 #include "recorder/rec_core.h"
 
@@ -76,6 +81,8 @@ static struct {
   _Atomic uint32_t device; /* device of the first context: the header's GPU */
   _Atomic int warned;
   int selftest;
+  int activity; /* GPUMEM_CAPTURE=activity: MEMORY2 records instead of callbacks */
+  _Atomic uint32_t stream_gen; /* bumped when a stream is destroyed: stream-id caches expire */
   char manifest[4096];
 } g = {.once = PTHREAD_ONCE_INIT};
 
@@ -426,10 +433,84 @@ static void on_driver(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
   push_now(d->context, GMT_EV_ALLOC_FAILED, 0, size, stream, corr);
 }
 
+/* ---- the callback capture's fast path (the application's threads) -------------------------- */
+
+/* Per-thread caches: cuptiGetDeviceId and cuptiGetStreamIdEx are lookups inside CUPTI that an
+ * allocation-heavy loop would otherwise pay on every event. A stream handle can be reused after
+ * cuStreamDestroy for a new stream with another id: entries remember g.stream_gen and expire
+ * when any stream is destroyed. */
+#define STREAM_CACHE 8
+typedef struct stream_slot {
+  CUcontext ctx;
+  const void *stream;
+  uint32_t gen;
+  int per_thread;
+  uint64_t id;
+} stream_slot_t;
+static _Thread_local struct {
+  CUcontext dev_ctx;
+  uint16_t dev;
+  unsigned next;
+  stream_slot_t s[STREAM_CACHE];
+} t_cache;
+
+static uint16_t device_of(CUcontext ctx) {
+  if (ctx && ctx == t_cache.dev_ctx) return t_cache.dev;
+  uint32_t dev = 0;
+  if (ctx && g.api.cuptiGetDeviceId(ctx, &dev) == CUPTI_SUCCESS) {
+    t_cache.dev_ctx = ctx;
+    t_cache.dev = (uint16_t)dev;
+  }
+  return (uint16_t)dev;
+}
+
+static uint64_t stream_of(CUcontext ctx, const void *stream, int per_thread) {
+  uint32_t gen = atomic_load_explicit(&g.stream_gen, memory_order_relaxed);
+  for (unsigned i = 0; i < STREAM_CACHE; i++) {
+    const stream_slot_t *e = &t_cache.s[i];
+    if (e->stream == stream && e->ctx == ctx && e->per_thread == per_thread && e->gen == gen &&
+        e->ctx)
+      return e->id;
+  }
+  uint32_t id;
+  if (!ctx || g.api.cuptiGetStreamIdEx(ctx, (CUstream)stream, (uint8_t)per_thread, &id) !=
+                  CUPTI_SUCCESS)
+    return GMT_STREAM_NONE;
+  stream_slot_t *e = &t_cache.s[t_cache.next++ % STREAM_CACHE];
+  *e = (stream_slot_t){.ctx = ctx, .stream = stream, .gen = gen, .per_thread = per_thread,
+                       .id = id};
+  return id;
+}
+
+/* One driver call's exit -> one event in the ring. No lock, no allocation. */
+static void on_driver_capture(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
+  if (d->callbackSite != CUPTI_API_EXIT) return;
+  gmt_event_t ev;
+  rec_cb_need_t need;
+  if (!rec_cb_convert(cbid, d->functionParams, (int)*(const CUresult *)d->functionReturnValue, 0,
+                      &ev, &need))
+    return;
+  ev.ts_ns = hook_now(NULL);
+  ev.corr_id = d->correlationId;
+  ev.context = d->contextUid;
+  ev.device = device_of(d->context);
+  if (need.has_stream) ev.stream = stream_of(d->context, need.stream, need.per_thread);
+  rec_core_push(g.core, &ev);
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
                                  const void *data) {
-  if (!g.core || getpid() != g.pid) return;
+  /* a fork()ed child has g.core == NULL (in_child): no getpid() syscall on the fast path */
+  if (!g.core) return;
+  if (dom == CUPTI_CB_DOMAIN_DRIVER_API && !g.activity) {
+    on_driver_capture(data, cbid);
+    return;
+  }
   if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING) {
+      atomic_fetch_add(&g.stream_gen, 1);
+      return;
+    }
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
       const CUpti_ResourceData *r = data;
       static _Atomic int first = 0;
@@ -506,6 +587,9 @@ static int start_core(unsigned mode) {
       rec_prov_fill(&cfg.header, mode, &err) < 0 ||
       gmt_header_set(&cfg.header.tool, "gpurec " GPUREC_VERSION, &err) < 0 ||
       gmt_header_kv_set(&cfg.header, "gpurec_mode", modename && *modename ? modename : "native",
+                        &err) < 0 ||
+      gmt_header_kv_set(&cfg.header, "gpurec_capture",
+                        g.selftest ? "selftest" : g.activity ? "activity" : "callbacks",
                         &err) < 0) {
     warn_once("cannot start recording: %s; the program runs on unrecorded", err.msg);
     gmt_header_free(&cfg.header);
@@ -513,8 +597,9 @@ static int start_core(unsigned mode) {
   }
   cfg.path = path;
   cfg.manifest = g.manifest[0] ? g.manifest : NULL;
+  cfg.fill_free_sizes = !g.activity;
   rec_hooks_t hooks = {.fill_header = hook_fill, .now_ns = hook_now, .warn = core_warn};
-  if (!g.selftest) {
+  if (!g.selftest && g.activity) { /* only activity records wait in CUPTI's buffers */
     hooks.tick = hook_tick;
     hooks.final_flush = hook_final;
   }
@@ -602,13 +687,29 @@ static int enable_cupti(void) {
   }
   /* GPUMEM_CALLBACKS=0 (diagnostic): activity records only, no API callbacks, so no OOM, VMM
    * or trim events; used to measure what the callbacks cost */
+  g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  if (!g.activity) {
+    /* the callback capture: only the driver calls that allocate, free, map or trim; no
+     * runtime domain (the runtime's cudaMalloc* reach the driver's cuMemAlloc* and are seen
+     * there), no activity kind */
+    g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+                              CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING);
+    for (unsigned i = 0; i < rec_cb_capture_ncbids; i++) {
+      r = g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, rec_cb_capture_cbids[i]);
+      if (r != CUPTI_SUCCESS) {
+        warn_once("cannot enable CUPTI callback %u: %s: not recording, the program runs on",
+                  rec_cb_capture_cbids[i], cupti_err(r));
+        return 0;
+      }
+    }
+    return 1;
+  }
   const char *cb = getenv("GPUMEM_CALLBACKS");
   int callbacks = !(cb && strcmp(cb, "0") == 0);
   for (size_t i = 0; callbacks && i < sizeof driver_cbids / sizeof driver_cbids[0]; i++)
     g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
   for (size_t i = 0; callbacks && i < sizeof runtime_cbids / sizeof runtime_cbids[0]; i++)
     g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
-  g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
   if ((r = g.api.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS ||
       (r = g.api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2)) != CUPTI_SUCCESS ||
       (r = g.api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL)) != CUPTI_SUCCESS) {
@@ -623,6 +724,8 @@ static void init_once(void) {
   g.pid = getpid();
   const char *man = getenv(REC_ENV_MANIFEST);
   if (man) snprintf(g.manifest, sizeof g.manifest, "%s", man);
+  const char *cap = getenv(REC_ENV_CAPTURE);
+  g.activity = cap && strcmp(cap, "activity") == 0;
   const char *st = getenv(REC_ENV_SELFTEST);
   if (st && *st) {
     g.selftest = 1;

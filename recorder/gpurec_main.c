@@ -37,6 +37,7 @@
 typedef struct config {
   const char *output;
   const char *mode;
+  const char *capture;
   uint64_t max_entries;
   int quiet, help, version;
 } config_t;
@@ -48,6 +49,10 @@ static const gm_opt_t k_opts[] = {
     {"mode", 0, GM_OPT_STR, "MODE",
      "requests (default: frameworks allocate per request from the driver) | native | torch",
      offsetof(config_t, mode)},
+    {"capture", 0, GM_OPT_STR, "HOW",
+     "callbacks (default: driver-API callbacks, cheapest) | activity (CUPTI MEMORY2 records: "
+     "also module globals and CUPTI's pool records); default from GPUMEM_CAPTURE",
+     offsetof(config_t, capture)},
     {"max-entries", 0, GM_OPT_U64, "N", "torch mode: PyTorch history ring size (default 1000000)",
      offsetof(config_t, max_entries)},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "no mode line and no summary on stderr",
@@ -371,6 +376,11 @@ static int cmd_record(config_t *cfg, char **cmd) {
     snprintf(m, sizeof m, "unknown --mode '%.100s' (requests, native or torch)", cfg->mode);
     return usage_error(m);
   }
+  if (cfg->capture && strcmp(cfg->capture, "callbacks") && strcmp(cfg->capture, "activity")) {
+    char m[256];
+    snprintf(m, sizeof m, "unknown --capture '%.100s' (callbacks or activity)", cfg->capture);
+    return usage_error(m);
+  }
   char *tmpl = absolute(cfg->output ? cfg->output : "gpumem-%p.zst");
   char dir[] = "/tmp/gpurec.XXXXXX";
   char inject[PATH_MAX], manifest[PATH_MAX];
@@ -385,7 +395,8 @@ static int cmd_record(config_t *cfg, char **cmd) {
   snprintf(manifest, sizeof manifest, "%s/manifest", dir);
   if (recording) {
     if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
-        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->quiet) < 0)
+        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->quiet) < 0 ||
+        (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0))
       return 1;
   }
   if (recording && strcmp(cfg->mode, "torch") == 0) {

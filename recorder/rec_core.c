@@ -19,12 +19,21 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <uthash.h>
 
 #include "recorder/rec_core.h"
 
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
 #define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
+
+/* A live allocation, for fill_free_sizes (writer thread only). */
+typedef struct live {
+  uint64_t addr;
+  uint64_t size;
+  uint8_t mem_kind;
+  UT_hash_handle hh;
+} live_t;
 
 typedef struct pend {
   gmt_event_t ev;
@@ -58,6 +67,8 @@ struct rec_core {
   gmt_event_t batch[DRAIN_BATCH];
   uint64_t reported_drops;
   int stopped_once;
+  live_t *live;      /* fill_free_sizes: live allocations by address */
+  live_t *live_free; /* recycled entries */
 };
 
 static uint64_t mono_ns(void) {
@@ -149,6 +160,42 @@ static void open_file(rec_core_t *c) {
   }
 }
 
+/* fill_free_sizes: remember allocations, complete frees that came without a size. */
+static void track_live(rec_core_t *c, gmt_event_t *ev) {
+  live_t *e = NULL;
+  if (ev->kind == GMT_EV_ALLOC) {
+    HASH_FIND(hh, c->live, &ev->addr, sizeof ev->addr, e);
+    if (!e) {
+      if ((e = c->live_free)) c->live_free = e->hh.next;
+      else if (!(e = malloc(sizeof *e))) return; /* the free then stays size 0 */
+      e->addr = ev->addr;
+      HASH_ADD(hh, c->live, addr, sizeof e->addr, e);
+    }
+    e->size = ev->size;
+    e->mem_kind = ev->mem_kind;
+  } else if (ev->kind == GMT_EV_FREE) {
+    HASH_FIND(hh, c->live, &ev->addr, sizeof ev->addr, e);
+    if (!e) return;
+    if (ev->size == 0) ev->size = e->size;
+    if (ev->mem_kind == GMT_MEM_UNKNOWN) ev->mem_kind = e->mem_kind;
+    HASH_DEL(c->live, e);
+    e->hh.next = c->live_free;
+    c->live_free = e;
+  }
+}
+
+static void free_live(rec_core_t *c) {
+  live_t *e, *tmp;
+  HASH_ITER(hh, c->live, e, tmp) {
+    HASH_DEL(c->live, e);
+    free(e);
+  }
+  while ((e = c->live_free)) {
+    c->live_free = e->hh.next;
+    free(e);
+  }
+}
+
 /* Write pending events with ts < limit (all of them for UINT64_MAX), in timestamp order. */
 static void emit(rec_core_t *c, uint64_t limit) {
   if (!c->npend || atomic_load(&c->failed)) return;
@@ -160,6 +207,7 @@ static void emit(rec_core_t *c, uint64_t limit) {
   gm_err_t err;
   gm_err_clear(&err);
   for (size_t i = 0; i < k; i++) {
+    if (c->cfg.fill_free_sizes) track_live(c, &c->pend[i].ev);
     if (gmt_writer_append(c->w, &c->pend[i].ev, &err) < 0) {
       char msg[GM_ERR_MSG_MAX + 64];
       snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
@@ -385,6 +433,7 @@ void rec_core_destroy(rec_core_t *c) {
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   free(c->pend);
+  free_live(c);
   free(c->path);
   free(c->manifest);
   free(c);

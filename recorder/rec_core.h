@@ -63,6 +63,10 @@ typedef struct rec_config {
   uint64_t open_after_ns;     /* open the file at the latest this long after start (0: 1 s) */
   uint64_t order_margin_ns;   /* events this close to the horizon wait one more tick (0: 10 ms) */
   size_t ring_events;         /* ring capacity (0: 65536) */
+  /* Frees of size 0 (the callback capture: cuMemFree and cuMemFreeAsync do not say the size)
+   * get the size, and an unknown memory kind the kind, of the live allocation at that address,
+   * looked up on the writer thread in timestamp order (never on the application's threads). */
+  int fill_free_sizes;
   gmt_writer_opts_t writer;   /* chunking / zstd level */
 } rec_config_t;
 
@@ -138,6 +142,7 @@ int rec_cupti_version(void *lib, uint32_t *version);
 #define REC_ENV_MANIFEST "GPUMEM_MANIFEST" /* file the traces' names are appended to */
 #define REC_ENV_MODE "GPUMEM_MODE"         /* requests | native | torch */
 #define REC_ENV_CUPTI "GPUMEM_CUPTI"       /* libcupti path or directory: only that is tried */
+#define REC_ENV_CAPTURE "GPUMEM_CAPTURE"   /* callbacks (default) | activity */
 #define GPUREC_VERSION "0.1.0"
 #define REC_ENV_SELFTEST "GPUMEM_SELFTEST" /* N: no CUDA; emit N synthetic records (tests) */
 

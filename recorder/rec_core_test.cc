@@ -1,5 +1,6 @@
 // rec_core_test.cc: the CUDA-free recorder core, fed with synthetic CUPTI records built here
 // (the CUDA headers are on the CI machine; no GPU, no libcupti), read back with the trace reader.
+#include <cuda.h>
 #include <cupti.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 extern "C" {
 #include "formats/gmt.h"
+#include "recorder/cupti_callback.h"
 #include "recorder/cupti_convert.h"
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
@@ -481,6 +483,206 @@ TEST(RecProv, HeaderHasRankCommandLineAndAllocatorEnv) {
   gmt_header_free(&h);
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
+}
+
+// ---- the callback capture: synthetic driver-API parameter structs --------------------------
+
+TEST(CuptiCallback, AllocationsReadTheReturnedPointerAndSize) {
+  gmt_event_t ev;
+  rec_cb_need_t need;
+  CUdeviceptr ptr = 0x7f00001000;
+  cuMemAlloc_v2_params a = {&ptr, 4096};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &a, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC);
+  EXPECT_EQ(ev.addr, 0x7f00001000u);
+  EXPECT_EQ(ev.size, 4096u);
+  EXPECT_EQ(ev.stream, GMT_STREAM_NONE);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_DEVICE);
+  EXPECT_EQ(ev.flags, 0u);
+  EXPECT_EQ(need.has_stream, 0);
+  // activity capture: MEMORY2 has the success, the callback only the failure
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &a, CUDA_SUCCESS, 1, &ev, &need), 0);
+
+  // a failure: the size asked for, no address (the out-pointer is not read)
+  cuMemAlloc_v2_params big = {nullptr, 1ull << 50};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &big, CUDA_ERROR_OUT_OF_MEMORY, 0,
+                           &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC_FAILED);
+  EXPECT_EQ(ev.size, 1ull << 50);
+  EXPECT_EQ(ev.addr, 0u);
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &big, CUDA_ERROR_OUT_OF_MEMORY, 1,
+                           &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC_FAILED);
+
+  cuMemAllocManaged_params m = {&ptr, 100, 1};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, &m, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_MANAGED);
+  EXPECT_EQ(ev.size, 100u);
+
+  void *host = reinterpret_cast<void *>(0x5000);
+  cuMemAllocHost_v2_params h = {&host, 64};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, &h, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_PINNED);
+  EXPECT_EQ(ev.addr, 0x5000u);
+  cuMemHostAlloc_params ha = {&host, 96, 0};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, &ha, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_PINNED);
+  EXPECT_EQ(ev.size, 96u);
+
+  size_t pitch = 512;
+  cuMemAllocPitch_v2_params pp = {&ptr, &pitch, 500, 10, 4};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, &pp, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.size, 5120u);  // the pitch the driver chose x height
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, &pp, CUDA_ERROR_OUT_OF_MEMORY,
+                           0, &ev, &need), 1);
+  EXPECT_EQ(ev.size, 5000u);  // failed: width x height asked for
+}
+
+TEST(CuptiCallback, StreamOrderedCallsAskForTheirStream) {
+  gmt_event_t ev;
+  rec_cb_need_t need;
+  CUdeviceptr ptr = 0x9000;
+  CUstream s = reinterpret_cast<CUstream>(0x1234);
+  cuMemAllocAsync_params a = {&ptr, 256, s};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &a, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC);
+  EXPECT_EQ(ev.flags, GMT_F_ASYNC | GMT_F_FROM_POOL);
+  EXPECT_EQ(need.has_stream, 1);
+  EXPECT_EQ(need.stream, (const void *)s);
+  EXPECT_EQ(need.per_thread, 0);
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, &a, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(need.per_thread, 1);
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &a, CUDA_ERROR_OUT_OF_MEMORY, 0,
+                           &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC_FAILED);
+  EXPECT_EQ(ev.size, 256u);
+  EXPECT_EQ(need.has_stream, 1);  // a failed async request still names its stream
+
+  cuMemAllocFromPoolAsync_params fp = {&ptr, 77, reinterpret_cast<CUmemoryPool>(0x88), s};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, &fp, CUDA_SUCCESS, 0,
+                           &ev, &need), 1);
+  EXPECT_EQ(ev.size, 77u);
+  EXPECT_EQ(need.stream, (const void *)s);
+  EXPECT_EQ(need.per_thread, 1);
+
+  cuMemFreeAsync_params f = {0x9000, s};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, &f, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_FREE);
+  EXPECT_EQ(ev.addr, 0x9000u);
+  EXPECT_EQ(ev.size, 0u);  // unknown at the call: the core fills it
+  EXPECT_EQ(ev.flags, GMT_F_ASYNC | GMT_F_FROM_POOL);
+  EXPECT_EQ(need.has_stream, 1);
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, &f, CUDA_ERROR_INVALID_VALUE, 0,
+                           &ev, &need), 0);
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, &f, CUDA_SUCCESS, 1, &ev, &need), 0);
+}
+
+TEST(CuptiCallback, FreesVmmTrimsAndOthers) {
+  gmt_event_t ev;
+  rec_cb_need_t need;
+  cuMemFree_v2_params f = {0xabc000};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &f, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_FREE);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_UNKNOWN);  // device or managed: from the allocation
+  cuMemFree_v2_params null_free = {0};
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &null_free, CUDA_SUCCESS, 0, &ev, &need), 0);
+  cuMemFreeHost_params fh = {reinterpret_cast<void *>(0x5000)};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, &fh, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.mem_kind, GMT_MEM_PINNED);
+
+  cuMemPoolTrimTo_params t = {reinterpret_cast<CUmemoryPool>(0x42), 1024};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo, &t, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_EMPTY_CACHE);
+  EXPECT_EQ(ev.addr, 0x42u);
+  EXPECT_EQ(ev.size, 1024u);
+
+  CUdeviceptr va = 0x10000000;
+  cuMemAddressReserve_params r = {&va, 1 << 21, 0, 0, 0};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &r, CUDA_SUCCESS, 1, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_VMM_RESERVE);
+  EXPECT_EQ(ev.addr, 0x10000000u);
+  cuMemMap_params mp = {0x10000000, 1 << 21, 0, 0, 0};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &mp, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_VMM_MAP);
+  EXPECT_EQ(ev.size, 1u << 21);
+  EXPECT_EQ(need.vmm_map, 1);
+  cuMemUnmap_params um = {0x10000000, 1 << 21};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &um, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_VMM_UNMAP);
+  cuMemAddressFree_params af = {0x10000000, 1 << 21};
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, &af, CUDA_SUCCESS, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_VMM_RELEASE);
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, &af, CUDA_ERROR_INVALID_VALUE, 0,
+                           &ev, &need), 0);
+  cuMemCreate_params cr = {nullptr, 1ull << 50, nullptr, 0};
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &cr, CUDA_SUCCESS, 0, &ev, &need), 0);
+  ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &cr, CUDA_ERROR_OUT_OF_MEMORY, 0, &ev, &need), 1);
+  EXPECT_EQ(ev.kind, GMT_EV_ALLOC_FAILED);
+  EXPECT_EQ(ev.size, 1ull << 50);
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, &cr, CUDA_SUCCESS, 0, &ev, &need), 0);
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cr, CUDA_SUCCESS, 0, &ev, &need), 0);
+
+  // every cbid the capture enables converts to something for some outcome
+  for (unsigned i = 0; i < rec_cb_capture_ncbids; i++)
+    EXPECT_NE(rec_cb_capture_cbids[i], (uint32_t)CUPTI_DRIVER_TRACE_CBID_cuMemRelease);
+  EXPECT_GE(rec_cb_capture_ncbids, 19u);
+}
+
+gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint8_t mem) {
+  gmt_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.ts_ns = ts;
+  e.addr = addr;
+  e.size = size;
+  e.mem_kind = mem;
+  e.stream = GMT_STREAM_NONE;
+  return e;
+}
+
+std::vector<gmt_event_t> RunCore(const std::string &path, int fill, std::vector<gmt_event_t> evs) {
+  FakeClock clk;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  rec_config_t cfg = Config(path);
+  cfg.fill_free_sizes = fill;
+  rec_core_t *c;
+  gm_err_t err;
+  EXPECT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  for (auto &e : evs) EXPECT_EQ(rec_core_push(c, &e), 0);
+  clk.now = 1000000000;
+  EXPECT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_destroy(c);
+  return ReadAll(path);
+}
+
+TEST(RecCore, FillsFreeSizesFromTheAllocationInTimestampOrder) {
+  // pushed out of order (threads race to the ring); the sizes follow timestamp order
+  std::vector<gmt_event_t> evs = {
+      Ev(GMT_EV_FREE, 40, 0xa000, 0, GMT_MEM_UNKNOWN),         // frees the second 0xa000
+      Ev(GMT_EV_ALLOC, 10, 0xa000, 512, GMT_MEM_MANAGED),
+      Ev(GMT_EV_FREE, 20, 0xa000, 0, GMT_MEM_UNKNOWN),
+      Ev(GMT_EV_ALLOC, 30, 0xa000, 2048, GMT_MEM_DEVICE),      // address reused, new size
+      Ev(GMT_EV_FREE, 50, 0xdead, 0, GMT_MEM_UNKNOWN),         // never allocated: stays 0
+      Ev(GMT_EV_FREE, 60, 0xa000, 0, GMT_MEM_UNKNOWN),         // double free: nothing live
+  };
+  auto got = RunCore(TmpPath("fill_sizes.zst"), 1, evs);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[1].ts_ns, 20u);
+  EXPECT_EQ(got[1].size, 512u);
+  EXPECT_EQ(got[1].mem_kind, GMT_MEM_MANAGED);
+  EXPECT_EQ(got[3].ts_ns, 40u);
+  EXPECT_EQ(got[3].size, 2048u);
+  EXPECT_EQ(got[3].mem_kind, GMT_MEM_DEVICE);
+  EXPECT_EQ(got[4].size, 0u);
+  EXPECT_EQ(got[5].size, 0u);
+
+  auto raw = RunCore(TmpPath("nofill_sizes.zst"), 0, evs);
+  ASSERT_EQ(raw.size(), 6u);
+  EXPECT_EQ(raw[1].size, 0u);  // off: written as pushed
 }
 
 }  // namespace
