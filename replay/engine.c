@@ -7,6 +7,12 @@
  * policy: the engine sits between the policy and the backend (the counting driver in
  * engine_driver.c) and sums what the policy really took from the device.
  *
+ * External memory: with rp_engine_set_external_sync (a `requests` trace:
+ * rp_sync_is_external), a synchronous device allocation is a library's own cudaMalloc beside
+ * the framework's allocator (cuBLAS workspaces and the like): PyTorch's native allocator would
+ * never have seen it, so it is kept in a map of its own and counted apart, and its free is
+ * matched there.
+ *
  * Workload: tens of millions of events; per event one hash lookup and one policy call.
  * Memory: the map follows the live blocks, the timeline is fixed (RP_TIMELINE_MAX buckets),
  * so nothing grows with the trace's length. */
@@ -36,6 +42,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   e->device = e->opts.device;
   rp_map_init(&e->blocks);
   rp_map_init(&e->async_sizes);
+  rp_map_init(&e->external);
   e->first_oom_event = -1;
   e->first_oom_ts = -1;
   rp_timeline_init(&e->tl);
@@ -54,13 +61,22 @@ void rp_engine_destroy(rp_engine_t *e) {
   if (e->pol) e->ops->destroy(e->pol);
   rp_map_free(&e->blocks);
   rp_map_free(&e->async_sizes);
+  rp_map_free(&e->external);
   free(e);
 }
 
 uint64_t rp_engine_reserved(const rp_engine_t *e) { return e->reserved; }
 
+gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err) {
+  if (e->events)
+    return gm_err_set(err, GM_ERR_INVAL, "external memory must be chosen before the first event");
+  e->external_sync = on != 0;
+  return GM_OK;
+}
+
 size_t rp_engine_host_bytes(const rp_engine_t *e) {
-  return sizeof *e + rp_map_bytes(&e->blocks) + rp_map_bytes(&e->async_sizes);
+  return sizeof *e + rp_map_bytes(&e->blocks) + rp_map_bytes(&e->async_sizes) +
+         rp_map_bytes(&e->external);
 }
 
 /* Engine-side invariants plus the policy's own walk. */
@@ -170,6 +186,29 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   return GM_OK;
 }
 
+int rp_sync_is_external(unsigned capture_mode, int trace_has_async_alloc) {
+  return capture_mode == GMT_CAPTURE_REQUESTS && trace_has_async_alloc;
+}
+
+/* External allocation: remembered by trace address with its size, never seen by the policy.
+ * A second alloc at a live external address implies the free the trace missed. */
+static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  int was_live = 0;
+  rp_map_entry_t *m = rp_map_claim(&e->external, ev->addr, &was_live);
+  if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the external map");
+  if (was_live) {
+    e->skipped.alloc_over_live++;
+    e->ext_live -= m->b;
+  }
+  m->a = 0;
+  m->b = ev->size;
+  e->ext_live += ev->size;
+  e->ext_allocs++;
+  if (e->ext_live > e->ext_peak) e->ext_peak = e->ext_live;
+  if (e->reserved + e->ext_live > e->peak_total) e->peak_total = e->reserved + e->ext_live;
+  return GM_OK;
+}
+
 /* Is this event for the device memory we replay? Counts what it skips. */
 static int wanted(rp_engine_t *e, const gmt_event_t *ev) {
   if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) {
@@ -192,13 +231,24 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   switch (ev->kind) {
     case GMT_EV_ALLOC:
       if (!wanted(e, ev)) return GM_OK;
+      if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) return ext_alloc(e, ev, err);
       st = do_alloc(e, ev, err);
       break;
     case GMT_EV_FREE: {
       if (!wanted(e, ev)) return GM_OK;
+      if (e->external.live) { /* a library's cudaFree of its own block */
+        rp_map_entry_t *x = rp_map_get(&e->external, ev->addr);
+        if (x) {
+          e->ext_live -= x->b;
+          e->ext_frees++;
+          rp_map_remove(&e->external, x);
+          return GM_OK;
+        }
+      }
       rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
       if (!m) {
-        if (rp_map_was_removed(&e->blocks, ev->addr)) e->skipped.double_free++;
+        if (rp_map_was_removed(&e->blocks, ev->addr) || rp_map_was_removed(&e->external, ev->addr))
+          e->skipped.double_free++;
         else e->skipped.unknown_free++;
         return GM_OK;
       }
@@ -207,7 +257,6 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       break;
     }
     case GMT_EV_EMPTY_CACHE:
-    case GMT_EV_POOL_TRIM:
       if (e->device >= 0 && ev->device != (unsigned)e->device) {
         e->skipped.other_device++;
         return GM_OK;
@@ -279,6 +328,12 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->peak_allocated_bytes = e->peak_allocated;
   r->peak_requested_bytes = e->peak_requested;
   r->lower_bound_bytes = e->peak_requested;
+  r->external_sync = e->external_sync;
+  r->external_allocs = e->ext_allocs;
+  r->external_frees = e->ext_frees;
+  r->external_peak_bytes = e->ext_peak;
+  r->external_end_bytes = e->ext_live;
+  r->peak_reserved_plus_external_bytes = e->peak_total;
   r->end_reserved_bytes = e->reserved;
   r->end_allocated_bytes = s.allocated_bytes;
   r->end_requested_bytes = e->requested;

@@ -17,6 +17,7 @@ static void grow(rp_engine_t *e, uint64_t size) {
     e->peak_reserved = e->reserved;
     e->peak_dirty = 1;
   }
+  if (e->reserved + e->ext_live > e->peak_total) e->peak_total = e->reserved + e->ext_live;
 }
 
 static void shrink(rp_engine_t *e, uint64_t size) {

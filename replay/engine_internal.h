@@ -44,6 +44,10 @@ struct rp_engine {
   int device;
   rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
+  int external_sync;    /* rp_engine_set_external_sync */
+  rp_map_t external;    /* external trace addr -> size */
+  uint64_t ext_live, ext_peak, ext_allocs, ext_frees;
+  uint64_t peak_total;  /* peak of reserved + ext_live */
   uint64_t pool_res;    /* the pool's reservation as last read (backends with pool_reserved) */
   uint64_t events, allocs, frees, empty_caches, ooms;
   uint64_t reserved, allocated, requested; /* requested: live bytes the trace asked for */

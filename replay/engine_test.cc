@@ -144,13 +144,32 @@ gmt_event_t Ev(gmt_kind_t kind, uint64_t ts, uint64_t addr, uint64_t size,
 }
 gmt_event_t A(uint64_t ts, uint64_t addr, uint64_t size) { return Ev(GMT_EV_ALLOC, ts, addr, size); }
 gmt_event_t Fr(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE, ts, addr, 0); }
+// A requests trace: the framework's stream-ordered requests, and a library's synchronous ones.
+gmt_event_t AA(uint64_t ts, uint64_t addr, uint64_t size) {
+  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size);
+  e.flags = GMT_F_ASYNC;
+  e.stream = 7;
+  return e;
+}
+gmt_event_t FA(uint64_t ts, uint64_t addr) {
+  gmt_event_t e = Ev(GMT_EV_FREE, ts, addr, 0);
+  e.flags = GMT_F_ASYNC;
+  e.stream = 7;
+  return e;
+}
+gmt_event_t AS(uint64_t ts, uint64_t addr, uint64_t size) {
+  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size);
+  e.stream = GMT_STREAM_NONE;
+  return e;
+}
 
 struct Replay {
   rp_backend_t *b = nullptr;
   rp_engine_t *e = nullptr;
   rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
   gm_err_t err{};
-  Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "") {
+  Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "",
+         int external_sync = 0) {
     rp_sim_opts_t so{};
     so.capacity = capacity;
     EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
@@ -159,6 +178,7 @@ struct Replay {
     eo.check = check;
     eo.capacity = capacity;
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
+    EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
   gm_status_t Feed(const std::vector<gmt_event_t> &v) {
     return rp_engine_feed(e, v.data(), v.size(), &err);
@@ -430,4 +450,112 @@ TEST(Hist, QuantilesWithinABucket) {
   EXPECT_EQ(rp_hist_quantile(&z, 0.5), 0u);
   rp_hist_add(&z, 3);
   EXPECT_EQ(rp_hist_quantile(&z, 0.99), 4u);
+}
+
+// ---- external memory (requests traces) and the driver's own pool trims --------------------
+
+TEST(Engine, SyncIsExternalOnlyInRequestsTracesWithAsyncAllocs) {
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_REQUESTS, 1), 1);
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_REQUESTS, 0), 0);  // a CUDA C program's own
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_NATIVE, 1), 0);
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_TORCH, 1), 0);
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_IMPORT, 1), 0);
+  EXPECT_EQ(rp_sync_is_external(GMT_CAPTURE_UNKNOWN, 1), 0);
+}
+
+// The shape of train_amp.requests.zst: tensors through cudaMallocAsync, a cuBLAS workspace
+// through cudaMalloc in between, freed synchronously at the end.
+std::vector<gmt_event_t> RequestsWithWorkspace() {
+  return {AA(0, 0x1000, 100), AS(1, 0x9000, 64 * MiB), AA(2, 0x2000, 200), FA(3, 0x1000),
+          Fr(4, 0x9000), AA(5, 0x3000, 50), FA(6, 0x2000), FA(7, 0x3000)};
+}
+
+TEST(Engine, ExternalSyncAllocsAreCountedApartNotReplayed) {
+  Replay run(kDirect, 0, 1, "", 1);
+  ASSERT_EQ(run.Feed(RequestsWithWorkspace()), GM_OK) << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->external_sync, 1);
+  EXPECT_EQ(run.r->external_allocs, 1u);
+  EXPECT_EQ(run.r->external_frees, 1u);
+  EXPECT_EQ(run.r->external_peak_bytes, 64 * MiB);
+  EXPECT_EQ(run.r->external_end_bytes, 0u);
+  // The policy saw the three tensors only: three driver allocs, reserved and the bound 300.
+  EXPECT_EQ(run.r->allocs, 3u);
+  EXPECT_EQ(run.r->frees, 3u);
+  EXPECT_EQ(run.r->device_alloc_calls, 3u);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 300u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 300u);
+  EXPECT_EQ(run.r->peak_requested_bytes, 300u);
+  // Both together: 100 + 64 MiB at t=1, 300 + 64 MiB at t=2 (the workspace is freed at t=4).
+  EXPECT_EQ(run.r->peak_reserved_plus_external_bytes, 300u + 64 * MiB);
+  EXPECT_EQ(run.r->skipped.unknown_free, 0u);
+  EXPECT_EQ(run.r->events, RequestsWithWorkspace().size());
+}
+
+TEST(Engine, WithoutTheRuleSyncAllocsAreRequests) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed(RequestsWithWorkspace()), GM_OK) << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->external_sync, 0);
+  EXPECT_EQ(run.r->external_allocs, 0u);
+  EXPECT_EQ(run.r->allocs, 4u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 300u + 64 * MiB);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 300u + 64 * MiB);
+  EXPECT_EQ(run.r->peak_reserved_plus_external_bytes, run.r->peak_reserved_bytes);
+}
+
+TEST(Engine, ExternalAnomaliesKeepTheCountHonest) {
+  Replay run(kDirect, 0, 1, "", 1);
+  ASSERT_EQ(run.Feed({AA(0, 0x1000, 10), AS(1, 0x9000, 100), AS(2, 0x9000, 300),  // missed free
+                      Fr(3, 0x9000), Fr(4, 0x9000),                               // double free
+                      AS(5, 0xa000, 7)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->skipped.alloc_over_live, 1u);
+  EXPECT_EQ(run.r->skipped.double_free, 1u);
+  EXPECT_EQ(run.r->skipped.unknown_free, 0u);
+  EXPECT_EQ(run.r->external_allocs, 3u);
+  EXPECT_EQ(run.r->external_frees, 1u);
+  EXPECT_EQ(run.r->external_peak_bytes, 300u);  // the implied free: 300, not 400
+  EXPECT_EQ(run.r->external_end_bytes, 7u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 10u);
+}
+
+TEST(Engine, AsyncFreeOfAnExternalAddressIsMatchedThere) {
+  // Frees are matched by address whatever their flags (a library may free with cudaFreeAsync).
+  Replay run(kDirect, 0, 1, "", 1);
+  ASSERT_EQ(run.Feed({AS(0, 0x9000, 100), FA(1, 0x9000), AA(2, 0x9000, 50), FA(3, 0x9000)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->external_frees, 1u);
+  EXPECT_EQ(run.r->external_end_bytes, 0u);
+  EXPECT_EQ(run.r->allocs, 1u);
+  EXPECT_EQ(run.r->frees, 1u);
+  EXPECT_EQ(run.r->end_requested_bytes, 0u);
+}
+
+TEST(Engine, PoolTrimRecordsAreNotEmptyCache) {
+  // CUPTI's pool_trim is the driver's pool trimming itself (at the recorded run's
+  // synchronizations): PyTorch's native allocator keeps its cache through them.
+  Replay run(kCache);
+  gmt_event_t trim = Ev(GMT_EV_POOL_TRIM, 2, 0x302000000, 0);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), trim}), GM_OK);
+  EXPECT_EQ(rp_engine_reserved(run.e), MiB);
+  // An explicit trim (cudaMemPoolTrimTo: torch.cuda.empty_cache()) is recorded as
+  // empty_cache, and that one is replayed.
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 3, 0x302000000, 0)}), GM_OK);
+  EXPECT_EQ(rp_engine_reserved(run.e), 0u);
+  run.Finish();
+  EXPECT_EQ(run.r->empty_caches, 1u);
+  EXPECT_EQ(run.r->skipped.not_request, 1u);
+}
+
+TEST(Engine, ExternalReadingIsChosenBeforeTheFirstEvent) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed({AA(0, 0x1000, 10)}), GM_OK);
+  EXPECT_EQ(rp_engine_set_external_sync(run.e, 1, &run.err), GM_ERR_INVAL);
+  run.Finish();
+  EXPECT_EQ(run.r->external_sync, 0);
 }

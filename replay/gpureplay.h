@@ -33,7 +33,12 @@ typedef struct gr_config {
   int check;
   int progress;          /* stderr is a terminal */
   int preload;           /* 1 always, 0 never, -1 when it fits */
+  int sync_allocs;       /* GR_SYNC_*: how synchronous device allocations are read */
 } gr_config_t;
+
+/* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
+ * async allocations), external (always), replay (never: every alloc goes to the policy). */
+enum { GR_SYNC_AUTO = 0, GR_SYNC_EXTERNAL = 1, GR_SYNC_REPLAY = 2 };
 
 /* One trace's provenance, for the results. */
 typedef struct gr_trace_info {
@@ -44,6 +49,9 @@ typedef struct gr_trace_info {
   uint64_t events_in_index; /* 0 if no index (truncated file) */
   int truncated;
   uint64_t seq_gaps, dropped;
+  unsigned capture_mode;    /* the header's gmt_capture_mode_t */
+  int has_async_alloc;      /* a requests trace holds an async device allocation (scanned) */
+  int external_sync;        /* synchronous allocations are replayed as external memory */
 } gr_trace_info_t;
 
 /* Replay every policy of cfg over one trace; res[i] for cfg->policies[i]. */

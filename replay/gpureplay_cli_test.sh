@@ -2,10 +2,12 @@
 # gpureplay_cli_test.sh: gpureplay end to end: exit codes, stdout/stderr discipline, the
 # --json keys, the results file, capacity what-ifs, determinism, and every policy of the
 # sweep under --check (invariants after every event) on a synthetic training-like trace.
-#   usage (bazel sh_test): gpureplay_cli_test.sh GPUREPLAY REPLAY_SYNTH
+# A real requests trace (two_streams) checks how synchronous allocations are read.
+#   usage (bazel sh_test): gpureplay_cli_test.sh GPUREPLAY REPLAY_SYNTH REQUESTS_TRACE
 set -u
 GR=$1
 SYNTH=$2
+REQ=$3
 T=${TEST_TMPDIR:-$(mktemp -d)}
 fails=0
 
@@ -74,10 +76,10 @@ grep -q " pytorch$" "$T/default.out" || fail "default: pytorch row missing: $(ca
 grep -q "lower bound" "$T/default.out" || fail "default: no lower bound line"
 [ -s "$T/default.err" ] && fail "default: stderr not empty (progress must be off when not a terminal)"
 
-# --json: one object per run, exactly DESIGN.md's keys, in order
+# --json: one object per run, DESIGN.md's keys in its order, then the additive ones
 run json 0 "$T/small.zst" --json -p pytorch -p direct
 [ "$(wc -l <"$T/json.out")" = 2 ] || fail "json: want 2 lines"
-want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second"
+want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second external_allocs external_peak_bytes peak_reserved_plus_external_bytes"
 while read -r line; do
   got=$(printf '%s' "$line" | grep -o '"[a-z_]*":' | tr -d '":' | tr '\n' ' ' | sed 's/ $//')
   [ "$got" = "$want" ] || fail "json keys: got '$got'"
@@ -85,11 +87,32 @@ done <"$T/json.out"
 grep -q '"policy":"direct"' "$T/json.out" || fail "json: direct run missing"
 grep -q '"backend":"sim"' "$T/json.out" || fail "json: backend"
 
+# a requests trace: the synchronous allocations (cuBLAS workspaces) are external memory, kept
+# out of reserved and the lower bound; --sync-allocs=replay feeds them to the policy
+run req 0 "$REQ" --json
+grep -q '"external_allocs":3,"external_peak_bytes":67240960' "$T/req.out" || fail "req: external: $(cat "$T/req.out")"
+grep -q '"peak_reserved_bytes":440401920,' "$T/req.out" || fail "req: peak reserved: $(cat "$T/req.out")"
+grep -q '"lower_bound_bytes":283148288,' "$T/req.out" || fail "req: lower bound: $(cat "$T/req.out")"
+run reqtable 0 "$REQ"
+grep -q "^external: 3 synchronous allocs outside the framework's allocator, peak 64.13 MiB" "$T/reqtable.out" ||
+  fail "reqtable: no external line: $(cat "$T/reqtable.out")"
+run reqreplay 0 "$REQ" --json --sync-allocs=replay
+grep -q '"external_allocs":0,' "$T/reqreplay.out" || fail "reqreplay: external counted"
+grep -q '"lower_bound_bytes":350389248,' "$T/reqreplay.out" || fail "reqreplay: bound: $(cat "$T/reqreplay.out")"
+run reqtable2 0 "$REQ" --sync-allocs=replay
+grep -q "^external:" "$T/reqtable2.out" && fail "reqtable2: external line with --sync-allocs=replay"
+# a synthetic trace has no async allocations: nothing is external unless asked
+grep -q '"external_allocs":0,' "$T/json.out" || fail "json: synthetic trace has external allocs"
+run synthext 0 "$T/small.zst" --json -p direct --sync-allocs=external
+grep -q '"lower_bound_bytes":0,' "$T/synthext.out" || fail "synthext: all sync allocs external: $(cat "$T/synthext.out")"
+run badsync 2 "$REQ" --sync-allocs=maybe
+grep -q "bad --sync-allocs" "$T/badsync.err" || fail "badsync: message"
+
 # the results file
 run results 0 "$T/small.zst" -p pytorch -p bfc:growth -o "$T/results.json"
 grep -q '"format":"gpumem-results"' "$T/results.json" || fail "results: format"
 grep -q '"version":1' "$T/results.json" || fail "results: version"
-for k in timeline fragmentation_mean first_oom_event anomalies trace_start_time_ns capacity_bytes; do
+for k in timeline fragmentation_mean first_oom_event anomalies trace_start_time_ns capacity_bytes external; do
   grep -q "\"$k\":" "$T/results.json" || fail "results: key $k missing"
 done
 

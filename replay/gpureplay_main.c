@@ -21,7 +21,7 @@
 typedef struct opts {
   int help, version, sweep, json, check;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses;
+  const char *device, *output, *preload, *cuda_addresses, *sync_allocs;
   uint64_t capacity, device_memory, granularity, jobs;
 } opts_t;
 
@@ -41,6 +41,10 @@ static const gm_opt_t kOpts[] = {
      "capacity, else the trace's GPU, else the device's / 80GiB)", offsetof(opts_t, device_memory)},
     {"granularity", 0, GM_OPT_SIZE, "SIZE", "simulated driver granularity (default 2MiB)",
      offsetof(opts_t, granularity)},
+    {"sync-allocs", 0, GM_OPT_STR, "auto|external|replay", "synchronous device allocations "
+     "(cudaMalloc): auto = external memory in a requests trace with async allocations (a "
+     "library's own, beside the framework's allocator: counted apart, not in reserved nor the "
+     "lower bound), else replayed", offsetof(opts_t, sync_allocs)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs)},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
      "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
@@ -60,8 +64,13 @@ static const char kUsage[] = "gpureplay TRACE... [--policy=SPEC]... [--sweep] [-
 static const char kDescription[] =
     "Replay recorded GPU memory traces under allocator policies and report what each would\n"
     "reserve, waste and cost. Device memory requests of one device are replayed (the first\n"
-    "device that allocates); segment/VMM records, host memory and other devices are skipped\n"
-    "and counted. Policies (replay/policies):";
+    "device that allocates); segment/VMM/pool records (pool_trim too: the driver's pool\n"
+    "trimming itself; an explicit cudaMemPoolTrimTo is an empty_cache event and is replayed),\n"
+    "host memory and other devices are skipped and counted. In a requests trace (frameworks\n"
+    "switched to cudaMallocAsync) synchronous allocations come from libraries that bypass the\n"
+    "framework's allocator (cuBLAS workspaces, ...): they are external memory, reported apart\n"
+    "and kept out of peak reserved, so that it compares with torch.cuda.max_memory_reserved().\n"
+    "Policies (replay/policies):";
 
 static int usage_error(const char *msg) {
   fprintf(stderr, "gpureplay: %s\ntry 'gpureplay --help'\n", msg);
@@ -164,6 +173,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
   cfg.check = o.check;
   cfg.progress = isatty(2) && !o.json;
   cfg.preload = -1;
+  if (!o.sync_allocs || strcmp(o.sync_allocs, "auto") == 0) cfg.sync_allocs = GR_SYNC_AUTO;
+  else if (strcmp(o.sync_allocs, "external") == 0) cfg.sync_allocs = GR_SYNC_EXTERNAL;
+  else if (strcmp(o.sync_allocs, "replay") == 0) cfg.sync_allocs = GR_SYNC_REPLAY;
+  else return usage_error("bad --sync-allocs (auto, external or replay)");
   if (o.preload && strcmp(o.preload, "yes") == 0) cfg.preload = 1;
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");

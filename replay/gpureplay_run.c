@@ -54,6 +54,7 @@ typedef struct job {
   const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
   size_t n_evs;
   uint64_t total_memory;
+  int external_sync; /* rp_engine_set_external_sync for this trace */
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   int has_reader_stats;
@@ -227,6 +228,7 @@ static void run_job(job_t *j, pool_t *p) {
   if (j->st != GM_OK) return;
   rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
+  if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
     if (j->evs) {
       for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += 65536) {
@@ -256,8 +258,27 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Read the header and what the index says, without decoding events. */
-static gm_status_t probe(const char *path, gr_trace_info_t *info, gm_err_t *err) {
+/* Does the trace hold an async device allocation? Decodes from the start and stops at the
+ * first one (a framework's first tensor: within the first events of a requests trace); only
+ * a trace without any is decoded to its end. A read error ends the scan: the replay itself
+ * will report it. */
+static int scan_async_alloc(gmt_reader_t *r) {
+  gmt_event_t buf[512];
+  gm_err_t err;
+  for (;;) {
+    size_t n = 0;
+    if (gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, &err) != GM_OK) return 0;
+    for (size_t i = 0; i < n; i++)
+      if (buf[i].kind == GMT_EV_ALLOC && (buf[i].flags & GMT_F_ASYNC) &&
+          (buf[i].mem_kind == GMT_MEM_DEVICE || buf[i].mem_kind == GMT_MEM_UNKNOWN))
+        return 1;
+  }
+}
+
+/* Read the header and what the index says; for a requests trace, whether it has async
+ * allocations (which decides how its synchronous ones are read). */
+static gm_status_t probe(const char *path, int sync_allocs, gr_trace_info_t *info,
+                         gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
@@ -266,12 +287,18 @@ static gm_status_t probe(const char *path, gr_trace_info_t *info, gm_err_t *err)
   info->start_time_ns = h->start_time_ns;
   info->pid = h->pid;
   info->gpu_total_mem = h->gpu_total_mem;
+  info->capture_mode = h->capture_mode;
   info->events_in_index = 0;
   uint64_t nc = gmt_reader_chunk_count(r);
   for (uint64_t i = 0; i < nc; i++) {
     uint64_t ts = 0, ev = 0;
     if (gmt_reader_chunk_info(r, i, &ts, &ev, NULL) == GM_OK) info->events_in_index += ev;
   }
+  if (sync_allocs == GR_SYNC_AUTO && info->capture_mode == GMT_CAPTURE_REQUESTS)
+    info->has_async_alloc = scan_async_alloc(r);
+  info->external_sync = sync_allocs == GR_SYNC_EXTERNAL ||
+                        (sync_allocs == GR_SYNC_AUTO &&
+                         rp_sync_is_external(info->capture_mode, info->has_async_alloc));
   gmt_reader_close(r);
   return GM_OK;
 }
@@ -324,7 +351,7 @@ static void show_progress(pool_t *p, uint64_t total, const char *path) {
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
-  gm_status_t st = probe(path, info, err);
+  gm_status_t st = probe(path, cfg->sync_allocs, info, err);
   if (st != GM_OK) return st;
   uint64_t total_memory = cfg->device_memory ? cfg->device_memory
                           : cfg->capacity    ? cfg->capacity
@@ -353,6 +380,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->evs = evs;
     j->n_evs = n_evs;
     j->total_memory = total_memory;
+    j->external_sync = info->external_sync;
     j->res = res[i];
   }
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;

@@ -6,11 +6,21 @@
  * and counts), allocated bytes (the policy's own stats), requested bytes (from the trace),
  * peaks, fragmentation, driver calls, OOMs, and a downsampled timeline.
  *
- * Which events are requests: ALLOC, FREE (free completed), EMPTY_CACHE and POOL_TRIM, for
- * device memory (GMT_MEM_DEVICE or GMT_MEM_UNKNOWN) of one device (the first device that
- * allocates, unless opts.device says otherwise; the others are skipped and counted).
- * SEGMENT_*, VMM_*, POOL_CREATE/DESTROY, MARKER, FREE_REQUESTED and ALLOC_FAILED describe
- * the recorded run's own allocator or its failures, not requests: skipped and counted.
+ * Which events are requests: ALLOC, FREE (free completed) and EMPTY_CACHE, for device memory
+ * (GMT_MEM_DEVICE or GMT_MEM_UNKNOWN) of one device (the first device that allocates, unless
+ * opts.device says otherwise; the others are skipped and counted). SEGMENT_*, VMM_*,
+ * POOL_CREATE/TRIM/DESTROY, MARKER, FREE_REQUESTED and ALLOC_FAILED describe the recorded
+ * run's own allocator or its failures, not requests: skipped and counted. POOL_TRIM is CUPTI's
+ * record of the driver's pool trimming itself (it follows the recorded run's synchronizations,
+ * not the program's wishes); a program's own cudaMemPoolTrimTo (PyTorch's empty_cache under
+ * the async backend) is recorded as EMPTY_CACHE by the API callback and is replayed.
+ *
+ * External memory (rp_engine_set_external_sync): in a `requests` trace the frameworks
+ * allocate through cudaMallocAsync, so a synchronous device allocation (no GMT_F_ASYNC:
+ * cudaMalloc, cuMemAlloc) comes from code that bypasses the framework's allocator
+ * (cuBLAS/cuBLASLt workspaces, NCCL, extensions). It is not a request to the allocator
+ * being modelled: it is not fed to the policy, not in reserved, allocated, requested or the
+ * lower bound; it is counted apart (result external_*). rp_sync_is_external() says when a trace is read that way.
  *
  * A backend is an rp_driver_t plus a name and optional measurements (the cuda backend's
  * latencies and the driver's own view of memory in use). Backends: `sim` (here, no CUDA)
@@ -86,11 +96,17 @@ typedef struct rp_engine_opts {
   uint64_t capacity; /* reported in results only (the backend enforces it) */
 } rp_engine_opts_t;
 
+/* The rule for rp_engine_set_external_sync: a trace captured in `requests` mode (the
+ * frameworks were switched to cudaMallocAsync) that has at least one async device
+ * allocation. A requests trace with no async allocation is a program that allocates for
+ * itself (CUDA C): its synchronous allocations are its requests and are replayed. */
+int rp_sync_is_external(unsigned capture_mode, int trace_has_async_alloc);
+
 #define RP_TIMELINE_MAX 2048
 
 /* Counts of events that were not replayed, and trace anomalies. */
 typedef struct rp_skip_counts {
-  uint64_t not_request;    /* SEGMENT_*, VMM_*, POOL_CREATE/DESTROY, MARKER, unknown kinds */
+  uint64_t not_request;    /* SEGMENT_*, VMM_*, POOL_CREATE/TRIM/DESTROY, MARKER, unknown kinds */
   uint64_t free_requested; /* informational (the FREE that completes it is replayed) */
   uint64_t trace_ooms;     /* ALLOC_FAILED in the recorded run */
   uint64_t other_memory;   /* pinned/managed/static/pageable/array memory */
@@ -109,6 +125,12 @@ typedef struct rp_result {
   uint64_t allocs, frees, empty_caches; /* requests replayed */
   uint64_t peak_reserved_bytes, peak_allocated_bytes, peak_requested_bytes;
   uint64_t lower_bound_bytes; /* = peak_requested_bytes: the peak of live requested bytes */
+  /* External memory (rp_engine_set_external_sync): synchronous allocations outside the
+   * modelled allocator. Bytes as the trace gives them (the driver rounds them up again). */
+  int external_sync;            /* the rule was in force */
+  uint64_t external_allocs, external_frees;
+  uint64_t external_peak_bytes, external_end_bytes;
+  uint64_t peak_reserved_plus_external_bytes; /* peak of reserved + live external, together */
   uint64_t end_reserved_bytes, end_allocated_bytes, end_requested_bytes;
   double fragmentation_at_peak; /* 1 - allocated/reserved at the (first) reserved peak */
   double fragmentation_mean;    /* time-weighted over the replay while reserved > 0 */
@@ -140,6 +162,10 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
 /* Replay n events. Fails only when the backend fails (not on OOM, not on anomalies) or,
  * with opts.check, when the policy's invariants break. */
 gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err);
+/* Read synchronous device allocations (no GMT_F_ASYNC) and their frees as external memory
+ * (counted apart, never fed to the policy; see above). Call before the first feed: afterwards
+ * it would split one trace between two readings, and returns GM_ERR_INVAL. */
+gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err);
 /* End of replay: release everything to the driver and fill *res. Call once. */
 gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *res, gm_err_t *err);
 void rp_engine_destroy(rp_engine_t *e);
