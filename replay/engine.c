@@ -190,6 +190,30 @@ int rp_sync_is_external(unsigned capture_mode, int trace_has_async_alloc) {
   return capture_mode == GMT_CAPTURE_REQUESTS && trace_has_async_alloc;
 }
 
+/* External memory still occupies the device: it is taken from the backend directly (not
+ * through the counting driver, so it is in no reserved figure nor call count), so that a
+ * --capacity what-if leaves the policy only what the libraries left the real program, and the
+ * cuda backend holds what the real run held. Past the capacity it is an OOM of the replay: the
+ * real program would have failed there too. */
+static gm_status_t ext_take(rp_engine_t *e, const gmt_event_t *ev, uint64_t *addr,
+                            gm_err_t *err) {
+  gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, ev->size ? ev->size : 1, addr);
+  if (st == GM_ERR_NOMEM) {
+    note_oom(e, ev);
+    *addr = RP_NO_BLOCK;
+    return GM_OK;
+  }
+  if (st != GM_OK) return gm_err_set(err, st, "external allocation of %" PRIu64 " bytes", ev->size);
+  return GM_OK;
+}
+
+static gm_status_t ext_give(rp_engine_t *e, rp_map_entry_t *x, gm_err_t *err) {
+  if (x->a == RP_NO_BLOCK) return GM_OK;
+  gm_status_t st = e->b->drv.mem_free(e->b->drv.ctx, x->a, x->b ? x->b : 1);
+  if (st != GM_OK) return gm_err_set(err, st, "external free of %" PRIu64 " bytes", x->b);
+  return GM_OK;
+}
+
 /* External allocation: remembered by trace address with its size, never seen by the policy.
  * A second alloc at a live external address implies the free the trace missed. */
 static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
@@ -199,9 +223,17 @@ static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *er
   if (was_live) {
     e->skipped.alloc_over_live++;
     e->ext_live -= m->b;
+    gm_status_t st = ext_give(e, m, err);
+    m->a = RP_NO_BLOCK;
+    if (st != GM_OK) return st;
   }
-  m->a = 0;
   m->b = ev->size;
+  gm_status_t st = ext_take(e, ev, &m->a, err);
+  if (st != GM_OK) {
+    m->a = RP_NO_BLOCK;
+    m->b = 0;
+    return st;
+  }
   e->ext_live += ev->size;
   e->ext_allocs++;
   if (e->ext_live > e->ext_peak) e->ext_peak = e->ext_live;
@@ -241,8 +273,9 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         if (x) {
           e->ext_live -= x->b;
           e->ext_frees++;
+          st = ext_give(e, x, err);
           rp_map_remove(&e->external, x);
-          return GM_OK;
+          return st;
         }
       }
       rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
@@ -364,5 +397,11 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
    * report the counts from before. */
   gm_status_t st = e->ops->release_all(e->pol, err);
   if (st != GM_OK) return gm_err_wrap(err, "releasing the policy's memory");
+  for (size_t i = 0; i < e->external.cap; i++) {
+    rp_map_entry_t *x = &e->external.slots[i];
+    if (x->state != 1) continue;
+    if ((st = ext_give(e, x, err)) != GM_OK) return gm_err_wrap(err, "releasing external memory");
+    x->a = RP_NO_BLOCK;
+  }
   return GM_OK;
 }

@@ -559,3 +559,20 @@ TEST(Engine, ExternalReadingIsChosenBeforeTheFirstEvent) {
   run.Finish();
   EXPECT_EQ(run.r->external_sync, 0);
 }
+
+TEST(Engine, ExternalMemoryTakesCapacity) {
+  // A 66 MiB device: the library's 64 MiB workspace leaves the policy 2 MiB, as on the GPU.
+  Replay run(kDirect, 66 * MiB, 1, "", 1);
+  ASSERT_EQ(run.Feed({AS(0, 0x9000, 64 * MiB), AA(1, 0x1000, 4 * MiB),  // OOM: 2 MiB left
+                      Fr(2, 0x9000), AA(3, 0x2000, 4 * MiB),            // fits once freed
+                      AS(4, 0xa000, 80 * MiB)}),                        // past the device
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->ooms, 2u);
+  EXPECT_EQ(run.r->first_oom_event, 1);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 4 * MiB);
+  EXPECT_EQ(run.r->external_allocs, 2u);  // the failed one is still the program's request
+  EXPECT_EQ(run.r->external_peak_bytes, 80 * MiB);  // asked for, as the lower bound counts
+  EXPECT_EQ(run.r->lower_bound_bytes, 8 * MiB);     // the failed tensor was never freed
+}

@@ -20,7 +20,9 @@
  * cudaMalloc, cuMemAlloc) comes from code that bypasses the framework's allocator
  * (cuBLAS/cuBLASLt workspaces, NCCL, extensions). It is not a request to the allocator
  * being modelled: it is not fed to the policy, not in reserved, allocated, requested or the
- * lower bound; it is counted apart (result external_*). rp_sync_is_external() says when a trace is read that way.
+ * lower bound; it is counted apart (result external_*). It still takes device memory: the
+ * engine allocates it from the backend directly (outside the counting driver), so a capacity
+ * leaves the policy what the libraries left, and one past the capacity is an OOM. rp_sync_is_external() says when a trace is read that way.
  *
  * A backend is an rp_driver_t plus a name and optional measurements (the cuda backend's
  * latencies and the driver's own view of memory in use). Backends: `sim` (here, no CUDA)
