@@ -49,12 +49,18 @@ static void set(gmt_event_t *out, uint8_t kind, uint64_t addr, uint64_t size, ui
   out->mem_kind = mem;
 }
 
-/* An allocation call: ALLOC with the returned pointer, or ALLOC_FAILED with the size asked. */
+/* An allocation call: ALLOC with the returned pointer, or ALLOC_FAILED with the size asked.
+ * Only CUDA_ERROR_OUT_OF_MEMORY is a failed allocation: the runtime makes driver calls that fail
+ * for other reasons and retries them inside one successful cudaMallocAsync (seen on an H200:
+ * one 32 KiB driver-level failure, then the same allocation succeeded), and a usage error
+ * (bad argument, no context) is not an OOM either. */
 static int alloc(gmt_event_t *out, int rc, int only_failures, uint64_t ptr, uint64_t size,
                  uint8_t mem) {
   if (rc == CUDA_SUCCESS) {
     if (only_failures) return 0;
     set(out, GMT_EV_ALLOC, ptr, size, mem);
+  } else if (rc != CUDA_ERROR_OUT_OF_MEMORY) {
+    return 0;
   } else {
     set(out, GMT_EV_ALLOC_FAILED, 0, size, mem);
   }

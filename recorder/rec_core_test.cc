@@ -513,6 +513,12 @@ TEST(CuptiCallback, AllocationsReadTheReturnedPointerAndSize) {
   ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &big, CUDA_ERROR_OUT_OF_MEMORY, 1,
                            &ev, &need), 1);
   EXPECT_EQ(ev.kind, GMT_EV_ALLOC_FAILED);
+  // other errors are no OOM (the runtime retries some driver calls inside one success)
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &big, CUDA_ERROR_INVALID_VALUE, 0,
+                           &ev, &need), 0);
+  cuMemAllocAsync_params bad = {nullptr, 64, nullptr};
+  EXPECT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &bad, CUDA_ERROR_NOT_SUPPORTED, 0,
+                           &ev, &need), 0);
 
   cuMemAllocManaged_params m = {&ptr, 100, 1};
   ASSERT_EQ(rec_cb_convert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, &m, CUDA_SUCCESS, 0, &ev, &need), 1);

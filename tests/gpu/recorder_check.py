@@ -3,6 +3,9 @@
   recorder_check.py csv TRACE.csv              -> JSON summary of a trace's CSV text form
   recorder_check.py sequence APP.out TRACE.csv -> compares alloc_sequence's EXPECT lines with
                                                   the trace; exit 1 and a diff on mismatch
+  recorder_check.py same A.csv B.csv           -> the same job recorded two ways (callback vs
+                                                  activity capture): alloc/free sequences of
+                                                  (kind, size, memory kind) must be equal
 """
 import collections
 import json
@@ -34,7 +37,9 @@ def summary(path):
     header, rows, stats = read_csv(path)
     kinds = collections.Counter((r["kind"], r.get("mem_kind", "")) for r in rows)
     streams = collections.Counter(r["stream"] for r in rows if r["kind"] in ("alloc", "free"))
+    frees = [r for r in rows if r["kind"] == "free"]
     return {"stats": stats, "header": header,
+            "frees_without_size": sum(1 for r in frees if int(r["size"]) == 0),
             "kinds": {"%s/%s" % k: v for k, v in sorted(kinds.items())},
             "async_streams": len([s for s in streams if s != "-"]),
             "first_rows": rows[:3]}
@@ -74,8 +79,29 @@ def sequence(app_out, trace_csv):
     return 0 if not problems and stats.get("truncated") == 0 else 1
 
 
+def same(a_csv, b_csv):
+    def seq(path):
+        _, rows, stats = read_csv(path)
+        return [(r["kind"], int(r["size"]), r.get("mem_kind")) for r in rows
+                if r["kind"] in ("alloc", "free", "alloc_failed")
+                and r.get("mem_kind") != "device_static"], stats
+    a, sa = seq(a_csv)
+    b, sb = seq(b_csv)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    res = {"a_events": len(a), "b_events": len(b), "first_difference": first,
+           "a_at": a[first:first + 3] if first is not None else None,
+           "b_at": b[first:first + 3] if first is not None else None,
+           "a_kinds": collections.Counter("%s/%s" % (k, m) for k, _, m in a),
+           "b_kinds": collections.Counter("%s/%s" % (k, m) for k, _, m in b),
+           "a_stats": sa, "b_stats": sb}
+    print(json.dumps(res, default=str))
+    return 0 if first is None and len(a) == len(b) else 1
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "csv":
         print(json.dumps(summary(sys.argv[2]), default=str))
+    elif sys.argv[1] == "same":
+        sys.exit(same(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "sequence":
         sys.exit(sequence(sys.argv[2], sys.argv[3]))

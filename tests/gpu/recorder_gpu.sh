@@ -4,11 +4,13 @@
 #   .dist/gpurec .dist/libgpumem_inject.so .dist/trace_csv .dist/alloc_sequence
 # Writes under $OUT: log.txt, checks.json, bench.jsonl, recorded.tar.xz (traces + CSV summaries).
 #   run (from the repository root): bash tests/gpu/recorder_gpu.sh [STAGES]
-#   STAGES: comma list of seq,modes,kill,workloads,peaks,bench,cbcost,ddp (default: all but ddp, which
-#   needs two GPUs: kind nvidia-h200-x2)
+#   STAGES: comma list of seq,modes,capture,kill,workloads,peaks,bench,churn,size,cbcost,ddp
+#   (default: all but ddp, which needs two GPUs: kind nvidia-h200-x2)
+#   seq and capture check the default callback capture against the activity capture
+#   (--capture=activity); bench measures both against no recorder and torch's memory history.
 set -u
 OUT=${OUT:-/tmp/recout}
-WHAT=${1:-seq,modes,kill,workloads,peaks,bench}
+WHAT=${1:-seq,modes,capture,kill,workloads,peaks,bench,churn,size}
 has() { [[ ",$WHAT," == *",$1,"* ]]; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.dist
@@ -21,16 +23,19 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 $D/gpurec --version
 CHK="$PY $ROOT/tests/gpu/recorder_check.py"
+tag() { sed "s/^RESULT /RESULT {\"variant\":\"$1\",\"round\":${round:-0}} /"; }
 csv() { $D/trace_csv "$1" > "$W/csv/$(basename "$1").csv" 2> "$W/csv/$(basename "$1").err"; echo "csv rc=$? $1"; }
 
 if has seq; then
-  echo "== 1. alloc_sequence (CUDA C, known events)"
   cd "$W"
-  $D/gpurec -o "$W/rec/alloc_sequence.zst" --mode=native -- $D/alloc_sequence > "$W/alloc_sequence.out"; echo "rc=$?"
-  cat "$W/alloc_sequence.out"
-  csv "$W/rec/alloc_sequence.zst"
-  $CHK sequence "$W/alloc_sequence.out" "$W/csv/alloc_sequence.zst.csv" > "$OUT/seq_check.json"; echo "sequence check rc=$?"
-  cat "$OUT/seq_check.json"
+  for cap in callbacks activity; do
+    echo "== 1. alloc_sequence (CUDA C, known events), --capture=$cap"
+    $D/gpurec -o "$W/rec/alloc_sequence.$cap.zst" --mode=native --capture=$cap -- $D/alloc_sequence > "$W/alloc_sequence.$cap.out"; echo "rc=$?"
+    cat "$W/alloc_sequence.$cap.out"
+    csv "$W/rec/alloc_sequence.$cap.zst"
+    $CHK sequence "$W/alloc_sequence.$cap.out" "$W/csv/alloc_sequence.$cap.zst.csv" > "$OUT/seq_check.$cap.json"; echo "sequence check ($cap) rc=$?"
+    cat "$OUT/seq_check.$cap.json"
+  done
   echo "== 1b. no CUPTI: warning, program runs on"
   GPUMEM_CUPTI=/nonexistent $D/gpurec -o "$W/rec/nocupti.zst" -- $D/alloc_sequence > /dev/null; echo "rc=$?"
 fi
@@ -41,6 +46,18 @@ if has modes; then
   done
   for f in "$W"/rec/loop_*.zst; do csv "$f"; $CHK csv "$W/csv/$(basename "$f").csv" | cut -c1-600; done
 
+fi
+if has capture; then
+  echo "== 2b. the same loop recorded by the callback and the activity capture: identical requests"
+  L="$ROOT/bench/recorder/rec_overhead.py --steps 20 --warmup 2"
+  for m in ${CAPTURE_MODES:-requests native}; do
+    for cap in callbacks activity; do
+      $D/gpurec -q -o "$W/rec/cap_${m}_$cap.zst" --mode=$m --capture=$cap -- $PY $L > /dev/null; echo "mode $m capture $cap rc=$?"
+      csv "$W/rec/cap_${m}_$cap.zst"; $CHK csv "$W/csv/cap_${m}_$cap.zst.csv" | cut -c1-700
+    done
+    $CHK same "$W/csv/cap_${m}_callbacks.zst.csv" "$W/csv/cap_${m}_activity.zst.csv" | tee "$OUT/same_$m.json" | cut -c1-1500; echo "same ($m) rc=${PIPESTATUS[0]}"
+    rm -f "$W"/csv/cap_${m}_*.csv
+  done
 fi
 if has kill; then
   echo "== 3. SIGKILL mid-run -> readable truncated trace; SIGTERM -> complete trace"
@@ -73,24 +90,41 @@ if has peaks; then
 fi
 
 if has bench; then
-  echo "== 5. overhead benchmark (sequential, 2 rounds, 200 timed steps each)"
+  echo "== 5. overhead benchmark (sequential, 3 rounds, 200 timed steps each, every variant a fresh process)"
   B="$ROOT/bench/recorder/rec_overhead.py --steps 200 --warmup 20"
-  for round in 1 2; do
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"requests_base\",\"round\":$round} /"
-    $D/gpurec -q -o "$W/rec/bench_requests_$round.zst" -- $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"requests_gpurec\",\"round\":$round} /"
-    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"native_base\",\"round\":$round} /"
-    $D/gpurec -q --mode=native -o "$W/rec/bench_native_$round.zst" -- $PY $B | sed "s/^RESULT /RESULT {\"variant\":\"native_gpurec\",\"round\":$round} /"
-    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B --history nostacks | sed "s/^RESULT /RESULT {\"variant\":\"history_nostacks\",\"round\":$round} /"
-    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B --history python | sed "s/^RESULT /RESULT {\"variant\":\"history_python\",\"round\":$round} /"
+  for round in 1 2 3; do
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $PY $B | tag requests_base
+    $D/gpurec -q -o "$W/rec/bench_callbacks_$round.zst" -- $PY $B | tag requests_gpurec_callbacks
+    $D/gpurec -q --capture=activity -o "$W/rec/bench_activity_$round.zst" -- $PY $B | tag requests_gpurec_activity
+    GPUMEM_DIAG=empty_callbacks $D/gpurec -q -o "$W/rec/bench_empty_$round.zst" -- $PY $B | tag requests_cupti_empty_callbacks
+    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B | tag native_base
+    $D/gpurec -q --mode=native -o "$W/rec/bench_native_$round.zst" -- $PY $B | tag native_gpurec_callbacks
+    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B --history nostacks | tag history_nostacks
+    env -u PYTORCH_CUDA_ALLOC_CONF $PY $B --history python | tag history_python
   done | tee "$OUT/bench.jsonl"
-  for f in "$W"/rec/bench_*.zst; do csv "$f"; tail -1 "$W/csv/$(basename "$f").csv"; done
+  for f in "$W"/rec/bench_*_1.zst; do csv "$f"; tail -1 "$W/csv/$(basename "$f").csv"; $CHK csv "$W/csv/$(basename "$f").csv" | cut -c1-500; done
+  ls -l "$W"/rec/bench_*.zst
+  rm -f "$W"/rec/bench_*.zst "$W"/csv/bench_*.csv
+fi
+if has churn; then
+  echo "== 5c. ns per event without a framework: alloc_churn (cudaMallocAsync/cudaFreeAsync, 32 live)"
+  for round in 1 2; do
+    $D/alloc_churn | tag churn_base
+    $D/gpurec -q --mode=native -o "$W/churn_cb.zst" -- $D/alloc_churn | tag churn_gpurec_callbacks
+    $D/gpurec -q --mode=native --capture=activity -o "$W/churn_act.zst" -- $D/alloc_churn | tag churn_gpurec_activity
+    GPUMEM_DIAG=empty_callbacks $D/gpurec -q --mode=native -o "$W/churn_empty.zst" -- $D/alloc_churn | tag churn_cupti_empty_callbacks
+  done | tee "$OUT/churn.jsonl"
+  for f in "$W"/churn_cb.zst "$W"/churn_act.zst; do $D/trace_csv "$f" 2>/dev/null | tail -1; done
+  rm -f "$W"/churn_*.zst
+fi
+if has size; then
   echo "== 5b. size: PyTorch's snapshot vs gpurec's trace of the same 22-step loop"
   B0="$ROOT/bench/recorder/rec_overhead.py --steps 20 --warmup 2"
   env -u PYTORCH_CUDA_ALLOC_CONF $PY $B0 --history python --snapshot $W/hist_python.pickle | sed "s/^RESULT /RESULT {\"variant\":\"snapshot_size_python\"} /" | tee -a "$OUT/bench.jsonl"
   env -u PYTORCH_CUDA_ALLOC_CONF $PY $B0 --history nostacks --snapshot $W/hist_nostacks.pickle | sed "s/^RESULT /RESULT {\"variant\":\"snapshot_size_nostacks\"} /" | tee -a "$OUT/bench.jsonl"
   $D/gpurec -o "$W/rec/size_requests.zst" -- $PY $B0
-  ls -l "$W"/rec/bench_*.zst "$W"/rec/size_*.zst "$W"/*.pickle
-  rm -f "$W"/*.pickle "$W"/rec/bench_*.zst
+  ls -l "$W"/rec/size_*.zst "$W"/*.pickle
+  rm -f "$W"/*.pickle
 fi
 
 if has cbcost; then
