@@ -26,6 +26,14 @@
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
 #define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
+/* A source without a tick hook (the callback capture) pushes every event at once, stamped just
+ * before: the writer may then write what is older than now - margin at any time. Doing so
+ * whenever this many events wait, instead of only every flush interval, keeps each sort and
+ * compression pass short, so the single writer thread is back draining the ring before it
+ * fills (a 0.5 s pass at ~2 M events/s took long enough to overflow a 65536-event ring). */
+#ifndef EARLY_EMIT_EVENTS
+#define EARLY_EMIT_EVENTS 32768
+#endif
 
 /* A live allocation, for fill_free_sizes (writer thread only). */
 typedef struct live {
@@ -278,6 +286,11 @@ static void *writer_main(void *arg) {
     if (!c->w && !atomic_load(&c->failed) &&
         (atomic_load(&c->gpu_ready) || (c->npend && now - c->start_mono >= c->cfg.open_after_ns)))
       open_file(c);
+    if (c->w && !c->hooks.tick && c->npend >= EARLY_EMIT_EVENTS) {
+      uint64_t horizon = c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) : UINT64_MAX;
+      uint64_t margin = c->cfg.order_margin_ns;
+      emit(c, horizon == UINT64_MAX ? horizon : (horizon > margin ? horizon - margin : 0));
+    }
     if (now - last_tick >= c->cfg.flush_interval_ns) {
       last_tick = now;
       uint64_t horizon = c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) : UINT64_MAX;

@@ -691,4 +691,39 @@ TEST(RecCore, FillsFreeSizesFromTheAllocationInTimestampOrder) {
   EXPECT_EQ(raw[1].size, 0u);  // off: written as pushed
 }
 
+TEST(RecCore, WithoutTickWritesEarlyWhenManyEventsWait) {
+  // The callback capture has no tick hook: with many events waiting the writer must not hold
+  // them for a whole flush interval (its ring would overflow at ~2 M events/s).
+  FakeClock clk;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  const std::string path = TmpPath("early_emit.zst");
+  rec_config_t cfg = Config(path);
+  cfg.flush_interval_ns = 60ull * 1000000000ull;  // never within this test
+  cfg.fill_free_sizes = 1;
+  rec_core_t *c;
+  gm_err_t err;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  clk.now = 10000000000ull;
+  std::vector<gmt_event_t> evs;
+  for (int i = 0; i < 50000; i++)
+    evs.push_back(Ev(i % 2 ? GMT_EV_FREE : GMT_EV_ALLOC, 1000 + i, 0x1000 + (i / 2) * 64,
+                     i % 2 ? 0 : 64, GMT_MEM_DEVICE));
+  EXPECT_EQ(rec_core_push_batch(c, evs.data(), evs.size(), 1000000000ull), 0u);
+  rec_core_stats_t st = {};
+  for (int i = 0; i < 500 && st.written == 0; i++) {
+    usleep(10000);
+    rec_core_stats(c, &st);
+  }
+  EXPECT_GE(st.written, 32768u);  // before any flush interval
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_destroy(c);
+  auto got = ReadAll(path);
+  ASSERT_EQ(got.size(), 50000u);
+  for (size_t i = 1; i < got.size(); i += 2) ASSERT_EQ(got[i].size, 64u) << i;
+}
+
 }  // namespace

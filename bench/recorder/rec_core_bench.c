@@ -8,7 +8,11 @@
  *           zstd and write(2), until the trace is closed (throughput of the writer);
  * plus the bytes per event of the file written, for a synthetic PyTorch-like pattern (allocs
  * and frees of a few hundred distinct sizes on 2 streams, ~8 us apart).
- * Usage: rec_core_bench [EVENTS] [OUT.zst]   (defaults 5000000, /tmp/rec_core_bench.zst) */
+ * Usage: rec_core_bench [EVENTS] [OUT.zst] [fill]   (defaults 5000000, /tmp/rec_core_bench.zst)
+ * "fill": frees pushed without a size and the core's fill_free_sizes on, as the callback
+ * capture runs it (the writer looks every free up in its live-allocation table); then also
+ * "burst": one producer calls rec_core_push (drops when the ring is full, as the callback
+ * capture does) at 2 M events/s, timestamps from the clock: how many the core drops. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +28,13 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t bench_now(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void make_events(gmt_event_t *ev, size_t n) {
@@ -93,6 +104,11 @@ int main(int argc, char **argv) {
   gmt_header_init(&cfg.header);
   cfg.path = out;
   cfg.header.capture_mode = GMT_CAPTURE_SYNTHETIC;
+  if (argc > 3 && strcmp(argv[3], "fill") == 0) {
+    cfg.fill_free_sizes = 1;
+    for (size_t i = 0; i < n; i++)
+      if (ev[i].kind == GMT_EV_FREE) ev[i].size = 0;
+  }
   rec_core_t *c;
   gm_err_t err;
   if (rec_core_start(&c, &cfg, NULL, &err) < 0) {
@@ -123,6 +139,35 @@ int main(int argc, char **argv) {
          total * 1e9 / (double)n, (double)n / total / 1e6);
   printf("file  %" PRIu64 " bytes, %.2f bytes/event, written %" PRIu64 ", dropped %zu\n", bytes,
          (double)bytes / (double)n, st.written, dropped);
+  if (argc > 3 && strcmp(argv[3], "fill") == 0) {
+    /* burst: the callback capture's situation, events stamped by the real clock */
+    rec_config_t bc;
+    memset(&bc, 0, sizeof bc);
+    gmt_header_init(&bc.header);
+    bc.path = out;
+    bc.fill_free_sizes = 1;
+    rec_hooks_t hk;
+    memset(&hk, 0, sizeof hk);
+    hk.now_ns = bench_now;
+    if (rec_core_start(&c, &bc, &hk, &err) < 0) return 1;
+    gmt_header_free(&bc.header);
+    rec_core_gpu_ready(c);
+    size_t lost = 0;
+    t0 = now_s();
+    const uint64_t gap = 500; /* 2 M events/s, the rate of the GPU churn test */
+    uint64_t start = bench_now(NULL);
+    for (size_t i = 0; i < n; i++) {
+      while (bench_now(NULL) < start + i * gap) {
+      }
+      ev[i].ts_ns = bench_now(NULL);
+      if (rec_core_push(c, &ev[i]) < 0) lost++;
+    }
+    double bt = now_s() - t0;
+    rec_core_stop(c);
+    rec_core_destroy(c);
+    printf("burst %.2f M events/s offered, dropped %zu (%.2f %%)\n", (double)n / bt / 1e6, lost,
+           100.0 * (double)lost / (double)n);
+  }
   free(ev);
   free(copy);
   return 0;
