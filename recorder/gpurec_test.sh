@@ -26,6 +26,10 @@ err=$("$GPUREC" 2>&1 >/dev/null); rc=$?
 check "no command: exit 2 + try --help" '[[ $rc == 2 && $err == *"no command"* && $err == *"try"*"--help"* ]]'
 err=$("$GPUREC" --mode=bogus -- true 2>&1); rc=$?
 check "bad mode: exit 2 naming it" '[[ $rc == 2 && $err == *"bogus"* ]]'
+err=$("$GPUREC" --capture=bogus -- true 2>&1); rc=$?
+check "bad capture: exit 2 naming it" '[[ $rc == 2 && $err == *"unknown --capture '"'"'bogus'"'"'"* ]]'
+out=$("$GPUREC" --help)
+check "--help names both captures" '[[ $out == *"--capture"* && $out == *"activity"* ]]'
 
 export GPUMEM_SELFTEST=1000
 
