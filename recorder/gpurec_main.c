@@ -160,7 +160,8 @@ static int set_mode_env(const char *mode, int quiet) {
   return 0;
 }
 
-/* libgpumem_inject.so: $GPUMEM_INJECT, else next to this binary. */
+/* libgpumem_inject.so: $GPUMEM_INJECT, else next to this binary (the bazel-bin layout), else
+ * in ../lib/gpumem/ (what tools/install lays out: PREFIX/bin/gpurec, PREFIX/lib/gpumem/). */
 static int find_inject(char *out, size_t n) {
   const char *env = getenv("GPUMEM_INJECT");
   if (env && *env) {
@@ -173,8 +174,13 @@ static int find_inject(char *out, size_t n) {
   self[l] = '\0';
   char *slash = strrchr(self, '/');
   if (slash) *slash = '\0';
-  if (snprintf(out, n, "%s/libgpumem_inject.so", self) >= (int)n) return 0;
-  return access(out, R_OK) == 0;
+  static const char *const kPlaces[] = {"/libgpumem_inject.so", "/../lib/gpumem/libgpumem_inject.so"};
+  for (size_t i = 0; i < sizeof kPlaces / sizeof kPlaces[0]; i++) {
+    if ((size_t)snprintf(out, n, "%s%s", self, kPlaces[i]) >= n) continue;
+    if (access(out, R_OK) == 0) return 1;
+  }
+  if ((size_t)snprintf(out, n, "%s%s", self, kPlaces[0]) >= n) out[0] = '\0'; /* for the warning */
+  return 0;
 }
 
 static char *absolute(const char *p) {

@@ -16,6 +16,11 @@ mkdir -p .gpu-replay/traces
 for p in traces/snapshots/*.default.pickle; do
   "$B/recorder/gpurec" import "$p" -o ".gpu-replay/traces/$(basename "$p" .default.pickle).zst"
 done
+# and gpurec's own requests-mode recordings (their synchronous library allocations are
+# external memory: the cuda backend takes them from the driver outside the policy)
+for w in train_amp infer_varlen train_ckpt two_streams; do
+  cp "traces/recorded/$w.requests.zst" .gpu-replay/traces/
+done
 # everything must resolve with lib/ alone besides the base system
 LD_LIBRARY_PATH=.gpu-replay/lib ldd .gpu-replay/* 2>/dev/null | grep "not found" && exit 1
 grep -qx "/.gpu-replay/" .git/info/exclude || echo "/.gpu-replay/" >>.git/info/exclude
