@@ -12,20 +12,15 @@
  * each free as a synchronisation point (an upper bound on how often the pool shrinks).
  * OOM: pool_trim(0) and one retry (PyTorch PR #188110's trim-and-retry; counted in
  * alloc_retries), then OOM. A 0-byte request asks for 1 byte (one address per live block).
- * Structure: live blocks (address -> size, stream) in a uthash table. */
+ * Structure: live blocks (address -> size, stream) in the rp_live.h table. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <uthash.h>
 
 #include "replay/policies/rp_conf.h"
+#include "replay/policies/rp_live.h"
 #include "replay/policies/rp_policies.h"
-
-typedef struct live {
-  uint64_t addr, size, stream;
-  UT_hash_handle hh;
-} live_t;
 
 typedef struct async_conf {
   uint64_t release_threshold;
@@ -39,8 +34,8 @@ static const rp_conf_key_t async_keys[] = {
 typedef struct async_policy {
   rp_driver_t drv;
   uint64_t release_threshold; /* UINT64_MAX: never trim on free */
-  live_t *live;
-  rp_policy_stats_t st;
+  rp_live_t live;
+  rp_policy_stats_t st; /* allocated_bytes lives in live.bytes */
   char spec[256];
 } async_policy_t;
 
@@ -54,6 +49,7 @@ static gm_status_t async_create(const char *conf, const rp_driver_t *drv, rp_pol
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "async: out of host memory");
   p->drv = *drv;
   p->release_threshold = c.release_threshold;
+  rp_live_init(&p->live, "async");
   if (conf && *conf)
     snprintf(p->spec, sizeof p->spec, "async:%s", conf);
   else
@@ -65,52 +61,43 @@ static gm_status_t async_create(const char *conf, const rp_driver_t *drv, rp_pol
 static void async_destroy(rp_policy_t *pp) {
   async_policy_t *p = (async_policy_t *)pp;
   if (!p) return;
-  live_t *l, *tmp;
-  HASH_ITER(hh, p->live, l, tmp) {
-    HASH_DEL(p->live, l);
-    free(l);
-  }
+  rp_live_clear(&p->live);
   free(p);
+}
+
+static gm_status_t async_get(void *ctx, uint64_t ask, uint64_t stream, uint64_t *addr, gm_err_t *err) {
+  async_policy_t *p = ctx;
+  gm_status_t st = p->drv.alloc_async(p->drv.ctx, ask, stream, addr);
+  if (st == GM_ERR_NOMEM) {
+    p->st.alloc_retries++;
+    st = p->drv.pool_trim(p->drv.ctx, 0);
+    if (st >= 0) st = p->drv.alloc_async(p->drv.ctx, ask, stream, addr);
+  }
+  if (st == GM_ERR_NOMEM) {
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory: the pool refused %" PRIu64 " bytes after a trim", ask);
+  }
+  if (st < 0) return gm_err_wrap(err, "async: pool allocation of %" PRIu64 " bytes", ask);
+  return GM_OK;
+}
+
+/* free_async on the stream the block was allocated on */
+static gm_status_t async_put(void *ctx, const rp_live_block_t *b, gm_err_t *err) {
+  async_policy_t *p = ctx;
+  gm_status_t st = p->drv.free_async(p->drv.ctx, b->addr, b->stream);
+  if (st < 0) return gm_err_wrap(err, "async: pool free of 0x%" PRIx64, b->addr);
+  return GM_OK;
 }
 
 static gm_status_t async_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   async_policy_t *p = (async_policy_t *)pp;
-  uint64_t ask = size ? size : 1;
-  live_t *l = malloc(sizeof *l);
-  if (!l) return gm_err_set(err, GM_ERR_NOMEM, "async: out of host memory");
-  gm_status_t st = p->drv.alloc_async(p->drv.ctx, ask, stream, &l->addr);
-  if (st == GM_ERR_NOMEM) {
-    p->st.alloc_retries++;
-    st = p->drv.pool_trim(p->drv.ctx, 0);
-    if (st >= 0) st = p->drv.alloc_async(p->drv.ctx, ask, stream, &l->addr);
-  }
-  if (st == GM_ERR_NOMEM) {
-    free(l);
-    p->st.ooms++;
-    return gm_err_set(err, GM_ERR_NOMEM, "out of memory: the pool refused %" PRIu64 " bytes after a trim", ask);
-  }
-  if (st < 0) {
-    free(l);
-    return gm_err_wrap(err, "async: pool allocation of %" PRIu64 " bytes", ask);
-  }
-  l->size = ask;
-  l->stream = stream;
-  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), l);
-  p->st.allocated_bytes += ask;
-  *addr = l->addr;
-  return GM_OK;
+  return rp_live_alloc(&p->live, size, stream, async_get, p, addr, err);
 }
 
 static gm_status_t async_free(rp_policy_t *pp, uint64_t addr, gm_err_t *err) {
   async_policy_t *p = (async_policy_t *)pp;
-  live_t *l = NULL;
-  HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), l);
-  if (!l) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
-  gm_status_t st = p->drv.free_async(p->drv.ctx, l->addr, l->stream);
-  if (st < 0) return gm_err_wrap(err, "async: pool free of 0x%" PRIx64, addr);
-  HASH_DEL(p->live, l);
-  p->st.allocated_bytes -= l->size;
-  free(l);
+  gm_status_t st = rp_live_free(&p->live, addr, async_put, p, err);
+  if (st < 0) return st;
   if (p->release_threshold != UINT64_MAX) {
     st = p->drv.pool_trim(p->drv.ctx, p->release_threshold);
     if (st < 0) return gm_err_wrap(err, "async: pool trim to %" PRIu64 " bytes", p->release_threshold);
@@ -125,32 +112,23 @@ static gm_status_t async_empty_cache(rp_policy_t *pp, gm_err_t *err) {
   return GM_OK;
 }
 
+/* every live block back (no threshold trim per block), then one trim to 0 */
 static gm_status_t async_release_all(rp_policy_t *pp, gm_err_t *err) {
   async_policy_t *p = (async_policy_t *)pp;
-  live_t *l, *tmp;
-  HASH_ITER(hh, p->live, l, tmp) {
-    gm_status_t st = p->drv.free_async(p->drv.ctx, l->addr, l->stream);
-    if (st < 0) return gm_err_wrap(err, "async: pool free of 0x%" PRIx64, l->addr);
-    HASH_DEL(p->live, l);
-    p->st.allocated_bytes -= l->size;
-    free(l);
-  }
+  gm_status_t st = rp_live_free_all(&p->live, async_put, p, err);
+  if (st < 0) return st;
   return async_empty_cache(pp, err);
 }
 
 static void async_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
-  *out = ((const async_policy_t *)pp)->st;
+  const async_policy_t *p = (const async_policy_t *)pp;
+  *out = p->st;
+  out->allocated_bytes = p->live.bytes;
   out->cached_bytes = 0; /* the pool's cache is the driver's: the backend measures it */
 }
 
 static gm_status_t async_check(const rp_policy_t *pp, gm_err_t *err) {
-  const async_policy_t *p = (const async_policy_t *)pp;
-  uint64_t sum = 0;
-  for (const live_t *l = p->live; l; l = l->hh.next) sum += l->size;
-  if (sum != p->st.allocated_bytes)
-    return gm_err_set(err, GM_ERR_CORRUPT, "async: allocated_bytes %" PRIu64 ", live blocks sum %" PRIu64,
-                      p->st.allocated_bytes, sum);
-  return GM_OK;
+  return rp_live_check(&((const async_policy_t *)pp)->live, err);
 }
 
 static const char *async_spec(const rp_policy_t *p) { return ((const async_policy_t *)p)->spec; }

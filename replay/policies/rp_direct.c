@@ -7,24 +7,19 @@
  * calls among the policies. A 0-byte request asks the driver for 1 byte, so each live block
  * keeps an address of its own (cudaMalloc(0) returns NULL). OOM: the driver's NOMEM, no
  * retry (there is no cache to free). empty_cache has nothing to do. No conf keys.
- * Structure: live blocks in a uthash table by address (the free needs the size). */
+ * Structure: live blocks in the rp_live.h table by address (the free needs the size). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <uthash.h>
 
 #include "replay/policies/rp_conf.h"
+#include "replay/policies/rp_live.h"
 #include "replay/policies/rp_policies.h"
-
-typedef struct live {
-  uint64_t addr, size;
-  UT_hash_handle hh;
-} live_t;
 
 typedef struct direct_policy {
   rp_driver_t drv;
-  live_t *live;
-  rp_policy_stats_t st;
+  rp_live_t live;
+  rp_policy_stats_t st; /* allocated_bytes lives in live.bytes */
 } direct_policy_t;
 
 static const rp_conf_key_t direct_keys[] = {{NULL, RP_CONF_FLAG, 0}};
@@ -36,6 +31,7 @@ static gm_status_t direct_create(const char *conf, const rp_driver_t *drv, rp_po
   direct_policy_t *p = calloc(1, sizeof *p);
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "direct: out of host memory");
   p->drv = *drv;
+  rp_live_init(&p->live, "direct");
   *out = (rp_policy_t *)p;
   return GM_OK;
 }
@@ -43,48 +39,37 @@ static gm_status_t direct_create(const char *conf, const rp_driver_t *drv, rp_po
 static void direct_destroy(rp_policy_t *pp) {
   direct_policy_t *p = (direct_policy_t *)pp;
   if (!p) return;
-  live_t *l, *tmp;
-  HASH_ITER(hh, p->live, l, tmp) {
-    HASH_DEL(p->live, l);
-    free(l);
-  }
+  rp_live_clear(&p->live);
   free(p);
 }
 
-static gm_status_t direct_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
+static gm_status_t direct_get(void *ctx, uint64_t ask, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   (void)stream; /* cudaMalloc is not stream-ordered */
-  direct_policy_t *p = (direct_policy_t *)pp;
-  uint64_t ask = size ? size : 1;
-  live_t *l = malloc(sizeof *l);
-  if (!l) return gm_err_set(err, GM_ERR_NOMEM, "direct: out of host memory");
-  gm_status_t st = p->drv.mem_alloc(p->drv.ctx, ask, &l->addr);
+  direct_policy_t *p = ctx;
+  gm_status_t st = p->drv.mem_alloc(p->drv.ctx, ask, addr);
   if (st == GM_ERR_NOMEM) {
-    free(l);
     p->st.ooms++;
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory: the driver refused %" PRIu64 " bytes", ask);
   }
-  if (st < 0) {
-    free(l);
-    return gm_err_wrap(err, "direct: device allocation of %" PRIu64 " bytes", ask);
-  }
-  l->size = ask;
-  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), l);
-  p->st.allocated_bytes += ask;
-  *addr = l->addr;
+  if (st < 0) return gm_err_wrap(err, "direct: device allocation of %" PRIu64 " bytes", ask);
   return GM_OK;
+}
+
+static gm_status_t direct_put(void *ctx, const rp_live_block_t *b, gm_err_t *err) {
+  direct_policy_t *p = ctx;
+  gm_status_t st = p->drv.mem_free(p->drv.ctx, b->addr, b->size);
+  if (st < 0) return gm_err_wrap(err, "direct: device free of 0x%" PRIx64, b->addr);
+  return GM_OK;
+}
+
+static gm_status_t direct_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
+  direct_policy_t *p = (direct_policy_t *)pp;
+  return rp_live_alloc(&p->live, size, stream, direct_get, p, addr, err);
 }
 
 static gm_status_t direct_free(rp_policy_t *pp, uint64_t addr, gm_err_t *err) {
   direct_policy_t *p = (direct_policy_t *)pp;
-  live_t *l = NULL;
-  HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), l);
-  if (!l) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
-  gm_status_t st = p->drv.mem_free(p->drv.ctx, l->addr, l->size);
-  if (st < 0) return gm_err_wrap(err, "direct: device free of 0x%" PRIx64, addr);
-  HASH_DEL(p->live, l);
-  p->st.allocated_bytes -= l->size;
-  free(l);
-  return GM_OK;
+  return rp_live_free(&p->live, addr, direct_put, p, err);
 }
 
 static gm_status_t direct_empty_cache(rp_policy_t *p, gm_err_t *err) {
@@ -95,27 +80,18 @@ static gm_status_t direct_empty_cache(rp_policy_t *p, gm_err_t *err) {
 
 static gm_status_t direct_release_all(rp_policy_t *pp, gm_err_t *err) {
   direct_policy_t *p = (direct_policy_t *)pp;
-  live_t *l, *tmp;
-  HASH_ITER(hh, p->live, l, tmp) {
-    gm_status_t st = direct_free(pp, l->addr, err);
-    if (st < 0) return st;
-  }
-  return GM_OK;
+  return rp_live_free_all(&p->live, direct_put, p, err);
 }
 
 static void direct_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
-  *out = ((const direct_policy_t *)pp)->st;
+  const direct_policy_t *p = (const direct_policy_t *)pp;
+  *out = p->st;
+  out->allocated_bytes = p->live.bytes;
   out->cached_bytes = 0;
 }
 
 static gm_status_t direct_check(const rp_policy_t *pp, gm_err_t *err) {
-  const direct_policy_t *p = (const direct_policy_t *)pp;
-  uint64_t sum = 0;
-  for (const live_t *l = p->live; l; l = l->hh.next) sum += l->size;
-  if (sum != p->st.allocated_bytes)
-    return gm_err_set(err, GM_ERR_CORRUPT, "direct: allocated_bytes %" PRIu64 ", live blocks sum %" PRIu64,
-                      p->st.allocated_bytes, sum);
-  return GM_OK;
+  return rp_live_check(&((const direct_policy_t *)pp)->live, err);
 }
 
 static const char *direct_spec(const rp_policy_t *p) {
