@@ -4,8 +4,9 @@
 #   .dist/gpurec .dist/libgpumem_inject.so .dist/trace_csv .dist/alloc_sequence
 # Writes under $OUT: log.txt, checks.json, bench.jsonl, recorded.tar.xz (traces + CSV summaries).
 #   run (from the repository root): bash tests/gpu/recorder_gpu.sh [STAGES]
-#   STAGES: comma list of seq,modes,capture,kill,workloads,peaks,bench,churn,size,cbcost,ddp
-#   (default: all but ddp, which needs two GPUs: kind nvidia-h200-x2)
+#   STAGES: comma list of seq,modes,capture,kill,workloads,peaks,bench,churn,size,cbcost,ddp,steps
+#   (default: all but ddp, which needs two GPUs: kind nvidia-h200-x2, and steps, the ~4-minute
+#   step-time benchmark of two loops with every variant: bench/recorder/rec_steps_run.py)
 #   seq and capture check the default callback capture against the activity capture
 #   (--capture=activity); bench measures both against no recorder and torch's memory history.
 set -u
@@ -16,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.dist
 W=/tmp/recwork
 rm -rf "$W"; mkdir -p "$W"/rec "$W"/csv "$OUT"
-PY=python3
+PY=${PY:-python3}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 echo "== recorder_gpu.sh $WHAT  $(date -u)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -105,6 +106,13 @@ if has bench; then
   for f in "$W"/rec/bench_*_1.zst; do csv "$f"; tail -1 "$W/csv/$(basename "$f").csv"; $CHK csv "$W/csv/$(basename "$f").csv" | cut -c1-500; done
   ls -l "$W"/rec/bench_*.zst
   rm -f "$W"/rec/bench_*.zst "$W"/csv/bench_*.csv
+fi
+if has steps; then
+  echo "== 5d. step time, host-bound MLP loop and GPU-bound LM loop; 6 variants x 3 rounds, pinned to CPUs 2-5"
+  $PY "$ROOT/bench/recorder/rec_steps_run.py" --python "$(command -v $PY)" --gpurec $D/gpurec \
+    --trace-csv $D/trace_csv --out "$OUT" --work "$W/steps" --rounds ${STEPS_ROUNDS:-3} \
+    --cpus ${STEPS_CPUS:-2-5} --budget-s ${STEPS_BUDGET_S:-240}
+  echo "steps rc=$?"
 fi
 if has churn; then
   echo "== 5c. ns per event without a framework: alloc_churn (cudaMallocAsync/cudaFreeAsync, 32 live)"
