@@ -76,7 +76,10 @@ int main(int argc, char **argv) {
   gmt_event_t *evs = malloc(n * sizeof *evs), *back = malloc(4096 * sizeof *evs);
   uint8_t *raw = malloc(n * RAW), *raw2 = malloc(n * RAW);
   if (!evs || !back || !raw || !raw2) return 1;
-  synth_opts_t so = {n, c.seed, 0, 0, 0};
+  synth_opts_t so; /* zero: the defaults (transformer model, 24 blocks, 2 streams) */
+  memset(&so, 0, sizeof so);
+  so.events = n;
+  so.seed = c.seed;
   synth_fill(&so, evs);
   for (size_t i = 0; i < n; i++) pack_raw(&evs[i], raw + i * RAW);
 
