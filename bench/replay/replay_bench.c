@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/replay/synth.h"
+#include "bench/synth/synth.h"
 #include "formats/gmt.h"
 #include "replay/gpureplay.h"
 #include "replay/rp_engine.h"
@@ -64,15 +64,21 @@ static const rp_policy_ops_t null_ops = {"null", "engine only", null_create, nul
                                          null_free, null_empty, null_empty, null_stats, null_check,
                                          null_spec};
 
+/* Without a trace file the input is bench/synth's "dynamic" model, seed 1 (a fresh address
+ * for every allocation: the worst case for the block map). */
+static const synth_opts_t gen_opts = {0, 1, 0, 0, 0, SYNTH_DYNAMIC};
+
+static void out_of_memory(void) {
+  fprintf(stderr, "replay_bench: out of memory\n");
+  exit(1);
+}
+
 static gmt_event_t *make_events(size_t n) {
   gmt_event_t *evs = malloc(n * sizeof *evs);
-  gr_synth_t *s = gr_synth_new(1, 0);
-  if (!evs || !s) {
-    fprintf(stderr, "replay_bench: out of memory\n");
-    exit(1);
-  }
-  for (size_t k = 0; k < n;) k += gr_synth_next(s, evs + k, n - k);
-  gr_synth_free(s);
+  if (!evs) out_of_memory();
+  synth_opts_t o = gen_opts;
+  o.events = n;
+  synth_fill(&o, evs);
   return evs;
 }
 
@@ -138,7 +144,7 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
 
 static int bench_speed(size_t n, const char *file) {
   gmt_event_t *evs = file ? load_trace(file, &n) : make_events(n);
-  printf("speed: %zu events (%s) in memory, one thread\n", n, file ? file : "bench/replay synth");
+  printf("speed: %zu events (%s) in memory, one thread\n", n, file ? file : "bench/synth dynamic model");
   char path[] = "/tmp/replay_bench_XXXXXX";
   if (file) {
     snprintf(path, sizeof path, "%s", "");
@@ -200,7 +206,8 @@ static int bench_mem(size_t n, const char *file) {
   const rp_policy_ops_t *ops = rp_policy_find("pytorch");
   rp_engine_opts_t eo = {-1, 0, 0};
   if (!ops || rp_engine_create(ops, "", b, &eo, &e, &err) != GM_OK) die(&err);
-  gr_synth_t *s = file ? NULL : gr_synth_new(1, 0);
+  synth_gen_t *s = file ? NULL : synth_gen_new(&gen_opts);
+  if (!file && !s) out_of_memory();
   gmt_reader_t *r = NULL;
   if (file && gmt_reader_open(&r, file, &err) != GM_OK) die(&err);
   gmt_event_t buf[4096];
@@ -213,7 +220,8 @@ static int bench_mem(size_t n, const char *file) {
       if (st == GM_END) break;
       if (st != GM_OK) die(&err);
     } else {
-      k = gr_synth_next(s, buf, 4096);
+      k = synth_gen_next(s, buf, 4096);
+      if (!k) out_of_memory();
       if (k > n - done) k = n - done;
     }
     if (rp_engine_feed(e, buf, k, &err) != GM_OK) die(&err);
@@ -236,7 +244,7 @@ static int bench_mem(size_t n, const char *file) {
          done, file ? file : "streamed from the generator", ru.ru_maxrss, max_anon, fil,
          max_host / 1024, res->peak_reserved_bytes >> 20);
   free(res);
-  gr_synth_free(s);
+  synth_gen_free(s);
   if (r) gmt_reader_close(r);
   rp_engine_destroy(e);
   b->destroy(b);
@@ -260,7 +268,7 @@ static int bench_sweep(size_t n, const char *file) {
   int np = 0;
   while (gr_sweep_grid[np]) np++;
   printf("sweep: the --sweep grid (%d policies) over %zu events (%s), 2 jobs, sim\n", np, n,
-         file ? file : "bench/replay synth");
+         file ? file : "bench/synth dynamic model");
   rp_result_t **res = calloc((size_t)np, sizeof *res);
   for (int i = 0; i < np; i++) res[i] = malloc(sizeof(rp_result_t));
   for (int mode = 1; mode >= 0; mode--) {

@@ -1,33 +1,34 @@
-/* synth.h: a synthetic training-like request stream, for the replay benchmarks and the
- * gpureplay CLI tests until real traces and //bench/synth exist.
- *
- * Shape (what PyTorch training looks like to an allocator): parameters allocated once; then
- * steps, each a forward pass (per layer: a few activations kept for backward plus a
- * short-lived workspace), a backward pass in reverse order (gradient temporaries; the
- * layer's activations freed), and an optimizer tail. Layer sizes are fixed per layer but a
- * per-step "sequence length" scales them by 0.75-1.25 (dynamic shapes), which is what makes
- * caching allocators fragment. Sizes mix small (<1 MiB), medium (1-10 MiB) and large
- * tensors; 10% of layers run on a second stream. Deterministic for a seed. */
+/* synth.h: bench/replay's former generator API, now a thin name for bench/synth's "dynamic"
+ * model (random sizes scaled per step, a fresh address for every allocation, cudaMalloc-like
+ * events; see bench/synth/synth_dynamic.c), which is where that generator moved. Same
+ * events for the same (seed, layers) as before. Kept so that replay/cuda_backend_test.cc
+ * builds unchanged; new code includes bench/synth/synth.h and uses synth_gen_* itself. */
 #ifndef BENCH_REPLAY_SYNTH_H
 #define BENCH_REPLAY_SYNTH_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <stdlib.h>
 
-#include "formats/gmt.h"
+#include "bench/synth/synth.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct gr_synth gr_synth_t;
+typedef synth_gen_t gr_synth_t;
 
 /* layers: per step (default 64 if 0). */
-gr_synth_t *gr_synth_new(uint64_t seed, unsigned layers);
-void gr_synth_free(gr_synth_t *s);
-/* Next events, up to cap; returns how many (never 0: the stream is endless). Every block
- * allocated is freed eventually except the parameters. */
-size_t gr_synth_next(gr_synth_t *s, gmt_event_t *out, size_t cap);
+static inline gr_synth_t *gr_synth_new(uint64_t seed, unsigned layers) {
+  synth_opts_t o = {0, seed, layers, 0, 0, SYNTH_DYNAMIC};
+  return synth_gen_new(&o);
+}
+static inline void gr_synth_free(gr_synth_t *s) { synth_gen_free(s); }
+/* Next events, up to cap; never 0 (aborts when out of host memory, as it always did: a
+ * test or benchmark input has no way to go on). */
+static inline size_t gr_synth_next(gr_synth_t *s, gmt_event_t *out, size_t cap) {
+  size_t n = synth_gen_next(s, out, cap);
+  if (!n) abort();
+  return n;
+}
 
 #ifdef __cplusplus
 }

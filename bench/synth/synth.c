@@ -1,4 +1,5 @@
-/* synth.c: synthetic PyTorch-like training loop, emitted as allocator events.
+/* synth.c: the "transformer" model of synth.h (a PyTorch-like training loop, emitted as
+ * allocator events), and the entry points that serve both models (fill, stream, write).
  *
  * Model (what the format and replay benchmarks assume a real job looks like):
  *  - a transformer of L blocks; weights and biases allocated once at start, Adam states
@@ -17,13 +18,17 @@
  *    and long (~30 us, kernel launches in between) exponentials (the CPU runs ahead of the
  *    GPU), and 100 ms + ~50 ms between steps (it waits for the GPU once per step);
  *  - markers "step", "forward", "backward", "optimizer" with size = step number.
- * Events are stream-ordered (cudaMallocAsync, capture mode "requests"). */
+ * Events are stream-ordered (cudaMallocAsync, capture mode "requests").
+ * The same step code fills a caller's array (synth_fill: stops when it is full) or, for the
+ * stream, a buffer that grows to one step's events. */
 #include "bench/synth/synth.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+
+#include "bench/synth/synth_dynamic.h"
 
 const char *const synth_strings[SYNTH_N_STRINGS] = {"step", "forward", "backward", "optimizer"};
 enum { STR_STEP = 1, STR_FWD, STR_BWD, STR_OPT };
@@ -49,6 +54,8 @@ typedef struct gen {
   uint64_t n, cap;
   uint64_t rng, ts, corr, bump;
   flist_t *free_by_size;
+  int grow; /* streaming: out is ours and grows (cap is its size), never "full" */
+  int oom;  /* streaming: it could not grow */
 } gen_t;
 
 static uint64_t rnd(gen_t *g) { /* splitmix64 */
@@ -60,10 +67,26 @@ static uint64_t rnd(gen_t *g) { /* splitmix64 */
 static double unif(gen_t *g) { return ((rnd(g) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 static uint64_t expo(gen_t *g, double mean) { return (uint64_t)(-log(unif(g)) * mean); }
 
-static int full(const gen_t *g) { return g->n >= g->cap; }
+static int full(const gen_t *g) { return !g->grow && g->n >= g->cap; }
+
+/* Room for one more event: in a caller's array while it is not full; in the stream's
+ * buffer, growing it. */
+static int room(gen_t *g) {
+  if (g->n < g->cap) return 1;
+  if (!g->grow || g->oom) return 0;
+  uint64_t nc = g->cap ? 2 * g->cap : 4096;
+  gmt_event_t *no = realloc(g->out, nc * sizeof *no);
+  if (!no) {
+    g->oom = 1;
+    return 0;
+  }
+  g->out = no;
+  g->cap = nc;
+  return 1;
+}
 
 static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t stream, uint32_t callsite) {
-  if (full(g)) return;
+  if (!room(g)) return;
   g->ts += rnd(g) % 5 < 3 ? 300 + expo(g, 2000) : 1000 + expo(g, 30000);
   gmt_event_t *e = &g->out[g->n++];
   memset(e, 0, sizeof *e);
@@ -202,36 +225,131 @@ static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *a
   (void)weights;
 }
 
-void synth_fill(const synth_opts_t *oin, gmt_event_t *evs) {
-  synth_opts_t o = *oin;
-  if (!o.layers) o.layers = 24;
-  if (!o.hidden) o.hidden = 2048;
-  if (!o.streams) o.streams = 2;
-  gen_t g = {&o, evs, 0, o.events, o.seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, NULL};
-  size_t np = (size_t)o.layers * N_PARAMS;
-  tensor_t *weights = calloc(np, sizeof *weights), *adam = calloc(2 * np, sizeof *adam);
-  tensor_t *grads = calloc(np, sizeof *grads), *saved = calloc((size_t)o.layers * N_SAVED, sizeof *saved);
-  if (weights && adam && grads && saved) {
-    uint64_t psz[N_PARAMS];
-    params_of(o.hidden, psz);
-    for (size_t i = 0; i < np; i++) weights[i] = alloc(&g, psz[i % N_PARAMS], STREAM_COMPUTE);
-    int adam_ready = 0;
-    for (uint64_t s = 0; !full(&g); s++) {
-      step(&g, s, weights, adam, &adam_ready, grads, saved);
-      if (s % 200 == 199) emit(&g, GMT_EV_EMPTY_CACHE, 0, 0, GMT_STREAM_NONE, 0);
-    }
-  }
-  while (g.n < g.cap) emit(&g, GMT_EV_MARKER, 0, 0, 0, STR_STEP); /* only if out of memory above */
+/* The transformer model's state between steps. */
+typedef struct tf {
+  synth_opts_t o;
+  gen_t g;
+  tensor_t *weights, *adam, *grads, *saved;
+  int adam_ready;
+  uint64_t s; /* the next step */
+} tf_t;
+
+static void tf_free(tf_t *t) {
+  if (!t) return;
   flist_t *f, *tmp;
-  HASH_ITER(hh, g.free_by_size, f, tmp) {
-    HASH_DEL(g.free_by_size, f);
+  HASH_ITER(hh, t->g.free_by_size, f, tmp) {
+    HASH_DEL(t->g.free_by_size, f);
     free(f->addr);
     free(f);
   }
-  free(weights);
-  free(adam);
-  free(grads);
-  free(saved);
+  if (t->g.grow) free(t->g.out);
+  free(t->weights);
+  free(t->adam);
+  free(t->grads);
+  free(t->saved);
+  free(t);
+}
+
+/* out/cap: the caller's array (synth_fill); out NULL: the stream's own growing buffer. The
+ * parameters are allocated here, before the first step. NULL when out of host memory. */
+static tf_t *tf_new(const synth_opts_t *oin, gmt_event_t *out, uint64_t cap) {
+  tf_t *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->o = *oin;
+  synth_opts_t *o = &t->o;
+  if (!o->layers) o->layers = 24;
+  if (!o->hidden) o->hidden = 2048;
+  if (!o->streams) o->streams = 2;
+  gen_t g = {o, out, 0, cap, o->seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, NULL, out == NULL, 0};
+  t->g = g;
+  size_t np = (size_t)o->layers * N_PARAMS;
+  t->weights = calloc(np, sizeof *t->weights);
+  t->adam = calloc(2 * np, sizeof *t->adam);
+  t->grads = calloc(np, sizeof *t->grads);
+  t->saved = calloc((size_t)o->layers * N_SAVED, sizeof *t->saved);
+  if (!t->weights || !t->adam || !t->grads || !t->saved) {
+    tf_free(t);
+    return NULL;
+  }
+  uint64_t psz[N_PARAMS];
+  params_of(o->hidden, psz);
+  for (size_t i = 0; i < np; i++) t->weights[i] = alloc(&t->g, psz[i % N_PARAMS], STREAM_COMPUTE);
+  return t;
+}
+
+static void tf_step(tf_t *t) {
+  step(&t->g, t->s, t->weights, t->adam, &t->adam_ready, t->grads, t->saved);
+  if (t->s % 200 == 199) emit(&t->g, GMT_EV_EMPTY_CACHE, 0, 0, GMT_STREAM_NONE, 0);
+  t->s++;
+}
+
+struct synth_gen {
+  tf_t *tf;          /* transformer */
+  synth_dyn_t *dyn;  /* dynamic */
+  size_t pos;        /* transformer: events of tf->g.out already handed out */
+};
+
+int synth_model_from_name(const char *name) {
+  if (!strcmp(name, "transformer")) return SYNTH_TRANSFORMER;
+  if (!strcmp(name, "dynamic")) return SYNTH_DYNAMIC;
+  return -1;
+}
+
+synth_gen_t *synth_gen_new(const synth_opts_t *o) {
+  synth_gen_t *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  if (o->model == SYNTH_DYNAMIC) g->dyn = synth_dyn_new(o->seed, o->layers);
+  else g->tf = tf_new(o, NULL, 0);
+  if (!g->dyn && !g->tf) {
+    free(g);
+    return NULL;
+  }
+  return g;
+}
+
+void synth_gen_free(synth_gen_t *g) {
+  if (!g) return;
+  synth_dyn_free(g->dyn);
+  tf_free(g->tf);
+  free(g);
+}
+
+size_t synth_gen_next(synth_gen_t *g, gmt_event_t *out, size_t cap) {
+  if (g->dyn) return synth_dyn_next(g->dyn, out, cap);
+  gen_t *b = &g->tf->g;
+  if (g->pos == b->n) { /* the next step into the emptied buffer */
+    b->n = 0;
+    g->pos = 0;
+    tf_step(g->tf);
+  }
+  if (b->oom) return 0;
+  size_t n = (size_t)b->n - g->pos;
+  if (n > cap) n = cap;
+  memcpy(out, b->out + g->pos, n * sizeof *out);
+  g->pos += n;
+  return n;
+}
+
+void synth_fill(const synth_opts_t *o, gmt_event_t *evs) {
+  uint64_t done = 0;
+  if (o->model == SYNTH_DYNAMIC) {
+    synth_gen_t *g = synth_gen_new(o);
+    size_t k = 1;
+    while (g && done < o->events && k) done += k = synth_gen_next(g, evs + done, (size_t)(o->events - done));
+    synth_gen_free(g);
+  } else {
+    tf_t *t = tf_new(o, evs, o->events);
+    while (t && !full(&t->g)) tf_step(t);
+    done = t ? t->g.n : 0;
+    tf_free(t);
+  }
+  for (uint64_t ts = done ? evs[done - 1].ts_ns : 1000000; done < o->events; done++) { /* out of host memory */
+    memset(&evs[done], 0, sizeof evs[done]);
+    evs[done].ts_ns = ts;
+    evs[done].kind = GMT_EV_MARKER;
+    evs[done].stream = GMT_STREAM_NONE;
+    evs[done].callsite = STR_STEP;
+  }
 }
 
 gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) {
@@ -240,22 +358,23 @@ gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) 
   h->pid = 4242;
   h->start_time_ns = 1795000000000000000ull;
   h->gpu_total_mem = 80ull << 30;
+  const int dyn = o->model == SYNTH_DYNAMIC;
   char cmd[128];
-  snprintf(cmd, sizeof cmd, "gmsynth --events %llu --seed %llu", (unsigned long long)o->events,
-           (unsigned long long)o->seed);
+  snprintf(cmd, sizeof cmd, "gmsynth%s --events %llu --seed %llu", dyn ? " --model dynamic" : "",
+           (unsigned long long)o->events, (unsigned long long)o->seed);
   gm_status_t s = gmt_header_set(&h->host, "synthetic", err);
   if (s == GM_OK) s = gmt_header_set(&h->gpu_name, "synthetic 80GB GPU", err);
   if (s == GM_OK) s = gmt_header_set(&h->tool, "gmsynth 0.1.0", err);
   if (s == GM_OK) s = gmt_header_set(&h->command_line, cmd, err);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", err);
+  /* the dynamic model's events are cudaMalloc-like: no async backend to name */
+  if (s == GM_OK && !dyn) s = gmt_header_kv_set(h, "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", err);
   if (s != GM_OK) gmt_header_free(h);
   return s;
 }
 
 gm_status_t synth_write(const synth_opts_t *o, const char *path, const gmt_writer_opts_t *wo, gm_err_t *err) {
-  gmt_event_t *evs = malloc((o->events ? o->events : 1) * sizeof *evs);
-  if (!evs) return gm_err_set(err, GM_ERR_NOMEM, "out of memory for %llu events", (unsigned long long)o->events);
-  synth_fill(o, evs);
+  synth_gen_t *g = synth_gen_new(o);
+  if (!g) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the generator");
   gmt_header_t h;
   gmt_writer_t *w = NULL;
   gm_status_t s = synth_header(o, &h, err);
@@ -267,9 +386,16 @@ gm_status_t synth_write(const synth_opts_t *o, const char *path, const gmt_write
     uint32_t id;
     s = gmt_writer_intern(w, synth_strings[i], &id, err);
   }
-  if (s == GM_OK) s = gmt_writer_append_n(w, evs, o->events, err);
+  gmt_event_t buf[4096];
+  for (uint64_t done = 0; s == GM_OK && done < o->events;) {
+    size_t want = o->events - done < 4096 ? (size_t)(o->events - done) : 4096;
+    size_t n = synth_gen_next(g, buf, want);
+    if (!n) s = gm_err_set(err, GM_ERR_NOMEM, "out of host memory after %llu events", (unsigned long long)done);
+    else s = gmt_writer_append_n(w, buf, n, err);
+    done += n;
+  }
   if (s == GM_OK) s = gmt_writer_close(w, err);
   else if (w) gmt_writer_abandon(w);
-  free(evs);
+  synth_gen_free(g);
   return s;
 }

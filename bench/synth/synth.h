@@ -1,7 +1,12 @@
-/* synth.h: a synthetic PyTorch-like training-loop trace, for benchmarks and tests.
+/* synth.h: synthetic PyTorch-like training-loop traces, for benchmarks and tests.
  *
- * Until recorded traces exist, this is the "realistic" workload the format and the replayer
- * are measured on. Deterministic for a given (events, seed, options). */
+ * Two models: "transformer" (synth.c, the default: a sized transformer with cudaMallocAsync
+ * events and realistic address reuse; the workload the format and the replayer are measured
+ * on) and "dynamic" (synth_dynamic.c: random sizes scaled per step, a fresh address for every
+ * allocation, cudaMalloc-like events; the replay benchmarks' worst case for the block map).
+ * Both come whole (synth_fill, synth_write) or streamed (synth_gen_*: endless, constant
+ * memory). Deterministic for a given (seed, options); a longer run starts with the events of
+ * a shorter one. */
 #ifndef SYNTH_H
 #define SYNTH_H
 
@@ -15,13 +20,19 @@
 extern "C" {
 #endif
 
+typedef enum synth_model { SYNTH_TRANSFORMER = 0, SYNTH_DYNAMIC = 1 } synth_model_t;
+
 typedef struct synth_opts {
-  uint64_t events;   /* stop after this many events */
+  uint64_t events;   /* stop after this many events (synth_fill/synth_write) */
   uint64_t seed;
-  uint32_t layers;   /* transformer blocks (0: 24) */
-  uint32_t hidden;   /* hidden size (0: 2048) */
-  uint32_t streams;  /* 1 or 2 (0: 2): the second one is a copy stream for input batches */
+  uint32_t layers;   /* transformer blocks (0: 24); dynamic: layers per step (0: 64) */
+  uint32_t hidden;   /* hidden size (0: 2048); transformer only */
+  uint32_t streams;  /* 1 or 2 (0: 2): the second one is a copy stream for input batches; transformer only */
+  uint32_t model;    /* synth_model_t (0: transformer) */
 } synth_opts_t;
+
+/* "transformer" / "dynamic" -> model; -1 for another name. */
+int synth_model_from_name(const char *name);
 
 /* Marker names, interned in this order (ids 1..SYNTH_N_STRINGS) by synth_write; events from
  * synth_fill use these ids as callsites of MARKER events. */
@@ -32,8 +43,16 @@ extern const char *const synth_strings[SYNTH_N_STRINGS];
 void synth_fill(const synth_opts_t *o, gmt_event_t *evs);
 /* A header describing the synthetic run (caller frees with gmt_header_free). */
 gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err);
-/* Generates and writes a whole trace to path. */
+/* Generates and writes a whole trace to path (streamed: memory does not grow with events). */
 gm_status_t synth_write(const synth_opts_t *o, const char *path, const gmt_writer_opts_t *wo, gm_err_t *err);
+
+/* The endless stream (o->events is ignored): the same events synth_fill gives, in order. */
+typedef struct synth_gen synth_gen_t;
+/* NULL when out of host memory. */
+synth_gen_t *synth_gen_new(const synth_opts_t *o);
+void synth_gen_free(synth_gen_t *g);
+/* Next events, up to cap; returns how many: 0 only when out of host memory. */
+size_t synth_gen_next(synth_gen_t *g, gmt_event_t *out, size_t cap);
 
 #ifdef __cplusplus
 }
