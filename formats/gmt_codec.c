@@ -7,7 +7,7 @@
  * run-length for the slow-changing ones); zstd then squeezes the repetition across steps.
  * Every coder is generated from GMT_FIELD_LIST in gmt_internal.h, so the encoder and the
  * decoder cannot drift apart. The encoder works one record at a time (the writer appends);
- * the decoder works one column at a time over a whole chunk (the reader's fast path). */
+ * the decoder works one column at a time over blocks of a chunk (the reader's fast path). */
 #include <stdlib.h>
 #include <string.h>
 

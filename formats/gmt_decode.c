@@ -1,6 +1,7 @@
-/* gmt_decode.c: chunk payload -> events, one column at a time (SPEC.md "Chunk payload").
+/* gmt_decode.c: chunk payload -> events, one column at a time over blocks of 256 records
+ * (SPEC.md "Chunk payload").
  *
- * The reader's hot loop. The payload is untrusted (fuzzed, bit-flipped, hand-made): every
+ * The reader's hot loop (bench/RESULTS.md "Trace format" has its speed and profile). The payload is untrusted (fuzzed, bit-flipped, hand-made): every
  * read is bounds-checked, every column must be consumed exactly, every value must fit its
  * field, and a failure names the column. Coders mirror gmt_codec.c and are generated from the
  * same GMT_FIELD_LIST. Records of kinds this version does not know are decoded (their
