@@ -39,6 +39,7 @@ typedef struct config {
   const char *mode;
   const char *capture;
   uint64_t max_entries;
+  uint64_t gpu_memory; /* import: the recorded GPU's total memory, for the header */
   int quiet, help, version;
 } config_t;
 
@@ -250,9 +251,24 @@ static void print_summary(const char *path) {
   if (failed) fprintf(stderr, "gpurec: %s: %llu failed allocations (OOM)\n", path, (unsigned long long)failed);
 }
 
+/* The header of the CUPTI trace this run wrote for process pid (host, GPU, versions, command
+ * line): the provenance its PyTorch snapshot lacks. 0 if there is none. */
+static int cupti_header_for(const run_t *r, long pid, gmt_header_t *out) {
+  for (int i = 0; i < r->ntraces; i++) {
+    gmt_reader_t *rd = NULL;
+    if (gmt_reader_open(&rd, r->traces[i], NULL) < 0) continue;
+    const gmt_header_t *h = gmt_reader_header(rd);
+    int match = (long)h->pid == pid && gmt_header_copy(out, h, NULL) == GM_OK;
+    gmt_reader_close(rd);
+    if (match) return 1;
+  }
+  return 0;
+}
+
 static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet) {
   rec_torch_snap_t snaps[64];
   int n = rec_torch_list(dir, snaps, 64);
+  int ncupti = r->ntraces; /* the CUPTI traces come first; torch traces are appended below */
   for (int i = 0; i < n; i++) {
     char out[4200];
     gm_err_t err;
@@ -263,7 +279,14 @@ static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet
     }
     snap_import_stats_t st;
     memset(&st, 0, sizeof st);
-    if (snap_import_file(snaps[i].path, out, NULL, &st, &err) < 0) {
+    run_t cupti = *r;
+    cupti.ntraces = ncupti;
+    gmt_header_t prov;
+    gmt_header_init(&prov);
+    int has_prov = cupti_header_for(&cupti, snaps[i].pid, &prov);
+    gm_status_t cs = snap_import_file_prov(snaps[i].path, out, NULL, has_prov ? &prov : NULL, &st, &err);
+    gmt_header_free(&prov);
+    if (cs < 0) {
       fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot: %s\n", err.msg);
       continue;
     }
@@ -320,6 +343,10 @@ static int cmd_version(void) {
 static int cmd_import(int argc, char **argv) {
   static const gm_opt_t opts[] = {
       {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(config_t, output)},
+      {"gpu-memory", 0, GM_OPT_SIZE, "SIZE",
+       "total memory of the GPU the snapshot was taken on (a pickle does not say; the replay's "
+       "fractions and preallocated arenas are computed from it), e.g. 80GiB",
+       offsetof(config_t, gpu_memory)},
       {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
       {NULL, 0, 0, NULL, NULL, 0}};
   config_t cfg;
@@ -359,10 +386,17 @@ static int cmd_import(int argc, char **argv) {
     fclose(f);
     snap_import_stats_t st;
     memset(&st, 0, sizeof st);
-    s = snap_import_file(in, cfg.output, NULL, &st, &err);
+    gmt_header_t prov;
+    gmt_header_init(&prov);
+    prov.gpu_total_mem = cfg.gpu_memory;
+    s = snap_import_file_prov(in, cfg.output, NULL, cfg.gpu_memory ? &prov : NULL, &st, &err);
+    gmt_header_free(&prov);
     if (s >= 0)
       fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in,
               (unsigned long long)st.entries, (unsigned long long)st.events, cfg.output);
+  } else if (cfg.gpu_memory) {
+    fclose(f);
+    return usage_error("--gpu-memory is for PyTorch snapshots (a CSV trace carries gpu_total_mem itself)");
   } else {
     rewind(f);
     s = gmt_csv_import(f, in, cfg.output, NULL, &err);

@@ -116,5 +116,10 @@ err=$("$GPUREC" import "$SNAP" -o snap.zst 2>&1); rc=$?
 check "import pickle: exit 0, trace written" '[[ $rc == 0 && $err == *"snapshot entries"* && $(stats snap.zst) == *"truncated=0"* ]]'
 check "import pickle = torch mode conversion" '[[ "$("$CSV" snap.zst | grep -v "^#")" == "$("$CSV" tm.torch.zst | grep -v "^#")" ]]'
 
+err=$("$GPUREC" import "$SNAP" --gpu-memory=140GiB -o snapmem.zst 2>&1); rc=$?
+check "import pickle --gpu-memory: the header carries it" '[[ $rc == 0 && "$("$CSV" snapmem.zst)" == *"#gpu_total_mem=150323855360"* ]]'
+check "import pickle --gpu-memory: same events" '[[ "$("$CSV" snapmem.zst | grep -v "^#")" == "$("$CSV" snap.zst | grep -v "^#")" ]]'
+err=$("$GPUREC" import run.csv --gpu-memory=80GiB -o x.zst 2>&1); rc=$?
+check "import CSV --gpu-memory: usage error, exit 2" '[[ $rc == 2 && $err == *"--gpu-memory is for PyTorch snapshots"* ]]'
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

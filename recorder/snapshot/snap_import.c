@@ -197,8 +197,9 @@ gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
 }
 
 static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
-                               gm_err_t *err) {
+                               const gmt_header_t *prov, gm_err_t *err) {
   gm_status_t st;
+  if (prov && (st = gmt_header_copy(h, prov, err))) return st;
   h->capture_mode = GMT_CAPTURE_TORCH;
   h->start_time_ns = ps->start_time_ns;
   if ((st = gmt_header_set(&h->tool, "gpurec import", err))) return st;
@@ -264,14 +265,15 @@ static gm_status_t read_file(const char *path, uint8_t **buf, size_t *len, gm_er
 }
 
 gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
-                            const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err) {
+                            const gmt_writer_opts_t *opts, const gmt_header_t *prov,
+                            snap_import_stats_t *st, gm_err_t *err) {
   snap_pass_t ps;
   gm_status_t s = snap_plan(root, &ps, err);
   if (s) return s;
   gmt_header_t h;
   gmt_header_init(&h);
   gmt_writer_t *w = NULL;
-  if ((s = fill_header(&h, root, &ps, err)) == GM_OK &&
+  if ((s = fill_header(&h, root, &ps, prov, err)) == GM_OK &&
       (s = gmt_writer_open(&w, out_path, &h, opts, err)) == GM_OK) {
     for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
       snap_event_t *e = &ps.evs[k];
@@ -301,6 +303,12 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
 
 gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
                              const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err) {
+  return snap_import_file_prov(pickle_path, out_path, opts, NULL, st, err);
+}
+
+gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
+                                  const gmt_writer_opts_t *opts, const gmt_header_t *prov,
+                                  snap_import_stats_t *st, gm_err_t *err) {
   uint8_t *buf = NULL;
   size_t len = 0;
   gm_status_t s = read_file(pickle_path, &buf, &len, err);
@@ -311,7 +319,7 @@ gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
                    pickle_path);
   } else if ((s = snap_pickle_parse(buf, len, &doc, err)) != GM_OK) {
     gm_err_wrap(err, "'%s'", pickle_path);
-  } else if ((s = snap_import_doc(snap_doc_root(doc), out_path, opts, st, err)) != GM_OK) {
+  } else if ((s = snap_import_doc(snap_doc_root(doc), out_path, opts, prov, st, err)) != GM_OK) {
     gm_err_wrap(err, "'%s'", pickle_path);
   }
   snap_doc_free(doc);

@@ -30,6 +30,14 @@ int snap_is_pickle(const void *buf, size_t len);
 gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
                              const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err);
 
+/* Same, with the provenance a pickle does not hold (host, pid, rank, GPU name/UUID/total memory,
+ * driver/CUDA/CUPTI versions, command line, environment) taken from prov: the CUPTI trace of
+ * the same run (gpurec --mode=torch) or what the user says (gpurec import --gpu-memory). The
+ * snapshot's own fields (capture mode, start time, allocator settings) win. prov may be NULL. */
+gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
+                                  const gmt_writer_opts_t *opts, const gmt_header_t *prov,
+                                  snap_import_stats_t *st, gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

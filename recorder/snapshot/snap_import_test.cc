@@ -129,6 +129,39 @@ TEST(SnapImport, ConvertsEveryAction) {
   for (auto &e : t.ev) EXPECT_EQ(e.flags & GMT_F_SYNTHETIC, 0u);
 }
 
+// Provenance the pickle lacks comes from prov (the CUPTI trace of the same run, or
+// --gpu-memory); the snapshot's own fields win where both have one.
+TEST(SnapImport, ProvenanceFillsWhatThePickleLacks) {
+  std::string in = WriteFile("prov.pickle", HandSnapshot()), out = TmpPath("prov.zst");
+  gmt_header_t prov;
+  gmt_header_init(&prov);
+  prov.gpu_total_mem = 150109880320ULL;
+  prov.pid = 4242;
+  prov.rank = 1;
+  prov.capture_mode = GMT_CAPTURE_REQUESTS;
+  prov.start_time_ns = 7;
+  ASSERT_EQ(gmt_header_set(&prov.gpu_name, "NVIDIA H200", nullptr), GM_OK);
+  ASSERT_EQ(gmt_header_set(&prov.tool, "gpurec 0.1.0", nullptr), GM_OK);
+  ASSERT_EQ(gmt_header_kv_set(&prov, "PYTORCH_CUDA_ALLOC_CONF", "backend:native", nullptr), GM_OK);
+  ASSERT_EQ(gmt_header_kv_set(&prov, "gpurec_mode", "torch", nullptr), GM_OK);
+  gm_err_t err{};
+  ASSERT_EQ(snap_import_file_prov(in.c_str(), out.c_str(), nullptr, &prov, nullptr, &err), GM_OK)
+      << err.msg;
+  gmt_header_free(&prov);
+  Trace t(out);
+  const gmt_header_t *h = gmt_reader_header(t.r);
+  EXPECT_EQ(h->gpu_total_mem, 150109880320ULL);
+  EXPECT_EQ(h->pid, 4242u);
+  EXPECT_EQ(h->rank, 1);
+  EXPECT_STREQ(h->gpu_name, "NVIDIA H200");
+  EXPECT_EQ(h->capture_mode, (uint32_t)GMT_CAPTURE_TORCH);           // the snapshot's
+  EXPECT_EQ(h->start_time_ns, 1795262363399030ULL * 1000);          // the snapshot's
+  EXPECT_STREQ(h->tool, "gpurec import");                            // the snapshot's
+  EXPECT_STREQ(t.kv("PYTORCH_CUDA_ALLOC_CONF"), "max_split_size_mb:64");  // the snapshot's
+  EXPECT_STREQ(t.kv("gpurec_mode"), "torch");                        // only in prov
+  EXPECT_EQ(t.ev.size(), 10u);
+}
+
 // A history that starts late: a free whose alloc is missing, a segment_free whose segment_alloc
 // is missing, and a final segment with a live block that the trace never mentions.
 TEST(SnapImport, LateHistoryGetsSyntheticInitialState) {

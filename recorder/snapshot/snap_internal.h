@@ -39,7 +39,8 @@ void snap_plan_free(snap_pass_t *ps);
 gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
 /* Import from an already parsed tree (tests and fuzzing use it). */
 gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
-                            const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err);
+                            const gmt_writer_opts_t *opts, const gmt_header_t *prov,
+                            snap_import_stats_t *st, gm_err_t *err);
 
 #ifdef __cplusplus
 }
