@@ -9,6 +9,8 @@ runs first or last; all pinned to --cpus with taskset):
   native_base         the caching allocator, no recorder
   history_nostacks    _record_memory_history(context=None)
   history_python      _record_memory_history(context="all", stacks="python")
+  gpurec_empty        gpurec with GPUMEM_DIAG=empty_callbacks: CUPTI callbacks subscribed and
+                      enabled but recording nothing (CUPTI's own cost; not in the default set)
 Per loop and variant: the median step time of each round, the median of those, their spread,
 and against the same mode's reference: the per-round paired difference (variant minus
 reference of the same round), its median in ms and %, and that divided by the recorded events
@@ -29,7 +31,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = ["requests_base", "gpurec_callbacks", "gpurec_activity",
             "native_base", "history_nostacks", "history_python"]
+EXTRA_VARIANTS = ["gpurec_empty"]
 REFERENCE = {"gpurec_callbacks": "requests_base", "gpurec_activity": "requests_base",
+             "gpurec_empty": "requests_base",
              "history_nostacks": "native_base", "history_python": "native_base"}
 
 
@@ -46,7 +50,10 @@ def command(a, variant, rnd, script_args):
     elif variant.startswith("gpurec_"):
         cap = variant.split("_", 1)[1]
         trace = os.path.join(a.work, "steps_%s_%d.zst" % (cap, rnd))
-        py = [a.gpurec, "-o", trace, "--capture=" + cap, "--"] + py
+        if cap == "empty":
+            env["GPUMEM_DIAG"] = "empty_callbacks"
+            cap, trace = "callbacks", None  # records nothing: no events to count
+        py = [a.gpurec, "-o", trace or os.path.join(a.work, "steps_empty.zst"), "--capture=" + cap, "--"] + py
     elif variant.startswith("history_"):
         py += ["--history", variant.split("_", 1)[1]]
         if rnd == 1:
@@ -112,7 +119,7 @@ def pct(x, ref):
     return 100.0 * x / ref if ref else None
 
 
-def summarise(results, counts, loops):
+def summarise(results, counts, loops, variants=VARIANTS):
     """{loop: {variant: figures}} from the tagged RESULT lines and the event counts."""
     hist_ratio = {}
     for r in results:
@@ -127,7 +134,7 @@ def summarise(results, counts, loops):
         allocs_native = [r["allocs_per_step"] for r in rows if r["variant"] == "native_base"]
         allocs = statistics.median(allocs_native) if allocs_native else None
         fig = {}
-        for v in VARIANTS:
+        for v in variants:
             if v not in by:
                 continue
             med = {k: x["step_ms_median"] for k, x in sorted(by[v].items())}
@@ -147,7 +154,8 @@ def summarise(results, counts, loops):
                     ev = None
                     if v.startswith("gpurec_"):
                         cap = v.split("_", 1)[1]
-                        ev = counts.get(cap, {}).get(loop)
+                        # the empty variant records nothing: it runs the callback capture's events
+                        ev = counts.get("callbacks" if cap == "empty" else cap, {}).get(loop)
                         if ev is not None:
                             ev = ev / by[v][min(by[v])]["steps"]
                         f["events_per_step"] = ev
@@ -203,8 +211,14 @@ def main():
     ap.add_argument("--cpus", default="2-5", help="taskset CPU list ('' for none)")
     ap.add_argument("--budget-s", type=float, default=1e9)
     ap.add_argument("--loops", default="mlp,lm")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma list from " + ",".join(VARIANTS + EXTRA_VARIANTS))
     ap.add_argument("script_args", nargs="*", help="passed to rec_steps.py (after --)")
     a = ap.parse_args()
+    variants = a.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS + EXTRA_VARIANTS]
+    if unknown:
+        ap.error("unknown variant(s): " + ",".join(unknown))
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     script_args = ["--loops", a.loops] + a.script_args
@@ -214,8 +228,8 @@ def main():
     with open(os.path.join(a.out, "steps.jsonl"), "w") as jl, \
             open(os.path.join(a.out, "steps_log.txt"), "w") as log:
         for rnd in range(1, a.rounds + 1):
-            k = (rnd - 1) % len(VARIANTS)
-            order = VARIANTS[k:] + VARIANTS[:k]
+            k = (rnd - 1) % len(variants)
+            order = variants[k:] + variants[:k]
             for v in order:
                 if time.time() - start > a.budget_s:
                     skipped.append((rnd, v))
@@ -237,7 +251,7 @@ def main():
                     if rnd == 1 or v.split("_", 1)[1] not in counts:
                         counts[v.split("_", 1)[1]] = c["events_between_marks"]
                     os.remove(trace)
-    summary = summarise(results, counts, a.loops.split(","))
+    summary = summarise(results, counts, a.loops.split(","), variants)
     meta = {"rounds": a.rounds, "cpus": a.cpus if shutil.which("taskset") else "not pinned (no taskset)", "script_args": script_args, "skipped": skipped,
             "wall_s": time.time() - start, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start))}
     with open(os.path.join(a.out, "steps_summary.json"), "w") as f:
