@@ -253,10 +253,10 @@ static void print_summary(const char *path) {
 
 /* The header of the CUPTI trace this run wrote for process pid (host, GPU, versions, command
  * line): the provenance its PyTorch snapshot lacks. 0 if there is none. */
-static int cupti_header_for(const run_t *r, long pid, gmt_header_t *out) {
-  for (int i = 0; i < r->ntraces; i++) {
+static int cupti_header_for(char *const *traces, int n, long pid, gmt_header_t *out) {
+  for (int i = 0; i < n; i++) {
     gmt_reader_t *rd = NULL;
-    if (gmt_reader_open(&rd, r->traces[i], NULL) < 0) continue;
+    if (gmt_reader_open(&rd, traces[i], NULL) < 0) continue;
     const gmt_header_t *h = gmt_reader_header(rd);
     int match = (long)h->pid == pid && gmt_header_copy(out, h, NULL) == GM_OK;
     gmt_reader_close(rd);
@@ -279,11 +279,9 @@ static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet
     }
     snap_import_stats_t st;
     memset(&st, 0, sizeof st);
-    run_t cupti = *r;
-    cupti.ntraces = ncupti;
     gmt_header_t prov;
     gmt_header_init(&prov);
-    int has_prov = cupti_header_for(&cupti, snaps[i].pid, &prov);
+    int has_prov = cupti_header_for(r->traces, ncupti, snaps[i].pid, &prov);
     gm_status_t cs = snap_import_file_prov(snaps[i].path, out, NULL, has_prov ? &prov : NULL, &st, &err);
     gmt_header_free(&prov);
     if (cs < 0) {
