@@ -148,6 +148,31 @@ gm_status_t gmt_header_set(char **field, const char *value, gm_err_t *err);
 gm_status_t gmt_header_kv_set(gmt_header_t *h, const char *key, const char *value, gm_err_t *err);
 const char *gmt_header_kv_get(const gmt_header_t *h, const char *key); /* NULL if absent */
 
+/* ---- frameworks ---------------------------------------------------------------------------- */
+
+/* The frameworks whose allocator a trace's requests come from. gpurec writes header kv
+ * `framework.<name>` = version for each framework the process had loaded (SPEC.md §3); older
+ * traces say nothing, except that a torch-mode trace or an imported PyTorch snapshot is
+ * PyTorch's. */
+#define GMT_FW_PYTORCH 0x1u
+#define GMT_FW_JAX 0x2u
+#define GMT_FW_TENSORFLOW 0x4u
+#define GMT_FW_CUPY 0x8u
+#define GMT_FW_ALL 0xfu
+
+/* Bit set of GMT_FW_*; 0 when the header does not say. */
+unsigned gmt_header_frameworks(const gmt_header_t *h);
+/* The one framework of the set, or 0 when it holds none or several. */
+unsigned gmt_framework_single(unsigned set);
+/* "pytorch", "jax", "tensorflow", "cupy" (header keys, policy names); "PyTorch", "JAX",
+ * "TensorFlow", "CuPy" (for people). NULL for anything but one bit. */
+const char *gmt_framework_key(unsigned fw);
+const char *gmt_framework_display(unsigned fw);
+/* The version gpurec found ("unknown" without pip metadata), NULL if not recorded. */
+const char *gmt_header_framework_version(const gmt_header_t *h, unsigned fw);
+/* "JAX 0.11.2, CuPy 14.2.0" into buf; "unknown (not recorded)" for an empty set. */
+const char *gmt_header_frameworks_text(const gmt_header_t *h, char *buf, size_t n);
+
 /* ---- writer -------------------------------------------------------------------------------- */
 
 typedef struct gmt_writer gmt_writer_t;

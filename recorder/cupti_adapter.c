@@ -21,6 +21,7 @@
  * GPUMEM_SELFTEST=N replaces CUPTI with N synthetic CUpti_ActivityMemory4 records pushed through
  * the same conversion and core: CI runs the real library end to end without a GPU. */
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <glob.h>
 #include <pthread.h>
 #include <signal.h>
@@ -79,6 +80,8 @@ static struct {
   rec_core_t *core;
   uint64_t t0;
   _Atomic uint32_t device; /* device of the first context: the header's GPU */
+  _Atomic uint64_t mem_info_total; /* cuMemGetInfo's total in that context (what XLA's and
+                                      PyTorch's memory fractions multiply), 0 if unknown */
   _Atomic int warned;
   int selftest;
   int activity; /* GPUMEM_CAPTURE=activity: MEMORY2 records instead of callbacks */
@@ -212,6 +215,7 @@ static void hook_final(void *ctx) { g.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_F
 
 /* GPU name, UUID and memory from the driver already in the process (never loaded by us). */
 static void hook_fill(void *ctx, gmt_header_t *h) {
+  rec_frameworks_fill(h);
   char buf[256];
   if (g.selftest) {
     gmt_header_set(&h->gpu_name, "selftest (no GPU)", NULL);
@@ -250,6 +254,31 @@ static void hook_fill(void *ctx, gmt_header_t *h) {
     size_t total;
     if (mem && mem(&total, dev) == CUDA_SUCCESS) h->gpu_total_mem = total;
   }
+  uint64_t mi = atomic_load(&g.mem_info_total);
+  if (mi) {
+    gm_err_t err;
+    gm_err_clear(&err);
+    snprintf(buf, sizeof buf, "%" PRIu64, mi);
+    gmt_header_kv_set(h, "gpu_mem_info_total", buf, &err);
+  }
+}
+
+/* cuMemGetInfo's total in a new context: the figure XLA's XLA_PYTHON_CLIENT_MEM_FRACTION and
+ * PyTorch's memory fraction multiply. It can differ from cuDeviceTotalMem (by 1 MiB on an
+ * H100). The context may not be current on this thread: push it for the one call. */
+static void note_mem_info(CUcontext ctx) {
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!cu) return;
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))dlsym(cu, "cuCtxPushCurrent_v2");
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))dlsym(cu, "cuCtxPopCurrent_v2");
+  CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))dlsym(cu, "cuMemGetInfo_v2");
+  if (push && pop && info && push(ctx) == CUDA_SUCCESS) {
+    size_t fr = 0, tot = 0;
+    if (info(&fr, &tot) == CUDA_SUCCESS) atomic_store(&g.mem_info_total, (uint64_t)tot);
+    CUcontext old;
+    pop(&old);
+  }
+  dlclose(cu);
 }
 
 /* ---- activity buffers (CUPTI's thread) ------------------------------------------------------ */
@@ -518,8 +547,10 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
       const CUpti_ResourceData *r = data;
       static _Atomic int first = 0;
       uint32_t dev;
-      if (!atomic_exchange(&first, 1) && g.api.cuptiGetDeviceId(r->context, &dev) == CUPTI_SUCCESS)
+      if (!atomic_exchange(&first, 1) && g.api.cuptiGetDeviceId(r->context, &dev) == CUPTI_SUCCESS) {
         atomic_store(&g.device, dev);
+        note_mem_info(r->context);
+      }
       rec_core_gpu_ready(g.core);
     }
     return;

@@ -6,7 +6,9 @@
  * the driver (DESIGN.md "Capture modes"):
  *   requests (default) PYTORCH_CUDA_ALLOC_CONF gets backend:cudaMallocAsync (the user's other
  *                      keys are kept and recorded; a backend key of theirs is replaced),
- *                      TF_GPU_ALLOCATOR=cuda_malloc_async, XLA_PYTHON_CLIENT_ALLOCATOR=platform;
+ *                      TF_GPU_ALLOCATOR=cuda_malloc_async, XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async
+ *                      with XLA_PYTHON_CLIENT_PREALLOCATE=false, CuPy's pool -> MemoryAsyncPool
+ *                      (sitecustomize.py, rec_torch.c);
  *   native             nothing is switched;
  *   torch              native, plus PyTorch's own memory history (rec_torch.c), converted at exit.
  * The child's exit status is ours (128+N if a signal N killed it); SIGINT, SIGTERM, SIGHUP,
@@ -150,13 +152,20 @@ static int set_mode_env(const char *mode, int quiet) {
     snprintf(said + l, sizeof said - l, "%s=%s, ", vars[i], v);
     free(v);
   }
+  /* JAX: XLA's cuda_async allocator asks cuMemAllocFromPoolAsync for each buffer with its
+   * exact size and stream (the platform allocator maps each through the VMM API, rounded up
+   * to 2 MiB); without preallocation, since cuda_async would otherwise take and return one
+   * pool-sized block first. CuPy: our sitecustomize switches its pool to MemoryAsyncPool. */
   if (set_env("TF_GPU_ALLOCATOR", "cuda_malloc_async") < 0 ||
-      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "platform") < 0)
+      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async") < 0 ||
+      set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false") < 0 ||
+      set_env("GPUMEM_CUPY_ALLOCATOR", "async") < 0)
     return -1;
   if (!quiet)
     fprintf(stderr,
             "gpurec: mode requests: set %sTF_GPU_ALLOCATOR=cuda_malloc_async, "
-            "XLA_PYTHON_CLIENT_ALLOCATOR=platform (use --mode=native to leave them)\n",
+            "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, XLA_PYTHON_CLIENT_PREALLOCATE=false, "
+            "CuPy's allocator to MemoryAsyncPool (use --mode=native to leave them)\n",
             said);
   return 0;
 }
@@ -437,7 +446,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
         (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0))
       return 1;
   }
-  if (recording && strcmp(cfg->mode, "torch") == 0) {
+  if (recording && (strcmp(cfg->mode, "torch") == 0 || strcmp(cfg->mode, "requests") == 0)) {
     gm_err_t err;
     gm_err_clear(&err);
     if (rec_torch_write_site(dir, &err) < 0) {
@@ -452,8 +461,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
              (unsigned long long)(cfg->max_entries ? cfg->max_entries : 1000000));
     if (!v) return 1;
     snprintf(v, n, "%s%s%s", dir, pp && *pp ? ":" : "", pp && *pp ? pp : "");
-    if (set_env("PYTHONPATH", v) < 0 || set_env("GPUMEM_TORCH_DIR", dir) < 0 ||
-        set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0)
+    if (set_env("PYTHONPATH", v) < 0 ||
+        (strcmp(cfg->mode, "torch") == 0 && (set_env("GPUMEM_TORCH_DIR", dir) < 0 ||
+                                             set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0)))
       return 1;
     free(v);
   }

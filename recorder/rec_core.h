@@ -110,6 +110,13 @@ void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st);
 /* "" until the file is named; the path the core writes. */
 const char *rec_core_path(const rec_core_t *c);
 
+/* ---- frameworks (rec_frameworks.c) --------------------------------------------------------- */
+
+/* Adds `framework.<name>` = version ("unknown" without pip metadata) to h for each framework
+ * whose CUDA library the process has loaded: pytorch, jax, tensorflow, cupy. Returns how many.
+ * Call after the first CUDA context exists (the frameworks have loaded their libraries). */
+int rec_frameworks_fill(gmt_header_t *h);
+
 /* ---- provenance and naming (rec_prov.c) ---------------------------------------------------- */
 
 /* RANK / WORLD_SIZE / LOCAL_RANK (or OMPI_COMM_WORLD_*, SLURM_PROCID...); -1 where unset. */
