@@ -5,9 +5,9 @@ replay/cuda_driver.h need them; everything else builds without. Nothing links CU
 the recorder finds libcupti itself and the cuda:N backend dlopen()s libcuda.so.1.
 
 Where from, first hit wins:
-  1. $GPUMEM_CUDA_PATH, else $CUDA_HOME, if set (a toolkit: include/cupti.h or
-     extras/CUPTI/include/cupti.h, and include/cuda.h); a set path without them is an error;
-  2. /usr/local/cuda;
+  1. $GPUMEM_CUDA_PATH if set (a toolkit: include/cuda.h, and include/cupti.h or
+     extras/CUPTI/include/cupti.h); when set, nothing else is tried;
+  2. $CUDA_HOME if set, then /usr/local/cuda (the same layout);
   3. NVIDIA's header wheels unpacked by tools/cuda_headers (run by tools/setup) into
      ${GPUMEM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpumem}/cuda-headers.
 With none, the repository still loads: only targets that need the headers fail, with a line
@@ -50,13 +50,12 @@ cc_library(
 def _cuda_repository_impl(ctx):
     env = ctx.os.environ
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
-    explicit = [(v, env.get(v)) for v in ["GPUMEM_CUDA_PATH", "CUDA_HOME"] if env.get(v)]
     cache = _cache_dir(env) + "/cuda-headers"
-    if explicit:
-        var, path = explicit[0]
-        candidates = [(path, "$%s" % var)]
+    if env.get("GPUMEM_CUDA_PATH"):
+        candidates = [(env["GPUMEM_CUDA_PATH"], "$GPUMEM_CUDA_PATH")]
     else:
-        candidates = [("/usr/local/cuda", "toolkit"), (cache, "header wheels")]
+        candidates = [(env["CUDA_HOME"], "$CUDA_HOME")] if env.get("CUDA_HOME") else []
+        candidates += [("/usr/local/cuda", "toolkit"), (cache, "header wheels")]
     tried = []
     for path, what in candidates:
         dirs = _toolkit(ctx, path)
