@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define ANA_VERSION "0.1.0"
+#define ANA_VERSION GM_VERSION
 #define ANA_SCHEMA_VERSION 1
 #define ANA_TIMELINE_POINTS 2048 /* trace timeline buckets kept at load time */
 

@@ -88,7 +88,7 @@ static void main_help(FILE *f) {
 }
 
 static void print_version(void) {
-  printf("gpuanalyze %s\n", ANA_VERSION);
+  printf("gpuanalyze %s (%s)\n", ANA_VERSION, GM_DIST_NAME);
   printf("trace format %d (reads traces that need a reader of version <= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_VERSION);
   printf("database schema %d\n", ANA_SCHEMA_VERSION);
   printf("zstd %s\n", ZSTD_versionString());

@@ -18,6 +18,15 @@
 extern "C" {
 #endif
 
+/* ---- version ----------------------------------------------------------------------------- */
+
+/* The one version of the gpumem tools: gpurec, gpureplay, gpuanalyze and the injection library
+ * are released together under it, and traces name it (header field `tool`: "gpurec 0.1.0").
+ * GM_DIST_NAME is the name they are installed under from PyPI (`pip install gpumem-tools`;
+ * "gpumem" there is someone else's); tools/build_wheel reads both from here. */
+#define GM_VERSION "0.1.0"
+#define GM_DIST_NAME "gpumem-tools"
+
 /* ---- status ---------------------------------------------------------------------------- */
 
 /* Negative: error. Zero: success. Positive: a normal end ("no more events"). */

@@ -132,7 +132,7 @@ typedef struct gmt_header {
   char *driver_version;
   char *cuda_version;
   char *cupti_version;
-  char *tool;              /* "gpurec 0.1.0", "gpurec import" */
+  char *tool;              /* "gpurec 0.1.0", "gpurec 0.1.0 import" */
   char *command_line;      /* as the user typed it, arguments joined with spaces */
   gmt_kv_t *kv;            /* env vars: PYTORCH_CUDA_ALLOC_CONF=..., allocator_settings, ... */
   size_t n_kv;

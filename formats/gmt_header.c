@@ -5,6 +5,7 @@
  * CRC-32C) followed by tagged fields. Tags are declared once in GMT_HEADER_FIELDS and the
  * encoder, the decoder and the CSV header lines (gmt_csv.c) come from that list; a reader
  * skips tags it does not know, so newer writers can add provenance without a version bump. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +226,46 @@ static gm_status_t dec_tlv(gmt_header_t *h, uint64_t tag, const uint8_t *v, uint
   return GM_OK; /* unknown tag: provenance of a newer writer, skipped */
 }
 
+/* Each header field's tag by name (HTAG_tool, ...), from GMT_HEADER_FIELDS. */
+enum {
+#define HTAG_OF(tag, field) HTAG_##field = tag,
+  GMT_HEADER_FIELDS(HTAG_OF, HTAG_OF, HTAG_OF, HTAG_OF, HTAG_OF)
+#undef HTAG_OF
+};
+
+/* A trace from a newer writer: say which tools to install. The tagged fields are read as far
+ * as they go (their framing is part of every format version) for the writer's name, e.g.
+ * "gpurec 0.3.0 import": a gpumem tool's version is the release that reads its traces. */
+static gm_status_t too_new(const gmt_header_t *h, const uint8_t *q, const uint8_t *e, gm_err_t *err) {
+  char tool[64] = "", by[96], version[24] = "";
+  uint64_t tag, len;
+  while (q < e && gmt_get_varint(&q, e, &tag) && gmt_get_varint(&q, e, &len) &&
+         len <= (uint64_t)(e - q)) {
+    if (tag == HTAG_tool && len < sizeof tool) {
+      memcpy(tool, q, (size_t)len);
+      tool[len] = '\0';
+      break;
+    }
+    q += len;
+  }
+  for (char *c = tool; *c; c++)
+    if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?'; /* it goes to a terminal */
+  const char *sp = strchr(tool, ' ');
+  if (strncmp(tool, "gp", 2) == 0 && sp && sp[1] >= '0' && sp[1] <= '9') {
+    size_t n = strspn(sp + 1, "0123456789.");
+    if (n < sizeof version) memcpy(version, sp + 1, n), version[n] = '\0';
+  }
+  if (tool[0])
+    snprintf(by, sizeof by, "%s, format version %u", tool, h->format_version);
+  else
+    snprintf(by, sizeof by, "format version %u", h->format_version);
+  return gm_err_set(err, GM_ERR_VERSION,
+                    "trace needs a reader of format version %u or newer (written by %s); this "
+                    "reader reads version %u: install %s%s%s%s (pip install -U %s)",
+                    h->min_reader, by, GMT_FORMAT_VERSION, version[0] ? "" : "a newer ", GM_DIST_NAME,
+                    version[0] ? " >= " : "", version, GM_DIST_NAME);
+}
+
 gm_status_t gmt_header_decode(const uint8_t *buf, size_t n, gmt_header_t *h, size_t *used, gm_err_t *err) {
   if (n < GMT_FRAME_HDR + GMT_HEADER_FIXED) { /* a cut-off header still shows its magic */
     uint8_t want[12];
@@ -249,11 +290,7 @@ gm_status_t gmt_header_decode(const uint8_t *buf, size_t n, gmt_header_t *h, siz
   gmt_header_init(h);
   h->format_version = gmt_get16(p + 4);
   h->min_reader = gmt_get16(p + 6);
-  if (h->min_reader > GMT_FORMAT_VERSION)
-    return gm_err_set(err, GM_ERR_VERSION,
-                      "trace needs a reader of format version %u or newer (written by version %u); "
-                      "this reader reads version %u",
-                      h->min_reader, h->format_version, GMT_FORMAT_VERSION);
+  if (h->min_reader > GMT_FORMAT_VERSION) return too_new(h, p + GMT_HEADER_FIXED, p + size, err);
   const uint8_t *q = p + GMT_HEADER_FIXED, *e = p + size;
   while (q < e) {
     uint64_t tag, len;

@@ -414,6 +414,20 @@ TEST(Reader, NotATraceAndFutureVersion) {
   ASSERT_EQ(gmt_writer_close(w, &err), GM_OK);
   EXPECT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_ERR_VERSION);
   EXPECT_NE(std::string(err.msg).find("version 5 or newer"), std::string::npos) << err.msg;
+  EXPECT_NE(std::string(err.msg).find("install a newer " GM_DIST_NAME), std::string::npos) << err.msg;
+  // A gpumem tool as the writer: the message names the release to install.
+  gmt_header_t h;
+  gmt_header_init(&h);
+  ASSERT_EQ(gmt_header_set(&h.tool, "gpurec 0.7.2 import", &err), GM_OK);
+  ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK);
+  gmt_header_free(&h);
+  gmt_writer_force_versions(w, 7, 5);
+  ASSERT_EQ(gmt_writer_close(w, &err), GM_OK);
+  EXPECT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_ERR_VERSION);
+  EXPECT_EQ(std::string(err.msg),
+            "trace needs a reader of format version 5 or newer (written by gpurec 0.7.2 import, "
+            "format version 7); this reader reads version " + std::to_string(GMT_FORMAT_VERSION) +
+                ": install " GM_DIST_NAME " >= 0.7.2 (pip install -U " GM_DIST_NAME ")");
   EXPECT_EQ(gmt_reader_open(&r, "/nonexistent/x.zst", &err), GM_ERR_IO);
   remove(path.c_str());
 }

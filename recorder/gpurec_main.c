@@ -332,8 +332,8 @@ static void remove_tree(const char *dir) {
 /* ---- verbs ---------------------------------------------------------------------------------- */
 
 static int cmd_version(void) {
-  printf("gpurec %s\n", GPUREC_VERSION);
-  printf("trace format %d (readers >= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER);
+  printf("gpurec %s (%s)\n", GPUREC_VERSION, GM_DIST_NAME);
+  printf("trace format %d (writes traces for readers >= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER);
   printf("zstd %s\n", ZSTD_versionString());
   char path[1200];
   void *lib = rec_cupti_open(path, sizeof path);

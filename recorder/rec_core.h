@@ -150,7 +150,7 @@ int rec_cupti_version(void *lib, uint32_t *version);
 #define REC_ENV_MODE "GPUMEM_MODE"         /* requests | native | torch */
 #define REC_ENV_CUPTI "GPUMEM_CUPTI"       /* libcupti path or directory: only that is tried */
 #define REC_ENV_CAPTURE "GPUMEM_CAPTURE"   /* callbacks (default) | activity */
-#define GPUREC_VERSION "0.1.0"
+#define GPUREC_VERSION GM_VERSION
 #define REC_ENV_SELFTEST "GPUMEM_SELFTEST" /* N: no CUDA; emit N synthetic records (tests) */
 
 #ifdef __cplusplus

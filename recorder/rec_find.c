@@ -8,7 +8,9 @@
  *   3. $CUDA_HOME / $CUDA_PATH: lib64, extras/CUPTI/lib64, targets/x86_64-linux/lib, lib;
  *   4. /usr/local/cuda and /usr/local/cuda-* (newest first);
  *   5. the nvidia-cuda-cupti wheel (nvidia/cuda_cupti/lib for cu12, nvidia/cu13/lib for cu13)
- *      under $VIRTUAL_ENV, /opt/x/.venv, /usr/local, /usr and the $PYTHONPATH entries;
+ *      under $VIRTUAL_ENV, /opt/x/.venv, /usr/local, /usr, the $GPUMEM_SITE_PACKAGES entries
+ *      (set by the pip package's launcher to its Python's site-packages, so a venv's CUPTI is
+ *      found without activating the venv) and the $PYTHONPATH entries;
  *   6. the dynamic loader's own search (LD_LIBRARY_PATH, ldconfig). */
 #include <dlfcn.h>
 #include <glob.h>
@@ -99,8 +101,10 @@ static int search(found_t *f) {
       if (try_glob(f, p)) return 1;
     }
   }
-  const char *pp = getenv("PYTHONPATH");
-  if (pp && *pp) {
+  static const char *const lists[] = {"GPUMEM_SITE_PACKAGES", "PYTHONPATH"};
+  for (int l = 0; l < 2; l++) {
+    const char *pp = getenv(lists[l]);
+    if (!pp || !*pp) continue;
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", pp);
     for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))

@@ -1,7 +1,9 @@
 /* cuda_backend.c: the `cuda:N` backend: rp_driver_t on the real CUDA driver API.
  *
- * The only file of replay/ that includes <cuda.h>. libcuda.so.1 is opened with dlopen at
- * run time and never linked, so gpureplay runs (and says why cuda is off) without a GPU.
+ * The only file of replay/ that calls the driver. libcuda.so.1 is opened with dlopen at run
+ * time and never linked, and the few entry points are declared in cuda_driver.h (checked
+ * against <cuda.h> by a test), so gpureplay builds without the CUDA toolkit and runs (and
+ * says why cuda is off) without a GPU.
  *
  * Mapping of the driver interface:
  *   mem_alloc / mem_free     cuMemAlloc / cuMemFree                       (cudaMalloc/Free)
@@ -35,33 +37,22 @@
  * (real sizes, real granularity, real latency, real memory in use). opts.real_addresses
  * hands the driver's addresses through instead (what the application itself would see).
  * Stream-ordered pool addresses (`async`, real GPU only) are always the driver's. */
-#include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#define CUD_NO_PROTOTYPES /* every call goes through the dlsym()ed table */
+#include "replay/cuda_driver.h"
 #include "replay/rp_cuda.h"
 #include "replay/rp_map.h"
 
-#define STR_(x) #x
-#define XSTR(x) STR_(x) /* expands cuda.h's version macros: cuMemAlloc -> "cuMemAlloc_v2" */
-
-/* The driver functions we use, resolved once by name. */
-#define CU_FUNCS(X)                                                                             \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceTotalMem)        \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)                   \
-  X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemAddressReserve)         \
-  X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                  \
-  X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuStreamCreate) X(cuStreamDestroy)       \
-  X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)            \
-  X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuGetErrorName) X(cuMemPoolGetAttribute)
-
+/* The driver functions we use (cuda_driver.h), resolved once by their exported names. */
 typedef struct cu_api {
   void *lib;
-#define CU_FIELD(fn) __typeof__(fn) *fn;
-  CU_FUNCS(CU_FIELD)
+#define CU_FIELD(name, sym, params) name##_fn *name;
+  CUD_FUNCS(CU_FIELD)
 #undef CU_FIELD
 } cu_api_t;
 
@@ -76,13 +67,13 @@ static int load_api(void) {
     snprintf(api_error, sizeof api_error, "no CUDA driver (libcuda.so.1 not found)");
     return api_state = -1;
   }
-#define CU_LOAD(fn)                                                                   \
-  api.fn = (__typeof__(fn) *)dlsym(api.lib, XSTR(fn));                                 \
-  if (!api.fn) {                                                                      \
-    snprintf(api_error, sizeof api_error, "libcuda.so.1 lacks %s (driver too old)", XSTR(fn)); \
-    return api_state = -1;                                                            \
+#define CU_LOAD(name, sym, params)                                                      \
+  *(void **)&api.name = dlsym(api.lib, #sym);                                           \
+  if (!api.name) {                                                                      \
+    snprintf(api_error, sizeof api_error, "libcuda.so.1 lacks %s (driver too old)", #sym); \
+    return api_state = -1;                                                              \
   }
-  CU_FUNCS(CU_LOAD)
+  CUD_FUNCS(CU_LOAD)
 #undef CU_LOAD
   if (api.cuInit(0) != CUDA_SUCCESS) {
     snprintf(api_error, sizeof api_error, "cuInit failed (no usable GPU)");

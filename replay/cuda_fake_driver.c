@@ -12,8 +12,9 @@
  * simulator's. Physical memory is counted (cuMemAlloc, cuMemCreate, pool allocations) and
  * CUDA_ERROR_OUT_OF_MEMORY is returned past 8 GiB. Misuse (freeing an unknown address,
  * mapping outside a reservation, unmapping what is not mapped) returns
- * CUDA_ERROR_INVALID_VALUE, which the tests expect never to see. Not thread-safe. */
-#include <cuda.h>
+ * CUDA_ERROR_INVALID_VALUE, which the tests expect never to see. Not thread-safe.
+ * The functions are those of cuda_driver.h, under their exported (`_v2`) names. */
+#include "replay/cuda_driver.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal) {
   *d = 0;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice d) {
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
   *bytes = FAKE_TOTAL;
   return CUDA_SUCCESS;
 }
@@ -102,11 +103,11 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   *c = (CUcontext)&ctx_token;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice d) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 
-CUresult CUDAAPI cuMemGetInfo(size_t *free_b, size_t *total) {
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_b, size_t *total) {
   *free_b = FAKE_TOTAL - used;
   *total = FAKE_TOTAL;
   return CUDA_SUCCESS;
@@ -114,7 +115,7 @@ CUresult CUDAAPI cuMemGetInfo(size_t *free_b, size_t *total) {
 
 static uint64_t phys(uint64_t size) { return (size + FAKE_GRAN - 1) / FAKE_GRAN * FAKE_GRAN; }
 
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t size) {
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   if (used + phys(size) > FAKE_TOTAL) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t a = va_take(size, 1);
@@ -124,7 +125,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) {
   uint64_t size;
   if (!va_give((uint64_t)p, 1, &size)) return CUDA_ERROR_INVALID_VALUE;
   used -= size;
@@ -208,7 +209,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags) {
   *s = (CUstream)&streams[n++];
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamDestroy(CUstream s) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream s) { return CUDA_SUCCESS; }
 
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   static int pool_token;

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define GPUREPLAY_VERSION "0.1.0"
+#define GPUREPLAY_VERSION GM_VERSION
 
 /* What the command line asked for, validated. */
 typedef struct gr_config {

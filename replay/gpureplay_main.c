@@ -86,8 +86,9 @@ static void print_help(void) {
 }
 
 static void print_version(void) {
-  printf("gpureplay %s\n", GPUREPLAY_VERSION);
-  printf("trace format %d (reads >= %d)\n", GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER);
+  printf("gpureplay %s (%s)\n", GPUREPLAY_VERSION, GM_DIST_NAME);
+  printf("trace format %d (reads traces that need a reader of version <= %d)\n", GMT_FORMAT_VERSION,
+         GMT_FORMAT_VERSION);
   printf("zstd %s\n", ZSTD_versionString());
   int v = rp_cuda_driver_version();
   if (v) printf("CUDA driver %d.%d\n", v / 1000, (v % 1000) / 10);

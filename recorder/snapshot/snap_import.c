@@ -202,7 +202,7 @@ static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const sn
   if (prov && (st = gmt_header_copy(h, prov, err))) return st;
   h->capture_mode = GMT_CAPTURE_TORCH;
   h->start_time_ns = ps->start_time_ns;
-  if ((st = gmt_header_set(&h->tool, "gpurec import", err))) return st;
+  if ((st = gmt_header_set(&h->tool, "gpurec " GM_VERSION " import", err))) return st;
   const snap_val_t *s = snap_dict_get(root, "allocator_settings");
   char key[160], val[1200];
   if (s && s->type == SNAP_DICT) {

@@ -156,7 +156,7 @@ TEST(SnapImport, ProvenanceFillsWhatThePickleLacks) {
   EXPECT_STREQ(h->gpu_name, "NVIDIA H200");
   EXPECT_EQ(h->capture_mode, (uint32_t)GMT_CAPTURE_TORCH);           // the snapshot's
   EXPECT_EQ(h->start_time_ns, 1795262363399030ULL * 1000);          // the snapshot's
-  EXPECT_STREQ(h->tool, "gpurec import");                            // the snapshot's
+  EXPECT_STREQ(h->tool, "gpurec " GM_VERSION " import");             // the importer's
   EXPECT_STREQ(t.kv("PYTORCH_CUDA_ALLOC_CONF"), "max_split_size_mb:64");  // the snapshot's
   EXPECT_STREQ(t.kv("gpurec_mode"), "torch");                        // only in prov
   EXPECT_EQ(t.ev.size(), 10u);
