@@ -17,19 +17,31 @@
 const ana_table_t ana_tables[] = {
     {"traces", "Trace",
      "SELECT trace_id, path, host, pid, rank, world_size, capture_mode, command_line, gpu_name,"
-     " gpu_total_mem AS gpu_memory_bytes, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
-     " peak_live_bytes AS lower_bound_bytes, requested_bytes_total AS requested_total_bytes,"
+     " NULLIF(gpu_total_mem, 0) AS gpu_memory_bytes,"
+     " CASE WHEN start_time_ns > 0 THEN strftime('%Y-%m-%d %H:%M:%f', start_time_ns / 1e9, 'unixepoch') || ' UTC'"
+     " END AS start_time, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
+     " peak_live_bytes, ROUND(peak_live_ts_ns/1e9, 3) AS peak_live_at_s,"
+     " requested_bytes_total AS requested_total_bytes,"
+     " (SELECT count FROM trace_kinds k WHERE k.trace_id = traces.trace_id AND k.kind = 'alloc_failed')"
+     "   AS recorded_failures,"
      " truncated, seq_gaps, dropped FROM traces WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id",
      0},
     {"runs", "Policies side by side (replay runs)",
      "SELECT trace_id, policy, backend, capacity_bytes, peak_reserved_bytes, peak_allocated_bytes,"
-     " peak_requested_bytes, lower_bound_bytes, peak_reserved_bytes - lower_bound_bytes AS waste_bytes,"
+     " peak_requested_bytes, lower_bound_bytes,"
+     /* A run that ran out of memory served less than the trace asked: no waste to speak of. */
+     " CASE WHEN ooms = 0 THEN MAX(peak_reserved_bytes - lower_bound_bytes, 0) END AS waste_bytes,"
+     " MAX(COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0), lower_bound_bytes)"
+     "   AS needs_at_least_bytes,"
      " ROUND(fragmentation_at_peak, 4) AS frag_at_peak, ROUND(fragmentation_mean, 4) AS frag_mean,"
      " device_alloc_calls, device_free_calls, alloc_retries, ooms"
-     " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, peak_reserved_bytes, run_id",
+     " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1)"
+     /* gpureplay's ranking: those that fit by peak reserved, then those that got furthest. */
+     " ORDER BY trace_id, ooms > 0, CASE WHEN ooms > 0 THEN -first_oom_event END, ooms,"
+     " peak_reserved_bytes, run_id",
      0},
     {"devices", "Devices (each one's own peak; gpureplay replays one device)",
-     "SELECT trace_id, device, peak_live_bytes AS lower_bound_bytes FROM trace_devices d"
+     "SELECT trace_id, device, peak_live_bytes FROM trace_devices d"
      " WHERE (?1 IS NULL OR trace_id=?1)"
      " AND (SELECT COUNT(*) FROM trace_devices d2 WHERE d2.trace_id = d.trace_id) > 1"
      " ORDER BY trace_id, device",
@@ -61,7 +73,7 @@ const ana_table_t ana_tables[] = {
      " FROM lifetime_histogram WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, log10_ns",
      0},
     {"ranks", "Ranks side by side",
-     "SELECT trace_id, rank, world_size, host, peak_live_bytes AS lower_bound_bytes,"
+     "SELECT trace_id, rank, world_size, host, peak_live_bytes,"
      " ROUND(peak_live_bytes * 1.0 / (SELECT AVG(peak_live_bytes) FROM traces WHERE rank IS NOT NULL), 3)"
      "   AS vs_mean FROM traces WHERE rank IS NOT NULL AND ?1 IS NULL"
      " AND (SELECT COUNT(*) FROM traces WHERE rank IS NOT NULL) > 1 ORDER BY rank, trace_id",

@@ -19,7 +19,7 @@
 #include "replay/rp_cuda.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check;
+  int help, version, sweep, json, check, quiet;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *sync_allocs;
   uint64_t capacity, device_memory, granularity, jobs;
@@ -54,13 +54,14 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, json)},
     {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
      offsetof(opts_t, check)},
+    {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(opts_t, quiet)},
     {"version", 0, GM_OPT_FLAG, NULL, "print versions and exit", offsetof(opts_t, version)},
     {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(opts_t, help)},
     {NULL, 0, 0, NULL, NULL, 0},
 };
 
-static const char kUsage[] = "gpureplay TRACE... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
-                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS] [--json]";
+static const char kUsage[] = "gpureplay TRACE.zst... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
+                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS.json] [--json]";
 static const char kDescription[] =
     "Replay recorded GPU memory traces under allocator policies and report what each would\n"
     "reserve, waste and cost. Device memory requests of one device are replayed (the first\n"
@@ -70,6 +71,11 @@ static const char kDescription[] =
     "switched to cudaMallocAsync) synchronous allocations come from libraries that bypass the\n"
     "framework's allocator (cuBLAS workspaces, ...): they are external memory, reported apart\n"
     "and kept out of peak reserved, so that it compares with torch.cuda.max_memory_reserved().\n"
+    "Requests that failed in the recorded run (OOM) are replayed too, within the memory the run\n"
+    "had (--capacity overrides): a policy without OOMs would have served them.\n"
+    "Input: gpumem traces (.zst; `gpurec import` makes one from a PyTorch snapshot pickle or a CSV\n"
+    "trace). A policy may be given as the line users paste: -p PYTORCH_CUDA_ALLOC_CONF=...\n"
+    "Figures (peak reserved, lower bound, ...): README.md, Glossary.\n"
     "Policies (replay/policies):";
 
 static int usage_error(const char *msg) {
@@ -171,6 +177,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     return 0;
   }
   if (npos == 0) return usage_error("no trace given");
+  if (o.quiet) gm_log_set_level(GM_LOG_ERROR);
   gr_config_t cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.traces = (const char **)pos;
@@ -286,7 +293,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
       break;
     }
     if (o.json) {
-      gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
+      if (!o.quiet) gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
       for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
     } else {
       gr_rank(res, n, order);
@@ -302,7 +309,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   if (rc == 0 && rs && gr_results_write(rs, o.output, &err) != GM_OK) {
     gm_log_err(&err);
     rc = 1;
-  } else if (rc == 0 && rs) {
+  } else if (rc == 0 && rs && !o.quiet) {
     fprintf(stderr, "gpureplay: wrote %s\n", o.output); /* every file written is named */
   }
   if (fflush(stdout) != 0 && rc == 0) rc = 1;
