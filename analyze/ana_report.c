@@ -18,8 +18,9 @@ const ana_table_t ana_tables[] = {
     {"traces", "Trace",
      "SELECT trace_id, path, host, pid, rank, world_size, capture_mode, command_line, gpu_name,"
      " NULLIF(gpu_total_mem, 0) AS gpu_memory_bytes,"
-     " CASE WHEN start_time_ns > 0 THEN strftime('%Y-%m-%d %H:%M:%f', start_time_ns / 1e9, 'unixepoch') || ' UTC'"
-     " END AS start_time, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
+     /* Truncated to the millisecond, as `gpuanalyze info` prints it. */
+     " CASE WHEN start_time_ns > 0 THEN strftime('%Y-%m-%d %H:%M:%S', start_time_ns / 1000000000, 'unixepoch')"
+     "   || printf('.%03d UTC', start_time_ns / 1000000 % 1000) END AS start_time, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
      " peak_live_bytes, ROUND(peak_live_ts_ns/1e9, 3) AS peak_live_at_s,"
      " requested_bytes_total AS requested_total_bytes,"
      " (SELECT count FROM trace_kinds k WHERE k.trace_id = traces.trace_id AND k.kind = 'alloc_failed')"
