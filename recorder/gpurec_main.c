@@ -435,9 +435,10 @@ static void import_notes(const char *in, const char *out, const snap_import_stat
             st->first_failed_callsite[0] ? " (" : "", st->first_failed_callsite,
             st->first_failed_callsite[0] ? ")" : "", out);
   }
-  if (!gpu_memory)
-    fprintf(stderr, "gpurec: note: a snapshot does not say which GPU it was taken on; the replay will assume "
-                    "80 GiB unless told: `gpurec import %s --gpu-memory=SIZE -o %s` (e.g. 80GiB, 40GiB)\n", in, out);
+  if (!gpu_memory && st->entries)
+    fprintf(stderr, "gpurec: note: a snapshot does not say which GPU it was taken on, and prealloc, bfc and "
+                    "memory fractions depend on it; the replays will assume a size and say so. To give it: "
+                    "`gpurec import %s --gpu-memory=SIZE -o %s` (e.g. 80GiB)\n", in, out);
 }
 
 static int cmd_import(int argc, char **argv) {
