@@ -170,6 +170,37 @@ static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int6
   sqlite3_finalize(st);
 }
 
+/* The recorded run's first failed request, from the trace itself: the first line of the trace's
+ * section (the recommendation below says which setting would have served it). */
+static void print_trace_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT k.count, e.size, e.stream, e.ts_ns, COALESCE(s.text, '') FROM trace_kinds k"
+                         " JOIN traces t USING(trace_id)"
+                         " JOIN events e ON e.ev_id BETWEEN t.first_ev_id AND t.last_ev_id AND e.kind = ?2"
+                         " LEFT JOIN strings s ON s.trace_id = t.trace_id AND s.string_id = e.callsite"
+                         " WHERE k.trace_id = ?1 AND k.kind = 'alloc_failed' AND k.count > 0"
+                         " ORDER BY e.ev_id LIMIT 1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  sqlite3_bind_int(st, 2, GMT_EV_ALLOC_FAILED);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    char b1[32];
+    int64_t n = sqlite3_column_int64(st, 0);
+    fprintf(out, "OUT OF MEMORY: the recorded run failed %" PRId64 " request%s; the first: %s", n, n == 1 ? "" : "s",
+            gm_format_size((uint64_t)sqlite3_column_int64(st, 1), b1, sizeof b1));
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) fprintf(out, " on stream %lld", (long long)sqlite3_column_int64(st, 2));
+    double t = (double)sqlite3_column_int64(st, 3);
+    if (t >= 1e9) fprintf(out, " at t=%.3f s", t / 1e9);
+    else fprintf(out, " at t=%.3f ms", t / 1e6);
+    const char *cs = (const char *)sqlite3_column_text(st, 4);
+    if (cs && *cs) fprintf(out, " (%s)", cs);
+    fprintf(out, "; the recommendation below says which setting would have served it\n");
+  }
+  sqlite3_finalize(st);
+}
+
 gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
@@ -181,6 +212,7 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
     any = 1;
     fprintf(out, "== trace %lld: %s\n", (long long)sqlite3_column_int64(st, 0),
             (const char *)sqlite3_column_text(st, 1));
+    print_trace_failure(db, out, sqlite3_column_int64(st, 0));
     for (const ana_table_t *t = ana_tables; t->name; t++)
       if (strcmp(t->name, "ranks") != 0) print_text_table(db, out, t, sqlite3_column_int64(st, 0));
     fprintf(out, "\n");

@@ -86,6 +86,11 @@ run 1 "$REC" import r.json -o again.zst; has err "'r.json' is a gpureplay result
 run 1 "$GA" report r.json; has err "load it with its trace, \`gpuanalyze load TRACE.zst r.json\`"
 run 1 "$RP" snap.zst.db; has err "\`gpuanalyze report --db snap.zst.db\`"
 absent again.zst
+# a CSV trace: imported too
+"$GA" dump --csv snap.zst > text.csv || fail "dump --csv"
+run 0 "$GA" report text.csv --html text.html
+has err "gpurec: text.csv: wrote text.zst"; exists text.zst; exists text.zst.db
+has out "OUT OF MEMORY: the recorded run failed 1 request"
 # a database given where a trace goes: reported on
 run 0 "$GA" report snap.zst.db; has out "== trace 1: snap.zst"
 cd ..
@@ -191,6 +196,8 @@ lacks err "does not say which GPU"
 run 0 "$RP" told.zst -p pytorch
 lacks out "assumed"
 run 0 "$GA" report --db oom.zst.db
+[ "$(sed -n 2p out)" = "OUT OF MEMORY: the recorded run failed 1 request; the first: 1000.00 MiB on stream 0 at t=40.500 ms (train.py:42:big_matmul); the recommendation below says which setting would have served it" ] ||
+  fail "report --db: the OOM does not head the trace's section: $(head -3 out)"
 has out "note: the trace does not say its GPU's memory; the replays assumed 2.65 GiB"
 run 0 "$REC" import nohist.pickle -o nohist.zst
 has err "gpurec: warning: 'nohist.pickle' has no allocation history (the snapshot was taken without torch.cuda.memory._record_memory_history())"
