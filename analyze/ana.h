@@ -128,8 +128,10 @@ typedef struct ana_load_stats {
 gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const ana_load_opts_t *o,
                         ana_load_stats_t *st, gm_err_t *err);
 /* Is the trace at path (the same bytes) in the database, and with how many replay runs?
- * *runs: -1 not loaded, else the count. For `report TRACE` to reuse its replays. */
-gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, gm_err_t *err);
+ * *runs: -1 not loaded, else the count; *others: traces loaded from that path whose bytes
+ * differ (an older recording of the same name). For `report TRACE` to reuse its replays. */
+gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
+                               gm_err_t *err);
 /* Loaders inside an open transaction (ana_db_load wraps them). */
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *st, gm_err_t *err);

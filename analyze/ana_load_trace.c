@@ -304,8 +304,10 @@ static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t
   return GM_OK;
 }
 
-gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, gm_err_t *err) {
+gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
+                               gm_err_t *err) {
   *runs = -1;
+  *others = 0;
   void *buf = NULL;
   size_t len = 0;
   gm_status_t s = read_file(path, &buf, &len, err);
@@ -321,6 +323,11 @@ gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, gm
     return s;
   bind_text(q, 1, hash);
   if (sqlite3_step(q) == SQLITE_ROW) *runs = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  if ((s = ana_prepare(db, &q, "SELECT COUNT(*) FROM traces WHERE path=? AND content_hash<>?", err)) < 0) return s;
+  bind_text(q, 1, path);
+  bind_text(q, 2, hash);
+  if (sqlite3_step(q) == SQLITE_ROW) *others = sqlite3_column_int64(q, 0);
   sqlite3_finalize(q);
   return GM_OK;
 }

@@ -354,6 +354,7 @@ static int report_trace(config_t *c, const char *trace) {
   gm_err_t err = {0};
   char dbpath[PATH_MAX], json[PATH_MAX] = "", replay[PATH_MAX];
   const char *html = c->html ? c->html : "report.html";
+  int db_defaulted = !c->db;
   if (!c->db) {
     /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
     char dir[PATH_MAX], base[PATH_MAX];
@@ -372,14 +373,18 @@ static int report_trace(config_t *c, const char *trace) {
       (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
     return fail(&err);
   int existed = access(c->db, F_OK) == 0;
-  int64_t runs = -1;
+  int64_t runs = -1, others = 0;
   if (existed) {
     ana_db_t *db = NULL;
     if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
-    gm_status_t s = ana_trace_replayed(db, trace, &runs, &err);
+    gm_status_t s = ana_trace_replayed(db, trace, &runs, &others, &err);
     ana_db_close(db);
     if (s < 0) return fail(&err);
   }
+  /* TRACE.db made for an older recording of the same name: its figures are stale, and would
+   * be reported beside the new ones. Made afresh (only the database this command names itself,
+   * never one given with --db), once the new replays have succeeded. */
+  int fresh = runs < 0 && others > 0 && db_defaulted;
   if (runs > 0) {
     say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
         runs, trace, c->db, c->db);
@@ -403,6 +408,16 @@ static int report_trace(config_t *c, const char *trace) {
       }
     } else {
       gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
+    }
+    if (fresh) {
+      static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+      for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
+        unlink(p);
+      }
+      say("%s changed since %s was made: made it afresh", trace, c->db);
+      existed = 0;
     }
     ana_db_t *db = NULL;
     if (ana_db_open(&db, c->db, &err) < 0) {

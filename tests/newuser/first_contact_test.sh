@@ -137,6 +137,13 @@ lacks err $'\r'   # no progress when stderr is not a terminal
 # Run twice: the unchanged trace's replays are reused (a gpureplay that fails proves it).
 GPUREPLAY=/bin/false run 0 "$GA" report job.zst
 has err "reusing the 15 replays of job.zst in job.zst.db (the trace has not changed; delete job.zst.db to replay it again)"
+# A new recording under the same name: replayed again into a fresh job.zst.db, not reported
+# beside the old one.
+cp ../oom.zst job.zst
+run 0 "$GA" report job.zst
+has err "job.zst changed since job.zst.db was made: made it afresh"
+has out "OUT OF MEMORY"
+[ "$(grep -c '^job.zst:' out)" = 1 ] || fail "the old recording is still reported: $(cat out)"
 before=$(files)
 run 1 "$GA" report --db typo.db
 has err "gpuanalyze: error: cannot open database 'typo.db': no such file"
