@@ -3,8 +3,12 @@
  * main() parses into a config struct (one option table per subcommand, the base options in
  * each, the same table feeding --help), validates, dispatches, maps the status to an exit code
  * (0 ok, 1 runtime failure with the cause chain, 2 usage) and is the only place that prints
- * errors. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep,
- * loads trace and results, writes the HTML and prints the recommendation. */
+ * errors. Options may come before the command word; usage errors point to the command's own
+ * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep (on
+ * every core), loads trace and results into TRACE.db, writes the HTML and prints the
+ * recommendation, naming every file it writes; run again on the same bytes it reuses the
+ * replays. Given a snapshot pickle or a CSV trace it imports it first (gpurec import), given a
+ * database it reports on it; any other kind of file is refused with the command that takes it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

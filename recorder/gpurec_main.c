@@ -11,7 +11,10 @@
  *   torch              native, plus PyTorch's own memory history (rec_torch.c), converted at exit.
  * The child's exit status is ours (128+N if a signal N killed it); SIGINT, SIGTERM, SIGHUP,
  * SIGQUIT, SIGUSR1/2 sent to gpurec are forwarded (a terminal's ^C already reaches the child).
- * At the end: a summary per trace, read back from disk, on stderr. */
+ * Before the job starts: the command can be run, the trace's directory can be written, and
+ * the user's own PYTORCH_CUDA_ALLOC_CONF passes the parser gpureplay's --policy uses (a typo is a
+ * warning with a did-you-mean). At the end: a summary per trace, read back from disk, on
+ * stderr, led by a failed allocation when the program ran out of memory. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
