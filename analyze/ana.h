@@ -54,6 +54,15 @@ typedef struct ana_summary {
   uint64_t peak_segment_bytes;                 /* native traces: max live SEGMENT_ALLOC bytes */
   uint64_t unknown_free, double_alloc;         /* FREE of an address not live; ALLOC over live */
   uint32_t max_callsite;                       /* largest string id used by an event */
+  /* The recorded run's failed requests (ALLOC_FAILED of device memory) and the first one: where
+   * it was, and what was live (requested bytes, all devices) and held in segments (the recorded
+   * allocator's reservation, where the trace has segments) just before it. */
+  uint64_t failed_allocs;
+  uint64_t failed_seq, failed_ts_ns, failed_size, failed_stream; /* the first; valid if failed_allocs */
+  uint32_t failed_callsite;
+  uint16_t failed_device;
+  uint64_t failed_live_bytes, failed_segment_bytes;
+  char failed_callsite_text[512]; /* filled by ana_trace_summarize ("" if none) */
   /* GPU requests by floor(log2(size)) (index + 1; index 0: size 0), and allocation lifetimes
    * by floor(log10(ns)) (index + 1; index 0: never freed): the report's histograms, made in
    * the one pass instead of by GROUP BY over millions of rows. */
@@ -79,6 +88,9 @@ int ana_counts_as_device(unsigned mem_kind);
  * with gmt_header_free). */
 gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, gm_err_t *err);
+
+/* "2026-11-21 12:53:04.277 UTC" for ns since the epoch ("unknown" for 0). Returns buf. */
+char *ana_format_wallclock(uint64_t ns, char *buf, size_t n);
 
 /* `gpuanalyze info`: the summary as text. */
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
@@ -115,6 +127,11 @@ typedef struct ana_load_stats {
  * this call stays in the database. Inputs already loaded (same content hash) are skipped. */
 gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const ana_load_opts_t *o,
                         ana_load_stats_t *st, gm_err_t *err);
+/* Is the trace at path (the same bytes) in the database, and with how many replay runs?
+ * *runs: -1 not loaded, else the count; *others: traces loaded from that path whose bytes
+ * differ (an older recording of the same name). For `report TRACE` to reuse its replays. */
+gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
+                               gm_err_t *err);
 /* Loaders inside an open transaction (ana_db_load wraps them). */
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *st, gm_err_t *err);

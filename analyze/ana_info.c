@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, gm_err_t *err) {
@@ -27,6 +28,8 @@ gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary
   if (st >= 0) st = ana_scan_finish(s, err);
   if (st >= 0) {
     *sum = *ana_scan_summary(s);
+    const char *cs = sum->failed_allocs ? gmt_reader_string(r, sum->failed_callsite) : NULL;
+    snprintf(sum->failed_callsite_text, sizeof sum->failed_callsite_text, "%s", cs ? cs : "");
     *rs = *gmt_reader_stats(r);
     st = GM_OK;
   } else {
@@ -45,17 +48,57 @@ static void print_duration(FILE *out, uint64_t ns) {
   else fprintf(out, "%" PRIu64 " ns", ns);
 }
 
+char *ana_format_wallclock(uint64_t ns, char *buf, size_t n) {
+  if (!ns) {
+    snprintf(buf, n, "unknown");
+    return buf;
+  }
+  time_t secs = (time_t)(ns / 1000000000ull);
+  struct tm tm;
+  if (!gmtime_r(&secs, &tm)) {
+    snprintf(buf, n, "%" PRIu64 " ns since the epoch", ns);
+    return buf;
+  }
+  char day[40];
+  strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+  snprintf(buf, n, "%s.%03u UTC", day, (unsigned)(ns / 1000000ull % 1000ull));
+  return buf;
+}
+
+/* The recorded run's failure, first: it is why the user is here. */
+static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t *s) {
+  char b1[32], b2[32];
+  if (!s->failed_allocs) return;
+  fprintf(out, "OUT OF MEMORY:  the recorded run failed %" PRIu64 " request%s; the first: %s on ",
+          s->failed_allocs, s->failed_allocs == 1 ? "" : "s", gm_format_size(s->failed_size, b1, sizeof b1));
+  if (s->failed_stream == GMT_STREAM_NONE) fprintf(out, "no stream");
+  else fprintf(out, "stream %" PRIu64, s->failed_stream);
+  fprintf(out, " of device %u at event %" PRIu64 ", t=", s->failed_device, s->failed_seq);
+  print_duration(out, s->failed_ts_ns);
+  fprintf(out, "\n                %s\n", s->failed_callsite_text[0] ? s->failed_callsite_text : "(no callsite recorded)");
+  fprintf(out, "                live then %s", gm_format_size(s->failed_live_bytes, b1, sizeof b1));
+  if (s->failed_segment_bytes)
+    fprintf(out, ", reserved (segments) %s", gm_format_size(s->failed_segment_bytes, b2, sizeof b2));
+  uint64_t dfree = 0;
+  const char *v = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");
+  if (v && gm_parse_u64(v, &dfree, NULL) == GM_OK)
+    fprintf(out, ", free on the device %s", gm_format_size(dfree, b2, sizeof b2));
+  fprintf(out, "\n                `gpuanalyze report TRACE` says which setting would have served it\n");
+}
+
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
                     const gmt_reader_stats_t *rs) {
   char b1[32];
   fprintf(out, "trace:          %s\n", path);
+  print_failure(out, h, s);
   fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
   fprintf(out, "tool:           %s\n", or_dash(h->tool));
   fprintf(out, "capture mode:   %s\n", or_dash(gmt_capture_mode_name(h->capture_mode)));
   fprintf(out, "host:           %s\n", or_dash(h->host));
   fprintf(out, "pid:            %u\n", h->pid);
   if (h->rank >= 0) fprintf(out, "rank:           %d of %d\n", h->rank, h->world_size);
-  fprintf(out, "start time:     %" PRIu64 " ns since the epoch\n", h->start_time_ns);
+  fprintf(out, "start time:     %s (t=0: the times below count from here)\n",
+          ana_format_wallclock(h->start_time_ns, b1, sizeof b1));
   fprintf(out, "command line:   %s\n", or_dash(h->command_line));
   fprintf(out, "gpu:            %s (%s), %s\n", or_dash(h->gpu_name), or_dash(h->gpu_uuid),
           h->gpu_total_mem ? gm_format_size(h->gpu_total_mem, b1, sizeof b1) : "memory unknown");
@@ -65,6 +108,13 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
     fprintf(out, "setting:        %s=%s\n", h->kv[i].key, h->kv[i].value ? h->kv[i].value : "");
   fprintf(out, "duration:       ");
   print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
+  if (s->events) {
+    fprintf(out, " (first event t=");
+    print_duration(out, s->first_ts_ns);
+    fprintf(out, ", last t=");
+    print_duration(out, s->last_ts_ns);
+    fprintf(out, ")");
+  }
   fprintf(out, "\nevents:         %" PRIu64 " in %" PRIu64 " chunks\n", s->events, rs->chunks);
   for (unsigned k = 1; k < GMT_EV_KIND_MAX; k++)
     if (s->by_kind[k]) fprintf(out, "  %-14s %" PRIu64 "\n", gmt_kind_name(k), s->by_kind[k]);
@@ -82,7 +132,7 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
     else fprintf(out, "%s%" PRIu64, i ? ", " : "", s->streams[i]);
   }
   fprintf(out, "%s)\n", s->n_streams > ANA_MAX_LISTED ? ", ..." : "");
-  fprintf(out, "peak live:      %s (%" PRIu64 " bytes requested, at event %" PRIu64 ", t=",
+  fprintf(out, "peak live:      %s (%" PRIu64 " bytes requested and live at once, at event %" PRIu64 ", t=",
           gm_format_size(s->peak_live_bytes, b1, sizeof b1), s->peak_live_bytes, s->peak_live_seq);
   print_duration(out, s->peak_live_ts_ns);
   fprintf(out, ")\n");

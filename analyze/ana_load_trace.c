@@ -304,6 +304,34 @@ static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t
   return GM_OK;
 }
 
+gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
+                               gm_err_t *err) {
+  *runs = -1;
+  *others = 0;
+  void *buf = NULL;
+  size_t len = 0;
+  gm_status_t s = read_file(path, &buf, &len, err);
+  if (s < 0) return gm_err_wrap(err, "cannot open '%s'", path);
+  char hash[32]; /* the identity the loader gives the trace (below) */
+  snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
+  if (len) munmap(buf, len);
+  sqlite3_stmt *q = NULL;
+  if ((s = ana_prepare(db, &q,
+                       "SELECT (SELECT COUNT(*) FROM v_runs r WHERE r.trace_id = t.trace_id)"
+                       " FROM traces t WHERE content_hash=?",
+                       err)) < 0)
+    return s;
+  bind_text(q, 1, hash);
+  if (sqlite3_step(q) == SQLITE_ROW) *runs = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  if ((s = ana_prepare(db, &q, "SELECT COUNT(*) FROM traces WHERE path=? AND content_hash<>?", err)) < 0) return s;
+  bind_text(q, 1, path);
+  bind_text(q, 2, hash);
+  if (sqlite3_step(q) == SQLITE_ROW) *others = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  return GM_OK;
+}
+
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *stats, gm_err_t *err) {
   void *buf = NULL;

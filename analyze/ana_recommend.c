@@ -126,7 +126,8 @@ static int in_family(framework_t fw, const char *policy) {
 
 typedef struct run_row {
   char policy[256];
-  int64_t reserved, lower, calls, ooms;
+  int64_t reserved, lower, calls, ooms, first_oom, capacity;
+  int64_t need; /* peak of live requests + external together ("needs at least"); 0: older results */
 } run_row_t;
 
 static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
@@ -193,6 +194,72 @@ static void warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_finalize(st);
 }
 
+/* The recorded run's failure, from the replays' results (gpureplay describes it in each run):
+ * the headline of the recommendation, as it is why the user is here. Returns 1 if there was one. */
+static int print_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  int any = 0;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT json_extract(summary_json, '$.recorded_failures.count'),"
+                         " json_extract(summary_json, '$.recorded_failures.first_size'),"
+                         " json_extract(summary_json, '$.recorded_failures.first_stream'),"
+                         " json_extract(summary_json, '$.recorded_failures.first_ts_ns'),"
+                         " json_extract(summary_json, '$.recorded_failures.first_callsite'),"
+                         " json_extract(summary_json, '$.recorded_failures.live_bytes'),"
+                         " json_extract(summary_json, '$.recorded_failures.recorded_reserved_bytes'),"
+                         " json_extract(summary_json, '$.recorded_failures.device_free_bytes'),"
+                         " json_extract(summary_json, '$.recorded_failures.capacity_note'), capacity_bytes"
+                         " FROM v_runs WHERE trace_id=? AND json_extract(summary_json, '$.recorded_failures.count') > 0"
+                         " ORDER BY run_id LIMIT 1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st, 1, trace_id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    char b1[32], b2[32];
+    any = 1;
+    int64_t n = sqlite3_column_int64(st, 0);
+    fprintf(out, "  OUT OF MEMORY: the recorded run failed %" PRId64 " request%s; the first: %s", n, n == 1 ? "" : "s",
+            gm_format_size((uint64_t)sqlite3_column_int64(st, 1), b1, sizeof b1));
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) fprintf(out, " on stream %lld", (long long)sqlite3_column_int64(st, 2));
+    double t = (double)sqlite3_column_int64(st, 3);
+    if (t >= 1e9) fprintf(out, " at t=%.3f s", t / 1e9);
+    else fprintf(out, " at t=%.3f ms", t / 1e6);
+    const char *cs = (const char *)sqlite3_column_text(st, 4);
+    if (cs && *cs) fprintf(out, " (%s)", cs);
+    fprintf(out, "\n    live then %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 5), b1, sizeof b1));
+    if (sqlite3_column_int64(st, 6))
+      fprintf(out, ", reserved %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 6), b1, sizeof b1));
+    if (sqlite3_column_int64(st, 7))
+      fprintf(out, ", free on the device %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 7), b2, sizeof b2));
+    fprintf(out, "\n");
+    const char *note = (const char *)sqlite3_column_text(st, 8);
+    if (sqlite3_column_int64(st, 9) && note && *note)
+      fprintf(out, "    replayed within %s (%s)\n", gm_format_size((uint64_t)sqlite3_column_int64(st, 9), b1, sizeof b1), note);
+    else if (!sqlite3_column_int64(st, 9))
+      fprintf(out, "    the GPU's memory is unknown, so no replay could fail: `gpureplay TRACE --sweep --capacity=SIZE`\n");
+  }
+  sqlite3_finalize(st);
+  return any;
+}
+
+/* What the replays assumed: a trace that does not say its GPU's memory. */
+static void warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT json_extract(summary_json, '$.device_memory_bytes') FROM v_runs WHERE trace_id=?"
+                         " AND json_extract(summary_json, '$.device_memory_assumed') = 1 LIMIT 1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    char b1[32];
+    fprintf(out, "  note: the trace does not say its GPU's memory; the replays assumed %s (prealloc, bfc and "
+                 "fractions depend on it): `gpurec import --gpu-memory=SIZE` or `gpureplay --device-memory=SIZE`\n",
+            gm_format_size((uint64_t)sqlite3_column_int64(st, 0), b1, sizeof b1));
+  }
+  sqlite3_finalize(st);
+}
+
 static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
                           const char *cmdline, uint64_t gpu_mem, int64_t lower_trace) {
   char b1[32], b2[32], b3[32], line[512];
@@ -200,7 +267,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   int n = 0;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
-                         "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms"
+                         "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms,"
+                         " first_oom_event, capacity_bytes,"
+                         " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -211,15 +280,20 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].lower = sqlite3_column_int64(st, 2);
     rows[n].calls = sqlite3_column_int64(st, 3);
     rows[n].ooms = sqlite3_column_int64(st, 4);
+    rows[n].first_oom = sqlite3_column_int64(st, 5);
+    rows[n].capacity = sqlite3_column_int64(st, 6);
+    rows[n].need = sqlite3_column_int64(st, 7);
     n++;
   }
   sqlite3_finalize(st);
   fprintf(out, "%s:\n", path);
+  int failed = print_recorded_failure(db, out, trace_id);
   warn_integrity(db, out, trace_id);
   warn_kv(db, out, trace_id);
+  warn_assumed(db, out, trace_id);
   if (n == 0) {
     fprintf(out, "  no replay runs loaded for this trace (run `gpureplay %s --sweep -o R.json` and load R.json)\n", path);
-    fprintf(out, "  lower bound: %s (peak live requested bytes)\n",
+    fprintf(out, "  peak live: %s (requested bytes live at once)\n",
             gm_format_size((uint64_t)lower_trace, b1, sizeof b1));
     return;
   }
@@ -228,6 +302,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   for (int pass = 0; pass < 2 && !best; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
+      /* A setting that ran out of memory is never the advice, whatever it reserved. */
       if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
       if (pass == 0 && !in_family(fw, r->policy)) continue;
       if (!best || r->reserved < best->reserved ||
@@ -239,30 +314,42 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
    * with; the trace's own sums every device. */
   int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;
+  /* Everything that must be on the device at once: the requests and the memory of libraries
+   * beside the allocator (external), never less than the lower bound. */
+  int64_t need = rows[0].need > lower ? rows[0].need : lower;
   if (!best) {
-    fprintf(out, "  every policy ran out of memory in replay; the job needs at least %s\n",
-            gm_format_size((uint64_t)lower, b1, sizeof b1));
+    fprintf(out, "  every setting ran out of memory in replay");
+    if (rows[0].capacity) fprintf(out, " within %s", gm_format_size((uint64_t)rows[0].capacity, b2, sizeof b2));
+    fprintf(out, "; the job needs at least %s on the device (its live requests and external memory "
+                 "together, before any allocator's overhead)\n",
+            gm_format_size((uint64_t)need, b1, sizeof b1));
     return;
   }
   ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
-  fprintf(out, "  best policy: %s (peak reserved %s)\n", best->policy,
-          gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
+  fprintf(out, "  %s: %s (peak reserved %s)\n", failed ? "the smallest change that would have served it" : "best policy",
+          best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "  paste: %s\n", line);
-  if (dflt) {
+  if (dflt && dflt->ooms > 0) {
+    fprintf(out, "  the default (pytorch) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n",
+            dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
+  } else if (dflt) {
     int64_t save = dflt->reserved - best->reserved;
     fprintf(out, "  saving vs default (pytorch, %s): %s%s (%.1f%%)\n",
             gm_format_size((uint64_t)dflt->reserved, b1, sizeof b1), save < 0 ? "-" : "",
             gm_format_size((uint64_t)(save < 0 ? -save : save), b2, sizeof b2),
             dflt->reserved ? 100.0 * (double)save / (double)dflt->reserved : 0.0);
-    if (dflt->ooms > 0) fprintf(out, "  the default ran out of memory in replay (%" PRId64 " OOMs)\n", dflt->ooms);
   } else {
     fprintf(out, "  saving vs default: no `pytorch` run to compare with\n");
   }
-  int64_t head = best->reserved - lower;
-  fprintf(out, "  headroom to the lower bound (%s): %s (%.1f%% of reserved)\n",
-          gm_format_size((uint64_t)lower, b1, sizeof b1),
-          gm_format_size((uint64_t)(head > 0 ? head : 0), b3, sizeof b3),
-          best->reserved ? 100.0 * (double)head / (double)best->reserved : 0.0);
+  int64_t waste = best->reserved - lower;
+  if (waste < 0) waste = 0;
+  fprintf(out, "  waste: %s (%.1f%% of reserved) above the lower bound %s\n",
+          gm_format_size((uint64_t)waste, b3, sizeof b3),
+          best->reserved ? 100.0 * (double)waste / (double)best->reserved : 0.0,
+          gm_format_size((uint64_t)lower, b1, sizeof b1));
+  if (need > lower)
+    fprintf(out, "  needs at least: %s on the device (the lower bound and %s of external memory together)\n",
+            gm_format_size((uint64_t)need, b1, sizeof b1), gm_format_size((uint64_t)(need - lower), b2, sizeof b2));
 }
 
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {

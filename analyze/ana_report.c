@@ -17,19 +17,32 @@
 const ana_table_t ana_tables[] = {
     {"traces", "Trace",
      "SELECT trace_id, path, host, pid, rank, world_size, capture_mode, command_line, gpu_name,"
-     " gpu_total_mem AS gpu_memory_bytes, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
-     " peak_live_bytes AS lower_bound_bytes, requested_bytes_total AS requested_total_bytes,"
+     " NULLIF(gpu_total_mem, 0) AS gpu_memory_bytes,"
+     /* Truncated to the millisecond, as `gpuanalyze info` prints it. */
+     " CASE WHEN start_time_ns > 0 THEN strftime('%Y-%m-%d %H:%M:%S', start_time_ns / 1000000000, 'unixepoch')"
+     "   || printf('.%03d UTC', start_time_ns / 1000000 % 1000) END AS start_time, events, ROUND(duration_ns/1e9, 3) AS duration_s,"
+     " peak_live_bytes, ROUND(peak_live_ts_ns/1e9, 3) AS peak_live_at_s,"
+     " requested_bytes_total AS requested_total_bytes,"
+     " (SELECT count FROM trace_kinds k WHERE k.trace_id = traces.trace_id AND k.kind = 'alloc_failed')"
+     "   AS recorded_failures,"
      " truncated, seq_gaps, dropped FROM traces WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id",
      0},
     {"runs", "Policies side by side (replay runs)",
      "SELECT trace_id, policy, backend, capacity_bytes, peak_reserved_bytes, peak_allocated_bytes,"
-     " peak_requested_bytes, lower_bound_bytes, peak_reserved_bytes - lower_bound_bytes AS waste_bytes,"
+     " peak_requested_bytes, lower_bound_bytes,"
+     /* A run that ran out of memory served less than the trace asked: no waste to speak of. */
+     " CASE WHEN ooms = 0 THEN MAX(peak_reserved_bytes - lower_bound_bytes, 0) END AS waste_bytes,"
+     " MAX(COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0), lower_bound_bytes)"
+     "   AS needs_at_least_bytes,"
      " ROUND(fragmentation_at_peak, 4) AS frag_at_peak, ROUND(fragmentation_mean, 4) AS frag_mean,"
      " device_alloc_calls, device_free_calls, alloc_retries, ooms"
-     " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, peak_reserved_bytes, run_id",
+     " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1)"
+     /* gpureplay's ranking: those that fit by peak reserved, then those that got furthest. */
+     " ORDER BY trace_id, ooms > 0, CASE WHEN ooms > 0 THEN -first_oom_event END, ooms,"
+     " peak_reserved_bytes, run_id",
      0},
     {"devices", "Devices (each one's own peak; gpureplay replays one device)",
-     "SELECT trace_id, device, peak_live_bytes AS lower_bound_bytes FROM trace_devices d"
+     "SELECT trace_id, device, peak_live_bytes FROM trace_devices d"
      " WHERE (?1 IS NULL OR trace_id=?1)"
      " AND (SELECT COUNT(*) FROM trace_devices d2 WHERE d2.trace_id = d.trace_id) > 1"
      " ORDER BY trace_id, device",
@@ -61,7 +74,7 @@ const ana_table_t ana_tables[] = {
      " FROM lifetime_histogram WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, log10_ns",
      0},
     {"ranks", "Ranks side by side",
-     "SELECT trace_id, rank, world_size, host, peak_live_bytes AS lower_bound_bytes,"
+     "SELECT trace_id, rank, world_size, host, peak_live_bytes,"
      " ROUND(peak_live_bytes * 1.0 / (SELECT AVG(peak_live_bytes) FROM traces WHERE rank IS NOT NULL), 3)"
      "   AS vs_mean FROM traces WHERE rank IS NOT NULL AND ?1 IS NULL"
      " AND (SELECT COUNT(*) FROM traces WHERE rank IS NOT NULL) > 1 ORDER BY rank, trace_id",
@@ -157,6 +170,37 @@ static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int6
   sqlite3_finalize(st);
 }
 
+/* The recorded run's first failed request, from the trace itself: the first line of the trace's
+ * section (the recommendation below says which setting would have served it). */
+static void print_trace_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT k.count, e.size, e.stream, e.ts_ns, COALESCE(s.text, '') FROM trace_kinds k"
+                         " JOIN traces t USING(trace_id)"
+                         " JOIN events e ON e.ev_id BETWEEN t.first_ev_id AND t.last_ev_id AND e.kind = ?2"
+                         " LEFT JOIN strings s ON s.trace_id = t.trace_id AND s.string_id = e.callsite"
+                         " WHERE k.trace_id = ?1 AND k.kind = 'alloc_failed' AND k.count > 0"
+                         " ORDER BY e.ev_id LIMIT 1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, trace_id);
+  sqlite3_bind_int(st, 2, GMT_EV_ALLOC_FAILED);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    char b1[32];
+    int64_t n = sqlite3_column_int64(st, 0);
+    fprintf(out, "OUT OF MEMORY: the recorded run failed %" PRId64 " request%s; the first: %s", n, n == 1 ? "" : "s",
+            gm_format_size((uint64_t)sqlite3_column_int64(st, 1), b1, sizeof b1));
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) fprintf(out, " on stream %lld", (long long)sqlite3_column_int64(st, 2));
+    double t = (double)sqlite3_column_int64(st, 3);
+    if (t >= 1e9) fprintf(out, " at t=%.3f s", t / 1e9);
+    else fprintf(out, " at t=%.3f ms", t / 1e6);
+    const char *cs = (const char *)sqlite3_column_text(st, 4);
+    if (cs && *cs) fprintf(out, " (%s)", cs);
+    fprintf(out, "; the recommendation below says which setting would have served it\n");
+  }
+  sqlite3_finalize(st);
+}
+
 gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
@@ -168,6 +212,7 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
     any = 1;
     fprintf(out, "== trace %lld: %s\n", (long long)sqlite3_column_int64(st, 0),
             (const char *)sqlite3_column_text(st, 1));
+    print_trace_failure(db, out, sqlite3_column_int64(st, 0));
     for (const ana_table_t *t = ana_tables; t->name; t++)
       if (strcmp(t->name, "ranks") != 0) print_text_table(db, out, t, sqlite3_column_int64(st, 0));
     fprintf(out, "\n");

@@ -43,6 +43,7 @@ struct ana_scan {
   stream_ent_t *streams;
   uint8_t dev_seen[65536 / 8];
   uint64_t live_bytes, live_allocs, seg_live;
+  uint64_t map_live; /* mapped VMM bytes (expandable segments): reserved too */
   uint64_t dev_live[ANA_MAX_LISTED]; /* live bytes of summary.devices[i] */
   int last_dev;                      /* index of the last device looked up */
   bucket_t buckets[ANA_TIMELINE_POINTS];
@@ -253,6 +254,25 @@ gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) 
       break;
     case GMT_EV_SEGMENT_FREE:
       s->seg_live = s->seg_live >= ev->size ? s->seg_live - ev->size : 0;
+      break;
+    case GMT_EV_ALLOC_FAILED:
+      if (!ana_counts_as_device(ev->mem_kind)) break;
+      if (m->failed_allocs++ == 0) {
+        m->failed_seq = seq;
+        m->failed_ts_ns = ev->ts_ns;
+        m->failed_size = ev->size;
+        m->failed_stream = ev->stream;
+        m->failed_callsite = ev->callsite;
+        m->failed_device = ev->device;
+        m->failed_live_bytes = s->live_bytes;
+        m->failed_segment_bytes = s->seg_live + s->map_live;
+      }
+      break;
+    case GMT_EV_VMM_MAP:
+      if (ana_counts_as_device(ev->mem_kind)) s->map_live += ev->size;
+      break;
+    case GMT_EV_VMM_UNMAP:
+      if (ana_counts_as_device(ev->mem_kind)) s->map_live -= s->map_live >= ev->size ? ev->size : s->map_live;
       break;
     default:
       break;

@@ -3,14 +3,19 @@
  * main() parses into a config struct (one option table per subcommand, the base options in
  * each, the same table feeding --help), validates, dispatches, maps the status to an exit code
  * (0 ok, 1 runtime failure with the cause chain, 2 usage) and is the only place that prints
- * errors. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep,
- * loads trace and results, writes the HTML and prints the recommendation. */
+ * errors. Options may come before the command word; usage errors point to the command's own
+ * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep (on
+ * every core), loads trace and results into TRACE.db, writes the HTML and prints the
+ * recommendation, naming every file it writes; run again on the same bytes it reuses the
+ * replays. Given a snapshot pickle or a CSV trace it imports it first (gpurec import), given a
+ * database it reports on it; any other kind of file is refused with the command that takes it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -32,7 +37,8 @@ typedef struct config {
   int help, version, verbose, quiet;
   int csv;
   uint64_t limit;
-  const char *db, *html, *csv_dir, *gpureplay;
+  const char *db, *html, *csv_dir, *gpureplay, *gpurec;
+  uint64_t gpu_memory, jobs;
 } config_t;
 
 #define BASE_OPTS                                                                             \
@@ -56,6 +62,9 @@ static const gm_opt_t report_opts[] = {
     {"html", 0, GM_OPT_STR, "FILE", "write the self-contained HTML report to FILE", offsetof(config_t, html)},
     {"csv", 0, GM_OPT_STR, "DIR", "write one CSV file per table into DIR", offsetof(config_t, csv_dir)},
     {"gpureplay", 0, GM_OPT_STR, "PATH", "gpureplay to run for a bare trace (default: found beside, $GPUREPLAY, PATH)", offsetof(config_t, gpureplay)},
+    {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
+    {"gpu-memory", 0, GM_OPT_SIZE, "SIZE", "a snapshot pickle's GPU memory (gpurec import --gpu-memory), e.g. 80GiB", offsetof(config_t, gpu_memory)},
+    {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
     {0}};
 static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, {0}};
 
@@ -66,16 +75,18 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
-    {"info", "gpuanalyze info [options] TRACE", "Provenance, duration, events by kind, devices, streams, peak live bytes and integrity of a trace.", info_opts, 1, 1},
-    {"dump", "gpuanalyze dump [options] TRACE", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
-    {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database, in one transaction; inputs already loaded are skipped.", load_opts, 1, 1000},
-    {"report", "gpuanalyze report [options] [TRACE.zst]", "Report on the database (text on stdout, --html, --csv). Given a bare trace, run gpureplay's default sweep on it first, load both into TRACE.db and write report.html.", report_opts, 0, 1},
-    {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the headroom left.", recommend_opts, 0, 0},
+    {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
+    {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
+    {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped.", load_opts, 1, 1000},
+    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
+    {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
 static void main_help(FILE *f) {
   fprintf(f, "usage: gpuanalyze COMMAND [options] ARGS\n\n"
-             "Load gpumem traces and gpureplay results into SQLite, report and recommend.\n\ncommands:\n");
+             "Load gpumem traces and gpureplay results into SQLite, report and recommend.\n"
+             "Inputs: gpumem traces (.zst), gpureplay results (.json), databases (.db); `report` also\n"
+             "takes a PyTorch memory snapshot (.pickle) or a CSV trace and imports it first.\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
   fprintf(f, "\n'gpuanalyze COMMAND --help' shows a command's options.\n\noptions:\n");
@@ -96,9 +107,33 @@ static void print_version(void) {
   printf("jansson %s\n", jansson_version_str());
 }
 
+/* Usage errors point to the --help that explains them: the command's own when there is one. */
+static const char *g_cmd_name;
+
 static int usage_error(const char *msg) {
-  fprintf(stderr, "gpuanalyze: %s\ntry 'gpuanalyze --help'\n", msg);
+  if (g_cmd_name) fprintf(stderr, "gpuanalyze: %s\ntry 'gpuanalyze %s --help'\n", msg, g_cmd_name);
+  else fprintf(stderr, "gpuanalyze: %s\ntry 'gpuanalyze --help'\n", msg);
   return 2;
+}
+
+/* What the user is told as work happens: every file written, what was reused. -q silences it. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  if (gm_log_level() < GM_LOG_INFO) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("gpuanalyze: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* A file of a kind this command does not take: what it is and the command that takes it. */
+static int wrong_kind(const char *path, unsigned wanted) {
+  char advice[GM_ERR_MSG_MAX];
+  if (!gm_file_advice(path, gm_file_kind(path), wanted, advice, sizeof advice)) return 0;
+  gm_log(GM_LOG_ERROR, "%s", advice);
+  return 1;
 }
 
 static int fail(gm_err_t *err) {
@@ -108,6 +143,7 @@ static int fail(gm_err_t *err) {
 
 static int cmd_info(const char *path) {
   gm_err_t err = {0};
+  if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
   gmt_header_t h;
   ana_summary_t s;
   gmt_reader_stats_t rs;
@@ -122,6 +158,7 @@ static int cmd_info(const char *path) {
 
 static int cmd_dump(const config_t *c, const char *path) {
   gm_err_t err = {0};
+  if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
   gmt_reader_t *r = NULL;
   if (gmt_reader_open(&r, path, &err) < 0) {
     gm_err_wrap(&err, "cannot open '%s'", path);
@@ -179,6 +216,8 @@ static ana_load_opts_t load_opts_from_env(void) {
 
 static int cmd_load(const config_t *c, char **pos, int npos) {
   gm_err_t err = {0};
+  for (int i = 0; i < npos; i++)
+    if (wrong_kind(pos[i], GM_WANT(GM_FILE_TRACE) | GM_WANT(GM_FILE_RESULTS))) return 1;
   ana_db_t *db = NULL;
   if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
   ana_load_opts_t o = load_opts_from_env();
@@ -197,20 +236,21 @@ static int cmd_load(const config_t *c, char **pos, int npos) {
 
 static int file_exists_exec(const char *p) { return p && access(p, X_OK) == 0; }
 
-/* gpureplay: --gpureplay, $GPUREPLAY, beside this binary (installed layout), ../replay/
- * (bazel-bin layout), then PATH. */
-static int find_gpureplay(const config_t *c, char *out, size_t n) {
-  if (c->gpureplay) return snprintf(out, n, "%s", c->gpureplay), 1;
-  const char *env = getenv("GPUREPLAY");
+/* A sibling tool: its option, $ENV, beside this binary (installed layout), ../SUBDIR/ (the
+ * bazel-bin layout), then PATH. */
+static int find_tool(const char *given, const char *env_name, const char *name, const char *subdir,
+                     char *out, size_t n) {
+  if (given) return snprintf(out, n, "%s", given), 1;
+  const char *env = getenv(env_name);
   if (env && *env) return snprintf(out, n, "%s", env), 1;
   char self[PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len > 0) {
     self[len] = '\0';
     char *dir = dirname(self);
-    snprintf(out, n, "%s/gpureplay", dir);
+    snprintf(out, n, "%s/%s", dir, name);
     if (file_exists_exec(out)) return 1;
-    snprintf(out, n, "%s/../replay/gpureplay", dir);
+    snprintf(out, n, "%s/../%s/%s", dir, subdir, name);
     if (file_exists_exec(out)) return 1;
   }
   const char *path = getenv("PATH");
@@ -218,61 +258,142 @@ static int find_gpureplay(const config_t *c, char *out, size_t n) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-      snprintf(out, n, "%s/gpureplay", d);
+      snprintf(out, n, "%s/%s", d, name);
       if (file_exists_exec(out)) return 1;
     }
   }
   return 0;
 }
 
-static int run_sweep(const char *gpureplay, const char *trace, const char *json, gm_err_t *err) {
-  char *argv[] = {(char *)gpureplay, (char *)trace, "--sweep", "-o", (char *)json, NULL};
-  /* Its table is progress for a person at a terminal (our stderr); otherwise it goes nowhere:
-   * our stdout carries only the recommendation. Its stderr (errors) passes through. */
+/* Run argv[0] with argv; its stdout goes to our stderr on a terminal (progress for a person),
+ * else nowhere: our stdout carries only the recommendation. Its stderr passes through. */
+static int run_tool(char *const *argv, gm_err_t *err) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (isatty(STDERR_FILENO)) posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
   else posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, gpureplay, &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", gpureplay, strerror(rc));
+  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", argv[0], strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return gm_err_set(err, GM_ERR_IO, "waitpid: %s", strerror(errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    /* Its own error line is already on stderr: say only which step failed. */
+    const char *base = strrchr(argv[0], '/');
+    return gm_err_set(err, GM_ERR_IO, "%s failed (%s %d)", base ? base + 1 : argv[0],
+                      WIFEXITED(status) ? "exit status" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  }
+  return GM_OK;
+}
+
+static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs,
+                     gm_err_t *err) {
+  char j[32];
+  snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
+  char *argv[] = {(char *)gpureplay, (char *)trace, "--sweep", j, "-q", "-o", (char *)json, NULL};
+  return run_tool(argv, err);
+}
+
+static uint64_t default_jobs(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 16 ? 16 : (uint64_t)n;
+}
+
+static int newer_than(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+  return sa.st_mtim.tv_sec > sb.st_mtim.tv_sec ||
+         (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec >= sb.st_mtim.tv_nsec);
+}
+
+/* A snapshot pickle or CSV trace into a trace beside it (snap.pickle -> snap.zst), through
+ * gpurec import. One made from it before (newer, written by gpurec import, with the same GPU
+ * memory) is reused; a different file of that name is left alone. */
+static int import_input(const config_t *c, const char *in, char *trace, size_t n, gm_err_t *err) {
+  const char *slash = strrchr(in, '/'), *dot = strrchr(in, '.');
+  size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - in) : strlen(in);
+  snprintf(trace, n, "%.*s.zst", (int)stem, in);
+  gm_file_kind_t k = gm_file_kind(trace);
+  if (k != GM_FILE_MISSING) {
+    gmt_reader_t *r = NULL;
+    int ours = 0, same_gpu = 0;
+    if (k == GM_FILE_TRACE && gmt_reader_open(&r, trace, NULL) == GM_OK) {
+      const gmt_header_t *h = gmt_reader_header(r);
+      ours = h->tool && strcmp(h->tool, "gpurec import") == 0;
+      same_gpu = !c->gpu_memory || h->gpu_total_mem == c->gpu_memory;
+      gmt_reader_close(r);
+    }
+    if (!ours)
+      return gm_err_set(err, GM_ERR_IO, "'%s' exists and was not imported from '%s': import it yourself, "
+                        "`gpurec import %s -o OTHER.zst`, and report on that", trace, in, in);
+    if (same_gpu && newer_than(trace, in)) {
+      say("reusing %s (imported from %s, which has not changed since)", trace, in);
+      return GM_OK;
+    }
+  }
+  char tool[PATH_MAX], mem[64];
+  if (!find_tool(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool))
+    return gm_err_set(err, GM_ERR_IO, "'%s' needs importing and gpurec was not found (beside gpuanalyze, "
+                      "$GPUREC, PATH): run `gpurec import %s -o %s`", in, in, trace);
+  snprintf(mem, sizeof mem, "--gpu-memory=%" PRIu64, c->gpu_memory);
+  char *argv[] = {tool, "import", (char *)in, "-o", trace, c->gpu_memory ? mem : NULL, NULL};
+  /* gpurec's own lines (what it imported, what it assumed) go to our stderr as they are. */
+  pid_t pid;
+  int rc = posix_spawn(&pid, tool, NULL, NULL, argv, environ);
+  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", tool, strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return gm_err_set(err, GM_ERR_IO, "waitpid: %s", strerror(errno));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return gm_err_set(err, GM_ERR_IO, "'%s %s --sweep -o %s' failed (%s %d)", gpureplay, trace, json,
-                      WIFEXITED(status) ? "exit status" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    return gm_err_set(err, GM_ERR_IO, "gpurec import failed (exit status %d)",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   return GM_OK;
 }
 
-static int cmd_report(config_t *c, char **pos, int npos) {
+/* `report TRACE`: the newcomer's one step. */
+static int report_trace(config_t *c, const char *trace) {
   gm_err_t err = {0};
   char dbpath[PATH_MAX], json[PATH_MAX] = "", replay[PATH_MAX];
-  const char *html = c->html;
-  int bare = npos == 1;
-  if (bare) {
-    const char *trace = pos[0];
-    if (access(trace, R_OK) != 0) {
-      gm_err_set(&err, GM_ERR_IO, "cannot open '%s': %s", trace, strerror(errno));
-      return fail(&err);
+  const char *html = c->html ? c->html : "report.html";
+  int db_defaulted = !c->db;
+  if (!c->db) {
+    /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
+    char dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", trace);
+    snprintf(base, sizeof base, "%s", trace);
+    if (access(dirname(dir), W_OK) == 0) {
+      snprintf(dbpath, sizeof dbpath, "%s.db", trace);
+    } else {
+      snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
+      say("'%s' is read-only: the database goes to %s", dir, dbpath);
     }
-    if (!c->db) {
-      /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
-      char dir[PATH_MAX], base[PATH_MAX];
-      snprintf(dir, sizeof dir, "%s", trace);
-      snprintf(base, sizeof base, "%s", trace);
-      if (access(dirname(dir), W_OK) == 0) {
-        snprintf(dbpath, sizeof dbpath, "%s.db", trace);
-      } else {
-        snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
-        gm_log(GM_LOG_INFO, "'%s' is read-only: the database is %s", dir, dbpath);
-      }
-      c->db = dbpath;
-    }
-    if (!html) html = "report.html";
-    if (find_gpureplay(c, replay, sizeof replay)) {
+    c->db = dbpath;
+  }
+  /* Every output's directory is checked before the replays start, not after. */
+  if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
+      (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
+    return fail(&err);
+  int existed = access(c->db, F_OK) == 0;
+  int64_t runs = -1, others = 0;
+  if (existed) {
+    ana_db_t *db = NULL;
+    if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+    gm_status_t s = ana_trace_replayed(db, trace, &runs, &others, &err);
+    ana_db_close(db);
+    if (s < 0) return fail(&err);
+  }
+  /* TRACE.db made for an older recording of the same name: its figures are stale, and would
+   * be reported beside the new ones. Made afresh (only the database this command names itself,
+   * never one given with --db), once the new replays have succeeded. */
+  int fresh = runs < 0 && others > 0 && db_defaulted;
+  if (runs > 0) {
+    say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
+        runs, trace, c->db, c->db);
+  } else {
+    if (find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
       /* .json: the loader tells results files from traces by their extension. */
       snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
       int fd = mkstemps(json, 5);
@@ -281,13 +402,26 @@ static int cmd_report(config_t *c, char **pos, int npos) {
         return fail(&err);
       }
       close(fd);
-      if (isatty(STDERR_FILENO)) gm_log(GM_LOG_INFO, "running %s %s --sweep ...", replay, trace);
-      if (run_sweep(replay, trace, json, &err) < 0) {
+      uint64_t jobs = c->jobs ? c->jobs : default_jobs();
+      if (isatty(STDERR_FILENO))
+        say("replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
+      if (run_sweep(replay, trace, json, jobs, &err) < 0) {
         unlink(json);
+        gm_err_wrap(&err, "cannot replay '%s'", trace);
         return fail(&err);
       }
     } else {
       gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
+    }
+    if (fresh) {
+      static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+      for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
+        unlink(p);
+      }
+      say("%s changed since %s was made: made it afresh", trace, c->db);
+      existed = 0;
     }
     ana_db_t *db = NULL;
     if (ana_db_open(&db, c->db, &err) < 0) {
@@ -302,17 +436,73 @@ static int cmd_report(config_t *c, char **pos, int npos) {
     if (*json) unlink(json);
     ana_db_close(db);
     if (s < 0) return fail(&err);
+    say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
   }
   ana_db_t *db = NULL;
   if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
-  gm_status_t s = GM_OK;
-  if (bare) s = ana_recommend(db, stdout, &err);
-  else if (!html && !c->csv_dir) s = ana_report_text(db, stdout, &err);
-  if (s >= 0 && html) {
-    s = ana_report_html(db, html, &err);
-    if (s >= 0 && isatty(STDERR_FILENO)) gm_log(GM_LOG_INFO, "wrote %s", html);
+  gm_status_t s = ana_recommend(db, stdout, &err);
+  if (s >= 0) s = ana_report_html(db, html, &err);
+  if (s >= 0) say("wrote %s (the report)", html);
+  if (s >= 0 && c->csv_dir) {
+    s = ana_report_csv(db, c->csv_dir, &err);
+    if (s >= 0) say("wrote the report's tables as CSV into %s/", c->csv_dir);
   }
-  if (s >= 0 && c->csv_dir) s = ana_report_csv(db, c->csv_dir, &err);
+  ana_db_close(db);
+  return s < 0 ? fail(&err) : 0;
+}
+
+/* report, recommend: the database must exist (a typo would otherwise make an empty one). */
+static int need_db(const char *path) {
+  if (access(path, F_OK) == 0) return 0;
+  gm_log(GM_LOG_ERROR, "cannot open database '%s': no such file (`gpuanalyze report TRACE.zst` makes one, "
+         "or `gpuanalyze load --db %s TRACE.zst R.json`)", path, path);
+  return 1;
+}
+
+static int cmd_report(config_t *c, char **pos, int npos) {
+  gm_err_t err = {0};
+  if (npos == 1) {
+    const char *in = pos[0];
+    gm_file_kind_t k = gm_file_kind(in);
+    char trace[PATH_MAX];
+    switch (k) {
+      case GM_FILE_TRACE: return report_trace(c, in);
+      case GM_FILE_PICKLE:
+      case GM_FILE_CSV:
+        if (import_input(c, in, trace, sizeof trace, &err) < 0) return fail(&err);
+        return report_trace(c, trace);
+      case GM_FILE_DATABASE:
+        if (c->db && strcmp(c->db, in) != 0) return usage_error("give the database once: as --db or as the argument");
+        c->db = in;
+        break;
+      case GM_FILE_MISSING:
+      case GM_FILE_UNREADABLE:
+        gm_err_set(&err, GM_ERR_IO, "cannot open '%s': %s", in, strerror(errno ? errno : ENOENT));
+        return fail(&err);
+      default: {
+        char advice[GM_ERR_MSG_MAX];
+        if (!gm_file_advice(in, k, GM_WANT(GM_FILE_TRACE), advice, sizeof advice))
+          snprintf(advice, sizeof advice, "cannot open '%s': not a gpumem trace, snapshot pickle, CSV trace "
+                   "or database", in);
+        gm_log(GM_LOG_ERROR, "%s", advice);
+        return 1;
+      }
+    }
+  }
+  if (!c->db) c->db = "gpumem.db";
+  if (need_db(c->db)) return 1;
+  ana_db_t *db = NULL;
+  if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+  gm_status_t s = GM_OK;
+  if (!c->html && !c->csv_dir) s = ana_report_text(db, stdout, &err);
+  if (s >= 0 && c->html) {
+    s = ana_report_html(db, c->html, &err);
+    if (s >= 0) say("wrote %s (the report)", c->html);
+  }
+  if (s >= 0 && c->csv_dir) {
+    s = ana_report_csv(db, c->csv_dir, &err);
+    if (s >= 0) say("wrote the report's tables as CSV into %s/", c->csv_dir);
+  }
   ana_db_close(db);
   if (s < 0) return fail(&err);
   return 0;
@@ -320,6 +510,7 @@ static int cmd_report(config_t *c, char **pos, int npos) {
 
 static int cmd_recommend(const config_t *c) {
   gm_err_t err = {0};
+  if (need_db(c->db)) return 1;
   ana_db_t *db = NULL;
   if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
@@ -332,13 +523,24 @@ static int run(int argc, char **argv, char **pos) {
   config_t c = {0};
   gm_err_t err = {0};
   int npos = 0;
+  /* The command is the first word that is not an option: options may come before it
+   * (`gpuanalyze -v report x`) as well as after. The base options take no value. */
+  int ci = 1;
+  while (ci < argc && argv[ci][0] == '-' && strcmp(argv[ci], "--") != 0) ci++;
   const command_t *cmd = NULL;
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
+  if (ci < argc)
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(argv[ci], commands[i].name) == 0) cmd = &commands[i];
   if (!cmd) {
-    if (argv[1][0] != '-') {
-      char msg[256];
-      snprintf(msg, sizeof msg, "unknown command '%.200s'", argv[1]);
+    if (ci < argc && strcmp(argv[ci], "--") != 0) {
+      const char *names[sizeof commands / sizeof commands[0]];
+      for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
+      const char *near = gm_closest(argv[ci], names, sizeof names / sizeof names[0]);
+      char msg[300];
+      if (near) snprintf(msg, sizeof msg, "unknown command '%.200s' (did you mean '%s'?)", argv[ci], near);
+      else snprintf(msg, sizeof msg, "unknown command '%.200s'", argv[ci]);
+      if (gm_file_kind(argv[ci]) != GM_FILE_MISSING)
+        snprintf(msg, sizeof msg, "missing command before '%.200s' (info, dump, load, report or recommend)", argv[ci]);
       return usage_error(msg);
     }
     if (gm_opts_parse(base_opts, argc, argv, &c, pos, &npos, 0, &err) < 0) return usage_error(err.msg);
@@ -346,8 +548,17 @@ static int run(int argc, char **argv, char **pos) {
     if (c.version) return print_version(), 0;
     return usage_error("missing command");
   }
-  if (gm_opts_parse(cmd->opts, argc - 1, argv + 1, &c, pos, &npos, 0, &err) < 0)
-    return usage_error(err.msg);
+  g_cmd_name = cmd->name;
+  /* argv without the command word, options in their order: parse as the command's. */
+  char **args = calloc((size_t)argc, sizeof *args);
+  if (!args) return 1;
+  int na = 0;
+  args[na++] = argv[0];
+  for (int i = 1; i < argc; i++)
+    if (i != ci) args[na++] = argv[i];
+  gm_status_t ps = gm_opts_parse(cmd->opts, na, args, &c, pos, &npos, 0, &err);
+  free(args);
+  if (ps < 0) return usage_error(err.msg);
   if (c.help) {
     gm_opts_help(stdout, cmd->usage, cmd->what, cmd->opts);
     return 0;
@@ -362,7 +573,6 @@ static int run(int argc, char **argv, char **pos) {
     return usage_error(msg);
   }
   if (!c.db && strcmp(cmd->name, "report") != 0) c.db = "gpumem.db";
-  if (!c.db && npos == 0) c.db = "gpumem.db";
   int rc;
   if (strcmp(cmd->name, "info") == 0) rc = cmd_info(pos[0]);
   else if (strcmp(cmd->name, "dump") == 0) rc = cmd_dump(&c, pos[0]);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "base/gm_base.h"
@@ -143,4 +145,82 @@ TEST(Opts, HelpListsEveryOption) {
   EXPECT_NE(s.find("-o, --output=PATH"), std::string::npos) << s;
   EXPECT_NE(s.find("--policy=SPEC"), std::string::npos);
   EXPECT_NE(s.find("(repeatable)"), std::string::npos);
+}
+
+// ---- gm_input.c: kinds of file, advice, output checks, did-you-mean ----------------------
+
+TEST(FileKind, TellsTheFiveKindsApartByTheirFirstBytes) {
+  const unsigned char trace[] = {0x50, 0x2A, 0x4D, 0x18, 40, 0, 0, 0, 'G', 'M', 'T', 'H'};
+  EXPECT_EQ(gm_file_kind_of(trace, sizeof trace), GM_FILE_TRACE);
+  const unsigned char zstd[] = {0x28, 0xB5, 0x2F, 0xFD, 0, 0};
+  EXPECT_EQ(gm_file_kind_of(zstd, sizeof zstd), GM_FILE_ZSTD);
+  const unsigned char pickle[] = {0x80, 0x04, 0x95, 0};
+  EXPECT_EQ(gm_file_kind_of(pickle, sizeof pickle), GM_FILE_PICKLE);
+  const unsigned char pickle1[] = {0x80, 0x01};  // protocol 1 is not what torch writes
+  EXPECT_EQ(gm_file_kind_of(pickle1, sizeof pickle1), GM_FILE_UNKNOWN);
+  EXPECT_EQ(gm_file_kind_of("SQLite format 3\0xyz", 19), GM_FILE_DATABASE);
+  const char csv[] = "# gpumem trace, text form 1\n#pid=1\n";
+  EXPECT_EQ(gm_file_kind_of(csv, sizeof csv - 1), GM_FILE_CSV);
+  const char bare_csv[] = "ts_ns,kind,device\n1,alloc,0\n";
+  EXPECT_EQ(gm_file_kind_of(bare_csv, sizeof bare_csv - 1), GM_FILE_CSV);
+  const char json[] = "  {\"format\":\"gpumem-results\",\"version\":1}";
+  EXPECT_EQ(gm_file_kind_of(json, sizeof json - 1), GM_FILE_RESULTS);
+  const char other_json[] = "{\"format\":\"something-else\"}";
+  EXPECT_EQ(gm_file_kind_of(other_json, sizeof other_json - 1), GM_FILE_UNKNOWN);
+  EXPECT_EQ(gm_file_kind_of("", 0), GM_FILE_EMPTY);
+  EXPECT_EQ(gm_file_kind("/nonexistent/x.zst"), GM_FILE_MISSING);
+  EXPECT_EQ(gm_file_kind("/"), GM_FILE_DIR);
+}
+
+TEST(FileKind, AdviceNamesTheCommandThatTakesTheFile) {
+  char buf[512];
+  EXPECT_EQ(gm_file_advice("snap.pickle", GM_FILE_PICKLE, GM_WANT(GM_FILE_TRACE), buf, sizeof buf), 1);
+  EXPECT_NE(std::string(buf).find("`gpurec import snap.pickle -o snap.zst`"), std::string::npos) << buf;
+  EXPECT_EQ(gm_file_advice("run/t.zst", GM_FILE_TRACE, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV), buf,
+                           sizeof buf), 1);
+  EXPECT_NE(std::string(buf).find("already a gpumem trace: nothing to import"), std::string::npos) << buf;
+  EXPECT_EQ(gm_file_advice("r.db", GM_FILE_DATABASE, GM_WANT(GM_FILE_TRACE), buf, sizeof buf), 1);
+  EXPECT_NE(std::string(buf).find("`gpuanalyze report --db r.db`"), std::string::npos) << buf;
+  // A wanted kind, or one there is nothing to say about, gets no advice.
+  EXPECT_EQ(gm_file_advice("t.zst", GM_FILE_TRACE, GM_WANT(GM_FILE_TRACE), buf, sizeof buf), 0);
+  EXPECT_EQ(gm_file_advice("t.zst", GM_FILE_UNKNOWN, GM_WANT(GM_FILE_TRACE), buf, sizeof buf), 0);
+}
+
+TEST(Output, CheckedBeforeAnyWork) {
+  gm_err_t e;
+  gm_err_clear(&e);
+  EXPECT_EQ(gm_output_check("/nonexistent/dir/t.zst", &e), GM_ERR_IO);
+  EXPECT_STREQ(e.msg, "cannot write '/nonexistent/dir/t.zst': directory '/nonexistent/dir' does not exist");
+  EXPECT_EQ(gm_output_check("/", &e), GM_ERR_IO);
+  EXPECT_NE(std::string(e.msg).find("is a directory"), std::string::npos) << e.msg;
+  const char *tmp = getenv("TEST_TMPDIR");
+  std::string ok = std::string(tmp ? tmp : "/tmp") + "/out.zst";
+  EXPECT_EQ(gm_output_check(ok.c_str(), &e), GM_OK) << e.msg;
+  EXPECT_EQ(gm_output_check("relative-name.zst", &e), GM_OK) << e.msg;  // the working directory
+}
+
+TEST(Closest, SuggestsTyposNotStrangers) {
+  const char *const opts[] = {"sweep", "policy", "capacity", "json", nullptr};
+  EXPECT_STREQ(gm_closest("sweeep", opts, 5), "sweep");
+  EXPECT_STREQ(gm_closest("capcity", opts, 5), "capacity");
+  EXPECT_STREQ(gm_closest("polciy", opts, 5), "policy");  // two letters swapped: one edit
+  EXPECT_EQ(gm_closest("frobnicate", opts, 5), nullptr);
+  EXPECT_EQ(gm_closest("sweep", opts, 5), nullptr);  // exact: not a typo
+  const char *const keys[] = {"expandable_segments", "max_split_size_mb"};
+  EXPECT_STREQ(gm_closest("expandable_segment", keys, 2), "expandable_segments");
+}
+
+TEST(Opts, UnknownLongOptionSuggestsTheNearest) {
+  struct C {
+    int sweep;
+  } c{};
+  const gm_opt_t opts[] = {{"sweep", 0, GM_OPT_FLAG, nullptr, "x", offsetof(C, sweep)}, {nullptr, 0, GM_OPT_FLAG, nullptr, nullptr, 0}};
+  char a0[] = "t", a1[] = "--sweeep";
+  char *argv[] = {a0, a1};
+  char *pos[2];
+  int npos = 0;
+  gm_err_t e;
+  gm_err_clear(&e);
+  EXPECT_EQ(gm_opts_parse(opts, 2, argv, &c, pos, &npos, 0, &e), GM_ERR_INVAL);
+  EXPECT_STREQ(e.msg, "unknown option '--sweeep' (did you mean '--sweep'?)");
 }

@@ -126,6 +126,44 @@ gm_status_t gm_opts_parse(const gm_opt_t *opts, int argc, char **argv, void *cfg
 /* Usage line, description, then one line per option, from the same table. */
 void gm_opts_help(FILE *f, const char *usage, const char *description, const gm_opt_t *opts);
 
+
+/* ---- inputs and outputs (gm_input.c) ---------------------------------------------------- */
+
+/* The kinds of file gpumem tools read, told apart by their first bytes. */
+typedef enum gm_file_kind {
+  GM_FILE_UNKNOWN = 0,
+  GM_FILE_TRACE,      /* a gpumem trace (.zst) */
+  GM_FILE_PICKLE,     /* a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) */
+  GM_FILE_CSV,        /* a gpumem trace in CSV text form */
+  GM_FILE_RESULTS,    /* a gpureplay results file (JSON) */
+  GM_FILE_DATABASE,   /* a gpuanalyze database (SQLite) */
+  GM_FILE_ZSTD,       /* zstd data that is not a gpumem trace */
+  GM_FILE_EMPTY,
+  GM_FILE_DIR,
+  GM_FILE_MISSING,
+  GM_FILE_UNREADABLE
+} gm_file_kind_t;
+
+/* Bit for gm_file_advice's `wanted`: GM_WANT(GM_FILE_TRACE) | ... */
+#define GM_WANT(k) (1u << (k))
+
+gm_file_kind_t gm_file_kind_of(const void *buf, size_t n); /* from the first bytes (<= 4 KiB) */
+gm_file_kind_t gm_file_kind(const char *path);
+/* "a PyTorch memory snapshot (pickle)". Never NULL. */
+const char *gm_file_kind_name(gm_file_kind_t k);
+/* When a file of kind k is not one the tool wanted: one sentence into buf saying what the file
+ * is and the one command that takes it; returns 1. Returns 0 (buf untouched) when k is wanted
+ * or there is nothing useful to say (missing, unknown). */
+int gm_file_advice(const char *path, gm_file_kind_t k, unsigned wanted, char *buf, size_t n);
+
+/* Can a file be created (or replaced) at path? Checks the directory exists, is a directory and
+ * is writable, before any work is done. GM_ERR_IO naming the path and the directory. */
+gm_status_t gm_output_check(const char *path, gm_err_t *err);
+
+/* The candidate closest to word (a typo: up to a third of its letters wrong, at most 3), or
+ * NULL. For "did you mean" in usage errors. NULL entries of cands are skipped. */
+const char *gm_closest(const char *word, const char *const *cands, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

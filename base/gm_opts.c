@@ -16,6 +16,18 @@ static const gm_opt_t *find_short(const gm_opt_t *opts, char c) {
   return NULL;
 }
 
+/* "unknown option '--sweeep' (did you mean '--sweep'?)" */
+static gm_status_t unknown_long(const gm_opt_t *opts, const char *name, size_t len, gm_err_t *err) {
+  const char *names[GM_STRLIST_MAX];
+  size_t n = 0;
+  for (const gm_opt_t *o = opts; o->name && n < GM_STRLIST_MAX; o++) names[n++] = o->name;
+  char word[64];
+  snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), name);
+  const char *near = gm_closest(word, names, n);
+  if (near) return gm_err_set(err, GM_ERR_INVAL, "unknown option '--%.*s' (did you mean '--%s'?)", (int)len, name, near);
+  return gm_err_set(err, GM_ERR_INVAL, "unknown option '--%.*s'", (int)len, name);
+}
+
 static gm_status_t store(const gm_opt_t *o, const char *val, void *cfg, gm_err_t *err) {
   char *field = (char *)cfg + o->offset;
   gm_status_t s = GM_OK;
@@ -60,7 +72,7 @@ gm_status_t gm_opts_parse(const gm_opt_t *opts, int argc, char **argv, void *cfg
       const char *name = a + 2, *eq = strchr(name, '=');
       size_t len = eq ? (size_t)(eq - name) : strlen(name);
       o = find_long(opts, name, len);
-      if (!o) return gm_err_set(err, GM_ERR_INVAL, "unknown option '--%.*s'", (int)len, name);
+      if (!o) return unknown_long(opts, name, len, err);
       if (eq) {
         if (o->kind == GM_OPT_FLAG)
           return gm_err_set(err, GM_ERR_INVAL, "option '--%s' takes no value", o->name);

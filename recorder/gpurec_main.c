@@ -13,7 +13,10 @@
  *   torch              native, plus PyTorch's own memory history (rec_torch.c), converted at exit.
  * The child's exit status is ours (128+N if a signal N killed it); SIGINT, SIGTERM, SIGHUP,
  * SIGQUIT, SIGUSR1/2 sent to gpurec are forwarded (a terminal's ^C already reaches the child).
- * At the end: a summary per trace, read back from disk, on stderr. */
+ * Before the job starts: the command can be run, the trace's directory can be written, and
+ * the user's own PYTORCH_CUDA_ALLOC_CONF passes the parser gpureplay's --policy uses (a typo is a
+ * warning with a did-you-mean). At the end: a summary per trace, read back from disk, on
+ * stderr, led by a failed allocation when the program ran out of memory. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +35,9 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
+#include "recorder/gpurec_import.h"
 #include "recorder/snapshot/snap_import.h"
+#include "replay/policies/pytorch/rp_pytorch.h"
 
 #define MAX_TRACES 256
 
@@ -41,7 +46,6 @@ typedef struct config {
   const char *mode;
   const char *capture;
   uint64_t max_entries;
-  uint64_t gpu_memory; /* import: the recorded GPU's total memory, for the header */
   int quiet, help, version;
 } config_t;
 
@@ -65,11 +69,12 @@ static const gm_opt_t k_opts[] = {
     {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
     {NULL, 0, 0, NULL, NULL, 0}};
 
-static const char k_usage[] = "gpurec [options] -- CMD ARGS...\n       gpurec import FILE -o TRACE.zst";
+static const char k_usage[] = "gpurec [options] -- CMD ARGS...\n       gpurec import SNAPSHOT.pickle|TRACE.csv -o TRACE.zst";
 static const char k_desc[] =
     "Record every GPU memory allocation of CMD (and of the CUDA processes it starts) through\n"
     "CUPTI into a gpumem trace. The program runs unmodified; gpurec exits with its status.\n"
-    "'gpurec import' converts a PyTorch memory snapshot (.pickle) or a trace in CSV text form.";
+    "'gpurec import' converts a PyTorch memory snapshot (.pickle) or a trace in CSV text form\n"
+    "('gpurec import --help'). The trace goes on to gpureplay and gpuanalyze.";
 
 static volatile sig_atomic_t g_child = 0;
 
@@ -77,6 +82,8 @@ static int usage_error(const char *msg) {
   fprintf(stderr, "gpurec: error: %s\ntry 'gpurec --help'\n", msg);
   return 2;
 }
+
+
 
 /* ---- signals -------------------------------------------------------------------------------- */
 
@@ -129,6 +136,45 @@ static int set_env(const char *k, const char *v) {
     return -1;
   }
   return 0;
+}
+
+/* The user's own PYTORCH_CUDA_ALLOC_CONF, read by the rules gpureplay's --policy uses: a typo
+ * is said before the job starts (PyTorch itself rejects an unknown key only when the job
+ * first allocates, after the model has loaded). The backend key is gpurec's to set in
+ * requests mode, so it is left out of the check. Returns how many warnings it gave. */
+static int check_alloc_conf(void) {
+  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  int warned = 0;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (!v || !*v) continue;
+    char *copy = strdup(v), *kept = calloc(1, strlen(v) + 1);
+    if (!copy || !kept) {
+      free(copy);
+      free(kept);
+      return warned;
+    }
+    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+      const char *k = kv;
+      while (*k == ' ') k++;
+      if (strncmp(k, "backend", 7) == 0) continue;
+      if (*kept) strcat(kept, ",");
+      strcat(kept, kv);
+    }
+    rp_pytorch_conf_t conf;
+    rp_pytorch_conf_default(&conf);
+    gm_err_t err;
+    gm_err_clear(&err);
+    if (rp_pytorch_conf_parse(kept, &conf, &err) != GM_OK) {
+      const char *why = strncmp(err.msg, "pytorch: ", 9) == 0 ? err.msg + 9 : err.msg;
+      fprintf(stderr, "gpurec: warning: %s=%s: %s; PyTorch will refuse it when the job first allocates\n",
+              vars[i], v, why);
+      warned++;
+    }
+    free(copy);
+    free(kept);
+  }
+  return warned;
 }
 
 static int set_mode_env(const char *mode, int quiet) {
@@ -257,7 +303,14 @@ static void print_summary(const char *path) {
           s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
-  if (failed) fprintf(stderr, "gpurec: %s: %llu failed allocations (OOM)\n", path, (unsigned long long)failed);
+  if (failed) {
+    fprintf(stderr, "gpurec: %s: the program ran out of memory: %llu failed request%s, the first %s", path,
+            (unsigned long long)failed, failed == 1 ? "" : "s", gm_format_size(s.failed_size, peak, sizeof peak));
+    if (s.failed_stream != GMT_STREAM_NONE) fprintf(stderr, " on stream %llu", (unsigned long long)s.failed_stream);
+    fprintf(stderr, " at t=%.3f s%s%s%s; `gpuanalyze report %s` says which setting would have served it\n",
+            (double)s.failed_ts / 1e9, s.failed_callsite[0] ? " (" : "", s.failed_callsite,
+            s.failed_callsite[0] ? ")" : "", path);
+  }
 }
 
 /* The header of the CUPTI trace this run wrote for process pid (host, GPU, versions, command
@@ -329,6 +382,29 @@ static void remove_tree(const char *dir) {
   rmdir(dir);
 }
 
+/* Can cmd be started? A name without '/' is looked up in PATH as execvp does. 0, or an errno. */
+static int command_startable(const char *cmd) {
+  if (strchr(cmd, '/')) return access(cmd, X_OK) == 0 ? 0 : errno;
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/bin:/usr/bin";
+  char buf[PATH_MAX];
+  int found_noexec = 0;
+  for (const char *p = path;;) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if ((size_t)snprintf(buf, sizeof buf, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd) < sizeof buf) {
+      struct stat sb;
+      if (stat(buf, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (access(buf, X_OK) == 0) return 0;
+        found_noexec = 1;
+      }
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return found_noexec ? EACCES : ENOENT;
+}
+
 /* ---- verbs ---------------------------------------------------------------------------------- */
 
 static int cmd_version(void) {
@@ -347,75 +423,6 @@ static int cmd_version(void) {
   return 0;
 }
 
-static int cmd_import(int argc, char **argv) {
-  static const gm_opt_t opts[] = {
-      {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(config_t, output)},
-      {"gpu-memory", 0, GM_OPT_SIZE, "SIZE",
-       "total memory of the GPU the snapshot was taken on (a pickle does not say; the replay's "
-       "fractions and preallocated arenas are computed from it), e.g. 80GiB",
-       offsetof(config_t, gpu_memory)},
-      {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
-      {NULL, 0, 0, NULL, NULL, 0}};
-  config_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  char **pos = calloc((size_t)argc + 1, sizeof *pos);
-  int npos = 0;
-  gm_err_t err;
-  gm_err_clear(&err);
-  if (!pos) return 1;
-  if (gm_opts_parse(opts, argc, argv, &cfg, pos, &npos, 0, &err) < 0) {
-    free(pos);
-    return usage_error(err.msg);
-  }
-  if (cfg.help) {
-    gm_opts_help(stdout, "gpurec import FILE -o TRACE.zst",
-                 "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle) or a\n"
-                 "trace in CSV text form (formats/SPEC.md) into a gpumem trace.",
-                 opts);
-    free(pos);
-    return 0;
-  }
-  if (npos != 1 || !cfg.output) {
-    free(pos);
-    return usage_error(npos != 1 ? "import needs exactly one input FILE" : "import needs -o TRACE.zst");
-  }
-  const char *in = pos[0];
-  free(pos);
-  FILE *f = fopen(in, "rb");
-  if (!f) {
-    fprintf(stderr, "gpurec: error: cannot open '%s': %s\n", in, strerror(errno));
-    return 1;
-  }
-  unsigned char head[16];
-  size_t got = fread(head, 1, sizeof head, f);
-  gm_status_t s;
-  if (snap_is_pickle(head, got)) {
-    fclose(f);
-    snap_import_stats_t st;
-    memset(&st, 0, sizeof st);
-    gmt_header_t prov;
-    gmt_header_init(&prov);
-    prov.gpu_total_mem = cfg.gpu_memory;
-    s = snap_import_file_prov(in, cfg.output, NULL, cfg.gpu_memory ? &prov : NULL, &st, &err);
-    gmt_header_free(&prov);
-    if (s >= 0)
-      fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in,
-              (unsigned long long)st.entries, (unsigned long long)st.events, cfg.output);
-  } else if (cfg.gpu_memory) {
-    fclose(f);
-    return usage_error("--gpu-memory is for PyTorch snapshots (a CSV trace carries gpu_total_mem itself)");
-  } else {
-    rewind(f);
-    s = gmt_csv_import(f, in, cfg.output, NULL, &err);
-    fclose(f);
-  }
-  if (s < 0) {
-    fprintf(stderr, "gpurec: error: cannot import '%s': %s\n", in, err.msg);
-    return 1;
-  }
-  return 0;
-}
-
 static int cmd_record(config_t *cfg, char **cmd) {
   if (!cfg->mode) cfg->mode = "requests";
   if (strcmp(cfg->mode, "requests") && strcmp(cfg->mode, "native") && strcmp(cfg->mode, "torch")) {
@@ -428,7 +435,22 @@ static int cmd_record(config_t *cfg, char **cmd) {
     snprintf(m, sizeof m, "unknown --capture '%.100s' (callbacks or activity)", cfg->capture);
     return usage_error(m);
   }
+  int bad_cmd = command_startable(cmd[0]);
+  if (bad_cmd) {
+    fprintf(stderr, "gpurec: error: cannot run '%s': %s%s; nothing was started\n", cmd[0], strerror(bad_cmd),
+            bad_cmd == ENOENT && !strchr(cmd[0], '/') ? " (not found in PATH)" : "");
+    return bad_cmd == ENOENT ? 127 : 126;
+  }
   char *tmpl = absolute(cfg->output ? cfg->output : "gpumem-%p.zst");
+  /* Found before the job starts: on a GPU it would otherwise run for hours unrecorded. */
+  gm_err_t oerr;
+  gm_err_clear(&oerr);
+  if (tmpl && gm_output_check(tmpl, &oerr) < 0) {
+    fprintf(stderr, "gpurec: error: %s; the program was not started\n", oerr.msg);
+    free(tmpl);
+    return 1;
+  }
+  if (!cfg->quiet) check_alloc_conf();
   char dir[] = "/tmp/gpurec.XXXXXX";
   char inject[PATH_MAX], manifest[PATH_MAX];
   int recording = find_inject(inject, sizeof inject);
@@ -469,12 +491,17 @@ static int cmd_record(config_t *cfg, char **cmd) {
   }
   install_forwarding();
   fflush(NULL);
+  /* A command that cannot be started is told apart from a program that ran: exec failing in
+   * the child writes its errno down this close-on-exec pipe; a started program closes it. */
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1;
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "gpurec: error: fork: %s\n", strerror(errno));
     return 1;
   }
   if (pid == 0) {
+    if (ep[0] >= 0) close(ep[0]);
     char out[4200];
     gm_err_t err;
     gm_err_clear(&err);
@@ -489,10 +516,21 @@ static int cmd_record(config_t *cfg, char **cmd) {
     setenv(REC_ENV_OUT, out, 1);
     execvp(cmd[0], cmd);
     int e = errno;
-    fprintf(stderr, "gpurec: error: cannot run '%s': %s\n", cmd[0], strerror(e));
+    if (ep[1] >= 0 && write(ep[1], &e, sizeof e) != (ssize_t)sizeof e) {
+      /* nothing more to do: the exit status still says it */
+    }
     _exit(e == ENOENT ? 127 : 126);
   }
   g_child = pid;
+  int exec_errno = 0;
+  if (ep[1] >= 0) close(ep[1]);
+  if (ep[0] >= 0) {
+    ssize_t got;
+    while ((got = read(ep[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+    }
+    if (got != (ssize_t)sizeof exec_errno) exec_errno = 0;
+    close(ep[0]);
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
@@ -518,7 +556,10 @@ static int cmd_record(config_t *cfg, char **cmd) {
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) convert_torch(dir, want, &r, cfg->quiet);
   }
-  if (!cfg->quiet && recording) {
+  if (exec_errno) {
+    fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),
+            exec_errno == ENOENT && !strchr(cmd[0], '/') ? " (not found in PATH)" : "");
+  } else if (!cfg->quiet && recording) {
     if (r.ntraces == 0)
       fprintf(stderr, "gpurec: no trace written%s\n",
               r.notes[0] ? " (see the [gpurec] line above)"
@@ -536,7 +577,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
 
 int main(int argc, char **argv) {
   gm_log_init("gpurec", GM_LOG_WARN);
-  if (argc >= 2 && strcmp(argv[1], "import") == 0) return cmd_import(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "import") == 0) return gpurec_import(argc - 1, argv + 1);
   config_t cfg;
   memset(&cfg, 0, sizeof cfg);
   char **pos = calloc((size_t)argc + 1, sizeof *pos);

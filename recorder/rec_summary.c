@@ -40,6 +40,13 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
     }
     s->last_ts = ev.ts_ns;
     if (ev.kind < REC_SUMMARY_KINDS) s->by_kind[ev.kind]++;
+    if (ev.kind == GMT_EV_ALLOC_FAILED && s->by_kind[GMT_EV_ALLOC_FAILED] == 1) {
+      s->failed_size = ev.size;
+      s->failed_stream = ev.stream;
+      s->failed_ts = ev.ts_ns;
+      const char *cs = gmt_reader_string(r, ev.callsite);
+      snprintf(s->failed_callsite, sizeof s->failed_callsite, "%s", cs ? cs : "");
+    }
     int adds = (ev.kind == GMT_EV_ALLOC && ev.mem_kind != GMT_MEM_DEVICE_STATIC) ||
                ev.kind == GMT_EV_VMM_MAP;
     int removes = ev.kind == GMT_EV_FREE || ev.kind == GMT_EV_VMM_UNMAP;

@@ -22,6 +22,9 @@ typedef struct rec_summary {
   int rank;
   uint32_t pid;
   char gpu[128];
+  /* The first failed request (ALLOC_FAILED): valid when by_kind[GMT_EV_ALLOC_FAILED]. */
+  uint64_t failed_size, failed_stream, failed_ts;
+  char failed_callsite[256];
 } rec_summary_t;
 
 gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err);

@@ -45,6 +45,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   rp_map_init(&e->external);
   e->first_oom_event = -1;
   e->first_oom_ts = -1;
+  e->ff_event = -1;
   rp_timeline_init(&e->tl);
   rp_engine_driver_init(e);
   gm_status_t st = ops->create(conf ? conf : "", &e->drv, &e->pol, err);
@@ -102,6 +103,7 @@ static void observe(rp_engine_t *e, uint64_t ts) {
   e->allocated = s.allocated_bytes;
   if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
   if (e->requested > e->peak_requested) e->peak_requested = e->requested;
+  if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;
   if (e->peak_dirty) {
     /* This op raised the reserved peak: fragmentation at the peak starts from its result. */
     e->peak_dirty = 0;
@@ -238,7 +240,80 @@ static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *er
   e->ext_allocs++;
   if (e->ext_live > e->ext_peak) e->ext_peak = e->ext_live;
   if (e->reserved + e->ext_live > e->peak_total) e->peak_total = e->reserved + e->ext_live;
+  if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;
   return GM_OK;
+}
+
+/* The recorded allocator's own holdings (segments, mapped VMM bytes) of the replayed device:
+ * what it had reserved when a request failed. */
+static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
+  if (e->device >= 0 && ev->device != (unsigned)e->device) return;
+  if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return;
+  if (ev->kind == GMT_EV_SEGMENT_ALLOC || ev->kind == GMT_EV_VMM_MAP) e->rec_segments += ev->size;
+  else if (ev->kind == GMT_EV_SEGMENT_FREE || ev->kind == GMT_EV_VMM_UNMAP)
+    e->rec_segments -= ev->size < e->rec_segments ? ev->size : e->rec_segments;
+}
+
+/* A request that failed in the recorded run: described (the first), and with
+ * opts.serve_failed asked of the policy at its moment and given back at once. A failed
+ * synchronous allocation in a trace read with external memory is a library's own: asked of
+ * the device beside the policy, like the external allocation it would have been. */
+static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  e->failures++;
+  int first = e->ff_event < 0;
+  if (first) {
+    e->ff_event = (int64_t)e->events;
+    e->ff_ts = ev->ts_ns;
+    e->ff_size = ev->size;
+    e->ff_stream = ev->stream;
+    e->ff_callsite = ev->callsite;
+    e->ff_live = e->requested + e->ext_live;
+    e->ff_rec_reserved = e->rec_segments;
+  }
+  if (!e->opts.serve_failed) {
+    e->skipped.trace_ooms++;
+    return GM_OK;
+  }
+  uint64_t ooms = e->ooms, addr = 0;
+  gm_status_t st = GM_OK;
+  if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) {
+    /* Counted as asked for, served or not, as ext_alloc counts external memory. */
+    st = ext_take(e, ev, &addr, err);
+    if (st != GM_OK) return st;
+    uint64_t live = e->ext_live + ev->size;
+    if (live > e->ext_peak) e->ext_peak = live;
+    if (e->reserved + live > e->peak_total) e->peak_total = e->reserved + live;
+    if (e->requested + live > e->peak_need) e->peak_need = e->requested + live;
+    if (first) e->ff_reserved = e->reserved + live;
+    if (e->ooms == ooms) {
+      rp_map_entry_t x;
+      memset(&x, 0, sizeof x);
+      x.a = addr;
+      x.b = ev->size;
+      st = ext_give(e, &x, err);
+    }
+  } else {
+    st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+    if (st == GM_ERR_NOMEM) note_oom(e, ev);
+    else if (st != GM_OK) return st;
+    /* Asked for, served or not, like every request: in the lower bound at its moment. */
+    e->requested += ev->size;
+    if (st == GM_OK) e->served += ev->size;
+    observe(e, ev->ts_ns);
+    if (first) e->ff_reserved = e->reserved + e->ext_live;
+    if (st == GM_OK) {
+      st = e->ops->free(e->pol, addr, err);
+      e->served -= ev->size;
+    } else {
+      st = GM_OK;
+    }
+    e->requested -= ev->size;
+  }
+  if (e->ooms == ooms) {
+    e->failures_served++;
+    if (first) e->ff_served = 1;
+  }
+  return st;
 }
 
 /* Is this event for the device memory we replay? Counts what it skips. */
@@ -301,9 +376,18 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       e->skipped.free_requested++;
       return GM_OK;
     case GMT_EV_ALLOC_FAILED:
-      e->skipped.trace_ooms++;
-      return GM_OK;
+      if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) {
+        e->skipped.other_memory++;
+        return GM_OK;
+      }
+      if (e->device >= 0 && ev->device != (unsigned)e->device) {
+        e->skipped.other_device++;
+        return GM_OK;
+      }
+      st = failed_request(e, ev, err);
+      break;
     default:
+      track_recorded(e, ev);
       e->skipped.not_request++;
       return GM_OK;
   }
@@ -367,6 +451,18 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->external_peak_bytes = e->ext_peak;
   r->external_end_bytes = e->ext_live;
   r->peak_reserved_plus_external_bytes = e->peak_total;
+  r->peak_requested_plus_external_bytes = e->peak_need;
+  r->recorded_failures = e->failures;
+  r->recorded_failures_served = e->failures_served;
+  r->first_failure_event = e->ff_event;
+  r->first_failure_ts_ns = e->ff_ts;
+  r->first_failure_size = e->ff_size;
+  r->first_failure_stream = e->ff_stream;
+  r->first_failure_callsite = e->ff_callsite;
+  r->first_failure_served = e->ff_served;
+  r->first_failure_live_bytes = e->ff_live;
+  r->first_failure_recorded_reserved_bytes = e->ff_rec_reserved;
+  r->first_failure_reserved_bytes = e->ff_reserved;
   r->end_reserved_bytes = e->reserved;
   r->end_allocated_bytes = s.allocated_bytes;
   r->end_requested_bytes = e->requested;

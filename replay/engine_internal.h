@@ -59,6 +59,13 @@ struct rp_engine {
   uint64_t driver_used_at_peak;
   uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
   int64_t first_oom_event, first_oom_ts;
+  uint64_t peak_need;       /* peak of requested + ext_live */
+  uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
+  uint64_t failures, failures_served;
+  int64_t ff_event;         /* first recorded failure (-1: none) */
+  uint64_t ff_ts, ff_size, ff_stream, ff_live, ff_rec_reserved, ff_reserved;
+  uint32_t ff_callsite;
+  int ff_served;
   rp_skip_counts_t skipped;
   int have_ts;
   uint64_t last_ts, last_reserved, last_allocated;

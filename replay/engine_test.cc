@@ -169,7 +169,7 @@ struct Replay {
   rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
   gm_err_t err{};
   Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "",
-         int external_sync = 0) {
+         int external_sync = 0, int serve_failed = 0) {
     rp_sim_opts_t so{};
     so.capacity = capacity;
     EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
@@ -177,6 +177,7 @@ struct Replay {
     eo.device = -1;
     eo.check = check;
     eo.capacity = capacity;
+    eo.serve_failed = serve_failed;
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
     EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
@@ -575,4 +576,73 @@ TEST(Engine, ExternalMemoryTakesCapacity) {
   EXPECT_EQ(run.r->external_allocs, 2u);  // the failed one is still the program's request
   EXPECT_EQ(run.r->external_peak_bytes, 80 * MiB);  // asked for, as the lower bound counts
   EXPECT_EQ(run.r->lower_bound_bytes, 8 * MiB);     // the failed tensor was never freed
+}
+
+// ---- the recorded run's failed requests ------------------------------------------------
+
+gmt_event_t Failed(uint64_t ts, uint64_t size, uint32_t callsite = 0) {
+  gmt_event_t e = Ev(GMT_EV_ALLOC_FAILED, ts, 0, size);
+  e.callsite = callsite;
+  return e;
+}
+
+TEST(Engine, RecordedFailureIsDescribedEvenWhenNotReplayed) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x100000, 8 * MiB), A(1, 0x1000, 3 * MiB),
+                      Failed(2, 4 * MiB, 5), Failed(3, 1 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->recorded_failures, 2u);
+  EXPECT_EQ(run.r->recorded_failures_served, 0u);  // not asked: serve_failed is off
+  EXPECT_EQ(run.r->skipped.trace_ooms, 2u);
+  EXPECT_EQ(run.r->first_failure_event, 2);
+  EXPECT_EQ(run.r->first_failure_ts_ns, 2u);
+  EXPECT_EQ(run.r->first_failure_size, 4 * MiB);
+  EXPECT_EQ(run.r->first_failure_callsite, 5u);
+  EXPECT_EQ(run.r->first_failure_live_bytes, 3 * MiB);
+  EXPECT_EQ(run.r->first_failure_recorded_reserved_bytes, 8 * MiB);  // the recorded segment
+  EXPECT_EQ(run.r->lower_bound_bytes, 3 * MiB);
+}
+
+TEST(Engine, ServedFailureCountsAtItsMomentAndIsGivenBack) {
+  Replay run(kDirect, 0, 1, "", 0, 1);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, 3 * MiB), Failed(1, 4 * MiB), Fr(2, 0x1000), A(3, 0x2000, 1 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->recorded_failures, 1u);
+  EXPECT_EQ(run.r->recorded_failures_served, 1u);
+  EXPECT_EQ(run.r->first_failure_served, 1);
+  EXPECT_EQ(run.r->ooms, 0u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 7 * MiB);           // 3 live + the 4 asked for
+  EXPECT_EQ(run.r->peak_reserved_bytes, 7 * MiB);
+  EXPECT_EQ(run.r->first_failure_reserved_bytes, 7 * MiB);
+  EXPECT_EQ(run.r->peak_requested_plus_external_bytes, 7 * MiB);
+  EXPECT_EQ(run.r->end_requested_bytes, 1 * MiB);          // given back at once
+  EXPECT_EQ(run.r->skipped.trace_ooms, 0u);
+}
+
+TEST(Engine, FailureThatDoesNotFitTheCapacityIsAnOom) {
+  Replay run(kDirect, 6 * MiB, 1, "", 0, 1);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, 4 * MiB), Failed(1, 4 * MiB), Fr(2, 0x1000)}), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->recorded_failures_served, 0u);
+  EXPECT_EQ(run.r->first_failure_served, 0);
+  EXPECT_EQ(run.r->ooms, 1u);
+  EXPECT_EQ(run.r->first_oom_event, 1);
+  EXPECT_EQ(run.r->lower_bound_bytes, 8 * MiB);  // asked for, served or not
+  EXPECT_EQ(run.r->peak_reserved_bytes, 4 * MiB);
+  EXPECT_EQ(run.r->first_failure_reserved_bytes, 4 * MiB);
+}
+
+TEST(Engine, NeedsAtLeastCountsExternalMemoryBesideTheRequests) {
+  // 64 MiB of a library's own beside 8 MiB of tensors: the device must hold 72 MiB at once,
+  // while the allocator's lower bound is 8 MiB.
+  Replay run(kDirect, 0, 1, "", 1);
+  ASSERT_EQ(run.Feed({AS(0, 0x9000, 64 * MiB), AA(1, 0x1000, 8 * MiB), Fr(2, 0x9000), FA(3, 0x1000),
+                      AA(4, 0x2000, 16 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->lower_bound_bytes, 16 * MiB);
+  EXPECT_EQ(run.r->external_peak_bytes, 64 * MiB);
+  EXPECT_EQ(run.r->peak_requested_plus_external_bytes, 72 * MiB);
 }

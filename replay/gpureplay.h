@@ -34,6 +34,7 @@ typedef struct gr_config {
   int progress;          /* stderr is a terminal */
   int preload;           /* 1 always, 0 never, -1 when it fits */
   int sync_allocs;       /* GR_SYNC_*: how synchronous device allocations are read */
+  int serve_failed;      /* replay the recorded run's failed requests (rp_engine_opts_t) */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
@@ -52,11 +53,31 @@ typedef struct gr_trace_info {
   unsigned capture_mode;    /* the header's gmt_capture_mode_t */
   int has_async_alloc;      /* a requests trace holds an async device allocation (scanned) */
   int external_sync;        /* synchronous allocations are replayed as external memory */
+  uint64_t device_memory;   /* total memory the policies saw */
+  int device_memory_assumed; /* neither the trace nor the command line said: 80 GiB */
+  /* The recorded run's failure: the device's free bytes at it, as PyTorch recorded them (0:
+   * unknown), the first failure's callsite text, and how the replay's capacity was chosen. */
+  uint64_t recorded_device_free;
+  char failure_callsite[512];
+  char capacity_note[512];
 } gr_trace_info_t;
+
+/* The device memory a replay assumes when neither the trace nor the command line gives it. */
+#define GR_ASSUMED_DEVICE_MEMORY (80ull << 30)
 
 /* Replay every policy of cfg over one trace; res[i] for cfg->policies[i]. */
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err);
+
+/* When the trace recorded failed requests and no --capacity was given: the capacity the
+ * recorded run had (reserved + free at the first failure, from PyTorch's record; else the
+ * GPU's total memory), with a note saying which. 0: unknown. */
+uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, char *note, size_t n);
+
+/* A policy spec as users paste it: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" (or
+ * PYTORCH_ALLOC_CONF=) -> "pytorch:expandable_segments:True"; backend:cudaMallocAsync ->
+ * "async". Other specs are copied as they are. */
+void gr_policy_from_env(const char *spec, char *out, size_t n);
 
 /* The sweep grid: NULL-terminated specs. */
 extern const char *const gr_sweep_grid[];
@@ -66,6 +87,8 @@ void gr_rank(rp_result_t *const *res, int n, int *order);
 void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
                     const int *order);
 void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r);
+/* The recorded run's failed requests, each line starting with prefix (nothing if none). */
+void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0);
 
 /* The results file (replay/RESULTS.md): collect runs, then write. */
 typedef struct gr_results gr_results_t;

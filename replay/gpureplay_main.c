@@ -19,7 +19,7 @@
 #include "replay/rp_cuda.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check;
+  int help, version, sweep, json, check, quiet;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *sync_allocs;
   uint64_t capacity, device_memory, granularity, jobs;
@@ -54,13 +54,14 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, json)},
     {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
      offsetof(opts_t, check)},
+    {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(opts_t, quiet)},
     {"version", 0, GM_OPT_FLAG, NULL, "print versions and exit", offsetof(opts_t, version)},
     {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(opts_t, help)},
     {NULL, 0, 0, NULL, NULL, 0},
 };
 
-static const char kUsage[] = "gpureplay TRACE... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
-                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS] [--json]";
+static const char kUsage[] = "gpureplay TRACE.zst... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
+                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS.json] [--json]";
 static const char kDescription[] =
     "Replay recorded GPU memory traces under allocator policies and report what each would\n"
     "reserve, waste and cost. Device memory requests of one device are replayed (the first\n"
@@ -70,6 +71,11 @@ static const char kDescription[] =
     "switched to cudaMallocAsync) synchronous allocations come from libraries that bypass the\n"
     "framework's allocator (cuBLAS workspaces, ...): they are external memory, reported apart\n"
     "and kept out of peak reserved, so that it compares with torch.cuda.max_memory_reserved().\n"
+    "Requests that failed in the recorded run (OOM) are replayed too, within the memory the run\n"
+    "had (--capacity overrides): a policy without OOMs would have served them.\n"
+    "Input: gpumem traces (.zst; `gpurec import` makes one from a PyTorch snapshot pickle or a CSV\n"
+    "trace). A policy may be given as the line users paste: -p PYTORCH_CUDA_ALLOC_CONF=...\n"
+    "Figures (peak reserved, lower bound, ...): README.md, Glossary.\n"
     "Policies (replay/policies):";
 
 static int usage_error(const char *msg) {
@@ -116,6 +122,26 @@ static gm_status_t no_free_async(void *ctx, uint64_t addr, uint64_t stream) {
 }
 static gm_status_t no_pool_trim(void *ctx, uint64_t keep) { return GM_ERR_UNSUPPORTED; }
 
+void gr_policy_from_env(const char *spec, char *out, size_t n) {
+  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    size_t l = strlen(vars[i]);
+    if (strncmp(spec, vars[i], l) != 0) continue;
+    const char *conf = spec + l;
+    /* A value pasted with its shell quotes. */
+    size_t cl = strlen(conf);
+    if (cl >= 2 && (conf[0] == '\'' || conf[0] == '"') && conf[cl - 1] == conf[0]) {
+      conf++;
+      cl -= 2;
+    }
+    if (strstr(conf, "backend:cudaMallocAsync")) snprintf(out, n, "async");
+    else if (cl == 0) snprintf(out, n, "pytorch");
+    else snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
+    return;
+  }
+  snprintf(out, n, "%s", spec);
+}
+
 /* Create the policy once against a simulator: a bad key is reported before any replay. */
 static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t *err) {
   rp_backend_t *b = NULL;
@@ -152,6 +178,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     return 0;
   }
   if (npos == 0) return usage_error("no trace given");
+  if (o.quiet) gm_log_set_level(GM_LOG_ERROR);
   gr_config_t cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.traces = (const char **)pos;
@@ -185,10 +212,12 @@ static int gpureplay(int argc, char **argv, char **pos) {
   /* Policies: the user's, then the sweep grid (entries this build rejects are dropped with a
    * warning: the grid is ours, not the user's mistake). */
   const char *specs[GM_STRLIST_MAX + 32];
+  static char given[GM_STRLIST_MAX][1024]; /* the user's specs in gpureplay's words */
   int n = 0;
   uint64_t vtotal = o.device_memory ? o.device_memory : o.capacity ? o.capacity : (80ull << 30);
   for (int i = 0; i < o.policy.n; i++) {
-    gm_status_t st = validate(o.policy.v[i], vtotal, cfg.cuda_ordinal >= 0, &err);
+    gr_policy_from_env(o.policy.v[i], given[i], sizeof given[i]);
+    gm_status_t st = validate(given[i], vtotal, cfg.cuda_ordinal >= 0, &err);
     if (st == GM_ERR_INVAL) {
       char m[GM_ERR_MSG_MAX + 64];
       snprintf(m, sizeof m, "bad --policy '%s': %s", o.policy.v[i], err.msg);
@@ -199,7 +228,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
       gm_log_err(&err);
       return 1;
     }
-    specs[n++] = o.policy.v[i];
+    specs[n++] = given[i];
   }
   if (o.sweep) {
     for (const char *const *g = gr_sweep_grid; *g; g++) {
@@ -219,6 +248,21 @@ static int gpureplay(int argc, char **argv, char **pos) {
   }
   cfg.policies = specs;
   cfg.n_policies = n;
+  cfg.serve_failed = 1;
+
+  /* Before any replay: every input is a trace, and the results file can be written. */
+  for (int t = 0; t < cfg.n_traces; t++) {
+    char advice[GM_ERR_MSG_MAX];
+    if (gm_file_advice(cfg.traces[t], gm_file_kind(cfg.traces[t]), GM_WANT(GM_FILE_TRACE), advice,
+                       sizeof advice)) {
+      gm_log(GM_LOG_ERROR, "%s", advice);
+      return 1;
+    }
+  }
+  if (o.output && gm_output_check(o.output, &err) != GM_OK) {
+    gm_log_err(&err);
+    return 1;
+  }
 
   gr_results_t *rs = o.output ? gr_results_new() : NULL;
   rp_result_t **res = calloc((size_t)n, sizeof *res);
@@ -233,12 +277,24 @@ static int gpureplay(int argc, char **argv, char **pos) {
   for (int t = 0; t < cfg.n_traces && rc == 0; t++) {
     gr_trace_info_t info;
     gm_status_t st = gr_run_trace(&cfg, cfg.traces[t], &info, res, &err);
+    char note[512];
+    uint64_t cap = st == GM_OK && !o.capacity ? gr_failure_capacity(&info, res[0], note, sizeof note) : 0;
+    if (cap) {
+      /* The recorded run ran out of memory: replay again within what it had, so each
+       * policy's OOMs say whether it would have served the request that failed. */
+      gr_config_t again = cfg;
+      again.capacity = cap;
+      if (!again.device_memory) again.device_memory = info.gpu_total_mem;
+      st = gr_run_trace(&again, cfg.traces[t], &info, res, &err);
+      snprintf(info.capacity_note, sizeof info.capacity_note, "%s", note);
+    }
     if (st != GM_OK) {
       gm_log_err(&err);
       rc = 1;
       break;
     }
     if (o.json) {
+      if (!o.quiet) gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
       for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
     } else {
       gr_rank(res, n, order);
@@ -254,6 +310,8 @@ static int gpureplay(int argc, char **argv, char **pos) {
   if (rc == 0 && rs && gr_results_write(rs, o.output, &err) != GM_OK) {
     gm_log_err(&err);
     rc = 1;
+  } else if (rc == 0 && rs && !o.quiet) {
+    fprintf(stderr, "gpureplay: wrote %s\n", o.output); /* every file written is named */
   }
   if (fflush(stdout) != 0 && rc == 0) rc = 1;
   gr_results_free(rs);

@@ -3,8 +3,11 @@
  * analyzer (replay/RESULTS.md, schema version 1), all JSON through jansson so strings from
  * the command line and the trace are always escaped.
  *
- * Ranking: policies that fit (no OOM) first, then by peak reserved, then by driver calls;
- * ties keep the order the policies were given in. */
+ * Ranking: policies that fit (no OOM) first, by peak reserved, then by driver calls. Then
+ * those that ran out of memory: a policy that failed requests reserved less because it
+ * served less, so its peak reserved says nothing; the one that got furthest (latest first
+ * OOM) comes first, then the one with fewer OOMs. Ties keep the order the policies were
+ * given in. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -17,6 +20,10 @@
 
 static int better(const rp_result_t *a, const rp_result_t *b) {
   if ((a->ooms > 0) != (b->ooms > 0)) return a->ooms == 0;
+  if (a->ooms > 0) {
+    if (a->first_oom_event != b->first_oom_event) return a->first_oom_event > b->first_oom_event;
+    if (a->ooms != b->ooms) return a->ooms < b->ooms;
+  }
   if (a->peak_reserved_bytes != b->peak_reserved_bytes)
     return a->peak_reserved_bytes < b->peak_reserved_bytes;
   return a->device_alloc_calls + a->device_free_calls < b->device_alloc_calls + b->device_free_calls;
@@ -34,18 +41,56 @@ void gr_rank(rp_result_t *const *res, int n, int *order) {
   }
 }
 
+static void print_time(FILE *f, uint64_t ns) {
+  if (ns >= 1000000000ull) fprintf(f, "%.3f s", (double)ns / 1e9);
+  else fprintf(f, "%.3f ms", (double)ns / 1e6);
+}
+
+void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0) {
+  char b1[32], b2[32];
+  if (!r0->recorded_failures) return;
+  fprintf(f, "%srecorded OOM: the run failed %" PRIu64 " request%s; the first: %s", prefix,
+          r0->recorded_failures, r0->recorded_failures == 1 ? "" : "s",
+          gm_format_size(r0->first_failure_size, b1, sizeof b1));
+  if (r0->first_failure_stream == GMT_STREAM_NONE) fprintf(f, " (no stream)");
+  else fprintf(f, " on stream %" PRIu64, r0->first_failure_stream);
+  fprintf(f, " at #%" PRId64 " t=", r0->first_failure_event);
+  print_time(f, r0->first_failure_ts_ns);
+  if (info->failure_callsite[0]) fprintf(f, " (%s)", info->failure_callsite);
+  fprintf(f, "; live then %s", gm_format_size(r0->first_failure_live_bytes, b1, sizeof b1));
+  if (r0->first_failure_recorded_reserved_bytes)
+    fprintf(f, ", reserved %s", gm_format_size(r0->first_failure_recorded_reserved_bytes, b1, sizeof b1));
+  if (info->recorded_device_free)
+    fprintf(f, ", free on the device %s", gm_format_size(info->recorded_device_free, b2, sizeof b2));
+  fprintf(f, "\n");
+  if (info->capacity_note[0])
+    fprintf(f, "%sreplayed with capacity %s (%s; --capacity=SIZE to change): a policy without OOMs "
+               "would have served it\n", prefix, gm_format_size(r0->capacity_bytes, b1, sizeof b1),
+            info->capacity_note);
+  else if (!r0->capacity_bytes)
+    fprintf(f, "%sthe recorded GPU's memory is not in the trace: give --capacity=SIZE to see which "
+               "policy would have served it\n", prefix);
+}
+
 void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
                     const int *order) {
   char b1[32], b2[32];
   const rp_result_t *r0 = res[0];
-  fprintf(f, "trace %s: %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s (peak live requested)",
+  fprintf(f, "trace %s: %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s",
           info->path, r0->events, r0->allocs, gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
   if (r0->capacity_bytes) fprintf(f, ", capacity %s", gm_format_size(r0->capacity_bytes, b2, sizeof b2));
   fprintf(f, ", backend %s\n", r0->backend);
+  gr_print_failure(f, "", info, r0);
   if (r0->external_sync && r0->external_allocs)
     fprintf(f, "external: %" PRIu64 " synchronous allocs outside the framework's allocator, peak %s "
-               "live (not replayed; not in reserved nor the lower bound)\n",
-            r0->external_allocs, gm_format_size(r0->external_peak_bytes, b1, sizeof b1));
+               "(not replayed; not in peak reserved nor the lower bound); needs at least %s (both together)\n",
+            r0->external_allocs, gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
+            gm_format_size(r0->peak_requested_plus_external_bytes, b2, sizeof b2));
+  if (info->device_memory_assumed)
+    fprintf(f, "device memory: %s assumed%s, the trace does not say which GPU it came from "
+               "(--device-memory=SIZE, or gpurec import --gpu-memory=SIZE)\n",
+            gm_format_size(info->device_memory, b1, sizeof b1),
+            r0->capacity_bytes && info->device_memory == r0->capacity_bytes ? " (the capacity)" : "");
   const rp_skip_counts_t *s = &r0->skipped;
   if (s->unknown_free || s->double_free || s->alloc_over_live)
     fprintf(f, "anomalies: %" PRIu64 " frees of unknown addresses, %" PRIu64 " double frees, %" PRIu64
@@ -61,7 +106,8 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   for (int i = 0; i < n; i++) {
     const rp_result_t *r = res[order[i]];
     char over[32], oom[64] = "";
-    if (r->lower_bound_bytes)
+    /* A run that ran out of memory served less than the trace asked: no comparison. */
+    if (r->lower_bound_bytes && !r->ooms)
       snprintf(over, sizeof over, "%+.1f%%",
                100.0 * ((double)r->peak_reserved_bytes / (double)r->lower_bound_bytes - 1.0));
     else
@@ -69,7 +115,7 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
     if (r->capacity_bytes) {
       char at[48];
       if (r->first_oom_event >= 0)
-        snprintf(at, sizeof at, "#%" PRId64 " t=%.3fs", r->first_oom_event,
+        snprintf(at, sizeof at, "#%" PRId64 " t=%.3f s", r->first_oom_event,
                  (double)r->first_oom_ts_ns * 1e-9);
       else
         snprintf(at, sizeof at, "fits");
@@ -177,6 +223,32 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(ex, "peak_bytes", json_integer((json_int_t)r->external_peak_bytes));
   json_object_set_new(ex, "end_bytes", json_integer((json_int_t)r->external_end_bytes));
   json_object_set_new(o, "external", ex);
+  /* Additive keys of the first-contact issue: what the device must hold, what the replay
+   * assumed, and the recorded run's failed requests (replay/RESULTS.md). */
+  json_object_set_new(o, "peak_requested_plus_external_bytes",
+                      json_integer((json_int_t)r->peak_requested_plus_external_bytes));
+  json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)info->device_memory));
+  json_object_set_new(o, "device_memory_assumed", json_boolean(info->device_memory_assumed));
+  if (r->recorded_failures) {
+    json_t *rf = json_object();
+    json_object_set_new(rf, "count", json_integer((json_int_t)r->recorded_failures));
+    json_object_set_new(rf, "served", json_integer((json_int_t)r->recorded_failures_served));
+    json_object_set_new(rf, "first_event", json_integer(r->first_failure_event));
+    json_object_set_new(rf, "first_ts_ns", json_integer((json_int_t)r->first_failure_ts_ns));
+    json_object_set_new(rf, "first_size", json_integer((json_int_t)r->first_failure_size));
+    if (r->first_failure_stream == GMT_STREAM_NONE) json_object_set_new(rf, "first_stream", json_null());
+    else json_object_set_new(rf, "first_stream", json_integer((json_int_t)r->first_failure_stream));
+    json_t *cs = json_string(info->failure_callsite); /* NULL if not UTF-8 */
+    json_object_set_new(rf, "first_callsite", cs ? cs : json_string("?"));
+    json_object_set_new(rf, "first_served", json_boolean(r->first_failure_served));
+    json_object_set_new(rf, "live_bytes", json_integer((json_int_t)r->first_failure_live_bytes));
+    json_object_set_new(rf, "recorded_reserved_bytes",
+                        json_integer((json_int_t)r->first_failure_recorded_reserved_bytes));
+    json_object_set_new(rf, "device_free_bytes", json_integer((json_int_t)info->recorded_device_free));
+    json_object_set_new(rf, "reserved_bytes", json_integer((json_int_t)r->first_failure_reserved_bytes));
+    json_object_set_new(rf, "capacity_note", json_string(info->capacity_note));
+    json_object_set_new(o, "recorded_failures", rf);
+  }
   if (r->has_latency) {
     json_t *l = json_object();
     json_object_set_new(l, "alloc_p50", json_integer((json_int_t)r->alloc_p50_ns));

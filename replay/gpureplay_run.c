@@ -226,7 +226,7 @@ static void run_job(job_t *j, pool_t *p) {
   }
   j->st = make_backend(j, &b, err);
   if (j->st != GM_OK) return;
-  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity};
+  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
@@ -288,6 +288,8 @@ static gm_status_t probe(const char *path, int sync_allocs, gr_trace_info_t *inf
   info->pid = h->pid;
   info->gpu_total_mem = h->gpu_total_mem;
   info->capture_mode = h->capture_mode;
+  const char *free_at_oom = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");
+  if (free_at_oom) gm_parse_u64(free_at_oom, &info->recorded_device_free, NULL);
   info->events_in_index = 0;
   uint64_t nc = gmt_reader_chunk_count(r);
   for (uint64_t i = 0; i < nc; i++) {
@@ -340,6 +342,22 @@ static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, s
   return GM_OK;
 }
 
+/* The text of string id (a callsite), read from the trace up to where it is defined. */
+static void callsite_text(const char *path, uint32_t id, char *out, size_t n) {
+  out[0] = '\0';
+  gmt_reader_t *r = NULL;
+  if (gmt_reader_open(&r, path, NULL) != GM_OK) return;
+  gmt_event_t buf[512];
+  const char *s = gmt_reader_string(r, id);
+  while (!s) {
+    size_t k = 0;
+    if (gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &k, NULL) != GM_OK) break;
+    s = gmt_reader_string(r, id);
+  }
+  if (s) snprintf(out, n, "%s", s);
+  gmt_reader_close(r);
+}
+
 static void show_progress(pool_t *p, uint64_t total, const char *path) {
   uint64_t done = atomic_load(&p->events);
   double pct = total ? 100.0 * (double)done / (double)total : 0.0;
@@ -356,6 +374,9 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   uint64_t total_memory = cfg->device_memory ? cfg->device_memory
                           : cfg->capacity    ? cfg->capacity
                           : info->gpu_total_mem;
+  /* Said out loud wherever it matters (prealloc and bfc take a share of it). */
+  info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
+  info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
   int n = cfg->n_policies;
   gmt_event_t *evs = NULL;
   size_t n_evs = 0;
@@ -419,5 +440,30 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     }
   free(p.jobs);
   free(evs);
+  if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
+    callsite_text(path, res[0]->first_failure_callsite, info->failure_callsite,
+                  sizeof info->failure_callsite);
   return st;
+}
+
+uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, char *note, size_t n) {
+  char b1[32], b2[32];
+  note[0] = '\0';
+  if (!r->recorded_failures) return 0;
+  if (info->recorded_device_free) {
+    /* PyTorch records the device's free bytes with its OOM: what the process could have had
+     * is what its allocator held then plus that. */
+    uint64_t held = r->first_failure_recorded_reserved_bytes > r->first_failure_live_bytes
+                        ? r->first_failure_recorded_reserved_bytes
+                        : r->first_failure_live_bytes;
+    snprintf(note, n, "what the recorded process had: %s reserved + %s free on the device at the failure",
+             gm_format_size(held, b1, sizeof b1), gm_format_size(info->recorded_device_free, b2, sizeof b2));
+    return held + info->recorded_device_free;
+  }
+  if (info->gpu_total_mem) {
+    snprintf(note, n, "the recorded GPU's memory; the CUDA context and other processes held some of it, "
+             "so the real limit was lower");
+    return info->gpu_total_mem;
+  }
+  return 0;
 }

@@ -10,7 +10,8 @@
  * (GMT_MEM_DEVICE or GMT_MEM_UNKNOWN) of one device (the first device that allocates, unless
  * opts.device says otherwise; the others are skipped and counted). SEGMENT_*, VMM_*,
  * POOL_CREATE/TRIM/DESTROY, MARKER, FREE_REQUESTED and ALLOC_FAILED describe the recorded
- * run's own allocator or its failures, not requests: skipped and counted. POOL_TRIM is CUPTI's
+ * run's own allocator or its failures, not requests: skipped and counted (ALLOC_FAILED is
+ * replayed as a request given back at once with opts.serve_failed). POOL_TRIM is CUPTI's
  * record of the driver's pool trimming itself (it follows the recorded run's synchronizations,
  * not the program's wishes); a program's own cudaMemPoolTrimTo (PyTorch's empty_cache under
  * the async backend) is recorded as EMPTY_CACHE by the API callback and is replayed.
@@ -96,6 +97,12 @@ typedef struct rp_engine_opts {
   int device;      /* device ordinal to replay; -1: the first device that allocates */
   int check;       /* call the policy's check() after every op (tests; slow) */
   uint64_t capacity; /* reported in results only (the backend enforces it) */
+  /* Replay the recorded run's failed requests (ALLOC_FAILED) too: each is asked of the policy
+   * at the moment it failed and given back at once (nothing in the trace frees it), so a
+   * policy that serves it counts it in its peaks and one that cannot within the capacity
+   * has an OOM there. Off: they are skipped and counted (skipped.trace_ooms). Either way the
+   * first one is described in the result (first_failure_*). */
+  int serve_failed;
 } rp_engine_opts_t;
 
 /* The rule for rp_engine_set_external_sync: a trace captured in `requests` mode (the
@@ -133,6 +140,21 @@ typedef struct rp_result {
   uint64_t external_allocs, external_frees;
   uint64_t external_peak_bytes, external_end_bytes;
   uint64_t peak_reserved_plus_external_bytes; /* peak of reserved + live external, together */
+  /* "needs at least": the peak of live requested + live external bytes together (a served
+   * failed request counted at its moment): all the device must hold at once with a perfect
+   * allocator, the CUDA context aside. */
+  uint64_t peak_requested_plus_external_bytes;
+  /* The recorded run's failed requests (ALLOC_FAILED of the replayed device) and the first of
+   * them as the trace recorded it: where, how big, what was live (requested + external) and
+   * what the recorded allocator held (segments and mapped VMM bytes) just before it. */
+  uint64_t recorded_failures;
+  uint64_t recorded_failures_served; /* opts.serve_failed: those this policy served */
+  int64_t first_failure_event;       /* -1: none */
+  uint64_t first_failure_ts_ns, first_failure_size, first_failure_stream;
+  uint32_t first_failure_callsite;   /* string id, 0: none */
+  int first_failure_served;          /* opts.serve_failed: this policy served the first */
+  uint64_t first_failure_live_bytes, first_failure_recorded_reserved_bytes;
+  uint64_t first_failure_reserved_bytes; /* this policy's reserved + external just after it */
   uint64_t end_reserved_bytes, end_allocated_bytes, end_requested_bytes;
   double fragmentation_at_peak; /* 1 - allocated/reserved at the (first) reserved peak */
   double fragmentation_mean;    /* time-weighted over the replay while reserved > 0 */

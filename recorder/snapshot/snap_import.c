@@ -58,23 +58,30 @@ static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
   return w < 0 || (size_t)w >= n ? 0 : (size_t)w;
 }
 
-static gm_status_t callsite(gmt_writer_t *w, const snap_val_t *frames, uint32_t *id,
-                            gm_err_t *err) {
-  *id = GMT_NO_STRING;
-  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return GM_OK;
+/* The callsite string of a frames list into buf ("" when there is none). */
+static void callsite_text(const snap_val_t *frames, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return;
   int user = 0;
   for (size_t k = 1; k < frames->n && !user; k++) user = !is_library(frames->items[k]);
-  char buf[2048];
   size_t off = 0;
   int kept = 0;
   for (size_t k = 0; k < frames->n && kept < SNAP_MAX_FRAMES; k++) {
     if (k > 0 && user && is_library(frames->items[k])) continue;
-    size_t w2 = frame_text(frames->items[k], buf + off, sizeof(buf) - off, kept == 0);
+    size_t w2 = frame_text(frames->items[k], buf + off, n - off, kept == 0);
     if (!w2) break;
     off += w2;
     kept++;
   }
-  if (off == 0) return GM_OK;
+  buf[off] = '\0';
+}
+
+static gm_status_t callsite(gmt_writer_t *w, const snap_val_t *frames, uint32_t *id,
+                            gm_err_t *err) {
+  *id = GMT_NO_STRING;
+  char buf[2048];
+  callsite_text(frames, buf, sizeof buf);
+  if (!buf[0]) return GM_OK;
   return gmt_writer_intern(w, buf, id, err);
 }
 
@@ -114,7 +121,10 @@ gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t 
   if (snap_int(snap_dict_get(e, "size"), &v)) out->ev.size = (uint64_t)v;
   if (snap_int(snap_dict_get(e, "stream"), &v)) out->ev.stream = (uint64_t)v;
   out->has_time = snap_int(snap_dict_get(e, "time_us"), &out->time_us);
-  if (kind == GMT_EV_ALLOC_FAILED) out->ev.addr = 0; /* torch puts device_free there */
+  if (kind == GMT_EV_ALLOC_FAILED) { /* torch puts device_free there: kept for the header */
+    out->device_free = out->ev.addr;
+    out->ev.addr = 0;
+  }
   out->frames = snap_dict_get(e, "frames");
   return GM_OK;
 }
@@ -221,6 +231,16 @@ static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const sn
         (st = gmt_header_kv_set(h, "torch.alloc_conf", val, err)))
       return st;
   }
+  /* The first OOM's record of the device's free memory: with what the allocator held then, it
+   * says how much memory the process could have had (gpureplay replays within it). */
+  for (size_t k = 0; k < ps->n; k++) {
+    if (ps->evs[k].ev.kind != GMT_EV_ALLOC_FAILED) continue;
+    if (ps->evs[k].device_free) {
+      snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->evs[k].device_free);
+      if ((st = gmt_header_kv_set(h, "torch.snapshot.oom_device_free_bytes", val, err))) return st;
+    }
+    break;
+  }
   snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->devices);
   if ((st = gmt_header_kv_set(h, "torch.snapshot.devices", val, err))) return st;
   snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->synthetic);
@@ -295,6 +315,17 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
     st->events = s == GM_OK ? ps.n : 0;
     st->devices = ps.devices;
     st->skipped = ps.skipped;
+    st->failed = 0;
+    for (size_t k = 0; k < ps.n; k++) {
+      const snap_event_t *e = &ps.evs[k];
+      if (e->ev.kind != GMT_EV_ALLOC_FAILED) continue;
+      if (st->failed++ == 0) {
+        st->first_failed_size = e->ev.size;
+        st->first_failed_stream = e->ev.stream;
+        callsite_text(e->frames, st->first_failed_callsite, sizeof st->first_failed_callsite);
+      }
+    }
+    st->synthetic = ps.synthetic;
   }
   gmt_header_free(&h);
   snap_plan_free(&ps);

@@ -20,6 +20,10 @@ typedef struct snap_import_stats {
   uint64_t events;        /* events written */
   uint64_t devices;       /* devices with a trace */
   uint64_t skipped;       /* entries of actions not converted */
+  uint64_t failed;        /* 'oom' entries: requests that failed in the recorded run */
+  uint64_t first_failed_size, first_failed_stream;
+  char first_failed_callsite[256];
+  uint64_t synthetic;     /* events made from the final state (memory the history never shows) */
 } snap_import_stats_t;
 
 /* Non-zero if buf (the file's first bytes) looks like a pickle (protocol 2+). */

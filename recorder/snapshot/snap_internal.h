@@ -19,6 +19,7 @@ typedef struct snap_event {
   char *marker_name;        /* MARKER text (owned), or NULL */
   int64_t time_us;
   int has_time;
+  uint64_t device_free; /* ALLOC_FAILED: the device's free bytes PyTorch recorded with it */
 } snap_event_t;
 
 /* The whole conversion, planned before anything is written: events in final order. */

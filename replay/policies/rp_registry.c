@@ -78,6 +78,12 @@ gm_status_t rp_policy_create(const char *spec, const rp_driver_t *drv, const rp_
       if (w < 0) break;
       used += (size_t)w;
     }
+    const char *names[16];
+    size_t nn = 0;
+    for (const rp_policy_ops_t *const *k = all_policies; *k && nn < 16; k++) names[nn++] = (*k)->name;
+    const char *near = gm_closest(name, names, nn);
+    if (near)
+      return gm_err_set(err, GM_ERR_INVAL, "unknown policy '%s' (did you mean '%s'? known: %s)", name, near, known);
     return gm_err_set(err, GM_ERR_INVAL, "unknown policy '%s' (known: %s)", name, known);
   }
   gm_status_t st = o->create(conf, drv, out, err);

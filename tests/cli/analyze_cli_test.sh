@@ -118,11 +118,11 @@ has r.html "&lt;script&gt;alert(1)&lt;/script&gt;"; lacks r.html "<script>alert(
 lacks r.html "<img src=x"; lacks r.html "<script>console.error"; lacks r.html "node-<b>"
 has r.html "dygraphs 2.2.1"; has r.html 'class="chart-data"'
 
-# --- recommend: the line to paste, saving, headroom, warnings
+# --- recommend: the line to paste, saving, waste, warnings
 run 0 "$GA" recommend --db a.db
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 has out "saving vs default (pytorch, 20.00 MiB): 8.00 MiB (40.0%)"
-has out "headroom to the lower bound (10.31 MiB): 1.69 MiB"
+has out "waste: 1.69 MiB (14.1% of reserved) above the lower bound 10.31 MiB"
 has out "warning: PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb' is a native-allocator key: backend:cudaMallocAsync ignores it"
 
 run 0 "$GA" load --db t.db "$TRUNC"
@@ -134,10 +134,13 @@ GPUREPLAY="$MK" run 0 "$GA" report job.zst
 [ -s report.html ] || fail "report TRACE did not write report.html"
 [ -s job.zst.db ] || fail "report TRACE did not make job.zst.db"
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-GPUREPLAY="$MK" run 0 "$GA" report job.zst  # again: the re-run sweep's runs are not loaded twice
+GPUREPLAY="$MK" run 0 "$GA" report job.zst  # again: the trace has not changed, its replays are reused
+has err "reusing the 3 replays of job.zst in job.zst.db"
 GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again
 [ "$(wc -l < again/runs.csv)" = 4 ] || fail "a second report TRACE loaded the runs again: $(<again/runs.csv)"
-GPUREPLAY=/bin/false run 1 "$GA" report job.zst; one_line; has err "failed (exit status 1)"
+cp job.zst job2.zst
+GPUREPLAY=/bin/false run 1 "$GA" report job2.zst; one_line; has err "cannot replay 'job2.zst': false failed (exit status 1)"
+[ -e job2.zst.db ] && fail "a failed sweep left job2.zst.db behind"
 GPUREPLAY= run 0 "$GA" report --gpureplay="$MK" --html second.html job.zst
 [ -s second.html ] || fail "--gpureplay: no second.html"
 cd ..

@@ -100,9 +100,9 @@ int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "trace") == 0)
     return make_trace(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : -1);
   if (argc == 4 && strcmp(argv[1], "results") == 0) return make_results(argv[2], argv[3]);
-  /* fake gpureplay: TRACE --sweep -o OUT */
-  if (argc == 5 && strcmp(argv[2], "--sweep") == 0 && strcmp(argv[3], "-o") == 0)
-    return make_results(argv[1], argv[4]);
+  /* fake gpureplay: TRACE --sweep [--jobs=N] [-q] -o OUT */
+  if (argc >= 5 && strcmp(argv[2], "--sweep") == 0 && strcmp(argv[argc - 2], "-o") == 0)
+    return make_results(argv[1], argv[argc - 1]);
   fprintf(stderr, "usage: analyze_mkfixture trace OUT STEPS [RANK] | results TRACE OUT\n");
   return 2;
 }

@@ -305,6 +305,12 @@ static gm_status_t run_pass(toks_t *tk, int first_pass, rp_pytorch_conf_t *c, gm
     if (!k) {
       const char *name = tokstr(tk, i);
       if (is_sep(name[0]) && !name[1]) return gm_err_set(err, GM_ERR_INVAL, "pytorch: unexpected '%s' where a key was expected", name);
+      const char *names[sizeof KEYS / sizeof KEYS[0]];
+      size_t nn = 0;
+      for (const struct key *e = KEYS; e->name; e++) names[nn++] = e->name;
+      const char *near = gm_closest(name, names, nn);
+      if (near)
+        return gm_err_set(err, GM_ERR_INVAL, "pytorch: unknown key '%s' (did you mean '%s'?)", name, near);
       return gm_err_set(err, GM_ERR_INVAL, "pytorch: unknown key '%s' (not a torch " RP_PYTORCH_VERSION " PYTORCH_CUDA_ALLOC_CONF key)", name);
     }
     if (k->first == first_pass) {

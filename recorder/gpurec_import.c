@@ -1,0 +1,134 @@
+/* gpurec_import.c: `gpurec import FILE -o TRACE.zst`: a PyTorch memory snapshot (pickle) or a
+ * trace in CSV text form into a gpumem trace. The input's kind and the output's directory are
+ * checked before anything is read or made; a file of another kind (a trace, a results file, a
+ * database) is refused with the command that takes it. After a snapshot it says what the user
+ * must know before reading any figure from it: a run that ran out of memory, a history that
+ * was off, a GPU whose memory the pickle does not give. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+#include "recorder/gpurec_import.h"
+#include "recorder/snapshot/snap_import.h"
+
+typedef struct import_config {
+  const char *output;
+  uint64_t gpu_memory; /* the recorded GPU's total memory, for the header */
+  int quiet, help;
+} import_config_t;
+
+static int import_usage_error(const char *msg) {
+  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec import --help'\n", msg);
+  return 2;
+}
+
+/* What gpurec import says after a snapshot: what it made, and what the user should know before
+ * reading any figure from it (a failure, a history that was off, an assumed GPU). */
+static void import_notes(const char *in, const char *out, const snap_import_stats_t *st, uint64_t gpu_memory) {
+  char b1[32];
+  fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in, (unsigned long long)st->entries,
+          (unsigned long long)st->events, out);
+  if (st->entries == 0)
+    fprintf(stderr, "gpurec: warning: '%s' has no allocation history (the snapshot was taken without "
+                    "torch.cuda.memory._record_memory_history()): the trace holds only the %llu allocations "
+                    "and segments alive when it was taken, nothing to replay. Record the history with "
+                    "torch.cuda.memory._record_memory_history(max_entries=1000000) before the job allocates, or "
+                    "record the job with `gpurec --mode=torch -- python train.py`\n",
+            in, (unsigned long long)st->synthetic);
+  if (st->failed) {
+    fprintf(stderr, "gpurec: %s: the recorded run ran out of memory: %llu failed request%s, the first %s on stream %llu%s%s%s; "
+                    "`gpuanalyze report %s` says which setting would have served it\n",
+            in, (unsigned long long)st->failed, st->failed == 1 ? "" : "s",
+            gm_format_size(st->first_failed_size, b1, sizeof b1), (unsigned long long)st->first_failed_stream,
+            st->first_failed_callsite[0] ? " (" : "", st->first_failed_callsite,
+            st->first_failed_callsite[0] ? ")" : "", out);
+  }
+  if (!gpu_memory && st->entries)
+    fprintf(stderr, "gpurec: note: a snapshot does not say which GPU it was taken on, and prealloc, bfc and "
+                    "memory fractions depend on it; the replays will assume a size and say so. To give it: "
+                    "`gpurec import %s --gpu-memory=SIZE -o %s` (e.g. 80GiB)\n", in, out);
+}
+
+int gpurec_import(int argc, char **argv) {
+  static const gm_opt_t opts[] = {
+      {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(import_config_t, output)},
+      {"gpu-memory", 0, GM_OPT_SIZE, "SIZE",
+       "total memory of the GPU the snapshot was taken on (a pickle does not say; the replay's "
+       "fractions and preallocated arenas are computed from it), e.g. 80GiB",
+       offsetof(import_config_t, gpu_memory)},
+      {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(import_config_t, quiet)},
+      {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(import_config_t, help)},
+      {NULL, 0, 0, NULL, NULL, 0}};
+  import_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  int npos = 0;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (!pos) return 1;
+  if (gm_opts_parse(opts, argc, argv, &cfg, pos, &npos, 0, &err) < 0) {
+    free(pos);
+    return import_usage_error(err.msg);
+  }
+  if (cfg.help) {
+    gm_opts_help(stdout, "gpurec import SNAPSHOT.pickle|TRACE.csv -o TRACE.zst",
+                 "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle, taken with\n"
+                 "torch.cuda.memory._record_memory_history() on) or a trace in CSV text form\n"
+                 "(formats/SPEC.md) into a gpumem trace for gpureplay and gpuanalyze.",
+                 opts);
+    free(pos);
+    return 0;
+  }
+  if (npos != 1 || !cfg.output) {
+    free(pos);
+    return import_usage_error(npos != 1 ? "import needs exactly one input FILE" : "import needs -o TRACE.zst");
+  }
+  const char *in = pos[0];
+  free(pos);
+  /* The input is one of the two kinds import takes, and the output can be written: both
+   * before anything is read or made. */
+  gm_file_kind_t kind = gm_file_kind(in);
+  char advice[GM_ERR_MSG_MAX];
+  if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV), advice, sizeof advice)) {
+    fprintf(stderr, "gpurec: error: %s\n", advice);
+    return 1;
+  }
+  if (gm_output_check(cfg.output, &err) < 0) {
+    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    return 1;
+  }
+  FILE *f = fopen(in, "rb");
+  if (!f) {
+    fprintf(stderr, "gpurec: error: cannot open '%s': %s\n", in, strerror(errno));
+    return 1;
+  }
+  gm_status_t s;
+  if (kind == GM_FILE_PICKLE) {
+    fclose(f);
+    snap_import_stats_t st;
+    memset(&st, 0, sizeof st);
+    gmt_header_t prov;
+    gmt_header_init(&prov);
+    prov.gpu_total_mem = cfg.gpu_memory;
+    s = snap_import_file_prov(in, cfg.output, NULL, cfg.gpu_memory ? &prov : NULL, &st, &err);
+    gmt_header_free(&prov);
+    if (s >= 0 && !cfg.quiet) import_notes(in, cfg.output, &st, cfg.gpu_memory);
+  } else if (cfg.gpu_memory) {
+    fclose(f);
+    return import_usage_error("--gpu-memory is for PyTorch snapshots (a CSV trace carries gpu_total_mem itself)");
+  } else {
+    s = gmt_csv_import(f, in, cfg.output, NULL, &err);
+    fclose(f);
+    if (s >= 0 && !cfg.quiet) fprintf(stderr, "gpurec: %s: wrote %s\n", in, cfg.output);
+  }
+  if (s < 0) {
+    fprintf(stderr, "gpurec: error: cannot import '%s': %s\n", in, err.msg);
+    return 1;
+  }
+  return 0;
+}
+
