@@ -55,6 +55,44 @@ static int shell_safe(const char *s) {
   return 1;
 }
 
+/* TensorFlow's words: its environment variables as exports, its GPUOptions fields as the Python
+ * a user writes before the first op. */
+static void tf_line(const char *arg, char *buf, size_t n) {
+  if (!*arg) {
+    snprintf(buf, n, "unset TF_FORCE_GPU_ALLOW_GROWTH TF_GPU_ALLOCATOR   # TensorFlow's default: "
+                     "one region of the GPU's memory less 1800 MiB");
+    return;
+  }
+  char env[256] = "", py[512] = "";
+  size_t ue = 0, up = 0;
+  for (const char *p = arg; *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    size_t l = strcspn(p, ", ");
+    if (!l) break;
+    const char *eq = memchr(p, '=', l);
+    int kl = eq ? (int)(eq - p) : (int)l;
+    const char *v = eq ? eq + 1 : "";
+    int vl = eq ? (int)(l - (size_t)kl - 1) : 0;
+    int w = 0;
+    if (kl >= 3 && strncmp(p, "TF_", 3) == 0)
+      w = snprintf(env + ue, sizeof env - ue, "%s%.*s", ue ? " " : "export ", (int)l, p), ue += w > 0 ? (size_t)w : 0;
+    else if (kl == 12 && strncmp(p, "memory_limit", 12) == 0)
+      w = snprintf(py + up, sizeof py - up, "%stf.config.set_logical_device_configuration(gpu, "
+                   "[tf.config.LogicalDeviceConfiguration(memory_limit=%.*s)])", up ? "; " : "", vl, v),
+      up += w > 0 ? (size_t)w : 0;
+    else if (kl == 31 && strncmp(p, "per_process_gpu_memory_fraction", 31) == 0)
+      w = snprintf(py + up, sizeof py - up, "%stf.compat.v1.GPUOptions(per_process_gpu_memory_fraction=%.*s)",
+                   up ? "; " : "", vl, v),
+      up += w > 0 ? (size_t)w : 0;
+    else
+      w = snprintf(py + up, sizeof py - up, "%s%.*s", up ? "; " : "# ", (int)l, p), up += w > 0 ? (size_t)w : 0;
+    p += l;
+    if (ue >= sizeof env) ue = sizeof env - 1;
+    if (up >= sizeof py) up = sizeof py - 1;
+  }
+  snprintf(buf, n, "%s%s%s", env, *env && *py ? "   # and in Python: " : "", py);
+}
+
 void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, size_t n) {
   const char *colon = strchr(policy, ':');
   size_t fam = colon ? (size_t)(colon - policy) : strlen(policy);
@@ -64,7 +102,26 @@ void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, 
     else if (shell_safe(arg)) snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF=%s", arg);
     else snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF='%s'", arg);
   } else if (fam == 5 && strncmp(policy, "async", 5) == 0) {
-    snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync   # TensorFlow: TF_GPU_ALLOCATOR=cuda_malloc_async");
+    snprintf(buf, n, "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
+  } else if (fam == 3 && strncmp(policy, "jax", 3) == 0) {
+    /* The jax policy's conf is JAX's own words: the line is the words, as exports. */
+    if (!*arg) {
+      snprintf(buf, n, "unset XLA_PYTHON_CLIENT_PREALLOCATE XLA_PYTHON_CLIENT_MEM_FRACTION "
+                       "XLA_PYTHON_CLIENT_ALLOCATOR   # JAX's default: preallocate 75%% of the GPU");
+    } else {
+      size_t used = (size_t)snprintf(buf, n, "export");
+      for (const char *p = arg; *p && used < n;) {
+        while (*p == ',' || *p == ' ') p++;
+        size_t l = strcspn(p, ", ");
+        if (!l) break;
+        int w = snprintf(buf + used, n - used, " %.*s", (int)l, p);
+        if (w < 0) break;
+        used += (size_t)w;
+        p += l;
+      }
+    }
+  } else if (fam == 2 && strncmp(policy, "tf", 2) == 0) {
+    tf_line(arg, buf, n);
   } else if (fam == 3 && strncmp(policy, "bfc", 3) == 0) {
     if (strcmp(arg, "growth") == 0)
       snprintf(buf, n, "TF_FORCE_GPU_ALLOW_GROWTH=true   # JAX: XLA_PYTHON_CLIENT_PREALLOCATE=false");
@@ -86,41 +143,60 @@ void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, 
       snprintf(buf, n, "XLA_PYTHON_CLIENT_MEM_FRACTION=<%s / GPU memory>   # the GPU's memory is not in the trace", arg);
     }
   } else if (fam == 6 && strncmp(policy, "direct", 6) == 0) {
-    snprintf(buf, n, "PYTORCH_NO_CUDA_MEMORY_CACHING=1   # JAX: XLA_PYTHON_CLIENT_ALLOCATOR=platform (slow: a driver call per tensor)");
+    snprintf(buf, n, "PYTORCH_NO_CUDA_MEMORY_CACHING=1   # slow: a driver call per tensor");
   } else {
     snprintf(buf, n, "# no environment setting known for policy '%s'", policy);
   }
 }
 
-typedef enum { FW_PYTORCH, FW_TF, FW_JAX } framework_t;
+typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED } framework_t;
 
-static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *cmdline) {
+static const char *fw_name(framework_t fw) {
+  static const char *const names[] = {"unknown", "PyTorch", "TensorFlow", "JAX", "CuPy", "several frameworks"};
+  return names[fw];
+}
+
+/* Which framework's words the advice is in: the trace's framework.<name> keys (gpurec writes
+ * one per framework the process loaded); a torch-mode recording or an imported snapshot is
+ * PyTorch's; anything else is unknown and said so (an older recording). */
+static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *capture_mode) {
   sqlite3_stmt *st = NULL;
-  int tf = 0, jax = 0;
-  if (sqlite3_prepare_v2(db->h, "SELECT key FROM trace_kv WHERE trace_id=?", -1, &st, NULL) == SQLITE_OK) {
+  int n = 0;
+  framework_t fw = FW_UNKNOWN;
+  if (sqlite3_prepare_v2(db->h, "SELECT key FROM trace_kv WHERE trace_id=? AND key LIKE 'framework.%'",
+                         -1, &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int64(st, 1, trace_id);
     while (sqlite3_step(st) == SQLITE_ROW) {
       const char *k = (const char *)sqlite3_column_text(st, 0);
       if (!k) continue;
-      if (strncmp(k, "PYTORCH", 7) == 0) {
-        sqlite3_finalize(st);
-        return FW_PYTORCH;
-      }
-      if (strncmp(k, "TF_", 3) == 0) tf = 1;
-      if (strncmp(k, "XLA_", 4) == 0) jax = 1;
+      n++;
+      if (!strcmp(k, "framework.pytorch")) fw = FW_PYTORCH;
+      else if (!strcmp(k, "framework.jax")) fw = FW_JAX;
+      else if (!strcmp(k, "framework.tensorflow")) fw = FW_TF;
+      else if (!strcmp(k, "framework.cupy")) fw = FW_CUPY;
     }
     sqlite3_finalize(st);
   }
-  if (cmdline && strstr(cmdline, "jax")) jax = 1;
-  if (cmdline && strstr(cmdline, "tensorflow")) tf = 1;
-  return jax ? FW_JAX : tf ? FW_TF : FW_PYTORCH;
+  if (n > 1) return FW_MIXED;
+  if (n == 0 && capture_mode && !strcmp(capture_mode, "torch")) return FW_PYTORCH;
+  return fw;
 }
 
 static int in_family(framework_t fw, const char *policy) {
   switch (fw) {
-    case FW_TF: return strncmp(policy, "bfc", 3) == 0 || strncmp(policy, "async", 5) == 0;
-    case FW_JAX: return strncmp(policy, "prealloc", 8) == 0 || strcmp(policy, "bfc:growth") == 0;
+    case FW_TF: return strncmp(policy, "tf", 2) == 0 || strncmp(policy, "bfc", 3) == 0;
+    case FW_JAX: return strncmp(policy, "jax", 3) == 0;
+    case FW_CUPY: return 0;
     default: return strncmp(policy, "pytorch", 7) == 0 || strncmp(policy, "async", 5) == 0;
+  }
+}
+
+/* The setting the job runs with when the user sets nothing. */
+static const char *default_policy(framework_t fw) {
+  switch (fw) {
+    case FW_TF: return "tf";
+    case FW_JAX: return "jax";
+    default: return "pytorch";
   }
 }
 
@@ -260,8 +336,47 @@ static void warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_finalize(st);
 }
 
+/* "framework: JAX 0.11.2" from the trace's framework.<name> keys. */
+static void print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, framework_t fw) {
+  sqlite3_stmt *st = NULL;
+  char list[256] = "";
+  size_t used = 0;
+  if (sqlite3_prepare_v2(db->h, "SELECT key, value FROM trace_kv WHERE trace_id=? AND key LIKE 'framework.%' ORDER BY key",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, trace_id);
+    while (sqlite3_step(st) == SQLITE_ROW && used < sizeof list) {
+      const char *k = (const char *)sqlite3_column_text(st, 0), *v = (const char *)sqlite3_column_text(st, 1);
+      int w = snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", k ? k + 10 : "?", v ? v : "");
+      if (w < 0) break;
+      used += (size_t)w;
+    }
+    sqlite3_finalize(st);
+  }
+  if (used) fprintf(out, "  framework: %s (advice in %s's words)\n", list, fw_name(fw));
+  else if (fw == FW_PYTORCH) fprintf(out, "  framework: PyTorch (a PyTorch memory history)\n");
+  else
+    fprintf(out, "  framework: not recorded (an older recording or another tool's): the advice is in "
+                 "PyTorch's words; record with this gpurec to have the job's own\n");
+}
+
+/* What a BFC replay (JAX, TensorFlow) cannot know, said where it matters. */
+static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n) {
+  if (fw != FW_JAX && fw != FW_TF) return;
+  int tight = 0;
+  for (int i = 0; i < n; i++)
+    if (in_family(fw, rows[i].policy) && rows[i].ooms > 0) tight = 1;
+  if (fw == FW_JAX)
+    fprintf(out, "  note: under a memory fraction tighter than the job's peak, XLA compiles a different "
+                 "program (it rematerializes to fit); a replay of an unconstrained recording is an upper "
+                 "bound there%s\n", tight ? ": a fraction that ran out of memory here may still fit" : "");
+  if (tight)
+    fprintf(out, "  note: when %s's BFC cannot serve a request it logs \"ran out of memory\" and waits "
+                 "up to about 10 s for other frees before it fails: a run near its limit is slow before "
+                 "it is out of memory\n", fw_name(fw));
+}
+
 static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
-                          const char *cmdline, uint64_t gpu_mem, int64_t lower_trace) {
+                          const char *capture_mode, uint64_t gpu_mem, int64_t lower_trace) {
   char b1[32], b2[32], b3[32], line[512];
   run_row_t rows[256];
   int n = 0;
@@ -297,28 +412,42 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
             gm_format_size((uint64_t)lower_trace, b1, sizeof b1));
     return;
   }
-  framework_t fw = detect_framework(db, trace_id, cmdline);
+  framework_t fw = detect_framework(db, trace_id, capture_mode);
+  print_frameworks(db, out, trace_id, fw);
+  if (fw == FW_MIXED || fw == FW_CUPY) {
+    fprintf(out, "  no setting advised: %s\n",
+            fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
+                             "them as one allocator's (record each framework's job alone)"
+                           : "CuPy's own memory pool is not modelled; the replay gives what the arrays "
+                             "need (direct) and the other policies for comparison");
+  }
   const run_row_t *best = NULL, *dflt = NULL;
-  for (int pass = 0; pass < 2 && !best; pass++)
+  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && fw != FW_CUPY; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
       /* A setting that ran out of memory is never the advice, whatever it reserved. */
       if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
+      /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
+      if (strstr(r->policy, "ALLOCATOR=platform")) continue;
       if (pass == 0 && !in_family(fw, r->policy)) continue;
+      if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
       if (!best || r->reserved < best->reserved ||
           (r->reserved == best->reserved && r->calls < best->calls))
         best = r;
     }
+  const char *dname = default_policy(fw);
   for (int i = 0; i < n; i++)
-    if (strcmp(rows[i].policy, "pytorch") == 0) dflt = &rows[i];
+    if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
   /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
    * with; the trace's own sums every device. */
   int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;
   /* Everything that must be on the device at once: the requests and the memory of libraries
    * beside the allocator (external), never less than the lower bound. */
   int64_t need = rows[0].need > lower ? rows[0].need : lower;
+  if (!best && (fw == FW_MIXED || fw == FW_CUPY)) return;
   if (!best) {
-    fprintf(out, "  every setting ran out of memory in replay");
+    fprintf(out, "  every%s%s setting ran out of memory in replay", fw == FW_UNKNOWN ? "" : " ",
+            fw == FW_UNKNOWN ? "" : fw_name(fw));
     if (rows[0].capacity) fprintf(out, " within %s", gm_format_size((uint64_t)rows[0].capacity, b2, sizeof b2));
     fprintf(out, "; the job needs at least %s on the device (its live requests and external memory "
                  "together, before any allocator's overhead)\n",
@@ -330,16 +459,16 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "  paste: %s\n", line);
   if (dflt && dflt->ooms > 0) {
-    fprintf(out, "  the default (pytorch) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n",
-            dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
+    fprintf(out, "  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n",
+            dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
   } else if (dflt) {
     int64_t save = dflt->reserved - best->reserved;
-    fprintf(out, "  saving vs default (pytorch, %s): %s%s (%.1f%%)\n",
+    fprintf(out, "  saving vs default (%s, %s): %s%s (%.1f%%)\n", dname,
             gm_format_size((uint64_t)dflt->reserved, b1, sizeof b1), save < 0 ? "-" : "",
             gm_format_size((uint64_t)(save < 0 ? -save : save), b2, sizeof b2),
             dflt->reserved ? 100.0 * (double)save / (double)dflt->reserved : 0.0);
   } else {
-    fprintf(out, "  saving vs default: no `pytorch` run to compare with\n");
+    fprintf(out, "  saving vs default: no `%s` run to compare with\n", dname);
   }
   int64_t waste = best->reserved - lower;
   if (waste < 0) waste = 0;
@@ -350,12 +479,13 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (need > lower)
     fprintf(out, "  needs at least: %s on the device (the lower bound and %s of external memory together)\n",
             gm_format_size((uint64_t)need, b1, sizeof b1), gm_format_size((uint64_t)(need - lower), b2, sizeof b2));
+  bfc_caveats(out, fw, rows, n);
 }
 
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
   sqlite3_stmt *st = NULL;
   gm_status_t s = ana_prepare(db, &st,
-                              "SELECT trace_id, path, command_line, gpu_total_mem, peak_live_bytes"
+                              "SELECT trace_id, path, capture_mode, gpu_total_mem, peak_live_bytes"
                               " FROM traces ORDER BY rank, trace_id",
                               err);
   if (s < 0) return gm_err_wrap(err, "recommend");

@@ -63,6 +63,7 @@ void rp_engine_destroy(rp_engine_t *e) {
   rp_map_free(&e->blocks);
   rp_map_free(&e->async_sizes);
   rp_map_free(&e->external);
+  rp_vmm_free(e->vmm);
   free(e);
 }
 
@@ -249,8 +250,10 @@ static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *er
 static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
   if (e->device >= 0 && ev->device != (unsigned)e->device) return;
   if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return;
-  if (ev->kind == GMT_EV_SEGMENT_ALLOC || ev->kind == GMT_EV_VMM_MAP) e->rec_segments += ev->size;
-  else if (ev->kind == GMT_EV_SEGMENT_FREE || ev->kind == GMT_EV_VMM_UNMAP)
+  if (ev->kind == GMT_EV_SEGMENT_ALLOC || ev->kind == GMT_EV_VMM_MAP) {
+    e->rec_segments += ev->size;
+    if (e->rec_segments > e->rec_peak) e->rec_peak = e->rec_segments;
+  } else if (ev->kind == GMT_EV_SEGMENT_FREE || ev->kind == GMT_EV_VMM_UNMAP)
     e->rec_segments -= ev->size < e->rec_segments ? ev->size : e->rec_segments;
 }
 
@@ -333,6 +336,40 @@ static int wanted(rp_engine_t *e, const gmt_event_t *ev) {
   return 1;
 }
 
+/* A FREE as the trace gives it: a library's external block, or a request's block. *freed is
+ * 0 when it freed nothing (counted as an anomaly) or an external block (nothing to observe). */
+static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err) {
+  *freed = 0;
+  if (e->external.live) { /* a library's cudaFree of its own block */
+    rp_map_entry_t *x = rp_map_get(&e->external, ev->addr);
+    if (x) {
+      e->ext_live -= x->b;
+      e->ext_frees++;
+      gm_status_t st = ext_give(e, x, err);
+      rp_map_remove(&e->external, x);
+      return st;
+    }
+  }
+  rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
+  if (!m) {
+    if (rp_map_was_removed(&e->blocks, ev->addr) || rp_map_was_removed(&e->external, ev->addr))
+      e->skipped.double_free++;
+    else e->skipped.unknown_free++;
+    return GM_OK;
+  }
+  e->frees++;
+  *freed = 1;
+  return do_free(e, m, err);
+}
+
+gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  return do_alloc(e, ev, err);
+}
+
+gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err) {
+  return trace_free(e, ev, freed, err);
+}
+
 static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   gm_status_t st = GM_OK;
   switch (ev->kind) {
@@ -343,27 +380,25 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       break;
     case GMT_EV_FREE: {
       if (!wanted(e, ev)) return GM_OK;
-      if (e->external.live) { /* a library's cudaFree of its own block */
-        rp_map_entry_t *x = rp_map_get(&e->external, ev->addr);
-        if (x) {
-          e->ext_live -= x->b;
-          e->ext_frees++;
-          st = ext_give(e, x, err);
-          rp_map_remove(&e->external, x);
-          return st;
-        }
-      }
-      rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
-      if (!m) {
-        if (rp_map_was_removed(&e->blocks, ev->addr) || rp_map_was_removed(&e->external, ev->addr))
-          e->skipped.double_free++;
-        else e->skipped.unknown_free++;
-        return GM_OK;
-      }
-      st = do_free(e, m, err);
-      e->frees++;
+      int freed = 0;
+      st = trace_free(e, ev, &freed, err);
+      if (st != GM_OK || !freed) return st;
       break;
     }
+    case GMT_EV_VMM_RESERVE:
+    case GMT_EV_VMM_MAP:
+    case GMT_EV_VMM_UNMAP:
+    case GMT_EV_VMM_RELEASE:
+      if (e->opts.vmm_requests) {
+        if (!wanted(e, ev)) return GM_OK;
+        int replayed = 0;
+        st = rp_engine_vmm(e, ev, &replayed, err);
+        if (st != GM_OK || !replayed) return st;
+        break;
+      }
+      track_recorded(e, ev);
+      e->skipped.not_request++;
+      return GM_OK;
     case GMT_EV_EMPTY_CACHE:
       if (e->device >= 0 && ev->device != (unsigned)e->device) {
         e->skipped.other_device++;
@@ -462,6 +497,7 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->first_failure_served = e->ff_served;
   r->first_failure_live_bytes = e->ff_live;
   r->first_failure_recorded_reserved_bytes = e->ff_rec_reserved;
+  r->recorded_mapped_peak_bytes = e->rec_peak;
   r->first_failure_reserved_bytes = e->ff_reserved;
   r->end_reserved_bytes = e->reserved;
   r->end_allocated_bytes = s.allocated_bytes;

@@ -35,6 +35,9 @@ void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t 
 size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,
                           uint64_t *allocated, uint64_t *requested);
 
+typedef struct rp_vmm rp_vmm_t;
+void rp_vmm_free(rp_vmm_t *v);
+
 struct rp_engine {
   const rp_policy_ops_t *ops;
   rp_policy_t *pol;
@@ -45,6 +48,7 @@ struct rp_engine {
   rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
   int external_sync;    /* rp_engine_set_external_sync */
+  rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
   rp_map_t external;    /* external trace addr -> size */
   uint64_t ext_live, ext_peak, ext_allocs, ext_frees;
   uint64_t peak_total;  /* peak of reserved + ext_live */
@@ -61,6 +65,7 @@ struct rp_engine {
   int64_t first_oom_event, first_oom_ts;
   uint64_t peak_need;       /* peak of requested + ext_live */
   uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
+  uint64_t rec_peak;        /* ... and their peak */
   uint64_t failures, failures_served;
   int64_t ff_event;         /* first recorded failure (-1: none) */
   uint64_t ff_ts, ff_size, ff_stream, ff_live, ff_rec_reserved, ff_reserved;
@@ -74,6 +79,13 @@ struct rp_engine {
   double t_start;
   rp_timeline_t tl;
 };
+
+/* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
+gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);
+gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err);
+/* opts.vmm_requests: one VMM_* event (engine_vmm.c). Sets *replayed when it became a request
+ * or a free (the caller then observes the new state). */
+gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);

@@ -169,7 +169,7 @@ struct Replay {
   rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
   gm_err_t err{};
   Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "",
-         int external_sync = 0, int serve_failed = 0) {
+         int external_sync = 0, int serve_failed = 0, int vmm_requests = 0) {
     rp_sim_opts_t so{};
     so.capacity = capacity;
     EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
@@ -178,6 +178,7 @@ struct Replay {
     eo.check = check;
     eo.capacity = capacity;
     eo.serve_failed = serve_failed;
+    eo.vmm_requests = vmm_requests;
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
     EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
@@ -645,4 +646,101 @@ TEST(Engine, NeedsAtLeastCountsExternalMemoryBesideTheRequests) {
   EXPECT_EQ(run.r->lower_bound_bytes, 16 * MiB);
   EXPECT_EQ(run.r->external_peak_bytes, 64 * MiB);
   EXPECT_EQ(run.r->peak_requested_plus_external_bytes, 72 * MiB);
+}
+
+// ---- buffers mapped one by one through the VMM API (XLA's platform allocator) ----------
+
+namespace {
+gmt_event_t V(gmt_kind_t kind, uint64_t ts, uint64_t addr, uint64_t size) {
+  gmt_event_t e = Ev(kind, ts, addr, size);
+  e.stream = GMT_STREAM_NONE;
+  return e;
+}
+}  // namespace
+
+TEST(EngineVmm, WholeReservationMapsAreRequests) {
+  Replay run(kDirect, 0, 1, "", 1, 0, 1);
+  ASSERT_EQ(run.Feed({V(GMT_EV_VMM_RESERVE, 0, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_MAP, 1, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_RESERVE, 2, 0x20000000, 6 * MiB),
+                      V(GMT_EV_VMM_MAP, 3, 0x20000000, 6 * MiB),
+                      V(GMT_EV_VMM_UNMAP, 4, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_RELEASE, 5, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_UNMAP, 6, 0x20000000, 6 * MiB),
+                      V(GMT_EV_VMM_RELEASE, 7, 0x20000000, 6 * MiB)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->allocs, 2u);
+  EXPECT_EQ(run.r->frees, 2u);
+  EXPECT_EQ(run.r->skipped.vmm_buffers, 2u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 8 * MiB);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 8 * MiB);
+  EXPECT_EQ(run.r->end_requested_bytes, 0u);
+  EXPECT_EQ(run.r->skipped.not_request, 0u);
+}
+
+// Pages of one big reservation (expandable segments, a pool grown in place) are not requests.
+TEST(EngineVmm, PartialMapsArePagesNotRequests) {
+  Replay run(kDirect, 0, 1, "", 1, 0, 1);
+  ASSERT_EQ(run.Feed({V(GMT_EV_VMM_RESERVE, 0, 0x40000000, 64 * MiB),
+                      V(GMT_EV_VMM_MAP, 1, 0x40000000, 20 * MiB),
+                      V(GMT_EV_VMM_MAP, 2, 0x41400000, 20 * MiB),
+                      V(GMT_EV_VMM_UNMAP, 3, 0x41400000, 20 * MiB),
+                      V(GMT_EV_VMM_UNMAP, 4, 0x40000000, 20 * MiB),
+                      V(GMT_EV_VMM_RELEASE, 5, 0x40000000, 64 * MiB)}),
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->allocs, 0u);
+  EXPECT_EQ(run.r->skipped.vmm_pages, 4u);
+  EXPECT_EQ(run.r->skipped.vmm_unmap_unmapped, 0u);
+  EXPECT_EQ(run.r->skipped.vmm_release_unknown, 0u);
+}
+
+// Pairs that do not match are anomalies, counted; nothing crashes, nothing is lost silently.
+TEST(EngineVmm, MismatchedPairsAreCountedAnomalies) {
+  Replay run(kDirect, 0, 1, "", 1, 0, 1);
+  ASSERT_EQ(run.Feed({V(GMT_EV_VMM_MAP, 0, 0x50000000, 2 * MiB),        // no reservation
+                      V(GMT_EV_VMM_UNMAP, 1, 0x60000000, 2 * MiB),      // never mapped
+                      V(GMT_EV_VMM_RELEASE, 2, 0x70000000, 2 * MiB),    // never reserved
+                      V(GMT_EV_VMM_RESERVE, 3, 0x80000000, 4 * MiB),
+                      V(GMT_EV_VMM_MAP, 4, 0x80000000, 4 * MiB),
+                      V(GMT_EV_VMM_RELEASE, 5, 0x80000000, 4 * MiB),    // released while mapped
+                      V(GMT_EV_VMM_UNMAP, 6, 0x50000000, 2 * MiB)}),    // frees the first one
+            GM_OK)
+      << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->skipped.vmm_map_unreserved, 1u);
+  EXPECT_EQ(run.r->skipped.vmm_unmap_unmapped, 1u);
+  EXPECT_EQ(run.r->skipped.vmm_release_unknown, 1u);
+  EXPECT_EQ(run.r->skipped.vmm_release_mapped, 1u);
+  EXPECT_EQ(run.r->allocs, 2u);
+  EXPECT_EQ(run.r->frees, 2u);
+  EXPECT_EQ(run.r->end_requested_bytes, 0u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 6 * MiB);
+}
+
+// A recording killed in the middle: live buffers stay live, the replay ends cleanly.
+TEST(EngineVmm, KilledMidwayLeavesLiveBuffers) {
+  Replay run(kDirect, 0, 1, "", 1, 0, 1);
+  ASSERT_EQ(run.Feed({V(GMT_EV_VMM_RESERVE, 0, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_MAP, 1, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_RESERVE, 2, 0x20000000, 2 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->allocs, 1u);
+  EXPECT_EQ(run.r->end_requested_bytes, 2 * MiB);
+}
+
+// Without the option, VMM records are the recorded allocator's: skipped and counted.
+TEST(EngineVmm, OffByDefault) {
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed({V(GMT_EV_VMM_RESERVE, 0, 0x10000000, 2 * MiB),
+                      V(GMT_EV_VMM_MAP, 1, 0x10000000, 2 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->allocs, 0u);
+  EXPECT_EQ(run.r->skipped.not_request, 2u);
+  EXPECT_EQ(run.r->recorded_mapped_peak_bytes, 2 * MiB);
 }

@@ -34,12 +34,16 @@ typedef struct gr_config {
   int progress;          /* stderr is a terminal */
   int preload;           /* 1 always, 0 never, -1 when it fits */
   int sync_allocs;       /* GR_SYNC_*: how synchronous device allocations are read */
+  int vmm_buffers;       /* GR_VMM_*: whether whole-reservation VMM maps are requests */
   int serve_failed;      /* replay the recorded run's failed requests (rp_engine_opts_t) */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
  * async allocations), external (always), replay (never: every alloc goes to the policy). */
 enum { GR_SYNC_AUTO = 0, GR_SYNC_EXTERNAL = 1, GR_SYNC_REPLAY = 2 };
+/* --vmm-buffers: auto (requests in a trace of XLA's platform allocator without stream-ordered
+ * requests), requests (always), skip (never: VMM records are the recorded allocator's). */
+enum { GR_VMM_AUTO = 0, GR_VMM_REQUESTS = 1, GR_VMM_SKIP = 2 };
 
 /* One trace's provenance, for the results. */
 typedef struct gr_trace_info {
@@ -53,6 +57,10 @@ typedef struct gr_trace_info {
   unsigned capture_mode;    /* the header's gmt_capture_mode_t */
   int has_async_alloc;      /* a requests trace holds an async device allocation (scanned) */
   int external_sync;        /* synchronous allocations are replayed as external memory */
+  int vmm_requests;         /* whole-reservation VMM maps are replayed as requests */
+  unsigned frameworks;      /* GMT_FW_* the header names (0: not recorded) */
+  char frameworks_text[128];/* "JAX 0.11.2" */
+  uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
   uint64_t device_memory;   /* total memory the policies saw */
   int device_memory_assumed; /* neither the trace nor the command line said: 80 GiB */
   /* The recorded run's failure: the device's free bytes at it, as PyTorch recorded them (0:
@@ -79,14 +87,23 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
  * "async". Other specs are copied as they are. */
 void gr_policy_from_env(const char *spec, char *out, size_t n);
 
-/* The sweep grid: NULL-terminated specs. */
+/* The sweep grid: NULL-terminated specs. gr_sweep_grid is PyTorch's (and the grid of a trace
+ * whose framework is not recorded); gr_sweep_grid_for gives a framework's (one GMT_FW_* bit,
+ * else PyTorch's), in that framework's own words. */
 extern const char *const gr_sweep_grid[];
+const char *const *gr_sweep_grid_for(unsigned framework);
+/* The frameworks a trace's header names (GMT_FW_* set, 0 if none). */
+gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err);
 
 /* Output. order[] ranks results (best first) for the table. */
 void gr_rank(rp_result_t *const *res, int n, int *order);
 void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
                     const int *order);
 void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r);
+/* What the trace's events are to the replay ("requests: ...", "segments: ...", "pool
+ * blocks: ..."), and the framework/content lines with their warnings. */
+const char *gr_trace_holds(const gr_trace_info_t *info, const rp_result_t *r0);
+void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0);
 /* The recorded run's failed requests, each line starting with prefix (nothing if none). */
 void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0);
 

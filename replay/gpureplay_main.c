@@ -21,7 +21,7 @@
 typedef struct opts {
   int help, version, sweep, json, check, quiet;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses, *sync_allocs;
+  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers;
   uint64_t capacity, device_memory, granularity, jobs;
 } opts_t;
 
@@ -45,6 +45,9 @@ static const gm_opt_t kOpts[] = {
      "(cudaMalloc): auto = external memory in a requests trace with async allocations (a "
      "library's own, beside the framework's allocator: counted apart, not in reserved nor the "
      "lower bound), else replayed", offsetof(opts_t, sync_allocs)},
+    {"vmm-buffers", 0, GM_OPT_STR, "auto|requests|skip", "buffers mapped one by one through the "
+     "VMM API (reserve + map of one buffer): auto = requests in a trace of XLA's platform "
+     "allocator, else the recorded allocator's own (skipped)", offsetof(opts_t, vmm_buffers)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs)},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
      "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
@@ -139,6 +142,20 @@ void gr_policy_from_env(const char *spec, char *out, size_t n) {
     else snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
     return;
   }
+  /* JAX's and TensorFlow's variables (and TF's GPUOptions fields) are their policies' own
+   * words: the whole line is the conf, "A=1 B=2" as a shell exports it. */
+  static const struct {
+    const char *prefix, *policy;
+  } words[] = {
+      {"XLA_PYTHON_CLIENT_", "jax"},  {"XLA_CLIENT_MEM_FRACTION=", "jax"},
+      {"TF_", "tf"},                  {"per_process_gpu_memory_fraction=", "tf"},
+      {"memory_limit=", "tf"},
+  };
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strncmp(spec, words[i].prefix, strlen(words[i].prefix)) == 0) {
+      snprintf(out, n, "%s:%s", words[i].policy, spec);
+      return;
+    }
   snprintf(out, n, "%s", spec);
 }
 
@@ -205,6 +222,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
   else if (strcmp(o.sync_allocs, "external") == 0) cfg.sync_allocs = GR_SYNC_EXTERNAL;
   else if (strcmp(o.sync_allocs, "replay") == 0) cfg.sync_allocs = GR_SYNC_REPLAY;
   else return usage_error("bad --sync-allocs (auto, external or replay)");
+  if (!o.vmm_buffers || strcmp(o.vmm_buffers, "auto") == 0) cfg.vmm_buffers = GR_VMM_AUTO;
+  else if (strcmp(o.vmm_buffers, "requests") == 0) cfg.vmm_buffers = GR_VMM_REQUESTS;
+  else if (strcmp(o.vmm_buffers, "skip") == 0) cfg.vmm_buffers = GR_VMM_SKIP;
+  else return usage_error("bad --vmm-buffers (auto, requests or skip)");
   if (o.preload && strcmp(o.preload, "yes") == 0) cfg.preload = 1;
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");
@@ -230,22 +251,23 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     specs[n++] = given[i];
   }
-  if (o.sweep) {
-    for (const char *const *g = gr_sweep_grid; *g; g++) {
-      if (validate(*g, vtotal, cfg.cuda_ordinal >= 0, &err) != GM_OK) {
-        gm_log(GM_LOG_WARN, "sweep: skipping '%s': %s", *g, err.msg);
-        continue;
-      }
-      specs[n++] = *g;
+  /* The sweep grid depends on each trace's framework (gr_sweep_grid_for): it is added per
+   * trace below. Checked here once, all grids, so a build without a policy says so up front. */
+  int n_user = n;
+  static const unsigned grids[] = {0, GMT_FW_PYTORCH, GMT_FW_JAX, GMT_FW_TENSORFLOW, GMT_FW_CUPY};
+  static char grid_ok[sizeof grids / sizeof grids[0]][64];
+  int max_grid = 0;
+  for (size_t k = 0; o.sweep && k < sizeof grids / sizeof grids[0]; k++) {
+    const char *const *g = gr_sweep_grid_for(grids[k]);
+    int len = 0;
+    for (int i = 0; g[i]; i++, len++) {
+      grid_ok[k][i] = validate(g[i], vtotal, cfg.cuda_ordinal >= 0, &err) == GM_OK;
+      if (!grid_ok[k][i]) gm_log(GM_LOG_DEBUG, "sweep: skipping '%s': %s", g[i], err.msg);
     }
+    if (len > max_grid) max_grid = len;
   }
-  if (n == 0) {
-    if (o.sweep) {
-      gm_log(GM_LOG_ERROR, "sweep: no policy of the grid is available in this build");
-      return 1;
-    }
-    specs[n++] = "pytorch";
-  }
+  if (n == 0 && !o.sweep) specs[n++] = "pytorch";
+  n_user = n;
   cfg.policies = specs;
   cfg.n_policies = n;
   cfg.serve_failed = 1;
@@ -265,10 +287,11 @@ static int gpureplay(int argc, char **argv, char **pos) {
   }
 
   gr_results_t *rs = o.output ? gr_results_new() : NULL;
-  rp_result_t **res = calloc((size_t)n, sizeof *res);
-  int *order = calloc((size_t)n, sizeof *order);
+  int n_max = n_user + max_grid;
+  rp_result_t **res = calloc((size_t)n_max, sizeof *res);
+  int *order = calloc((size_t)n_max, sizeof *order);
   int rc = 0, got = 1;
-  for (int i = 0; res && i < n; i++)
+  for (int i = 0; res && i < n_max; i++)
     if (!(res[i] = malloc(sizeof(rp_result_t)))) got = 0;
   if (!res || !got || !order || (o.output && !rs)) {
     gm_log(GM_LOG_ERROR, "out of memory");
@@ -276,6 +299,30 @@ static int gpureplay(int argc, char **argv, char **pos) {
   }
   for (int t = 0; t < cfg.n_traces && rc == 0; t++) {
     gr_trace_info_t info;
+    /* The user's policies, then this trace's framework's grid. */
+    n = n_user;
+    if (o.sweep) {
+      unsigned fw = 0;
+      if (gr_trace_frameworks(cfg.traces[t], &fw, &err) != GM_OK) {
+        gm_log_err(&err);
+        rc = 1;
+        break;
+      }
+      size_t k = 0;
+      fw = gmt_framework_single(fw);
+      while (k + 1 < sizeof grids / sizeof grids[0] && grids[k] != fw) k++;
+      if (grids[k] != fw) k = 0;
+      const char *const *g = gr_sweep_grid_for(grids[k]);
+      for (int i = 0; g[i]; i++)
+        if (grid_ok[k][i]) specs[n++] = g[i];
+      if (n == 0) {
+        gm_log(GM_LOG_ERROR, "sweep: no policy of the grid is available in this build");
+        rc = 1;
+        break;
+      }
+    }
+    cfg.policies = specs;
+    cfg.n_policies = n;
     gm_status_t st = gr_run_trace(&cfg, cfg.traces[t], &info, res, &err);
     char note[512];
     uint64_t cap = st == GM_OK && !o.capacity ? gr_failure_capacity(&info, res[0], note, sizeof note) : 0;
@@ -315,7 +362,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   }
   if (fflush(stdout) != 0 && rc == 0) rc = 1;
   gr_results_free(rs);
-  for (int i = 0; res && i < n; i++) free(res[i]);
+  for (int i = 0; res && i < n_max; i++) free(res[i]);
   free(res);
   free(order);
   return rc;

@@ -72,6 +72,49 @@ void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, 
                "policy would have served it\n", prefix);
 }
 
+const char *gr_trace_holds(const gr_trace_info_t *info, const rp_result_t *r0) {
+  if (info->vmm_requests)
+    return "requests: buffers mapped one by one through the VMM API (XLA's platform allocator), "
+           "each rounded up to the 2 MiB granularity";
+  if (info->capture_mode == GMT_CAPTURE_TORCH) return "requests: PyTorch's own allocator history";
+  if (info->has_async_alloc) return "requests: stream-ordered allocations, exact sizes";
+  if (info->capture_mode == GMT_CAPTURE_NATIVE && (info->frameworks & GMT_FW_CUPY))
+    return "pool blocks: CuPy's memory pool asked the driver for these, not the arrays "
+           "(record in requests mode for per-array requests)";
+  if (info->capture_mode == GMT_CAPTURE_NATIVE)
+    return "segments: what the program's own allocator asked of the driver, replayed as if they "
+           "were requests (not a prediction of other settings; record in requests mode)";
+  return "requests";
+}
+
+/* One line on whose requests these are, one on what they are, and a warning when the
+ * requests cover far less than the recorded run mapped beside them. */
+void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0) {
+  char b1[32], b2[32];
+  fprintf(f, "%sframework: %s; the trace holds %s\n", prefix, info->frameworks_text,
+          gr_trace_holds(info, r0));
+  if (gmt_framework_single(info->frameworks) == 0 && info->frameworks)
+    fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
+               "allocator's\n", prefix);
+  uint64_t lb = r0->lower_bound_bytes;
+  if (r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
+    fprintf(f, "%swarning: the requests replayed peak at %s live, but the recorded run also mapped "
+               "%s that is not replayed as requests (its allocator's segments or VMM pages): %s\n",
+            prefix, gm_format_size(lb, b1, sizeof b1),
+            gm_format_size(r0->recorded_mapped_peak_bytes, b2, sizeof b2),
+            info->capture_mode == GMT_CAPTURE_NATIVE
+                ? "a native trace holds what the allocator took, not what the program asked"
+                : "check that the trace holds the framework's requests (gpurec's default mode)");
+  const rp_skip_counts_t *s = &r0->skipped;
+  uint64_t bad = s->vmm_map_unreserved + s->vmm_unmap_unmapped + s->vmm_release_unknown +
+                 s->vmm_release_mapped;
+  if (bad)
+    fprintf(f, "%sanomalies: VMM calls that do not pair up: %" PRIu64 " maps without a reservation, "
+               "%" PRIu64 " unmaps of nothing mapped, %" PRIu64 " releases of no reservation, %" PRIu64
+               " releases while mapped\n", prefix, s->vmm_map_unreserved, s->vmm_unmap_unmapped,
+            s->vmm_release_unknown, s->vmm_release_mapped);
+}
+
 void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
                     const int *order) {
   char b1[32], b2[32];
@@ -80,6 +123,7 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
           info->path, r0->events, r0->allocs, gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
   if (r0->capacity_bytes) fprintf(f, ", capacity %s", gm_format_size(r0->capacity_bytes, b2, sizeof b2));
   fprintf(f, ", backend %s\n", r0->backend);
+  gr_print_content(f, "", info, r0);
   gr_print_failure(f, "", info, r0);
   if (r0->external_sync && r0->external_allocs)
     fprintf(f, "external: %" PRIu64 " synchronous allocs outside the framework's allocator, peak %s "
@@ -152,6 +196,8 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "external_peak_bytes", json_integer((json_int_t)r->external_peak_bytes));
   json_object_set_new(o, "peak_reserved_plus_external_bytes",
                       json_integer((json_int_t)r->peak_reserved_plus_external_bytes));
+  json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
+  json_object_set_new(o, "holds", json_string(gr_trace_holds(info, r)));
   return o;
 }
 
@@ -198,6 +244,10 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(an, "unknown_free", json_integer((json_int_t)r->skipped.unknown_free));
   json_object_set_new(an, "double_free", json_integer((json_int_t)r->skipped.double_free));
   json_object_set_new(an, "alloc_over_live", json_integer((json_int_t)r->skipped.alloc_over_live));
+  json_object_set_new(an, "vmm_map_unreserved", json_integer((json_int_t)r->skipped.vmm_map_unreserved));
+  json_object_set_new(an, "vmm_unmap_unmapped", json_integer((json_int_t)r->skipped.vmm_unmap_unmapped));
+  json_object_set_new(an, "vmm_release_unknown", json_integer((json_int_t)r->skipped.vmm_release_unknown));
+  json_object_set_new(an, "vmm_release_mapped", json_integer((json_int_t)r->skipped.vmm_release_mapped));
   json_object_set_new(o, "anomalies", an);
   /* Additive keys (schema version 1 readers ignore keys they do not know). */
   json_t *sk = json_object();
@@ -206,6 +256,9 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(sk, "trace_ooms", json_integer((json_int_t)r->skipped.trace_ooms));
   json_object_set_new(sk, "other_memory", json_integer((json_int_t)r->skipped.other_memory));
   json_object_set_new(sk, "other_device", json_integer((json_int_t)r->skipped.other_device));
+  json_object_set_new(sk, "vmm_buffers_as_requests", json_integer((json_int_t)r->skipped.vmm_buffers));
+  json_object_set_new(sk, "vmm_pages", json_integer((json_int_t)r->skipped.vmm_pages));
+  json_object_set_new(o, "recorded_mapped_peak_bytes", json_integer((json_int_t)r->recorded_mapped_peak_bytes));
   json_object_set_new(o, "skipped", sk);
   json_object_set_new(o, "device", json_integer(r->device));
   json_t *ti = json_object();

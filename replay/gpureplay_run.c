@@ -44,6 +44,50 @@ const char *const gr_sweep_grid[] = {
     NULL,
 };
 
+/* JAX's settings (jax policy, JAX's words): the default preallocation, growth, smaller
+ * preallocations, the platform allocator; cuda_async where there is a GPU. */
+static const char *const jax_grid[] = {
+    "jax",
+    "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=.5",
+    "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=.25",
+    "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=.1",
+    "jax:XLA_PYTHON_CLIENT_ALLOCATOR=platform",
+    "jax:XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async,XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    NULL,
+};
+
+/* TensorFlow's (tf policy, TF's words). */
+static const char *const tf_grid[] = {
+    "tf",
+    "tf:TF_FORCE_GPU_ALLOW_GROWTH=true",
+    "tf:per_process_gpu_memory_fraction=0.5",
+    "tf:per_process_gpu_memory_fraction=0.25",
+    "tf:TF_GPU_ALLOCATOR=cuda_malloc_async",
+    NULL,
+};
+
+/* CuPy's own pool is not modelled: the floor, for what the arrays need. */
+static const char *const cupy_grid[] = {"direct", NULL};
+
+const char *const *gr_sweep_grid_for(unsigned framework) {
+  switch (framework) {
+    case GMT_FW_JAX: return jax_grid;
+    case GMT_FW_TENSORFLOW: return tf_grid;
+    case GMT_FW_CUPY: return cupy_grid;
+    default: return gr_sweep_grid;
+  }
+}
+
+gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  *set = gmt_header_frameworks(gmt_reader_header(r));
+  gmt_reader_close(r);
+  return GM_OK;
+}
+
 #define BATCH 4096
 #define PRELOAD_MAX_BYTES (2ull << 30)
 
@@ -55,6 +99,7 @@ typedef struct job {
   size_t n_evs;
   uint64_t total_memory;
   int external_sync; /* rp_engine_set_external_sync for this trace */
+  int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   int has_reader_stats;
@@ -226,7 +271,7 @@ static void run_job(job_t *j, pool_t *p) {
   }
   j->st = make_backend(j, &b, err);
   if (j->st != GM_OK) return;
-  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed};
+  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed, j->vmm_requests};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
@@ -277,7 +322,7 @@ static int scan_async_alloc(gmt_reader_t *r) {
 
 /* Read the header and what the index says; for a requests trace, whether it has async
  * allocations (which decides how its synchronous ones are read). */
-static gm_status_t probe(const char *path, int sync_allocs, gr_trace_info_t *info,
+static gm_status_t probe(const char *path, int sync_allocs, int vmm_buffers, gr_trace_info_t *info,
                          gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
@@ -288,6 +333,13 @@ static gm_status_t probe(const char *path, int sync_allocs, gr_trace_info_t *inf
   info->pid = h->pid;
   info->gpu_total_mem = h->gpu_total_mem;
   info->capture_mode = h->capture_mode;
+  info->frameworks = gmt_header_frameworks(h);
+  gmt_header_frameworks_text(h, info->frameworks_text, sizeof info->frameworks_text);
+  const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
+  if (mi) gm_parse_u64(mi, &info->gpu_mem_info_total, NULL);
+  const char *xla_alloc = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_ALLOCATOR");
+  int platform = xla_alloc && strcmp(xla_alloc, "platform") == 0 &&
+                 (!info->frameworks || (info->frameworks & GMT_FW_JAX));
   const char *free_at_oom = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");
   if (free_at_oom) gm_parse_u64(free_at_oom, &info->recorded_device_free, NULL);
   info->events_in_index = 0;
@@ -296,11 +348,17 @@ static gm_status_t probe(const char *path, int sync_allocs, gr_trace_info_t *inf
     uint64_t ts = 0, ev = 0;
     if (gmt_reader_chunk_info(r, i, &ts, &ev, NULL) == GM_OK) info->events_in_index += ev;
   }
-  if (sync_allocs == GR_SYNC_AUTO && info->capture_mode == GMT_CAPTURE_REQUESTS)
+  if ((sync_allocs == GR_SYNC_AUTO && info->capture_mode == GMT_CAPTURE_REQUESTS) ||
+      (vmm_buffers == GR_VMM_AUTO && platform))
     info->has_async_alloc = scan_async_alloc(r);
+  /* XLA's platform allocator maps every buffer through the VMM API: those maps are the
+   * requests (when the trace has no stream-ordered ones), and its cuMemAllocs a library's. */
+  info->vmm_requests = vmm_buffers == GR_VMM_REQUESTS ||
+                       (vmm_buffers == GR_VMM_AUTO && platform && !info->has_async_alloc);
   info->external_sync = sync_allocs == GR_SYNC_EXTERNAL ||
                         (sync_allocs == GR_SYNC_AUTO &&
-                         rp_sync_is_external(info->capture_mode, info->has_async_alloc));
+                         (rp_sync_is_external(info->capture_mode, info->has_async_alloc) ||
+                          info->vmm_requests));
   gmt_reader_close(r);
   return GM_OK;
 }
@@ -369,11 +427,14 @@ static void show_progress(pool_t *p, uint64_t total, const char *path) {
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
-  gm_status_t st = probe(path, cfg->sync_allocs, info, err);
+  gm_status_t st = probe(path, cfg->sync_allocs, cfg->vmm_buffers, info, err);
   if (st != GM_OK) return st;
+  /* What the frameworks multiply their fractions by is cuMemGetInfo's total, which the
+   * recorder writes when it can (gpu_mem_info_total; cuDeviceTotalMem can be 1 MiB less). */
   uint64_t total_memory = cfg->device_memory ? cfg->device_memory
                           : cfg->capacity    ? cfg->capacity
-                          : info->gpu_total_mem;
+                          : info->gpu_mem_info_total ? info->gpu_mem_info_total
+                                                     : info->gpu_total_mem;
   /* Said out loud wherever it matters (prealloc and bfc take a share of it). */
   info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
   info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
@@ -402,6 +463,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->n_evs = n_evs;
     j->total_memory = total_memory;
     j->external_sync = info->external_sync;
+    j->vmm_requests = info->vmm_requests;
     j->res = res[i];
   }
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;

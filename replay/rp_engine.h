@@ -103,6 +103,14 @@ typedef struct rp_engine_opts {
    * has an OOM there. Off: they are skipped and counted (skipped.trace_ooms). Either way the
    * first one is described in the result (first_failure_*). */
   int serve_failed;
+  /* Buffers the program took through the VMM API one by one (a reservation mapped whole by
+   * one cuMemMap, later unmapped and released: XLA's platform allocator) are requests: each
+   * whole-reservation map is an alloc of its size, its unmap (or the release) the free, and
+   * synchronous allocations are external memory. Maps of part of a reservation (pages of an
+   * expandable segment, of a pool) stay the recorded allocator's, skipped. Pairs that do not
+   * match (a map without a reservation, an unmap of what was never mapped, a release of what
+   * is still mapped or was never reserved) are counted as anomalies (skipped.vmm_*). */
+  int vmm_requests;
 } rp_engine_opts_t;
 
 /* The rule for rp_engine_set_external_sync: a trace captured in `requests` mode (the
@@ -123,6 +131,13 @@ typedef struct rp_skip_counts {
   uint64_t unknown_free;   /* anomaly: FREE of an address that is not live */
   uint64_t double_free;    /* anomaly: FREE of an address freed since (subset of not live) */
   uint64_t alloc_over_live;/* anomaly: ALLOC at a live address (the old block is freed first) */
+  /* opts.vmm_requests: */
+  uint64_t vmm_buffers;          /* whole-reservation maps replayed as requests */
+  uint64_t vmm_pages;            /* partial maps/unmaps (a pool's pages): not requests */
+  uint64_t vmm_map_unreserved;   /* anomaly: map with no reservation (replayed as a request) */
+  uint64_t vmm_unmap_unmapped;   /* anomaly: unmap of nothing mapped there */
+  uint64_t vmm_release_unknown;  /* anomaly: release of no reservation */
+  uint64_t vmm_release_mapped;   /* anomaly: release while still mapped (the buffer is freed) */
 } rp_skip_counts_t;
 
 typedef struct rp_result {
@@ -154,6 +169,9 @@ typedef struct rp_result {
   uint32_t first_failure_callsite;   /* string id, 0: none */
   int first_failure_served;          /* opts.serve_failed: this policy served the first */
   uint64_t first_failure_live_bytes, first_failure_recorded_reserved_bytes;
+  /* Peak of what the recorded run's own allocator held that is not replayed as requests
+   * (SEGMENT_ALLOC and VMM maps not taken as requests): a native trace's reservation. */
+  uint64_t recorded_mapped_peak_bytes;
   uint64_t first_failure_reserved_bytes; /* this policy's reserved + external just after it */
   uint64_t end_reserved_bytes, end_allocated_bytes, end_requested_bytes;
   double fragmentation_at_peak; /* 1 - allocated/reserved at the (first) reserved peak */

@@ -6,9 +6,13 @@
  * cupy.cuda.set_allocator(None) do, and the floor for reserved memory / ceiling for driver
  * calls among the policies. A 0-byte request asks the driver for 1 byte, so each live block
  * keeps an address of its own (cudaMalloc(0) returns NULL). OOM: the driver's NOMEM, no
- * retry (there is no cache to free). empty_cache has nothing to do. No conf keys.
+ * retry (there is no cache to free). empty_cache has nothing to do. One conf key:
+ * round=SIZE asks the driver for each request rounded up to a multiple of SIZE, as an
+ * allocator that maps every buffer through the VMM API does (XLA's platform allocator: the
+ * 2 MiB granularity), so the policy holds what such a program holds.
  * Structure: live blocks in the rp_live.h table by address (the free needs the size). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,21 +20,32 @@
 #include "replay/policies/rp_live.h"
 #include "replay/policies/rp_policies.h"
 
+typedef struct direct_conf {
+  uint64_t round;
+} direct_conf_t;
+
 typedef struct direct_policy {
   rp_driver_t drv;
+  uint64_t round; /* 0: exact sizes */
   rp_live_t live;
   rp_policy_stats_t st; /* allocated_bytes lives in live.bytes */
 } direct_policy_t;
 
-static const rp_conf_key_t direct_keys[] = {{NULL, RP_CONF_FLAG, 0}};
+static const rp_conf_key_t direct_keys[] = {
+    {"round", RP_CONF_SIZE, offsetof(direct_conf_t, round)},
+    {NULL, RP_CONF_FLAG, 0},
+};
 
 static gm_status_t direct_create(const char *conf, const rp_driver_t *drv, rp_policy_t **out, gm_err_t *err) {
-  char dummy = 0;
-  gm_status_t st = rp_conf_parse("direct", conf, direct_keys, NULL, &dummy, err);
+  direct_conf_t c = {0};
+  gm_status_t st = rp_conf_parse("direct", conf, direct_keys, NULL, &c, err);
   if (st < 0) return st;
+  if (c.round & (c.round - 1))
+    return gm_err_set(err, GM_ERR_INVAL, "direct: round=%" PRIu64 " is not a power of two", c.round);
   direct_policy_t *p = calloc(1, sizeof *p);
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "direct: out of host memory");
   p->drv = *drv;
+  p->round = c.round;
   rp_live_init(&p->live, "direct");
   *out = (rp_policy_t *)p;
   return GM_OK;
@@ -64,6 +79,13 @@ static gm_status_t direct_put(void *ctx, const rp_live_block_t *b, gm_err_t *err
 
 static gm_status_t direct_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   direct_policy_t *p = (direct_policy_t *)pp;
+  if (p->round && size) {
+    if (size > UINT64_MAX - (p->round - 1)) {
+      p->st.ooms++;
+      return gm_err_set(err, GM_ERR_NOMEM, "out of memory: %" PRIu64 " bytes", size);
+    }
+    size = (size + p->round - 1) & ~(p->round - 1);
+  }
   return rp_live_alloc(&p->live, size, stream, direct_get, p, addr, err);
 }
 

@@ -64,13 +64,37 @@ TEST(Direct, OomIsTheDriversWithoutRetry) {
   rp_fake_driver_fini(&f);
 }
 
-TEST(Direct, TakesNoKeys) {
+TEST(Direct, TakesOnlyRound) {
   rp_fake_driver_t f;
   rp_fake_driver_init(&f, 4 * MiB, 1, 0);
   rp_policy_t *p = nullptr;
   gm_err_t err{};
   EXPECT_EQ(rp_direct_ops.create("fast", &f.drv, &p, &err), GM_ERR_INVAL);
-  EXPECT_STREQ(err.msg, "direct: unknown key 'fast' (known: none)");
+  EXPECT_STREQ(err.msg, "direct: unknown key 'fast' (known: round)");
+  EXPECT_EQ(rp_direct_ops.create("round=3MiB", &f.drv, &p, &err), GM_ERR_INVAL);
+  EXPECT_NE(std::string(err.msg).find("not a power of two"), std::string::npos) << err.msg;
+  rp_fake_driver_fini(&f);
+}
+
+// round=2MiB: XLA's platform allocator maps every buffer rounded up to the VMM granularity.
+TEST(Direct, RoundsEachRequestUp) {
+  rp_fake_driver_t f;
+  rp_fake_driver_init(&f, 64 * MiB, 1, 0);
+  rp_policy_t *p = nullptr;
+  gm_err_t err{};
+  ASSERT_EQ(rp_direct_ops.create("round=2MiB", &f.drv, &p, &err), GM_OK) << err.msg;
+  uint64_t a, b;
+  ASSERT_EQ(rp_direct_ops.alloc(p, 1, 0, &a, &err), GM_OK);
+  ASSERT_EQ(rp_direct_ops.alloc(p, 2 * MiB + 1, 0, &b, &err), GM_OK);
+  rp_policy_stats_t s;
+  rp_direct_ops.stats(p, &s);
+  EXPECT_EQ(s.allocated_bytes, 2 * MiB + 4 * MiB);
+  ASSERT_EQ(rp_direct_ops.free(p, a, &err), GM_OK);
+  rp_direct_ops.stats(p, &s);
+  EXPECT_EQ(s.allocated_bytes, 4 * MiB);
+  EXPECT_EQ(rp_direct_ops.alloc(p, UINT64_MAX, 0, &a, &err), GM_ERR_NOMEM);
+  ASSERT_EQ(rp_direct_ops.release_all(p, &err), GM_OK);
+  rp_direct_ops.destroy(p);
   rp_fake_driver_fini(&f);
 }
 

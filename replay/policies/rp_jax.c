@@ -7,8 +7,10 @@
  *
  * What each means, from jax's xla_bridge.py and XLA's pjrt/gpu (CreateBFCAllocator):
  * - default/bfc: tsl::BFCAllocator over the device with memory limit
- *   = (size_t)(total * fraction), total being cuMemGetInfo's total (the trace's
- *   gpu_mem_info_total), fraction 0.75 unless set; allow_growth = !preallocate; the BFC
+ *   = (size_t)(total * fraction) rounded up to 2 MiB (measured: JAX 0.11's bytes_limit at four
+ *   fractions; the stored XLA source multiplies without rounding), total being cuMemGetInfo's
+ *   total (the trace's gpu_mem_info_total), fraction 0.75 unless set; allow_growth =
+ *   !preallocate; the BFC
  *   options' other fields at their defaults (no garbage collection). That is the `prealloc`
  *   policy (rp_bfc.c, the BFC core) with size=F and growth.
  * - platform: every buffer straight from the driver (XLA maps each through the VMM API,
@@ -19,12 +21,15 @@
  * The spec this policy reports is the user's words, so results and the report's paste line
  * read as JAX's documentation does. */
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "replay/policies/rp_policies.h"
+
+#define JAX_GRANULARITY (2ull << 20) /* the VMM granularity XLA rounds its memory limit to */
 
 typedef struct jax_policy {
   const rp_policy_ops_t *inner_ops;
@@ -112,7 +117,7 @@ static gm_status_t jax_create(const char *conf, const rp_driver_t *drv, rp_polic
   if (st < 0) return st;
   char inner[96];
   if (!strcmp(c.allocator, "platform")) {
-    snprintf(inner, sizeof inner, "direct");
+    snprintf(inner, sizeof inner, "direct:round=2MiB");
   } else if (!strcmp(c.allocator, "cuda_async")) {
     if (c.preallocate)
       return gm_err_set(err, GM_ERR_INVAL,
@@ -120,8 +125,13 @@ static gm_status_t jax_create(const char *conf, const rp_driver_t *drv, rp_polic
                         "first pool-sized block) is not modelled; add XLA_PYTHON_CLIENT_PREALLOCATE=false");
     snprintf(inner, sizeof inner, "async");
   } else {
-    snprintf(inner, sizeof inner, "prealloc:size=%.17g%s", c.fraction > 0 ? c.fraction : 0.75,
-             c.preallocate ? "" : ",growth");
+    /* XLA's limit is total * fraction rounded up to the 2 MiB granularity: JAX's own
+     * bytes_limit on an H100 (85017493504 bytes) was 63763906560 at 0.75, 42509271040 at 0.5
+     * and 12752781312 at 0.15, each (size_t)(total * F) rounded up to 2 MiB. */
+    double f = c.fraction > 0 ? c.fraction : 0.75;
+    uint64_t limit = (uint64_t)(f * (double)drv->total_memory);
+    limit = (limit + JAX_GRANULARITY - 1) / JAX_GRANULARITY * JAX_GRANULARITY;
+    snprintf(inner, sizeof inner, "prealloc:size=%" PRIu64 "%s", limit, c.preallocate ? "" : ",growth");
   }
   jax_policy_t *p = calloc(1, sizeof *p);
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "jax: out of host memory");

@@ -1,21 +1,17 @@
 #!/bin/bash
 # jax_corpus.sh: the JAX (and CuPy) corpus for the BFC model, in one call on the GPU machine.
 # Needs .dist/ built here and carried: gpurec, libgpumem_inject.so, trace_csv.
-# For each workload in traces/workloads/jax/:
-#   rec.native    gpurec --mode=native, XLA_PYTHON_CLIENT_PREALLOCATE=false: the BFC's regions
-#                 (VMM maps) with JAX's own memory_stats: ground truth for growth
-#   rec.async     gpurec --mode=native, XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, PREALLOCATE=false:
-#                 one cudaMallocAsync per XLA buffer, exact sizes (the requests-mode candidate)
-#   rec.platform  gpurec (requests mode as on main: XLA_PYTHON_CLIENT_ALLOCATOR=platform)
-#   growth, growth2  unrecorded, PREALLOCATE=false (twice: determinism)
-#   prealloc, pre50  unrecorded, preallocated at the default 0.75 and at 0.5
-#   tightA, tightB   unrecorded growth at fractions 1.10x and 0.90x of growth's peak_bytes_in_use
-#   pretightA        unrecorded, preallocated at tightA's fraction
+# For each workload in traces/workloads/jax/, all jobs side by side (chain_rec and chain_unrec
+# below say what each run is): the recordings in gpurec's requests and native modes, and
+# unrecorded runs with JAX's own memory_stats under growth, tight fractions and preallocation.
+# Run 1 of this corpus (2026-11-25 11:47, H100, commit 867b6cc) recorded with --mode=native and
+# env overrides (async, platform); run 2 (this script) with gpurec's requests mode itself.
 # Output: $OUT/jax_corpus.tar.xz (traces, stdout/stderr of each run, results.jsonl) + log.txt
 set -u
 OUT=${OUT:-/tmp/jaxout}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.dist
+export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 W=/tmp/jaxwork
 rm -rf "$W"; mkdir -p "$W/runs" "$OUT"
 PY=${PY:-python3}
@@ -45,56 +41,54 @@ run() {
   echo "  $(date +%T) $name $var rc=$rc ${secs}ms"
 }
 
-job_phase1() {
-  local j=$1 P="$PY $JD/$j.py"
-  cd "$W"
-  run $j rec.native XLA_PYTHON_CLIENT_PREALLOCATE=false -- $D/gpurec -o "$W/$j.native.zst" --mode=native -- $P
-  run $j rec.async XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async -- $D/gpurec -o "$W/$j.async.zst" --mode=native -- $P
-  run $j rec.platform X=1 -- $D/gpurec -o "$W/$j.platform.zst" -- $P
-  run $j growth XLA_PYTHON_CLIENT_PREALLOCATE=false -- $P
-  run $j growth2 XLA_PYTHON_CLIENT_PREALLOCATE=false -- $P
-}
-
 body() {
-echo "== phase 1: recordings and growth runs, the jobs side by side"
-pids=()
-for j in $JOBS; do job_phase1 $j & pids+=($!); done
-wait "${pids[@]}"   # not a bare wait: that would wait for the tee above too
-
-echo "== phase 2: tight fractions (from growth's peak_bytes_in_use) and preallocation, one at a time"
-TOTAL=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-for j in $JOBS; do
-  P="$PY $JD/$j.py"
+# Chain A per job: the recordings. Requests mode is gpurec's default (XLA_PYTHON_CLIENT_ALLOCATOR=
+# cuda_async, no preallocation: one exact request per XLA buffer); native mode under growth
+# shows the BFC's regions as VMM maps (ground truth beside JAX's memory_stats).
+chain_rec() {
+  local j=$1 P="$PY $JD/$1.py"
+  cd "$W"
+  run $j rec.requests X=1 -- $D/gpurec -o "$W/$j.requests.zst" -- $P
+  run $j rec.native XLA_PYTHON_CLIENT_PREALLOCATE=false -- $D/gpurec -o "$W/$j.native.zst" --mode=native -- $P
+}
+# Chain B per job, unrecorded: growth; growth at fractions 1.10x and 0.90x of growth's
+# peak_bytes_in_use; preallocated at the first of those and at 0.15 of the device.
+chain_unrec() {
+  local j=$1 P="$PY $JD/$1.py"
+  cd "$W"
+  run $j growth XLA_PYTHON_CLIENT_PREALLOCATE=false -- $P
   read FA FB < <($PY - "$W/results.jsonl" "$j" <<'PYEOF'
 import json, sys
-peak = None; limit = None
+peak = limit = None
 for l in open(sys.argv[1]):
     r = json.loads(l)
     if r["job"] == sys.argv[2] and r["variant"] == "growth" and r["result"] and r["result"].get("stats"):
         s = r["result"]["stats"]; peak = s.get("peak_bytes_in_use"); limit = s.get("bytes_limit")
-# bytes_limit = total * 0.75 under the default fraction
-total = limit / 0.75 if limit else None
-if not peak or not total:
-    print("0.02 0.01")
-else:
-    print("%.6f %.6f" % (peak * 1.10 / total, peak * 0.90 / total))
+total = limit / 0.75 if limit else None  # bytes_limit = total * 0.75 under the default fraction
+print("0.02 0.01" if not peak or not total else "%.6f %.6f" % (peak * 1.10 / total, peak * 0.90 / total))
 PYEOF
 )
   echo "  $j tight fractions A=$FA B=$FB"
   run $j tightA XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=$FA -- $P
   run $j tightB XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=$FB -- $P
   run $j pretightA XLA_PYTHON_CLIENT_MEM_FRACTION=$FA -- $P
-  run $j prealloc X=1 -- $P
-  run $j pre50 XLA_PYTHON_CLIENT_MEM_FRACTION=.5 -- $P
-done
+  run $j pre15 XLA_PYTHON_CLIENT_MEM_FRACTION=.15 -- $P
+}
 
-echo "== CuPy: default pool, pool off, async pool; recorded in requests mode (as on main)"
+echo "== all jobs side by side: recordings and unrecorded runs"
+pids=()
+for j in $JOBS; do
+  chain_rec $j & pids+=($!)
+  chain_unrec $j & pids+=($!)
+done
 C="$PY $ROOT/traces/workloads/cupy/cupy_varsize.py"
-cd "$W"
-run cupy_varsize rec.pool X=1 -- $D/gpurec -o "$W/cupy_varsize.pool.zst" -- $C
-run cupy_varsize rec.none GPUMEM_TEST_CUPY_ALLOCATOR=none -- $D/gpurec -o "$W/cupy_varsize.none.zst" -- $C
-run cupy_varsize rec.async GPUMEM_TEST_CUPY_ALLOCATOR=async -- $D/gpurec -o "$W/cupy_varsize.async.zst" -- $C
-run cupy_varsize pool X=1 -- $C
+( cd "$W"
+  run cupy_varsize rec.requests X=1 -- $D/gpurec -o "$W/cupy_varsize.requests.zst" -- $C
+  run cupy_varsize rec.native X=1 -- $D/gpurec -o "$W/cupy_varsize.native.zst" --mode=native -- $C
+  run cupy_varsize pool X=1 -- $C ) & pids+=($!)
+wait "${pids[@]}"   # not a bare wait: that would wait for the tee above too
+echo "== default preallocation (75%), one job at a time would not fit: one job"
+run jax_train_shapes prealloc X=1 -- $PY $JD/jax_train_shapes.py
 
 }
 (body) &

@@ -41,7 +41,7 @@ def main():
     p = init(jax.random.PRNGKey(2))
     rng = random.Random(2)
     nrng = np.random.default_rng(2)
-    for _ in range(12):
+    for _ in range(8):
         seq = -(-rng.randint(64, 1024) // 128) * 128
         batch = rng.choice([2, 4, 8])
         tok = jnp.asarray(nrng.integers(0, V, (batch, seq)), dtype=jnp.int32)
