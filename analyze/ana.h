@@ -44,6 +44,7 @@ typedef struct ana_summary {
   uint64_t events;
   uint64_t first_ts_ns, last_ts_ns;
   uint64_t by_kind[GMT_EV_KIND_MAX];
+  uint64_t async_device_allocs; /* stream-ordered device allocations (requests-mode requests) */
   uint64_t n_devices, devices[ANA_MAX_LISTED];
   uint64_t device_peak[ANA_MAX_LISTED];        /* peak live requested bytes of devices[i] */
   uint64_t n_streams, streams[ANA_MAX_LISTED]; /* GMT_STREAM_NONE counts as a stream */

@@ -115,7 +115,10 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
     print_duration(out, s->last_ts_ns);
     fprintf(out, ")");
   }
-  fprintf(out, "\nevents:         %" PRIu64 " in %" PRIu64 " chunks\n", s->events, rs->chunks);
+  char fwb[128];
+  fprintf(out, "\nframework:      %s\n", gmt_header_frameworks_text(h, fwb, sizeof fwb));
+  fprintf(out, "holds:          %s\n", gmt_trace_holds(h, -1, s->async_device_allocs > 0));
+  fprintf(out, "events:         %" PRIu64 " in %" PRIu64 " chunks\n", s->events, rs->chunks);
   for (unsigned k = 1; k < GMT_EV_KIND_MAX; k++)
     if (s->by_kind[k]) fprintf(out, "  %-14s %" PRIu64 "\n", gmt_kind_name(k), s->by_kind[k]);
   fprintf(out, "devices:        %" PRIu64 " (", s->n_devices);

@@ -346,7 +346,10 @@ static void print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, framewor
     sqlite3_bind_int64(st, 1, trace_id);
     while (sqlite3_step(st) == SQLITE_ROW && used < sizeof list) {
       const char *k = (const char *)sqlite3_column_text(st, 0), *v = (const char *)sqlite3_column_text(st, 1);
-      int w = snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", k ? k + 10 : "?", v ? v : "");
+      const char *name = k ? k + 10 : "?";
+      for (unsigned bit = 1; bit <= GMT_FW_ALL; bit <<= 1)
+        if (gmt_framework_key(bit) && !strcmp(gmt_framework_key(bit), name)) name = gmt_framework_display(bit);
+      int w = snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", name, v ? v : "");
       if (w < 0) break;
       used += (size_t)w;
     }

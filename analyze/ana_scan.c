@@ -191,6 +191,9 @@ gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) 
   if (seq == 0) m->first_ts_ns = ev->ts_ns;
   if (ev->ts_ns > m->last_ts_ns) m->last_ts_ns = ev->ts_ns;
   if (ev->kind < GMT_EV_KIND_MAX) m->by_kind[ev->kind]++;
+  if (ev->kind == GMT_EV_ALLOC && (ev->flags & GMT_F_ASYNC) &&
+      (ev->mem_kind == GMT_MEM_DEVICE || ev->mem_kind == GMT_MEM_UNKNOWN))
+    m->async_device_allocs++;
   if (!(s->dev_seen[ev->device / 8] & (1u << (ev->device % 8)))) {
     s->dev_seen[ev->device / 8] |= (uint8_t)(1u << (ev->device % 8));
     if (m->n_devices < ANA_MAX_LISTED) m->devices[m->n_devices] = ev->device;

@@ -172,6 +172,11 @@ const char *gmt_framework_display(unsigned fw);
 const char *gmt_header_framework_version(const gmt_header_t *h, unsigned fw);
 /* "JAX 0.11.2, CuPy 14.2.0" into buf; "unknown (not recorded)" for an empty set. */
 const char *gmt_header_frameworks_text(const gmt_header_t *h, char *buf, size_t n);
+/* What a trace's events are to a replay, in one phrase: "requests: ...", "segments: ...",
+ * "pool blocks: ...". vmm_requests: whether whole-reservation VMM maps are read as requests
+ * (-1: decide from the header: XLA's platform allocator without stream-ordered allocations);
+ * has_async_alloc: the trace holds stream-ordered device allocations. */
+const char *gmt_trace_holds(const gmt_header_t *h, int vmm_requests, int has_async_alloc);
 
 /* ---- writer -------------------------------------------------------------------------------- */
 

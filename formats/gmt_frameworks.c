@@ -71,3 +71,22 @@ const char *gmt_header_frameworks_text(const gmt_header_t *h, char *buf, size_t 
   }
   return buf;
 }
+
+const char *gmt_trace_holds(const gmt_header_t *h, int vmm_requests, int has_async_alloc) {
+  const char *xla = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_ALLOCATOR");
+  unsigned fw = gmt_header_frameworks(h);
+  if (vmm_requests < 0)
+    vmm_requests = xla && !strcmp(xla, "platform") && (!fw || (fw & GMT_FW_JAX)) && !has_async_alloc;
+  if (vmm_requests)
+    return "requests: buffers mapped one by one through the VMM API (XLA's platform allocator), "
+           "each rounded up to the 2 MiB granularity";
+  if (h->capture_mode == GMT_CAPTURE_TORCH) return "requests: PyTorch's own allocator history";
+  if (has_async_alloc) return "requests: stream-ordered allocations, exact sizes";
+  if (h->capture_mode == GMT_CAPTURE_NATIVE && (fw & GMT_FW_CUPY))
+    return "pool blocks: CuPy's memory pool asked the driver for these, not the arrays "
+           "(record in requests mode for per-array requests)";
+  if (h->capture_mode == GMT_CAPTURE_NATIVE)
+    return "segments: what the program's own allocator asked of the driver, replayed as if they "
+           "were requests (not a prediction of other settings; record in requests mode)";
+  return "requests";
+}

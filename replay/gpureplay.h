@@ -60,6 +60,7 @@ typedef struct gr_trace_info {
   int vmm_requests;         /* whole-reservation VMM maps are replayed as requests */
   unsigned frameworks;      /* GMT_FW_* the header names (0: not recorded) */
   char frameworks_text[128];/* "JAX 0.11.2" */
+  const char *holds;        /* gmt_trace_holds: what the events are to the replay */
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
   uint64_t device_memory;   /* total memory the policies saw */
   int device_memory_assumed; /* neither the trace nor the command line said: 80 GiB */
@@ -100,9 +101,7 @@ void gr_rank(rp_result_t *const *res, int n, int *order);
 void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *res, int n,
                     const int *order);
 void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r);
-/* What the trace's events are to the replay ("requests: ...", "segments: ...", "pool
- * blocks: ..."), and the framework/content lines with their warnings. */
-const char *gr_trace_holds(const gr_trace_info_t *info, const rp_result_t *r0);
+/* The framework and what the trace holds (gmt_trace_holds), with their warnings. */
 void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0);
 /* The recorded run's failed requests, each line starting with prefix (nothing if none). */
 void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0);

@@ -72,27 +72,12 @@ void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, 
                "policy would have served it\n", prefix);
 }
 
-const char *gr_trace_holds(const gr_trace_info_t *info, const rp_result_t *r0) {
-  if (info->vmm_requests)
-    return "requests: buffers mapped one by one through the VMM API (XLA's platform allocator), "
-           "each rounded up to the 2 MiB granularity";
-  if (info->capture_mode == GMT_CAPTURE_TORCH) return "requests: PyTorch's own allocator history";
-  if (info->has_async_alloc) return "requests: stream-ordered allocations, exact sizes";
-  if (info->capture_mode == GMT_CAPTURE_NATIVE && (info->frameworks & GMT_FW_CUPY))
-    return "pool blocks: CuPy's memory pool asked the driver for these, not the arrays "
-           "(record in requests mode for per-array requests)";
-  if (info->capture_mode == GMT_CAPTURE_NATIVE)
-    return "segments: what the program's own allocator asked of the driver, replayed as if they "
-           "were requests (not a prediction of other settings; record in requests mode)";
-  return "requests";
-}
-
 /* One line on whose requests these are, one on what they are, and a warning when the
  * requests cover far less than the recorded run mapped beside them. */
 void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0) {
   char b1[32], b2[32];
   fprintf(f, "%sframework: %s; the trace holds %s\n", prefix, info->frameworks_text,
-          gr_trace_holds(info, r0));
+          info->holds);
   if (gmt_framework_single(info->frameworks) == 0 && info->frameworks)
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
@@ -197,7 +182,7 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "peak_reserved_plus_external_bytes",
                       json_integer((json_int_t)r->peak_reserved_plus_external_bytes));
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
-  json_object_set_new(o, "holds", json_string(gr_trace_holds(info, r)));
+  json_object_set_new(o, "holds", json_string(info->holds));
   return o;
 }
 

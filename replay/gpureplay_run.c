@@ -359,6 +359,7 @@ static gm_status_t probe(const char *path, int sync_allocs, int vmm_buffers, gr_
                         (sync_allocs == GR_SYNC_AUTO &&
                          (rp_sync_is_external(info->capture_mode, info->has_async_alloc) ||
                           info->vmm_requests));
+  info->holds = gmt_trace_holds(h, info->vmm_requests, info->has_async_alloc);
   gmt_reader_close(r);
   return GM_OK;
 }
