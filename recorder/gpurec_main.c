@@ -296,12 +296,13 @@ static void print_summary(const char *path) {
   char peak[32], bytes[32];
   double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
   fprintf(stderr,
-          "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s, %llu dropped%s%s%s\n",
+          "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s, %llu dropped%s%s%s, "
+          "framework %s\n",
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
           gm_format_size(s.peak_live, peak, sizeof peak), (unsigned long long)s.dropped,
           s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
-          s.gpu);
+          s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
   if (failed) {
     fprintf(stderr, "gpurec: %s: the program ran out of memory: %llu failed request%s, the first %s", path,

@@ -29,6 +29,7 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
   s->rank = h->rank;
   s->pid = h->pid;
   snprintf(s->gpu, sizeof s->gpu, "%s", h->gpu_name ? h->gpu_name : "");
+  gmt_header_frameworks_text(h, s->frameworks, sizeof s->frameworks);
   live_t *map = NULL;
   uint64_t cur = 0;
   gmt_event_t ev;

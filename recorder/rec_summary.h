@@ -22,6 +22,7 @@ typedef struct rec_summary {
   int rank;
   uint32_t pid;
   char gpu[128];
+  char frameworks[128]; /* gmt_header_frameworks_text: "JAX 0.11.2" */
   /* The first failed request (ALLOC_FAILED): valid when by_kind[GMT_EV_ALLOC_FAILED]. */
   uint64_t failed_size, failed_stream, failed_ts;
   char failed_callsite[256];
