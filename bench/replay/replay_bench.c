@@ -170,7 +170,8 @@ static int bench_speed(size_t n, const char *file) {
   printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU)\n", "reference: trace decode (reader)",
          (double)got / dc / 1e6, dc);
   double eng = replay_one(&null_ops, "", evs, n);
-  const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc", NULL};
+  const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc",
+                         "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false", NULL};
   for (const char *const *s = specs; *s; s++) {
     char name[64];
     size_t l = strcspn(*s, ":");
