@@ -122,6 +122,9 @@ void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, 
     }
   } else if (fam == 2 && strncmp(policy, "tf", 2) == 0) {
     tf_line(arg, buf, n);
+  } else if (fam == 4 && strncmp(policy, "cupy", 4) == 0) {
+    if (!*arg) snprintf(buf, n, "unset CUPY_GPU_MEMORY_LIMIT   # CuPy's default memory pool");
+    else snprintf(buf, n, "export %s", arg);
   } else if (fam == 3 && strncmp(policy, "bfc", 3) == 0) {
     if (strcmp(arg, "growth") == 0)
       snprintf(buf, n, "TF_FORCE_GPU_ALLOW_GROWTH=true   # JAX: XLA_PYTHON_CLIENT_PREALLOCATE=false");
@@ -186,7 +189,7 @@ static int in_family(framework_t fw, const char *policy) {
   switch (fw) {
     case FW_TF: return strncmp(policy, "tf", 2) == 0 || strncmp(policy, "bfc", 3) == 0;
     case FW_JAX: return strncmp(policy, "jax", 3) == 0;
-    case FW_CUPY: return 0;
+    case FW_CUPY: return strncmp(policy, "cupy", 4) == 0;
     default: return strncmp(policy, "pytorch", 7) == 0 || strncmp(policy, "async", 5) == 0;
   }
 }
@@ -196,6 +199,7 @@ static const char *default_policy(framework_t fw) {
   switch (fw) {
     case FW_TF: return "tf";
     case FW_JAX: return "jax";
+    case FW_CUPY: return "cupy";
     default: return "pytorch";
   }
 }
@@ -417,15 +421,18 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   }
   framework_t fw = detect_framework(db, trace_id, capture_mode);
   print_frameworks(db, out, trace_id, fw);
-  if (fw == FW_MIXED || fw == FW_CUPY) {
+  /* A native recording of a framework holds its allocator's segments or pool blocks: a
+   * replay of those through another setting predicts nothing. */
+  int native = capture_mode && !strcmp(capture_mode, "native") && fw != FW_UNKNOWN;
+  if (fw == FW_MIXED || native) {
     fprintf(out, "  no setting advised: %s\n",
             fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
                              "them as one allocator's (record each framework's job alone)"
-                           : "CuPy's own memory pool is not modelled; the replay gives what the arrays "
-                             "need (direct) and the other policies for comparison");
+                           : "a native recording holds what the framework's allocator took from the "
+                             "driver, not the program's requests (record in gpurec's default mode)");
   }
   const run_row_t *best = NULL, *dflt = NULL;
-  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && fw != FW_CUPY; pass++)
+  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && !native; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
       /* A setting that ran out of memory is never the advice, whatever it reserved. */
@@ -447,7 +454,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   /* Everything that must be on the device at once: the requests and the memory of libraries
    * beside the allocator (external), never less than the lower bound. */
   int64_t need = rows[0].need > lower ? rows[0].need : lower;
-  if (!best && (fw == FW_MIXED || fw == FW_CUPY)) return;
+  if (!best && (fw == FW_MIXED || native)) return;
   if (!best) {
     fprintf(out, "  every%s%s setting ran out of memory in replay", fw == FW_UNKNOWN ? "" : " ",
             fw == FW_UNKNOWN ? "" : fw_name(fw));

@@ -67,8 +67,8 @@ static const char *const tf_grid[] = {
     NULL,
 };
 
-/* CuPy's own pool is not modelled: the floor, for what the arrays need. */
-static const char *const cupy_grid[] = {"direct", NULL};
+/* CuPy's default pool, and what the arrays need (set_allocator(None)). */
+static const char *const cupy_grid[] = {"cupy", "direct", NULL};
 
 const char *const *gr_sweep_grid_for(unsigned framework) {
   switch (framework) {

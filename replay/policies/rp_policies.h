@@ -14,6 +14,7 @@ extern const rp_policy_ops_t rp_prealloc_ops; /* rp_bfc.c: JAX/XLA, BFC in one a
 extern const rp_policy_ops_t rp_direct_ops;   /* rp_direct.c: every request to the driver */
 extern const rp_policy_ops_t rp_async_ops;    /* rp_async.c: the driver's stream-ordered pool */
 extern const rp_policy_ops_t rp_jax_ops;      /* rp_jax.c: JAX's settings in its own words */
+extern const rp_policy_ops_t rp_cupy_ops;     /* rp_cupy.c: CuPy's default memory pool */
 
 /* TensorFlow's default memory limit on a device of `total` bytes when no fraction is set:
  * total minus MinSystemMemory (225 MiB under 2 GiB, else 1800 MiB: TF's value for compute

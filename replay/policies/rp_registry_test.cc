@@ -36,7 +36,7 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
   gm_err_t err{};
   EXPECT_EQ(rp_policy_create("x:foo", &f.drv, &ops, &p, &err), GM_ERR_INVAL);
   EXPECT_EQ(std::string(err.msg), "unknown policy 'x' (known: " + KnownList() + ")");
-  EXPECT_EQ(KnownList(), "pytorch, bfc, prealloc, jax, direct, async");
+  EXPECT_EQ(KnownList(), "pytorch, bfc, prealloc, jax, cupy, direct, async");
   rp_fake_driver_fini(&f);
 }
 

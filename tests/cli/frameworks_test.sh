@@ -51,10 +51,18 @@ has rep.txt "XLA compiles a different program"
 hasnt rep.txt "PYTORCH_CUDA_ALLOC_CONF"
 [ -s r.html ] || fail "no HTML report"
 
-# CuPy's pool: said, and no setting advised
+# CuPy: a native recording holds pool blocks: said, and no setting advised
 "$GA" report cupy_varsize.native.zst --html c.html >cupy.txt 2>&1 || fail "cupy report rc=$?"
-has cupy.txt "no setting advised: CuPy's own memory pool is not modelled"
+has cupy.txt "no setting advised: a native recording holds"
 hasnt cupy.txt "paste:"
+# ... its requests-mode recording is replayed through CuPy's pool model: the pool it predicts is
+# CuPy's own pool_total_bytes of the real run (794832896, runs.jsonl)
+"$RP" cupy_varsize.requests.zst --sweep --json >cs.json 2>/dev/null || fail "cupy sweep rc=$?"
+grep '"policy":"cupy"' cs.json | grep -q '"peak_reserved_bytes":794832896,' || fail "cupy pool: $(cat cs.json)"
+"$GA" report cupy_varsize.requests.zst --html c2.html >cupy2.txt 2>&1 || fail "cupy report 2 rc=$?"
+has cupy2.txt "framework: CuPy 14.2.0 (advice in CuPy's words)"
+has cupy2.txt "paste: unset CUPY_GPU_MEMORY_LIMIT"
+hasnt cupy2.txt "PYTORCH"
 
 # a native JAX trace: the BFC's regions, not requests
 "$RP" jax_train_shapes.native.zst -p jax:XLA_PYTHON_CLIENT_PREALLOCATE=false >nat.txt 2>&1 || fail "native rc=$?"
