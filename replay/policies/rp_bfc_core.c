@@ -27,6 +27,20 @@
  *    find again; else OOM. TF's AllocateRawInternalWithRetry then waits up to 10 s for
  *    other threads to free memory; a sequential replay has no such frees, so that wait can
  *    never succeed and is not modelled.
+ *  - Overflow guards TF lacks: curr_region_allocation_bytes_ stops doubling at 2^63 (TF's
+ *    size_t would wrap to 0 and spin in Extend's doubling loop, after some 43 extensions
+ *    from 2 MiB), and a request that would need it doubled past that fails to extend.
+ * VMM sub-allocator (opts.sub_allocator = RP_BFC_SUB_VMM, rp_bfc_vmm.h), BFC's side
+ * (coalesce_regions_ = SupportsCoalescing() = true):
+ *  - Extend counts bytes_received (the padded size) into pool_bytes, so the pool can pass
+ *    the limit by up to a granule; available = memory_limit_ - pool_bytes is size_t
+ *    arithmetic and then wraps to a huge value: from there on the limit no longer binds and
+ *    only the address reservation (2 x the limit) and the device stop the growth. Kept.
+ *  - AddOrExtendAllocationRegion: a new region that starts where an existing one ends
+ *    extends it; its chunk is linked after that region's last chunk and merged with it when
+ *    that chunk is free (TryToCoalesce in Extend). Regions are kept sorted by address.
+ *  - DeallocateRegions frees a region through the sub-allocator's Free and takes its size
+ *    off pool_bytes whether or not the sub-allocator really unmapped it.
  * Streams: TF's BFC is stream-agnostic (one compute stream per device); the stream of a
  * request is ignored.
  * Structures: bins are libbsd red-black trees keyed (size, address); chunks in use are in a
@@ -45,6 +59,8 @@
 #endif
 #include <bsd/sys/tree.h>
 
+#include "replay/policies/rp_bfc_vmm.h"
+
 typedef struct chunk chunk_t;
 typedef struct region region_t;
 
@@ -61,7 +77,9 @@ struct chunk {
 struct region {
   uint64_t addr, size;
   chunk_t *first;
-  region_t *prev, *next; /* creation order, as TF's region vector */
+  region_t *prev, *next; /* creation order; by address with the VMM sub-allocator, as TF's
+                            region vector (the order only decides which region goes to
+                            the driver first in garbage collection) */
 };
 
 static int chunk_cmp(const chunk_t *a, const chunk_t *b) {
@@ -86,6 +104,8 @@ struct rp_bfc {
   int nregions;
   chunk_t *spare; /* recycled chunk records, linked by next */
   rp_policy_stats_t st;
+  int vmm;         /* sub-allocator is GpuVirtualMemAllocator: coalescing regions */
+  rp_bfc_vmm_t v;
 };
 
 static uint64_t rounded_bytes(uint64_t n) {
@@ -135,6 +155,16 @@ gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc
   b->curr_region_bytes =
       rounded_bytes(opts->allow_growth ? (lim < RP_BFC_GROWTH_START ? lim : RP_BFC_GROWTH_START) : lim);
   for (int i = 0; i < RP_BFC_NUM_BINS; i++) RB_INIT(&b->bins[i]);
+  if (opts->sub_allocator == RP_BFC_SUB_VMM) {
+    uint64_t va = opts->vmm_va_bytes;
+    if (va == 0) va = lim > UINT64_MAX / 2 ? UINT64_MAX / 2 : lim * 2; /* total_bytes * 2 */
+    gm_status_t st = rp_bfc_vmm_init(&b->v, drv, va, err);
+    if (st < 0) {
+      free(b);
+      return gm_err_wrap(err, "bfc");
+    }
+    b->vmm = 1;
+  }
   *out = b;
   return GM_OK;
 }
@@ -175,6 +205,7 @@ void rp_bfc_delete(rp_bfc_t *b) {
     b->spare = c->next;
     free(c);
   }
+  rp_bfc_vmm_fini(&b->v);
   free(b);
 }
 
@@ -212,19 +243,77 @@ static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
   return NULL;
 }
 
+/* The sub-allocator's Alloc: DeviceMemAllocator hands out exactly `bytes`, the VMM one pads
+ * them to its granularity. GM_ERR_NOMEM is TF's nullptr. */
+static gm_status_t sub_alloc(rp_bfc_t *b, uint64_t bytes, uint64_t *addr, uint64_t *received, gm_err_t *err) {
+  if (b->vmm) return rp_bfc_vmm_alloc(&b->v, &b->drv, bytes, addr, received, err);
+  *received = bytes;
+  return b->drv.mem_alloc(b->drv.ctx, bytes, addr);
+}
+
+/* The region that ends at addr (AddOrExtendAllocationRegion's preceding region), or NULL. */
+static region_t *region_ending_at(rp_bfc_t *b, uint64_t addr) {
+  for (region_t *r = b->regions_tail; r; r = r->prev)
+    if (r->addr + r->size == addr) return r;
+  return NULL;
+}
+
+/* Coalescing Extend: the new bytes join region r; their chunk follows r's last chunk and
+ * merges with it when it is free (TryToCoalesce). */
+static int extend_region(rp_bfc_t *b, region_t *r, uint64_t addr, uint64_t size) {
+  chunk_t *c = chunk_new(b);
+  if (!c) return -1;
+  chunk_t *last = r->first;
+  while (last->next) last = last->next;
+  r->size += size;
+  if (!last->in_use) {
+    bin_remove(b, last);
+    last->size += size;
+    chunk_recycle(b, c);
+    bin_insert(b, last);
+    b->st.merges++;
+    return 1;
+  }
+  c->addr = addr;
+  c->size = size;
+  c->region = r;
+  c->prev = last;
+  last->next = c;
+  bin_insert(b, c);
+  return 1;
+}
+
+/* A new region in the list: at the tail (creation order), or by address with the VMM
+ * sub-allocator (TF's sorted region vector). */
+static void region_link(rp_bfc_t *b, region_t *r) {
+  region_t *after = b->regions_tail;
+  if (b->vmm)
+    while (after && after->addr > r->addr) after = after->prev;
+  r->prev = after;
+  r->next = after ? after->next : b->regions;
+  if (r->next) r->next->prev = r; else b->regions_tail = r;
+  if (after) after->next = r; else b->regions = r;
+  b->nregions++;
+}
+
 /* Extend: one more region. Returns 1 (extended), 0 (cannot), <0 (driver failure). */
 static int extend(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
-  uint64_t available = b->opts.memory_limit > b->pool_bytes ? b->opts.memory_limit - b->pool_bytes : 0;
+  uint64_t available;
+  if (b->vmm) /* TF's size_t subtraction: wraps once the padded pool passed the limit */
+    available = b->opts.memory_limit - b->pool_bytes;
+  else
+    available = b->opts.memory_limit > b->pool_bytes ? b->opts.memory_limit - b->pool_bytes : 0;
   available = available / RP_BFC_MIN_ALLOC * RP_BFC_MIN_ALLOC;
   if (rounded > available) return 0;
   int increased = 0;
   while (rounded > b->curr_region_bytes) {
+    if (b->curr_region_bytes > UINT64_MAX / 2) return 0; /* see "Overflow guards" */
     b->curr_region_bytes *= 2;
     increased = 1;
   }
   uint64_t bytes = b->curr_region_bytes < available ? b->curr_region_bytes : available;
-  uint64_t addr = 0;
-  gm_status_t st = b->drv.mem_alloc(b->drv.ctx, bytes, &addr);
+  uint64_t addr = 0, received = 0;
+  gm_status_t st = sub_alloc(b, bytes, &addr, &received, err);
   while (st == GM_ERR_NOMEM) {
     /* kBackpedalFactor is a float: the product is computed in single precision. */
     float f = (float)bytes * 0.9f;
@@ -232,10 +321,18 @@ static int extend(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
     if (back >= bytes) back = bytes - RP_BFC_MIN_ALLOC;
     bytes = back;
     if (bytes < rounded) return 0;
-    st = b->drv.mem_alloc(b->drv.ctx, bytes, &addr);
+    st = sub_alloc(b, bytes, &addr, &received, err);
   }
-  if (st < 0) return gm_err_wrap(err, "bfc: device allocation of %" PRIu64 " bytes", bytes);
-  if (!increased) b->curr_region_bytes *= 2;
+  if (st < 0) return b->vmm ? st : gm_err_wrap(err, "bfc: device allocation of %" PRIu64 " bytes", bytes);
+  if (!increased && b->curr_region_bytes <= UINT64_MAX / 2) b->curr_region_bytes *= 2;
+  b->pool_bytes += received;
+  if (b->vmm) {
+    region_t *grow = region_ending_at(b, addr);
+    if (grow) {
+      if (extend_region(b, grow, addr, received) < 0) return gm_err_set(err, GM_ERR_NOMEM, "bfc: out of host memory");
+      return 1;
+    }
+  }
   region_t *r = calloc(1, sizeof *r);
   chunk_t *c = chunk_new(b);
   if (!r || !c) {
@@ -244,15 +341,11 @@ static int extend(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
     return gm_err_set(err, GM_ERR_NOMEM, "bfc: out of host memory");
   }
   r->addr = addr;
-  r->size = bytes;
+  r->size = received;
   r->first = c;
-  r->prev = b->regions_tail;
-  if (b->regions_tail) b->regions_tail->next = r; else b->regions = r;
-  b->regions_tail = r;
-  b->nregions++;
-  b->pool_bytes += bytes;
+  region_link(b, r);
   c->addr = addr;
-  c->size = bytes;
+  c->size = received;
   c->region = r;
   bin_insert(b, c);
   return 1;
@@ -271,7 +364,8 @@ static int gc_free_regions(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
     region_t *n = r->next;
     /* A region with nothing in use is one free chunk: free chunks are always merged. */
     if (!r->first->in_use && !r->first->next) {
-      gm_status_t st = b->drv.mem_free(b->drv.ctx, r->addr, r->size);
+      gm_status_t st = b->vmm ? rp_bfc_vmm_free(&b->v, &b->drv, r->addr, r->size, err)
+                              : b->drv.mem_free(b->drv.ctx, r->addr, r->size);
       if (st < 0) return gm_err_wrap(err, "bfc: device free of region 0x%" PRIx64, r->addr);
       drop_region_chunks(b, r);
       region_unlink(b, r);
@@ -344,11 +438,15 @@ gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err) {
 gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err) {
   while (b->regions) {
     region_t *r = b->regions;
-    gm_status_t st = b->drv.mem_free(b->drv.ctx, r->addr, r->size);
-    if (st < 0) return gm_err_wrap(err, "bfc: device free of region 0x%" PRIx64, r->addr);
+    if (!b->vmm) {
+      gm_status_t st = b->drv.mem_free(b->drv.ctx, r->addr, r->size);
+      if (st < 0) return gm_err_wrap(err, "bfc: device free of region 0x%" PRIx64, r->addr);
+    }
     drop_region_chunks(b, r);
     region_unlink(b, r);
   }
+  /* VMM: the sub-allocator's destructor unmaps every mapping, refused frees' included. */
+  if (b->vmm) return rp_bfc_vmm_release(&b->v, &b->drv, err);
   return GM_OK;
 }
 
@@ -360,6 +458,11 @@ void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
 uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b) { return b->pool_bytes; }
 uint64_t rp_bfc_next_region_bytes(const rp_bfc_t *b) { return b->curr_region_bytes; }
 int rp_bfc_region_count(const rp_bfc_t *b) { return b->nregions; }
+uint64_t rp_bfc_vmm_mapped_bytes(const rp_bfc_t *b) { return b->v.mapped; }
+uint64_t rp_bfc_vmm_next_offset(const rp_bfc_t *b) { return b->v.next_off; }
+uint64_t rp_bfc_vmm_va_size(const rp_bfc_t *b) { return b->v.va_size; }
+uint64_t rp_bfc_vmm_va_ooms(const rp_bfc_t *b) { return b->v.va_ooms; }
+uint64_t rp_bfc_vmm_refused_frees(const rp_bfc_t *b) { return b->v.refused_frees; }
 
 #define CORRUPT(...) gm_err_set(err, GM_ERR_CORRUPT, "bfc: " __VA_ARGS__)
 
@@ -369,6 +472,11 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
   for (const region_t *r = b->regions; r; r = r->next) {
     nreg++;
     pool += r->size;
+    if (b->vmm) {
+      if (r->prev && r->prev->addr + r->prev->size > r->addr) return CORRUPT("region 0x%" PRIx64 " out of address order", r->addr);
+      if (r->prev && r->prev->addr + r->prev->size == r->addr) return CORRUPT("adjacent regions not coalesced at 0x%" PRIx64, r->addr);
+      if (!rp_bfc_vmm_tiles(&b->v, r->addr, r->size)) return CORRUPT("region 0x%" PRIx64 " is not a run of live mappings", r->addr);
+    }
     uint64_t at = r->addr;
     const chunk_t *prev = NULL;
     for (const chunk_t *c = r->first; c; prev = c, c = c->next) {
@@ -401,6 +509,10 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
   if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);
   if (pool != b->pool_bytes) return CORRUPT("pool_bytes %" PRIu64 ", regions sum %" PRIu64, b->pool_bytes, pool);
   if (used != b->st.allocated_bytes) return CORRUPT("allocated_bytes %" PRIu64 ", chunks in use sum %" PRIu64, b->st.allocated_bytes, used);
+  if (b->vmm) { /* the padded pool may pass the limit (see the header); the mappings hold it */
+    if (pool > b->v.mapped) return CORRUPT("pool %" PRIu64 " over the mapped %" PRIu64 " bytes", pool, b->v.mapped);
+    return rp_bfc_vmm_check(&b->v, err);
+  }
   if (pool > b->opts.memory_limit) return CORRUPT("pool %" PRIu64 " over the limit %" PRIu64, pool, b->opts.memory_limit);
   return GM_OK;
 }

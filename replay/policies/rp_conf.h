@@ -1,4 +1,4 @@
-/* rp_conf.h: the conf-string parser shared by the bfc, prealloc, direct and async policies.
+/* rp_conf.h: the conf-string parser shared by the bfc, prealloc, tf, direct and async policies.
  *
  * A conf is the text after "name:" in a policy spec: comma-separated items, each "key",
  * "key=value" or "key:value" (both separators, so PyTorch-style "key:value" habits work).
@@ -30,8 +30,12 @@ typedef enum rp_conf_kind {
   RP_CONF_BOOL,     /* int: "key=true|false|1|0" (value required) */
   RP_CONF_SIZE,     /* uint64_t via gm_parse_size */
   RP_CONF_FRACTION, /* double in (0, 1] */
-  RP_CONF_AMOUNT    /* rp_amount_t: size or fraction */
+  RP_CONF_AMOUNT,   /* rp_amount_t: size or fraction */
+  RP_CONF_STRING    /* char[RP_CONF_STR_MAX]: the value verbatim (trimmed), for a policy that
+                       checks it itself (a framework's own words, compared as it compares them) */
 } rp_conf_kind_t;
+
+#define RP_CONF_STR_MAX 64
 
 typedef struct rp_conf_key {
   const char *name; /* NULL ends the table */

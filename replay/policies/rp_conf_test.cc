@@ -14,6 +14,7 @@ struct Cfg {
   uint64_t size;
   double frac;
   rp_amount_t amount;
+  char str[RP_CONF_STR_MAX];
 };
 
 const rp_conf_key_t kKeys[] = {
@@ -22,6 +23,7 @@ const rp_conf_key_t kKeys[] = {
     {"size", RP_CONF_SIZE, offsetof(Cfg, size)},
     {"frac", RP_CONF_FRACTION, offsetof(Cfg, frac)},
     {"amount", RP_CONF_AMOUNT, offsetof(Cfg, amount)},
+    {"str", RP_CONF_STRING, offsetof(Cfg, str)},
     {nullptr, RP_CONF_FLAG, 0},
 };
 
@@ -52,7 +54,7 @@ TEST(Conf, UnknownKeyListsTheKnownOnes) {
   Cfg c{};
   gm_err_t err{};
   EXPECT_EQ(rp_conf_parse("bfc", "growth,bogus=1", kKeys, nullptr, &c, &err), GM_ERR_INVAL);
-  EXPECT_STREQ(err.msg, "bfc: unknown key 'growth' (known: flag, b, size, frac, amount)");
+  EXPECT_STREQ(err.msg, "bfc: unknown key 'growth' (known: flag, b, size, frac, amount, str)");
   EXPECT_EQ(rp_conf_parse("bfc", "0.5", kKeys, nullptr, &c, &err), GM_ERR_INVAL);  // no bare key
 }
 
@@ -66,6 +68,21 @@ TEST(Conf, BadValuesNameTheKey) {
     std::string key = std::string(s).substr(0, std::string(s).find('='));
     EXPECT_NE(std::string(err.msg).find("t: bad value for '" + key + "'"), std::string::npos) << s << ": " << err.msg;
   }
+}
+
+TEST(Conf, StringKeepsTheValueVerbatim) {
+  Cfg c{};
+  gm_err_t err{};
+  ASSERT_EQ(rp_conf_parse("t", "str= True ", kKeys, nullptr, &c, &err), GM_OK) << err.msg;
+  EXPECT_STREQ(c.str, "True");  // case kept: the policy compares as its framework does
+  ASSERT_EQ(rp_conf_parse("t", "str:cuda_malloc_async", kKeys, nullptr, &c, &err), GM_OK) << err.msg;
+  EXPECT_STREQ(c.str, "cuda_malloc_async");
+  EXPECT_EQ(rp_conf_parse("t", "str", kKeys, nullptr, &c, &err), GM_ERR_INVAL);
+  EXPECT_STREQ(err.msg, "t: bad value for 'str': needs a value");
+  EXPECT_EQ(rp_conf_parse("t", "str=", kKeys, nullptr, &c, &err), GM_ERR_INVAL);
+  std::string long_value = "str=" + std::string(RP_CONF_STR_MAX, 'x');
+  EXPECT_EQ(rp_conf_parse("t", long_value.c_str(), kKeys, nullptr, &c, &err), GM_ERR_INVAL);
+  EXPECT_NE(std::string(err.msg).find("value too long"), std::string::npos) << err.msg;
 }
 
 TEST(Conf, AmountDistinguishesFractionsFromSizes) {
