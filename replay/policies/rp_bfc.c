@@ -5,7 +5,9 @@
  *   prealloc=FRACTION (per_process_gpu_memory_fraction: one region of FRACTION * total),
  *   limit=SIZE|FRACTION (the memory limit, e.g. a logical device's memory_limit),
  *   garbage_collection=BOOL (TF_ENABLE_GPU_GARBAGE_COLLECTION, default true),
- *   fragmentation_fraction=FRACTION (Options::fragmentation_fraction; default 0 = 128 MiB).
+ *   fragmentation_fraction=FRACTION (Options::fragmentation_fraction; default 0 = 128 MiB),
+ *   sub_allocator=device|vmm (device: DeviceMemAllocator, what TF and XLA run; vmm: TF's
+ *   compiled-out GpuVirtualMemAllocator, rp_bfc_vmm.h, for what-if replays).
  *   Without growth, the whole limit is one region taken at the first request; the default
  *   limit is rp_bfc_tf_default_limit(total).
  * prealloc[:SIZE|FRACTION]  XLA's GPU client: BFC with memory_limit = FRACTION * total (or
@@ -35,6 +37,7 @@ typedef struct bfc_conf {
   rp_amount_t limit;
   int garbage_collection;
   double fragmentation_fraction;
+  char sub_allocator[RP_CONF_STR_MAX];
 } bfc_conf_t;
 
 static const rp_conf_key_t bfc_keys[] = {
@@ -43,6 +46,7 @@ static const rp_conf_key_t bfc_keys[] = {
     {"limit", RP_CONF_AMOUNT, offsetof(bfc_conf_t, limit)},
     {"garbage_collection", RP_CONF_BOOL, offsetof(bfc_conf_t, garbage_collection)},
     {"fragmentation_fraction", RP_CONF_FRACTION, offsetof(bfc_conf_t, fragmentation_fraction)},
+    {"sub_allocator", RP_CONF_STRING, offsetof(bfc_conf_t, sub_allocator)},
     {NULL, RP_CONF_FLAG, 0},
 };
 
@@ -85,6 +89,11 @@ static gm_status_t wrap_new(const char *name, const char *conf, const rp_driver_
   return GM_OK;
 }
 
+gm_status_t rp_bfc_policy_new(const char *name, const char *conf, const rp_driver_t *drv, const rp_bfc_opts_t *opts,
+                              rp_policy_t **out, gm_err_t *err) {
+  return wrap_new(name, conf, drv, opts, out, err);
+}
+
 static gm_status_t bfc_create(const char *conf, const rp_driver_t *drv, rp_policy_t **out, gm_err_t *err) {
   bfc_conf_t c = {.garbage_collection = 1};
   gm_status_t st = rp_conf_parse("bfc", conf, bfc_keys, NULL, &c, err);
@@ -104,6 +113,10 @@ static gm_status_t bfc_create(const char *conf, const rp_driver_t *drv, rp_polic
     o.memory_limit = rp_bfc_tf_default_limit(drv->total_memory);
   if (c.fragmentation_fraction > 0)
     o.max_internal_frag = (uint64_t)(c.fragmentation_fraction * (double)o.memory_limit);
+  if (strcmp(c.sub_allocator, "vmm") == 0)
+    o.sub_allocator = RP_BFC_SUB_VMM;
+  else if (c.sub_allocator[0] && strcmp(c.sub_allocator, "device") != 0)
+    return gm_err_set(err, GM_ERR_INVAL, "bfc: bad value for 'sub_allocator': '%s' (device or vmm)", c.sub_allocator);
   return wrap_new("bfc", conf, drv, &o, out, err);
 }
 
@@ -156,7 +169,7 @@ static const char *pol_spec(const rp_policy_t *p) { return ((const bfc_policy_t 
 
 const rp_policy_ops_t rp_bfc_ops = {
     .name = "bfc",
-    .description = "TensorFlow's best-fit-with-coalescing allocator (bfc[:growth|:prealloc=FRACTION])",
+    .description = "TensorFlow's best-fit-with-coalescing allocator in model words (bfc[:growth|:prealloc=FRACTION])",
     .create = bfc_create,
     .destroy = pol_destroy,
     .alloc = pol_alloc,

@@ -33,6 +33,10 @@
 #include "base/gm_base.h"
 #include "replay/policies/rp_policy.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct rp_bfc_mapping {
   uint64_t va, size;
 } rp_bfc_mapping_t;
@@ -67,4 +71,7 @@ int rp_bfc_vmm_tiles(const rp_bfc_vmm_t *v, uint64_t addr, uint64_t size);
 /* Mappings sorted, disjoint, inside [base, base + next_off); `mapped` their sum. */
 gm_status_t rp_bfc_vmm_check(const rp_bfc_vmm_t *v, gm_err_t *err);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RP_BFC_VMM_H */

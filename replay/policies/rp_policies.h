@@ -3,6 +3,7 @@
 #ifndef RP_POLICIES_H
 #define RP_POLICIES_H
 
+#include "replay/policies/rp_bfc_core.h"
 #include "replay/policies/rp_policy.h"
 
 #ifdef __cplusplus
@@ -11,6 +12,7 @@ extern "C" {
 
 extern const rp_policy_ops_t rp_bfc_ops;      /* rp_bfc.c: TensorFlow's BFC */
 extern const rp_policy_ops_t rp_prealloc_ops; /* rp_bfc.c: JAX/XLA, BFC in one arena */
+extern const rp_policy_ops_t rp_tf_ops;       /* rp_tf.c: TensorFlow, in TF's own words */
 extern const rp_policy_ops_t rp_direct_ops;   /* rp_direct.c: every request to the driver */
 extern const rp_policy_ops_t rp_async_ops;    /* rp_async.c: the driver's stream-ordered pool */
 extern const rp_policy_ops_t rp_jax_ops;      /* rp_jax.c: JAX's settings in its own words */
@@ -21,6 +23,12 @@ extern const rp_policy_ops_t rp_cupy_ops;     /* rp_cupy.c: CuPy's default memor
  * capability >= 9, i.e. H100/H200). TF subtracts it from the memory free at start-up; the
  * model has only the total. A device no larger than the reserve gets its whole total. */
 uint64_t rp_bfc_tf_default_limit(uint64_t total);
+
+/* A policy driven by rp_bfc_ops (alloc, free, stats, ... of the bfc policy) with the given
+ * options, whose spec() is "name[:conf]": for policies that speak another framework's words
+ * and run the BFC core underneath (tf). */
+gm_status_t rp_bfc_policy_new(const char *name, const char *conf, const rp_driver_t *drv, const rp_bfc_opts_t *opts,
+                              rp_policy_t **out, gm_err_t *err);
 
 #ifdef __cplusplus
 }

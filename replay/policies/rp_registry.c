@@ -11,6 +11,7 @@ static const rp_policy_ops_t *const all_policies[] = {
     &rp_bfc_ops,
     &rp_prealloc_ops,
     &rp_jax_ops,
+    &rp_tf_ops,
     &rp_cupy_ops,
     &rp_direct_ops,
     &rp_async_ops,

@@ -24,7 +24,7 @@ TEST(Registry, ListsEveryPolicyOnce) {
     EXPECT_EQ(rp_policy_find((*o)->name), *o);
     EXPECT_NE((*o)->description, nullptr);
   }
-  for (const char *n : {"pytorch", "bfc", "prealloc", "direct", "async"}) EXPECT_EQ(names.count(n), 1u) << n;
+  for (const char *n : {"pytorch", "bfc", "prealloc", "jax", "tf", "cupy", "direct", "async"}) EXPECT_EQ(names.count(n), 1u) << n;
   EXPECT_EQ(rp_policy_find("tcmalloc"), nullptr);
 }
 
@@ -36,7 +36,7 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
   gm_err_t err{};
   EXPECT_EQ(rp_policy_create("x:foo", &f.drv, &ops, &p, &err), GM_ERR_INVAL);
   EXPECT_EQ(std::string(err.msg), "unknown policy 'x' (known: " + KnownList() + ")");
-  EXPECT_EQ(KnownList(), "pytorch, bfc, prealloc, jax, cupy, direct, async");
+  EXPECT_EQ(KnownList(), "pytorch, bfc, prealloc, jax, tf, cupy, direct, async");
   rp_fake_driver_fini(&f);
 }
 
