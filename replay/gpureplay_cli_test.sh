@@ -55,6 +55,15 @@ grep -q "bogus_key" "$T/badkey.err" || fail "badkey: key not named: $(cat "$T/ba
 grep -q "try 'gpureplay --help'" "$T/badkey.err" || fail "badkey: no 'try --help'"
 run badpolicy 2 "$T/small.zst" --policy=tcmalloc
 grep -q "unknown policy 'tcmalloc'" "$T/badpolicy.err" || fail "badpolicy: message"
+# tf: TensorFlow's words; a value TF would ignore is refused with what TF accepts; good ones
+# replay like their bfc spelling
+run badtf 2 "$T/small.zst" --policy=tf:TF_FORCE_GPU_ALLOW_GROWTH=True
+[ "$(head -1 "$T/badtf.err")" = "gpureplay: bad --policy 'tf:TF_FORCE_GPU_ALLOW_GROWTH=True': tf: bad value for 'TF_FORCE_GPU_ALLOW_GROWTH': 'True' (TensorFlow accepts exactly true or false; it ignores anything else and keeps allow_growth)" ] ||
+  fail "badtf: message: $(cat "$T/badtf.err")"
+[ -s "$T/badtf.out" ] && fail "badtf: stdout not empty"
+run tfgrowth 0 "$T/small.zst" --json --check -p tf:TF_FORCE_GPU_ALLOW_GROWTH=true,memory_limit=65536 -p bfc:growth,limit=64GiB
+grep -o '"peak_reserved_bytes":[0-9]*' "$T/tfgrowth.out" | uniq -c | grep -q "^ *2 " ||
+  fail "tfgrowth: tf and bfc spellings differ: $(grep -o '"peak_reserved_bytes":[0-9]*' "$T/tfgrowth.out")"
 
 # missing trace: exit 1, the cause chain
 run missing 1 "$T/does-not-exist.zst"

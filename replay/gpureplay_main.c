@@ -27,7 +27,7 @@ typedef struct opts {
 
 static const gm_opt_t kOpts[] = {
     {"policy", 'p', GM_OPT_LIST, "SPEC",
-     "allocator policy: pytorch[:CONF] bfc[:CONF] prealloc[:SIZE|FRACTION] direct "
+     "allocator policy: pytorch[:CONF] bfc[:CONF] prealloc[:SIZE|FRACTION] tf[:CONF] direct "
      "async[:CONF] (default: pytorch)", offsetof(opts_t, policy)},
     {"sweep", 0, GM_OPT_FLAG, NULL, "replay the built-in grid of PyTorch settings plus bfc, "
      "prealloc, direct; rank by peak reserved", offsetof(opts_t, sweep)},

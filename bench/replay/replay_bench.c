@@ -171,7 +171,7 @@ static int bench_speed(size_t n, const char *file) {
          (double)got / dc / 1e6, dc);
   double eng = replay_one(&null_ops, "", evs, n);
   const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc",
-                         "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false", NULL};
+                         "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false", "tf:TF_FORCE_GPU_ALLOW_GROWTH=true", NULL};
   for (const char *const *s = specs; *s; s++) {
     char name[64];
     size_t l = strcspn(*s, ":");
