@@ -11,8 +11,11 @@
  *   TF_DEVICE_MIN_SYS_MEMORY_IN_MB=N       env; the memory TF leaves to the system
  *   TF_ENABLE_GPU_GARBAGE_COLLECTION=true|false  env (GetGarbageCollectionValue: exact words)
  *   TF_GPU_ALLOCATOR=cuda_malloc_async|cuda_malloc  env (gpu_process_state.cc)
- * A value TensorFlow would not act on is an error here that names the key and the accepted
- * values: TF itself logs and carries on with its default, which is rarely what was meant.
+ * Settings are separated by commas or spaces, so an exported line goes in as it is (the
+ * registry also takes "TF_...", "memory_limit=..." and "per_process_gpu_memory_fraction=..."
+ * without the "tf:"). A value TensorFlow would not act on is an error here that names the key
+ * and the accepted values: TF itself logs and carries on with its default, which is rarely
+ * what was meant.
  *
  * What each becomes (TF >= 2.16 source; 2.5-2.15 the same rules):
  *  - Memory limit (gpu_device.cc): a logical device's memory_limit_mb wins (converted as
@@ -136,7 +139,14 @@ static gm_status_t tf_limit(const tf_conf_t *c, uint64_t total, uint64_t *limit,
 static gm_status_t tf_create(const char *conf, const rp_driver_t *drv, rp_policy_t **out, gm_err_t *err) {
   tf_conf_t c;
   memset(&c, 0, sizeof c);
-  gm_status_t st = rp_conf_parse("tf", conf, tf_keys, NULL, &c, err);
+  char words[512]; /* spaces separate settings as commas do */
+  if (!conf) conf = "";
+  if (strlen(conf) >= sizeof words) return gm_err_set(err, GM_ERR_INVAL, "tf: settings longer than %zu bytes", sizeof words - 1);
+  for (size_t i = 0;; i++) {
+    words[i] = isspace((unsigned char)conf[i]) ? ',' : conf[i];
+    if (!conf[i]) break;
+  }
+  gm_status_t st = rp_conf_parse("tf", words, tf_keys, NULL, &c, err);
   if (st < 0) return st;
   rp_bfc_opts_t o = {0};
   o.garbage_collection = 1;
@@ -174,7 +184,7 @@ static gm_status_t tf_create(const char *conf, const rp_driver_t *drv, rp_policy
 
   tf_policy_t *p = calloc(1, sizeof *p);
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "tf: out of host memory");
-  if (conf && *conf)
+  if (*conf)
     snprintf(p->spec, sizeof p->spec, "tf:%s", conf);
   else
     snprintf(p->spec, sizeof p->spec, "tf");
