@@ -11,9 +11,9 @@
  *   TF_DEVICE_MIN_SYS_MEMORY_IN_MB=N       env; the memory TF leaves to the system
  *   TF_ENABLE_GPU_GARBAGE_COLLECTION=true|false  env (GetGarbageCollectionValue: exact words)
  *   TF_GPU_ALLOCATOR=cuda_malloc_async|cuda_malloc  env (gpu_process_state.cc)
- * Settings are separated by commas or spaces, so an exported line goes in as it is (the
- * registry also takes "TF_...", "memory_limit=..." and "per_process_gpu_memory_fraction=..."
- * without the "tf:"). A value TensorFlow would not act on is an error here that names the key
+ * Settings are separated by commas or spaces, so an exported line goes in as it is (gpureplay
+ * also takes "TF_...", "memory_limit=..." and "per_process_gpu_memory_fraction=..." without
+ * the "tf:"). A value TensorFlow would not act on is an error here that names the key
  * and the accepted values: TF itself logs and carries on with its default, which is rarely
  * what was meant.
  *

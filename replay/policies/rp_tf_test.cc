@@ -218,20 +218,16 @@ TEST(Tf, BadValuesNameTheKeyAndWhatTensorFlowAccepts) {
 }
 
 TEST(Tf, TakesAnExportedLineAsItIs) {
-  // Spaces separate settings like commas; the registry routes TF's words to tf by themselves.
-  Tf t("TF_FORCE_GPU_ALLOW_GROWTH=true TF_ENABLE_GPU_GARBAGE_COLLECTION=false", 64 * MiB);
+  // Spaces separate settings like commas (gpureplay hands "TF_..." lines over as tf:LINE).
+  Tf t("tf:TF_FORCE_GPU_ALLOW_GROWTH=true TF_ENABLE_GPU_GARBAGE_COLLECTION=false", 64 * MiB);
   ASSERT_EQ(t.created, GM_OK) << t.err.msg;
-  EXPECT_STREQ(t.ops->name, "tf");
   EXPECT_STREQ(t.ops->spec(t.p), "tf:TF_FORCE_GPU_ALLOW_GROWTH=true TF_ENABLE_GPU_GARBAGE_COLLECTION=false");
   EXPECT_EQ(t.FirstSegment(), 2 * MiB);
-  Tf m("memory_limit=4096", 80 * GiB);
-  ASSERT_EQ(m.created, GM_OK) << m.err.msg;
-  EXPECT_STREQ(m.ops->name, "tf");
-  EXPECT_EQ(m.FirstSegment(), 4 * GiB);
-  Tf f("per_process_gpu_memory_fraction=0.25", 80 * GiB);
-  ASSERT_EQ(f.created, GM_OK) << f.err.msg;
-  EXPECT_EQ(f.FirstSegment(), 20 * GiB);
-  EXPECT_EQ(CreateError("TF_FORCE_GPU_ALLOW_GROWTH=1"),
+  t.Free(t.Alloc(2 * MiB));
+  uint64_t a = 0;
+  EXPECT_EQ(t.Try(63 * MiB, &a), GM_ERR_NOMEM);  // garbage collection off: the 2 MiB region stays
+  EXPECT_EQ(t.f.calls.mem_free, 0u);
+  EXPECT_EQ(CreateError("tf:TF_FORCE_GPU_ALLOW_GROWTH=1 memory_limit=64"),
             "tf: bad value for 'TF_FORCE_GPU_ALLOW_GROWTH': '1' (TensorFlow accepts exactly true or false; it "
             "ignores anything else and keeps allow_growth)");
 }
