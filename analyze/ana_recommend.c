@@ -81,8 +81,13 @@ static void tf_line(const char *arg, char *buf, size_t n) {
                    "[tf.config.LogicalDeviceConfiguration(memory_limit=%.*s)])", up ? "; " : "", vl, v),
       up += w > 0 ? (size_t)w : 0;
     else if (kl == 31 && strncmp(p, "per_process_gpu_memory_fraction", 31) == 0)
-      w = snprintf(py + up, sizeof py - up, "%stf.compat.v1.GPUOptions(per_process_gpu_memory_fraction=%.*s)",
+      w = snprintf(py + up, sizeof py - up, "%scfg = tf.compat.v1.ConfigProto(); "
+                   "cfg.gpu_options.per_process_gpu_memory_fraction = %.*s  (the Session's config)",
                    up ? "; " : "", vl, v),
+      up += w > 0 ? (size_t)w : 0;
+    else if (kl == 12 && strncmp(p, "allow_growth", 12) == 0)
+      w = snprintf(py + up, sizeof py - up, "%stf.config.experimental.set_memory_growth(gpu, %s)",
+                   up ? "; " : "", vl == 4 && !strncmp(v, "true", 4) ? "True" : "False"),
       up += w > 0 ? (size_t)w : 0;
     else
       w = snprintf(py + up, sizeof py - up, "%s%.*s", up ? "; " : "# ", (int)l, p), up += w > 0 ? (size_t)w : 0;

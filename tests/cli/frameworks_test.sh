@@ -5,9 +5,11 @@
 # settings and gets a line to paste in JAX's words, never PyTorch's; CuPy's pool blocks are
 # said to be pool blocks and get no setting; XLA's platform allocator's VMM buffers are the
 # requests; a native trace warns that it holds segments, not requests.
-# Usage: frameworks_test.sh GPUANALYZE GPUREPLAY JAX_CORPUS_FILE...
+# TensorFlow is not on our GPU machines: a hand-written TF-style trace (a CSV in the text form,
+# the header naming TensorFlow) checks its sweep and its advice.
+# Usage: frameworks_test.sh GPUANALYZE GPUREPLAY GPUREC JAX_CORPUS_FILE...
 set -u
-GA=$(realpath "$1"); RP=$(realpath "$2"); shift 2
+GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); shift 3
 D=""
 for f in "$@"; do case "$f" in *.zst) D=$(dirname "$(realpath "$f")"); break;; esac; done
 T=${TEST_TMPDIR:-$(mktemp -d)}/fw
@@ -75,6 +77,45 @@ has nat.txt "warning: the requests replayed peak at"
 grep -q '"device_alloc_calls":2585,' plat.json || fail "platform: $(cat plat.json)"
 "$RP" jax_train_shapes.platform-run1.zst -p direct --vmm-buffers=skip --json >skip.json 2>/dev/null || fail "skip rc=$?"
 grep -q '"device_alloc_calls":7,' skip.json || fail "--vmm-buffers=skip: $(cat skip.json)"
+
+# TensorFlow: a requests-mode trace of a TF job (hand-written): 40 steps, each a 96 MiB
+# activation and a 24 MiB gradient that live across the next step, growing slowly
+{
+  echo "# gpumem trace, text form 1"
+  echo "#capture_mode=requests"
+  echo "#pid=7"
+  echo "#start_time_ns=1795000000000000000"
+  echo "#gpu_total_mem=85017493504"
+  echo "#kv.TF_GPU_ALLOCATOR=cuda_malloc_async"
+  echo "#kv.framework.tensorflow=2.17.0"
+  echo "ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context"
+  t=1000
+  for i in $(seq 1 40); do
+    a=$((0x100000000 + i * 0x40000000)); g=$((a + 0x20000000))
+    echo "$t,alloc,0,3,$(printf 0x%x $a),$((100663296 + i * 1048576)),device,0x3,0,0,1"; t=$((t + 10))
+    echo "$t,alloc,0,3,$(printf 0x%x $g),25165824,device,0x3,0,0,1"; t=$((t + 10))
+    if [ "$i" -gt 1 ]; then
+      p=$((0x100000000 + (i - 1) * 0x40000000))
+      echo "$t,free,0,3,$(printf 0x%x $p),0,device,0x3,0,0,1"; t=$((t + 10))
+      echo "$t,free,0,3,$(printf 0x%x $((p + 0x20000000))),0,device,0x3,0,0,1"; t=$((t + 10))
+    fi
+  done
+} >tfjob.csv
+"$GR" import tfjob.csv -o tfjob.zst 2>/dev/null || fail "import tfjob.csv rc=$?"
+"$RP" tfjob.zst --sweep >tfs.txt 2>&1 || fail "tf sweep rc=$?"
+has tfs.txt "framework: TensorFlow 2.17.0"
+has tfs.txt "tf:TF_FORCE_GPU_ALLOW_GROWTH=true"
+hasnt tfs.txt "pytorch"
+hasnt tfs.txt "jax"
+"$RP" tfjob.zst -p "TF_FORCE_GPU_ALLOW_GROWTH=true per_process_gpu_memory_fraction=0.5" >tfp.txt 2>&1 ||
+  fail "a TF line as --policy rc=$?: $(cat tfp.txt)"
+has tfp.txt "tf:TF_FORCE_GPU_ALLOW_GROWTH=true per_process_gpu_memory_fraction=0.5"
+"$GA" report tfjob.zst --html tf.html >tfr.txt 2>&1 || fail "tf report rc=$?"
+has tfr.txt "framework: TensorFlow 2.17.0 (advice in TensorFlow's words)"
+has tfr.txt "paste: export TF_FORCE_GPU_ALLOW_GROWTH=true"
+has tfr.txt "saving vs default (tf,"
+hasnt tfr.txt "PYTORCH"
+hasnt tfr.txt "XLA_"
 
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo PASS
