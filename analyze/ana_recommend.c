@@ -211,6 +211,7 @@ static const char *default_policy(framework_t fw) {
 
 typedef struct run_row {
   char policy[256];
+  int64_t device; /* the device the run replayed (-1: older results) */
   int64_t reserved, lower, calls, ooms, first_oom, capacity;
   int64_t need; /* peak of live requests + external together ("needs at least"); 0: older results */
 } run_row_t;
@@ -387,16 +388,86 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
                  "it is out of memory\n", fw_name(fw));
 }
 
+/* The advice for one device's runs: the best setting of the framework, its line to paste,
+ * the saving against the framework's default, the waste, what must fit. Returns the best
+ * run (NULL when none is advised). ind indents the lines under a device heading. */
+static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed, const run_row_t *rows, int n,
+                               int64_t lower_trace, uint64_t gpu_mem, const char *ind) {
+  char b1[32], b2[32], b3[32], line[512];
+  if (n == 0) return NULL;
+  const run_row_t *best = NULL, *dflt = NULL;
+  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && !native; pass++)
+    for (int i = 0; i < n; i++) {
+      const run_row_t *r = &rows[i];
+      /* A setting that ran out of memory is never the advice, whatever it reserved. */
+      if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
+      /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
+      if (strstr(r->policy, "ALLOCATOR=platform")) continue;
+      if (pass == 0 && !in_family(fw, r->policy)) continue;
+      if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
+      if (!best || r->reserved < best->reserved ||
+          (r->reserved == best->reserved && r->calls < best->calls))
+        best = r;
+    }
+  const char *dname = default_policy(fw);
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
+  /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
+   * with; the trace's own sums every device. */
+  int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;
+  /* Everything that must be on the device at once: the requests and the memory of libraries
+   * beside the allocator (external), never less than the lower bound. */
+  int64_t need = rows[0].need > lower ? rows[0].need : lower;
+  if (!best && (fw == FW_MIXED || native)) return NULL;
+  if (!best) {
+    fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == FW_UNKNOWN ? "" : " ",
+            fw == FW_UNKNOWN ? "" : fw_name(fw));
+    if (rows[0].capacity) fprintf(out, " within %s", gm_format_size((uint64_t)rows[0].capacity, b2, sizeof b2));
+    fprintf(out, "; the job needs at least %s on the device (its live requests and external memory "
+                 "together, before any allocator's overhead)\n",
+            gm_format_size((uint64_t)need, b1, sizeof b1));
+    return NULL;
+  }
+  ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
+  fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
+          best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
+  fprintf(out, "%s  paste: %s\n", ind, line);
+  if (dflt && dflt->ooms > 0) {
+    fprintf(out, "%s  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n", ind,
+            dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
+  } else if (dflt) {
+    int64_t save = dflt->reserved - best->reserved;
+    fprintf(out, "%s  saving vs default (%s, %s): %s%s (%.1f%%)\n", ind, dname,
+            gm_format_size((uint64_t)dflt->reserved, b1, sizeof b1), save < 0 ? "-" : "",
+            gm_format_size((uint64_t)(save < 0 ? -save : save), b2, sizeof b2),
+            dflt->reserved ? 100.0 * (double)save / (double)dflt->reserved : 0.0);
+  } else {
+    fprintf(out, "%s  saving vs default: no `%s` run to compare with\n", ind, dname);
+  }
+  int64_t waste = best->reserved - lower;
+  if (waste < 0) waste = 0;
+  fprintf(out, "%s  waste: %s (%.1f%% of reserved) above the lower bound %s\n", ind,
+          gm_format_size((uint64_t)waste, b3, sizeof b3),
+          best->reserved ? 100.0 * (double)waste / (double)best->reserved : 0.0,
+          gm_format_size((uint64_t)lower, b1, sizeof b1));
+  if (need > lower)
+    fprintf(out, "%s  needs at least: %s on the device (the lower bound and %s of external memory together)\n", ind,
+            gm_format_size((uint64_t)need, b1, sizeof b1), gm_format_size((uint64_t)(need - lower), b2, sizeof b2));
+  bfc_caveats(out, fw, rows, n);
+  return best;
+}
+
 static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
                           const char *capture_mode, uint64_t gpu_mem, int64_t lower_trace) {
-  char b1[32], b2[32], b3[32], line[512];
+  char b1[32];
   run_row_t rows[256];
   int n = 0;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms,"
                          " first_oom_event, capacity_bytes,"
-                         " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0)"
+                         " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.device'), -1)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -410,6 +481,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].first_oom = sqlite3_column_int64(st, 5);
     rows[n].capacity = sqlite3_column_int64(st, 6);
     rows[n].need = sqlite3_column_int64(st, 7);
+    rows[n].device = sqlite3_column_int64(st, 8);
     n++;
   }
   sqlite3_finalize(st);
@@ -436,65 +508,33 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                            : "a native recording holds what the framework's allocator took from the "
                              "driver, not the program's requests (record in gpurec's default mode)");
   }
-  const run_row_t *best = NULL, *dflt = NULL;
-  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && !native; pass++)
-    for (int i = 0; i < n; i++) {
-      const run_row_t *r = &rows[i];
-      /* A setting that ran out of memory is never the advice, whatever it reserved. */
-      if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
-      /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
-      if (strstr(r->policy, "ALLOCATOR=platform")) continue;
-      if (pass == 0 && !in_family(fw, r->policy)) continue;
-      if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
-      if (!best || r->reserved < best->reserved ||
-          (r->reserved == best->reserved && r->calls < best->calls))
-        best = r;
+  /* Each device its own advice (a process's devices have an allocator each); then the job's. */
+  int64_t devs[16];
+  int nd = 0;
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (k < nd && devs[k] != rows[i].device) k++;
+    if (k == nd && nd < 16) devs[nd++] = rows[i].device;
+  }
+  const run_row_t *limiting = NULL;
+  for (int k = 0; k < nd; k++) {
+    run_row_t *sub = malloc(sizeof *sub * (size_t)n);
+    if (!sub) return;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (rows[i].device == devs[k]) sub[m++] = rows[i];
+    if (nd > 1) fprintf(out, "  device %" PRId64 ":\n", devs[k]);
+    const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "");
+    if (b && (!limiting || b->reserved > limiting->reserved)) {
+      static run_row_t keep;
+      keep = *b;
+      limiting = &keep;
     }
-  const char *dname = default_policy(fw);
-  for (int i = 0; i < n; i++)
-    if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
-  /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
-   * with; the trace's own sums every device. */
-  int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;
-  /* Everything that must be on the device at once: the requests and the memory of libraries
-   * beside the allocator (external), never less than the lower bound. */
-  int64_t need = rows[0].need > lower ? rows[0].need : lower;
-  if (!best && (fw == FW_MIXED || native)) return;
-  if (!best) {
-    fprintf(out, "  every%s%s setting ran out of memory in replay", fw == FW_UNKNOWN ? "" : " ",
-            fw == FW_UNKNOWN ? "" : fw_name(fw));
-    if (rows[0].capacity) fprintf(out, " within %s", gm_format_size((uint64_t)rows[0].capacity, b2, sizeof b2));
-    fprintf(out, "; the job needs at least %s on the device (its live requests and external memory "
-                 "together, before any allocator's overhead)\n",
-            gm_format_size((uint64_t)need, b1, sizeof b1));
-    return;
+    free(sub);
   }
-  ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
-  fprintf(out, "  %s: %s (peak reserved %s)\n", failed ? "the smallest change that would have served it" : "best policy",
-          best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
-  fprintf(out, "  paste: %s\n", line);
-  if (dflt && dflt->ooms > 0) {
-    fprintf(out, "  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n",
-            dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
-  } else if (dflt) {
-    int64_t save = dflt->reserved - best->reserved;
-    fprintf(out, "  saving vs default (%s, %s): %s%s (%.1f%%)\n", dname,
-            gm_format_size((uint64_t)dflt->reserved, b1, sizeof b1), save < 0 ? "-" : "",
-            gm_format_size((uint64_t)(save < 0 ? -save : save), b2, sizeof b2),
-            dflt->reserved ? 100.0 * (double)save / (double)dflt->reserved : 0.0);
-  } else {
-    fprintf(out, "  saving vs default: no `%s` run to compare with\n", dname);
-  }
-  int64_t waste = best->reserved - lower;
-  if (waste < 0) waste = 0;
-  fprintf(out, "  waste: %s (%.1f%% of reserved) above the lower bound %s\n",
-          gm_format_size((uint64_t)waste, b3, sizeof b3),
-          best->reserved ? 100.0 * (double)waste / (double)best->reserved : 0.0,
-          gm_format_size((uint64_t)lower, b1, sizeof b1));
-  if (need > lower)
-    fprintf(out, "  needs at least: %s on the device (the lower bound and %s of external memory together)\n",
-            gm_format_size((uint64_t)need, b1, sizeof b1), gm_format_size((uint64_t)(need - lower), b2, sizeof b2));
-  bfc_caveats(out, fw, rows, n);
+  if (nd > 1 && limiting)
+    fprintf(out, "  the job: device %" PRId64 " limits it (peak reserved %s under its best setting)\n",
+            limiting->device, gm_format_size((uint64_t)limiting->reserved, b1, sizeof b1));
 }
 
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {

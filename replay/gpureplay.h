@@ -36,6 +36,7 @@ typedef struct gr_config {
   int sync_allocs;       /* GR_SYNC_*: how synchronous device allocations are read */
   int vmm_buffers;       /* GR_VMM_*: whether whole-reservation VMM maps are requests */
   int serve_failed;      /* replay the recorded run's failed requests (rp_engine_opts_t) */
+  int device;            /* the device to replay; -1: the first that allocates */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
@@ -62,6 +63,7 @@ typedef struct gr_trace_info {
   char frameworks_text[128];/* "JAX 0.11.2" */
   const char *holds;        /* gmt_trace_holds: what the events are to the replay */
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
+  int n_devices;            /* devices the trace allocates on (gr_trace_devices; 0: not scanned) */
   uint64_t device_memory;   /* total memory the policies saw */
   int device_memory_assumed; /* neither the trace nor the command line said: 80 GiB */
   /* The recorded run's failure: the device's free bytes at it, as PyTorch recorded them (0:
@@ -93,6 +95,11 @@ void gr_policy_from_env(const char *spec, char *out, size_t n);
  * else PyTorch's), in that framework's own words. */
 extern const char *const gr_sweep_grid[];
 const char *const *gr_sweep_grid_for(unsigned framework);
+#define GR_MAX_DEVICES 16 /* devices of one trace replayed (each its own run per policy) */
+/* The devices a trace allocates device memory on (ALLOC, VMM_MAP, ALLOC_FAILED), in the order
+ * they first appear; at most max, *n the count found (which may exceed max). A read error
+ * ends the scan (the replay itself reports it). */
+gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err);
 /* The frameworks a trace's header names (GMT_FW_* set, 0 if none). */
 gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err);
 

@@ -271,6 +271,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   cfg.policies = specs;
   cfg.n_policies = n;
   cfg.serve_failed = 1;
+  cfg.device = -1;
 
   /* Before any replay: every input is a trace, and the results file can be written. */
   for (int t = 0; t < cfg.n_traces; t++) {
@@ -323,36 +324,53 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     cfg.policies = specs;
     cfg.n_policies = n;
-    gm_status_t st = gr_run_trace(&cfg, cfg.traces[t], &info, res, &err);
-    char note[512];
-    uint64_t cap = st == GM_OK && !o.capacity ? gr_failure_capacity(&info, res[0], note, sizeof note) : 0;
-    if (cap) {
-      /* The recorded run ran out of memory: replay again within what it had, so each
-       * policy's OOMs say whether it would have served the request that failed. */
-      gr_config_t again = cfg;
-      again.capacity = cap;
-      if (!again.device_memory) again.device_memory = info.gpu_total_mem;
-      st = gr_run_trace(&again, cfg.traces[t], &info, res, &err);
-      snprintf(info.capacity_note, sizeof info.capacity_note, "%s", note);
-    }
-    if (st != GM_OK) {
+    /* Every device the trace allocates on is replayed with its own allocator state. */
+    int devs[GR_MAX_DEVICES], nd = 0;
+    if (gr_trace_devices(cfg.traces[t], devs, GR_MAX_DEVICES, &nd, &err) != GM_OK) {
       gm_log_err(&err);
       rc = 1;
       break;
     }
-    if (o.json) {
-      if (!o.quiet) gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
-      for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
-    } else {
-      gr_rank(res, n, order);
-      if (t) fputc('\n', stdout);
-      gr_print_table(stdout, &info, res, n, order);
+    if (nd > GR_MAX_DEVICES) {
+      gm_log(GM_LOG_WARN, "%s: allocates on %d devices: replaying the first %d", cfg.traces[t], nd,
+             GR_MAX_DEVICES);
+      nd = GR_MAX_DEVICES;
     }
-    for (int i = 0; rs && i < n && rc == 0; i++)
-      if (gr_results_add(rs, &info, res[i], &err) != GM_OK) {
+    for (int di = 0; di < (nd > 1 ? nd : 1) && rc == 0; di++) {
+      cfg.device = nd > 1 ? devs[di] : -1;
+      gm_status_t st = gr_run_trace(&cfg, cfg.traces[t], &info, res, &err);
+      info.n_devices = nd;
+      char note[512];
+      uint64_t cap = st == GM_OK && !o.capacity ? gr_failure_capacity(&info, res[0], note, sizeof note) : 0;
+      if (cap) {
+        /* The recorded run ran out of memory: replay again within what it had, so each
+         * policy's OOMs say whether it would have served the request that failed. */
+        gr_config_t again = cfg;
+        again.capacity = cap;
+        if (!again.device_memory) again.device_memory = info.gpu_total_mem;
+        st = gr_run_trace(&again, cfg.traces[t], &info, res, &err);
+        info.n_devices = nd;
+        snprintf(info.capacity_note, sizeof info.capacity_note, "%s", note);
+      }
+      if (st != GM_OK) {
         gm_log_err(&err);
         rc = 1;
+        break;
       }
+      if (o.json) {
+        if (!o.quiet) gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
+        for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
+      } else {
+        gr_rank(res, n, order);
+        if (t || di) fputc('\n', stdout);
+        gr_print_table(stdout, &info, res, n, order);
+      }
+      for (int i = 0; rs && i < n && rc == 0; i++)
+        if (gr_results_add(rs, &info, res[i], &err) != GM_OK) {
+          gm_log_err(&err);
+          rc = 1;
+        }
+    }
   }
   if (rc == 0 && rs && gr_results_write(rs, o.output, &err) != GM_OK) {
     gm_log_err(&err);

@@ -104,8 +104,10 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
                     const int *order) {
   char b1[32], b2[32];
   const rp_result_t *r0 = res[0];
-  fprintf(f, "trace %s: %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s",
-          info->path, r0->events, r0->allocs, gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
+  fprintf(f, "trace %s", info->path);
+  if (info->n_devices > 1) fprintf(f, ", device %d (of %d, each replayed alone)", r0->device, info->n_devices);
+  fprintf(f, ": %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s", r0->events, r0->allocs,
+          gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
   if (r0->capacity_bytes) fprintf(f, ", capacity %s", gm_format_size(r0->capacity_bytes, b2, sizeof b2));
   fprintf(f, ", backend %s\n", r0->backend);
   gr_print_content(f, "", info, r0);
@@ -183,6 +185,7 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
                       json_integer((json_int_t)r->peak_reserved_plus_external_bytes));
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
   json_object_set_new(o, "holds", json_string(info->holds));
+  json_object_set_new(o, "device", json_integer(r->device));
   return o;
 }
 
@@ -245,7 +248,6 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(sk, "vmm_pages", json_integer((json_int_t)r->skipped.vmm_pages));
   json_object_set_new(o, "recorded_mapped_peak_bytes", json_integer((json_int_t)r->recorded_mapped_peak_bytes));
   json_object_set_new(o, "skipped", sk);
-  json_object_set_new(o, "device", json_integer(r->device));
   json_t *ti = json_object();
   json_object_set_new(ti, "truncated", json_boolean(info->truncated));
   json_object_set_new(ti, "seq_gaps", json_integer((json_int_t)info->seq_gaps));

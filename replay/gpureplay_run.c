@@ -79,6 +79,30 @@ const char *const *gr_sweep_grid_for(unsigned framework) {
   }
 }
 
+gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  *n = 0;
+  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  uint64_t seen[1024] = {0}; /* a bit per device ordinal (uint16_t) */
+  gmt_event_t buf[4096];
+  size_t k = 0;
+  gm_err_t rerr;
+  while (gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &k, &rerr) == GM_OK)
+    for (size_t i = 0; i < k; i++) {
+      const gmt_event_t *e = &buf[i];
+      if (e->kind != GMT_EV_ALLOC && e->kind != GMT_EV_VMM_MAP && e->kind != GMT_EV_ALLOC_FAILED) continue;
+      if (e->mem_kind != GMT_MEM_DEVICE && e->mem_kind != GMT_MEM_UNKNOWN) continue;
+      uint64_t bit = 1ull << (e->device % 64);
+      if (seen[e->device / 64] & bit) continue;
+      seen[e->device / 64] |= bit;
+      if (*n < max) devs[*n] = e->device;
+      (*n)++;
+    }
+  gmt_reader_close(r);
+  return GM_OK;
+}
+
 gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
@@ -271,7 +295,8 @@ static void run_job(job_t *j, pool_t *p) {
   }
   j->st = make_backend(j, &b, err);
   if (j->st != GM_OK) return;
-  rp_engine_opts_t eo = {-1, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed, j->vmm_requests};
+  rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
+                         j->vmm_requests};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
