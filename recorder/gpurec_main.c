@@ -1,4 +1,5 @@
 /* gpurec_main.c: the launcher.  gpurec [options] -- CMD ARGS...   |   gpurec import FILE -o OUT
+ *                               |   gpurec predict A.zst@8 B.zst@16 --at=32 -o OUT (gpurec_predict.c)
  *
  * Runs CMD with the injection library named in CUDA_INJECTION64_PATH, so every CUDA process the
  * job starts (torchrun workers, multiprocessing children) records its own trace, named by rank
@@ -36,6 +37,7 @@
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
 #include "recorder/gpurec_import.h"
+#include "recorder/gpurec_predict.h"
 #include "recorder/snapshot/snap_import.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
 
@@ -69,12 +71,16 @@ static const gm_opt_t k_opts[] = {
     {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(config_t, help)},
     {NULL, 0, 0, NULL, NULL, 0}};
 
-static const char k_usage[] = "gpurec [options] -- CMD ARGS...\n       gpurec import SNAPSHOT.pickle|TRACE.csv -o TRACE.zst";
+static const char k_usage[] =
+    "gpurec [options] -- CMD ARGS...\n       gpurec import SNAPSHOT.pickle|TRACE.csv -o TRACE.zst\n"
+    "       gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst";
 static const char k_desc[] =
     "Record every GPU memory allocation of CMD (and of the CUDA processes it starts) through\n"
     "CUPTI into a gpumem trace. The program runs unmodified; gpurec exits with its status.\n"
     "'gpurec import' converts a PyTorch memory snapshot (.pickle) or a trace in CSV text form\n"
-    "('gpurec import --help'). The trace goes on to gpureplay and gpuanalyze.";
+    "('gpurec import --help'). 'gpurec predict' writes the trace of the job at a value it never ran\n"
+    "at, from recordings at two or more others ('gpurec predict --help').\n"
+    "The trace goes on to gpureplay and gpuanalyze.";
 
 static volatile sig_atomic_t g_child = 0;
 
@@ -579,6 +585,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
 int main(int argc, char **argv) {
   gm_log_init("gpurec", GM_LOG_WARN);
   if (argc >= 2 && strcmp(argv[1], "import") == 0) return gpurec_import(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "predict") == 0) return gpurec_predict(argc - 1, argv + 1);
   config_t cfg;
   memset(&cfg, 0, sizeof cfg);
   char **pos = calloc((size_t)argc + 1, sizeof *pos);

@@ -1,0 +1,134 @@
+/* gpurec_predict.c: `gpurec predict A.zst@8 B.zst@16 --at=32 -o C.zst`: the trace of a run
+ * nobody made (recorder/predict/pred.h). Inputs and the output's directory are checked before
+ * anything is read; a refusal (the recordings cannot tell) says why and which recording to add,
+ * and exits 3 so that scripts tell it from an error (1) and a usage mistake (2). */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/gm_base.h"
+#include "recorder/gpurec_predict.h"
+#include "recorder/predict/pred.h"
+
+typedef struct predict_config {
+  const char *output;
+  const char *at;
+  const char *min_confidence;
+  int quiet, help;
+} predict_config_t;
+
+static int predict_usage_error(const char *msg) {
+  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec predict --help'\n", msg);
+  return 2;
+}
+
+static const char k_predict_desc[] =
+    "Write the trace of a run nobody made: the job at another value of one size (batch, sequence\n"
+    "length, width), from two or more recordings of it at smaller values. The trace is marked as\n"
+    "predicted in its header (with its inputs) and goes to gpureplay and gpuanalyze like any other.\n"
+    "\n"
+    "The inputs must be recordings of the same job (the same command but for the value, e.g.\n"
+    "--batch=8 and --batch=16), on the same kind of GPU, under the same allocator setting and\n"
+    "capture mode (gpurec --mode=torch gives callsites, which make the alignment reliable), with\n"
+    "the same number of steps, and none may have run out of memory. Give each as TRACE.zst@VALUE.\n"
+    "Two recordings fit each allocation's size as affine in the value; three also find quadratic\n"
+    "terms (attention scores in the sequence length). Record at values as near the target as fit.\n"
+    "\n"
+    "It refuses (exit 3, nothing written) when the recordings cannot tell: when less than\n"
+    "--min-confidence of the bytes at the predicted peak come from allocations matched in every\n"
+    "recording with a consistent fit, or when the steps or streams differ; it says why and which\n"
+    "recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.";
+
+int gpurec_predict(int argc, char **argv) {
+  static const gm_opt_t opts[] = {
+      {"at", 0, GM_OPT_STR, "VALUE", "the value to predict the job at (e.g. 32)", offsetof(predict_config_t, at)},
+      {"output", 'o', GM_OPT_STR, "TRACE.zst", "predicted trace to write", offsetof(predict_config_t, output)},
+      {"min-confidence", 0, GM_OPT_STR, "FRACTION",
+       "refuse below this share of certain bytes at the predicted peak (default 0.95; 0 never refuses)",
+       offsetof(predict_config_t, min_confidence)},
+      {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors and refusals on stderr", offsetof(predict_config_t, quiet)},
+      {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(predict_config_t, help)},
+      {NULL, 0, 0, NULL, NULL, 0}};
+  predict_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  int npos = 0;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (!pos) return 1;
+  if (gm_opts_parse(opts, argc, argv, &cfg, pos, &npos, 0, &err) < 0) {
+    free(pos);
+    return predict_usage_error(err.msg);
+  }
+  if (cfg.help) {
+    free(pos);
+    gm_opts_help(stdout, "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst", k_predict_desc, opts);
+    return 0;
+  }
+  int rc = 0;
+  char paths[PRED_MAX_INPUTS][4096];
+  pred_input_t in[PRED_MAX_INPUTS];
+  pred_opts_t po = {0, -1, NULL};
+  if (npos < 2) rc = predict_usage_error("predict needs at least two recordings, each as TRACE.zst@VALUE");
+  else if (npos > PRED_MAX_INPUTS) rc = predict_usage_error("predict takes at most 8 recordings");
+  else if (!cfg.at) rc = predict_usage_error("predict needs --at=VALUE, the value to predict the job at");
+  else if (!cfg.output) rc = predict_usage_error("predict needs -o PREDICTED.zst");
+  for (int i = 0; !rc && i < npos; i++)
+    if (pred_parse_input(pos[i], paths[i], sizeof paths[i], &in[i], &err) < 0) rc = predict_usage_error(err.msg);
+  if (!rc) {
+    char *end = NULL;
+    po.target = strtod(cfg.at, &end);
+    if (!*cfg.at || *end || !(po.target > 0)) rc = predict_usage_error("--at: the value must be a positive number");
+  }
+  if (!rc && cfg.min_confidence) {
+    double f;
+    if (gm_parse_fraction(cfg.min_confidence, &f, &err) < 0) rc = predict_usage_error("--min-confidence: give a fraction in [0, 1], e.g. 0.9");
+    po.min_confidence = f;
+  }
+  free(pos);
+  if (rc) return rc;
+  /* every input a trace, the output writable: before anything is read */
+  for (int i = 0; i < npos; i++) {
+    gm_file_kind_t kind = gm_file_kind(in[i].path);
+    char advice[GM_ERR_MSG_MAX];
+    if (kind == GM_FILE_MISSING) {
+      fprintf(stderr, "gpurec: error: cannot open '%s': no such file\n", in[i].path);
+      return 1;
+    }
+    if (gm_file_advice(in[i].path, kind, GM_WANT(GM_FILE_TRACE), advice, sizeof advice)) {
+      fprintf(stderr, "gpurec: error: %s; predict takes gpumem traces\n", advice);
+      return 1;
+    }
+  }
+  if (gm_output_check(cfg.output, &err) < 0) {
+    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    return 1;
+  }
+  char cmd[8192];
+  size_t o = (size_t)snprintf(cmd, sizeof cmd, "gpurec");
+  for (int i = 0; i < argc && o < sizeof cmd; i++) o += (size_t)snprintf(cmd + o, sizeof cmd - o, " %s", argv[i]);
+  po.command = cmd;
+  pred_result_t res;
+  if (pred_run(in, (size_t)npos, &po, cfg.output, &res, &err) < 0) {
+    fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
+    return 1;
+  }
+  if (res.refused) {
+    fprintf(stderr, "gpurec: cannot predict at %s: %s\ngpurec: %s\n", cfg.at, res.reason, res.advice);
+    return 3;
+  }
+  if (!cfg.quiet) {
+    char b1[32], b2[32];
+    fprintf(stderr,
+            "gpurec: predicted %s at %s from %d recordings (following the one at %.15g): %llu events, confidence %.1f%%; "
+            "%llu allocations, %llu matched in every recording, %llu of them with a consistent %s fit, %llu carried from "
+            "some recordings only; peak of live requested bytes %s (%s at %.15g); next: gpureplay %s\n",
+            cfg.output, cfg.at, npos, in[res.reference].value, (unsigned long long)res.events, 100 * res.confidence,
+            (unsigned long long)res.allocs, (unsigned long long)res.matched_all, (unsigned long long)res.consistent,
+            res.quadratic ? "affine or quadratic" : "affine", (unsigned long long)res.carried,
+            gm_format_size(res.peak_live, b1, sizeof b1), gm_format_size(res.ref_peak_live, b2, sizeof b2),
+            in[res.reference].value, cfg.output);
+  }
+  return 0;
+}

@@ -1,0 +1,446 @@
+/* pred.c: pred_run: load, check, align, fit, judge, write (pred.h says what and why).
+ *
+ * The output follows the reference recording (the input nearest the target) event for event:
+ * its order, timing, streams, markers and frees; only the sizes change. Each of its
+ * allocations takes the size fitted through its partners in the other recordings. One that
+ * some recording lacks is carried by the recordings' own rule: the reference has it, so the
+ * job makes it at values on the reference's side; it keeps the size fitted through the
+ * recordings that have it (the reference's own when only it does). Allocations only the other
+ * recordings make are left out. Two passes over the reference: the first sizes every event
+ * and finds the predicted peak of live requested bytes and what it is made of (confidence);
+ * the second, only when the prediction stands, writes the trace (to a temporary file renamed
+ * at the end, so a failure leaves nothing half-written under the output's name). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "recorder/predict/pred_check.h"
+#include "recorder/predict/pred_internal.h"
+
+#define DEFAULT_MAX_D 1000
+
+gm_status_t pred_parse_input(const char *arg, char *buf, size_t n, pred_input_t *in, gm_err_t *err) {
+  const char *at = strrchr(arg, '@');
+  if (!at || at == arg)
+    return gm_err_set(err, GM_ERR_INVAL, "'%s': give each recording with the value it ran at, TRACE.zst@VALUE (e.g. run8.zst@8)", arg);
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(at + 1, &end);
+  if (!at[1] || *end || errno || !(v > 0) || !isfinite(v))
+    return gm_err_set(err, GM_ERR_INVAL, "'%s': the value after '@' must be a positive number, not '%s'", arg, at + 1);
+  if ((size_t)(at - arg) >= n) return gm_err_set(err, GM_ERR_INVAL, "'%s': path too long", arg);
+  memcpy(buf, arg, (size_t)(at - arg));
+  buf[at - arg] = 0;
+  in->path = buf;
+  in->value = v;
+  return GM_OK;
+}
+
+/* ---- address map: (device, address) of a live allocation -> its index ----------------------- */
+
+typedef struct amap {
+  uint64_t *key; /* 0 = empty; key = addr ^ device << 56, + 1 */
+  size_t *val;
+  size_t cap, n;
+} amap_t;
+
+static uint64_t akey(const gmt_event_t *e) { return (e->addr ^ ((uint64_t)e->device << 56)) + 1; }
+static size_t aslot(uint64_t k, size_t cap) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1); }
+
+static int amap_put(amap_t *m, uint64_t k, size_t v) {
+  if (2 * (m->n + 1) > m->cap) {
+    size_t nc = m->cap ? 2 * m->cap : 4096;
+    uint64_t *nk = calloc(nc, sizeof *nk);
+    size_t *nv = malloc(nc * sizeof *nv);
+    if (!nk || !nv) {
+      free(nk);
+      free(nv);
+      return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->key[i]) continue;
+      size_t s = aslot(m->key[i], nc);
+      while (nk[s]) s = (s + 1) & (nc - 1);
+      nk[s] = m->key[i];
+      nv[s] = m->val[i];
+    }
+    free(m->key);
+    free(m->val);
+    m->key = nk;
+    m->val = nv;
+    m->cap = nc;
+  }
+  size_t s = aslot(k, m->cap);
+  while (m->key[s] && m->key[s] != k) s = (s + 1) & (m->cap - 1);
+  if (!m->key[s]) m->n++;
+  m->key[s] = k;
+  m->val[s] = v;
+  return 0;
+}
+
+static size_t amap_find(const amap_t *m, uint64_t k) {
+  if (!m->cap) return SIZE_MAX;
+  for (size_t s = aslot(k, m->cap); m->key[s]; s = (s + 1) & (m->cap - 1))
+    if (m->key[s] == k) return s;
+  return SIZE_MAX;
+}
+
+static void amap_del(amap_t *m, size_t s) { /* backward-shift deletion (linear probing) */
+  size_t mask = m->cap - 1, i = s;
+  m->key[i] = 0;
+  m->n--;
+  for (size_t j = (i + 1) & mask; m->key[j]; j = (j + 1) & mask) {
+    size_t h = aslot(m->key[j], m->cap);
+    /* move j into the hole i unless its home h lies cyclically in (i, j] */
+    if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+      m->key[i] = m->key[j];
+      m->val[i] = m->val[j];
+      m->key[j] = 0;
+      i = j;
+    }
+  }
+}
+
+/* ---- the prediction ---------------------------------------------------------------------- */
+
+enum { CERTAIN = 0, UNMATCHED = 1, INCONSISTENT = 2 };
+
+typedef struct work {
+  pred_rec_t rec[PRED_MAX_INPUTS];
+  size_t n;
+  pred_strings_t *strs;
+  int64_t *match[PRED_MAX_INPUTS]; /* per other recording: ref alloc -> its alloc, -1 */
+  uint64_t *size;                  /* per ref alloc: predicted size */
+  uint8_t *why;                    /* per ref alloc: CERTAIN, UNMATCHED, INCONSISTENT */
+  uint8_t *missing_in;             /* per ref alloc: first recording lacking it (UNMATCHED) */
+  uint64_t *ev_size;               /* per ref event: its size in the output */
+  /* at the predicted peak */
+  uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
+} work_t;
+
+static void work_free(work_t *w) {
+  for (size_t j = 0; j < w->n; j++) {
+    pred_rec_free(&w->rec[j]);
+    free(w->match[j]);
+  }
+  pred_strings_free(w->strs);
+  free(w->size);
+  free(w->why);
+  free(w->missing_in);
+  free(w->ev_size);
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Sizes of every reference allocation. */
+static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res, gm_err_t *err) {
+  const pred_rec_t *R = &w->rec[ref];
+  w->size = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->size);
+  w->why = malloc(R->n_alloc ? R->n_alloc : 1);
+  w->missing_in = malloc(R->n_alloc ? R->n_alloc : 1);
+  if (!w->size || !w->why || !w->missing_in) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  double v[PRED_MAX_INPUTS];
+  uint64_t s[PRED_MAX_INPUTS];
+  for (size_t i = 0; i < R->n_alloc; i++) {
+    size_t np = 0, missing = SIZE_MAX;
+    for (size_t j = 0; j < w->n; j++) {
+      const pred_rec_t *r = &w->rec[j];
+      int64_t m = j == ref ? (int64_t)i : w->match[j][i];
+      if (m < 0) {
+        if (missing == SIZE_MAX) missing = j;
+        continue;
+      }
+      v[np] = r->value;
+      s[np++] = r->ev[r->alloc_ev[m]].size;
+    }
+    pred_fit_t f;
+    pred_fit_points(v, s, np, granule, target, &f);
+    w->size[i] = f.degree ? pred_fit_eval(&f, target, granule) : R->ev[R->alloc_ev[i]].size;
+    if (f.degree == 2) res->quadratic = 1;
+    if (missing != SIZE_MAX) {
+      w->why[i] = UNMATCHED;
+      w->missing_in[i] = (uint8_t)missing;
+      res->carried++;
+      if (!f.consistent) w->size[i] = R->ev[R->alloc_ev[i]].size > w->size[i] ? R->ev[R->alloc_ev[i]].size : w->size[i];
+    } else {
+      res->matched_all++;
+      w->why[i] = f.consistent ? CERTAIN : INCONSISTENT;
+      res->consistent += f.consistent;
+      /* an inconsistent fit: never below what the reference itself asked for */
+      if (!f.consistent && w->size[i] < R->ev[R->alloc_ev[i]].size) w->size[i] = R->ev[R->alloc_ev[i]].size;
+    }
+  }
+  res->allocs = R->n_alloc;
+  return GM_OK;
+}
+
+/* Pass 1: the size of every output event, the predicted peak and what it is made of. */
+static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err_t *err) {
+  const pred_rec_t *R = &w->rec[ref];
+  w->ev_size = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_size);
+  if (!w->ev_size) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  amap_t m = {0};
+  uint64_t live = 0, certain = 0, inconsistent = 0, unmatched[PRED_MAX_INPUTS] = {0}, rlive = 0;
+  size_t ai = 0;
+  gm_status_t st = GM_OK;
+  for (size_t e = 0; e < R->n_ev; e++) {
+    const gmt_event_t *ev = &R->ev[e];
+    w->ev_size[e] = ev->size;
+    if (ev->kind == GMT_EV_ALLOC) {
+      size_t i = ai++;
+      uint64_t k = akey(ev);
+      size_t old = amap_find(&m, k);
+      if (old != SIZE_MAX) amap_del(&m, old); /* an address given twice: the first one's free was lost */
+      if (amap_put(&m, k, i) < 0) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      uint64_t sz = w->size[i];
+      w->ev_size[e] = sz;
+      live += sz;
+      rlive += ev->size;
+      if (w->why[i] == CERTAIN) certain += sz;
+      else if (w->why[i] == INCONSISTENT) inconsistent += sz;
+      else unmatched[w->missing_in[i]] += sz;
+      if (rlive > res->ref_peak_live) res->ref_peak_live = rlive;
+      if (live > w->peak) {
+        w->peak = live;
+        w->peak_certain = certain;
+        w->peak_inconsistent = inconsistent;
+        memcpy(w->peak_unmatched, unmatched, sizeof unmatched);
+      }
+    } else if (ev->kind == GMT_EV_FREE || ev->kind == GMT_EV_FREE_REQUESTED) {
+      size_t s = amap_find(&m, akey(ev));
+      if (s == SIZE_MAX) continue; /* allocated before the recording began: kept as recorded */
+      size_t i = m.val[s];
+      uint64_t sz = w->size[i];
+      w->ev_size[e] = sz;
+      if (ev->kind == GMT_EV_FREE_REQUESTED) continue;
+      live -= sz;
+      rlive -= R->ev[R->alloc_ev[i]].size;
+      if (w->why[i] == CERTAIN) certain -= sz;
+      else if (w->why[i] == INCONSISTENT) inconsistent -= sz;
+      else unmatched[w->missing_in[i]] -= sz;
+      amap_del(&m, s);
+    }
+  }
+  free(m.key);
+  free(m.val);
+  res->peak_live = w->peak;
+  res->confidence = w->peak ? (double)w->peak_certain / (double)w->peak : 1.0;
+  return st;
+}
+
+/* A value worth recording next: halfway from the nearest recording towards the target. */
+static double suggest_value(const work_t *w, double target, size_t ref) {
+  int integers = floor(target) == target;
+  for (size_t j = 0; j < w->n; j++) integers &= floor(w->rec[j].value) == w->rec[j].value;
+  double near = w->rec[ref].value, s = (near + target) / 2;
+  if (integers) s = near < target ? ceil(s) : floor(s);
+  for (size_t j = 0; j < w->n; j++)
+    if (w->rec[j].value == s || s == target) return 0;
+  return s;
+}
+
+static void refuse_low_confidence(const work_t *w, const pred_input_t *in, double target, double minc, size_t ref,
+                                  pred_result_t *res) {
+  char t[64], buf[GM_ERR_MSG_MAX];
+  size_t o = (size_t)snprintf(res->reason, sizeof res->reason,
+                              "only %.1f%% of the bytes at the predicted peak come from allocations matched in every "
+                              "recording with a consistent fit (at least %.0f%% needed)",
+                              100 * res->confidence, 100 * minc);
+  for (size_t j = 0; j < w->n && o < sizeof res->reason; j++) {
+    if (!w->peak_unmatched[j]) continue;
+    pred_value_text(w->rec[j].value, t, sizeof t);
+    o += (size_t)snprintf(res->reason + o, sizeof res->reason - o,
+                          "; %.1f%% from allocations the job did not make at %s (it allocated differently there: "
+                          "another algorithm choice, or buffers needed only at some sizes)",
+                          100.0 * (double)w->peak_unmatched[j] / (double)w->peak, t);
+  }
+  if (w->peak_inconsistent && o < sizeof res->reason)
+    snprintf(res->reason + o, sizeof res->reason - o, "; %.1f%% from allocations whose sizes follow no %s of the value",
+             100.0 * (double)w->peak_inconsistent / (double)w->peak, w->n >= 3 ? "affine or quadratic function" : "affine function");
+  res->suggest = suggest_value(w, target, ref);
+  if (res->suggest > 0) {
+    pred_value_text(res->suggest, t, sizeof t);
+    o = (size_t)snprintf(buf, sizeof buf, "record once more at %s and add it:", t);
+    o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " gpurec predict");
+    for (size_t j = 0; j < w->n && o < sizeof buf; j++) {
+      char vt[64];
+      pred_value_text(in[j].value, vt, sizeof vt);
+      o += (size_t)snprintf(buf + o, sizeof buf - o, " %s@%s", in[j].path, vt);
+    }
+    pred_value_text(target, t, sizeof t);
+    if (o < sizeof buf) snprintf(buf + o, sizeof buf - o, " NEW.zst@%.15g --at=%s", res->suggest, t);
+    snprintf(res->advice, sizeof res->advice, "%s", buf);
+  } else {
+    snprintf(res->advice, sizeof res->advice, "record once more at a value nearer %s and add it", (pred_value_text(target, t, sizeof t), t));
+  }
+  res->refused = 1;
+}
+
+/* The output's header: the reference's, marked as predicted with its inputs. */
+static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
+                               const pred_result_t *res, gmt_header_t *h, gm_err_t *err) {
+  gm_status_t s = gmt_header_copy(h, &w->rec[ref].header, err);
+  if (s < 0) return s;
+  char buf[4096], t[64];
+  size_t off = 0;
+  for (size_t j = 0; j < w->n && off < sizeof buf; j++) {
+    pred_value_text(in[j].value, t, sizeof t);
+    off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s@%s", j ? " " : "", in[j].path, t);
+  }
+  s = gmt_header_set(&h->tool, "gpurec " GM_VERSION " predict", err);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.inputs", buf, err);
+  pred_value_text(o->target, t, sizeof t);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.at", t, err);
+  pred_value_text(in[ref].value, t, sizeof t);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.reference", t, err);
+  snprintf(buf, sizeof buf, "%.4f", res->confidence);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.confidence", buf, err);
+  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.fit", res->quadratic ? "quadratic" : "affine", err);
+  if (s == GM_OK && o->command) s = gmt_header_kv_set(h, "predicted.command", o->command, err);
+  const char *cmd = w->rec[ref].header.command_line;
+  if (s == GM_OK && cmd && *cmd) {
+    /* the job's command at the target value, where the value is written in it */
+    char masked[2048], out[2048];
+    if (pred_mask_command(cmd, w->rec[ref].value, masked, sizeof masked)) {
+      pred_value_text(o->target, t, sizeof t);
+      size_t p = 0;
+      for (const char *c = masked; *c && p + 64 < sizeof out; c++) {
+        if (c[0] == '{' && c[1] == '}') {
+          p += (size_t)snprintf(out + p, sizeof out - p, "%s", t);
+          c++;
+        } else out[p++] = *c;
+      }
+      out[p] = 0;
+      s = gmt_header_set(&h->command_line, out, err);
+    }
+  }
+  h->pid = 0;
+  return s;
+}
+
+static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h, const char *path, pred_result_t *res,
+                             gm_err_t *err) {
+  const pred_rec_t *R = &w->rec[ref];
+  gmt_writer_t *wr;
+  gm_status_t s = gmt_writer_open(&wr, path, h, NULL, err);
+  if (s < 0) return s;
+  uint32_t ns = pred_strings_count(w->strs);
+  uint32_t *wid = calloc((size_t)ns + 1, sizeof *wid); /* shared id -> writer id */
+  if (!wid) {
+    gmt_writer_abandon(wr);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
+  enum { BATCH = 4096 };
+  gmt_event_t buf[BATCH];
+  size_t nb = 0;
+  for (size_t e = 0; e < R->n_ev && s == GM_OK; e++) {
+    gmt_event_t ev = R->ev[e];
+    ev.size = w->ev_size[e];
+    if (ev.callsite) {
+      if (!wid[ev.callsite]) s = gmt_writer_intern(wr, pred_strings_get(w->strs, ev.callsite), &wid[ev.callsite], err);
+      ev.callsite = wid[ev.callsite];
+    }
+    buf[nb++] = ev;
+    if (nb == BATCH || e + 1 == R->n_ev) {
+      /* the writer puts each string into every chunk whose events use it */
+      if (s == GM_OK) s = gmt_writer_append_n(wr, buf, nb, err);
+      nb = 0;
+    }
+  }
+  free(wid);
+  if (s < 0) {
+    gmt_writer_abandon(wr);
+    return s;
+  }
+  res->events = R->n_ev;
+  return gmt_writer_close(wr, err);
+}
+
+gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *o, const char *out_path, pred_result_t *res,
+                     gm_err_t *err) {
+  memset(res, 0, sizeof *res);
+  if (n < 2) return gm_err_set(err, GM_ERR_INVAL, "a prediction needs at least two recordings of the job at different values");
+  if (n > PRED_MAX_INPUTS) return gm_err_set(err, GM_ERR_INVAL, "at most %d recordings", PRED_MAX_INPUTS);
+  if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
+  for (size_t j = 0; j < n; j++)
+    for (size_t k = j + 1; k < n; k++)
+      if (in[j].value == in[k].value)
+        return gm_err_set(err, GM_ERR_INVAL, "'%s' and '%s' are both at %.15g: the recordings must be at different values",
+                          in[j].path, in[k].path, in[j].value);
+  double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
+  work_t w;
+  memset(&w, 0, sizeof w);
+  w.strs = pred_strings_new();
+  if (!w.strs) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t s = GM_OK;
+  for (size_t j = 0; j < n && s == GM_OK; j++) {
+    s = pred_rec_load(&w.rec[j], in[j].path, in[j].value, w.strs, err);
+    w.n = j + 1;
+    if (s < 0) gm_err_wrap(err, "cannot read '%s'", in[j].path);
+  }
+  if (s == GM_OK) s = pred_check_same_job(w.rec, n, err);
+  /* the reference: nearest the target, the larger on a tie */
+  size_t ref = 0;
+  for (size_t j = 1; j < n; j++) {
+    double dj = fabs(in[j].value - o->target), dr = fabs(in[ref].value - o->target);
+    if (dj < dr || (dj == dr && in[j].value > in[ref].value)) ref = j;
+  }
+  res->reference = ref;
+  if (s == GM_OK && pred_check_structure(w.rec, n, w.strs, res->reason, sizeof res->reason)) {
+    res->refused = 1;
+    snprintf(res->advice, sizeof res->advice,
+             "record every input the same way (the same steps, the same script), so that only the value differs");
+    work_free(&w);
+    return GM_OK;
+  }
+  uint64_t g = 0;
+  for (size_t j = 0; j < n && s == GM_OK; j++) g = gcd64(g, w.rec[j].all_sizes_gcd);
+  res->granule = g && g % 512 == 0 ? 512 : 1;
+  for (size_t j = 0; j < n && s == GM_OK; j++) {
+    if (j == ref) continue;
+    w.match[j] = malloc((w.rec[ref].n_alloc ? w.rec[ref].n_alloc : 1) * sizeof *w.match[j]);
+    if (!w.match[j]) {
+      s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      break;
+    }
+    uint64_t unaligned = 0;
+    s = pred_align(&w.rec[ref], &w.rec[j], w.match[j], DEFAULT_MAX_D, &unaligned, err);
+    uint64_t paired = 0;
+    for (size_t i = 0; i < w.rec[ref].n_alloc; i++) paired += w.match[j][i] >= 0;
+    res->dropped_other += w.rec[j].n_alloc - paired;
+  }
+  if (s == GM_OK) s = fit_all(&w, ref, o->target, res->granule, res, err);
+  if (s == GM_OK) s = size_events(&w, ref, res, err);
+  if (s == GM_OK && res->confidence < minc) {
+    refuse_low_confidence(&w, in, o->target, minc, ref, res);
+    work_free(&w);
+    return GM_OK;
+  }
+  if (s == GM_OK) {
+    gmt_header_t h;
+    gmt_header_init(&h);
+    s = make_header(&w, in, ref, o, res, &h, err);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.partial", out_path);
+    if (s == GM_OK) s = write_out(&w, ref, &h, tmp, res, err);
+    gmt_header_free(&h);
+    if (s == GM_OK && rename(tmp, out_path) != 0)
+      s = gm_err_set(err, GM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
+    if (s < 0) unlink(tmp);
+  }
+  work_free(&w);
+  return s;
+}

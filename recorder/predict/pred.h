@@ -1,0 +1,73 @@
+/* pred.h: predicted traces (`gpurec predict A.zst@8 B.zst@16 --at=32 -o C.zst`).
+ *
+ * From two or more recordings of the same job that differ only in one value the user names
+ * (batch, sequence length, width), write the trace of the job at another value: a run nobody
+ * made. The recordings' allocation streams are aligned (pred_align.c), each allocation's size
+ * is fitted as a function of the value (pred_fit.c: affine from two recordings, quadratic from
+ * three), and the reference recording (the one nearest the target) is rewritten with the
+ * fitted sizes. The result says how sure it is: the share of the live bytes at the predicted
+ * peak that come from allocations matched in every recording with a consistent fit. Below the
+ * threshold, or when the recordings' structure differs, nothing is written and the result
+ * says why and which recording to add.
+ *
+ * Library rules: nothing printed, errors as gm_status_t with a cause chain. A refusal is not
+ * an error: pred_run returns GM_OK with result->refused set. */
+#ifndef PRED_H
+#define PRED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gm_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PRED_MAX_INPUTS 8
+
+typedef struct pred_input {
+  const char *path; /* a gpumem trace */
+  double value;     /* the value the job ran at (batch 8, sequence 512, ...) */
+} pred_input_t;
+
+typedef struct pred_opts {
+  double target;         /* the value to predict */
+  double min_confidence; /* refuse below this (0..1); a negative value means the default 0.95 */
+  const char *command;   /* the predict command as typed, for the header (may be NULL) */
+} pred_opts_t;
+
+#define PRED_DEFAULT_MIN_CONFIDENCE 0.95
+
+typedef struct pred_result {
+  int refused;              /* nothing was written: reason and advice say why */
+  char reason[GM_ERR_MSG_MAX];
+  char advice[GM_ERR_MSG_MAX]; /* "record once more at 12 and add it: ..." */
+  double suggest;           /* the value to record next, 0 if none helps */
+  double confidence;        /* share of live bytes at the predicted peak that are certain */
+  int quadratic;            /* some sizes were fitted with a quadratic term */
+  size_t reference;         /* index of the input the output follows */
+  uint64_t events;          /* events written */
+  uint64_t allocs;          /* allocations in the prediction */
+  uint64_t matched_all;     /* ... matched in every recording */
+  uint64_t consistent;      /* ... and with a consistent fit */
+  uint64_t carried;         /* ... present in only some recordings, carried by their rule */
+  uint64_t dropped_other;   /* allocations of other recordings the reference does not have */
+  uint64_t peak_live;       /* predicted peak of live requested bytes */
+  uint64_t ref_peak_live;   /* the reference recording's own peak of live requested bytes */
+  uint64_t granule;         /* the recordings' size granularity (1 or 512) */
+} pred_result_t;
+
+/* Predict and write out_path (nothing is written when refused or on error). Errors: an input
+ * that is not a readable trace (GM_ERR_IO/FORMAT/...), inputs of different jobs, settings or
+ * devices, a recording that ran out of memory (GM_ERR_INVAL, the message names both inputs). */
+gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *opts, const char *out_path,
+                     pred_result_t *res, gm_err_t *err);
+
+/* "A.zst@8" -> path "A.zst" (into buf) and value 8. GM_ERR_INVAL with a reason otherwise. */
+gm_status_t pred_parse_input(const char *arg, char *buf, size_t n, pred_input_t *in, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PRED_H */

@@ -1,0 +1,90 @@
+/* pred_internal.h: the parts of recorder/predict/ that its tests reach: a recording in memory
+ * (pred_load.c), the alignment (pred_align.c) and the size fit (pred_fit.c). */
+#ifndef PRED_INTERNAL_H
+#define PRED_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gm_base.h"
+#include "formats/gmt.h"
+#include "recorder/predict/pred.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Strings shared by all recordings: a callsite or marker name has one id across them. */
+typedef struct pred_strings pred_strings_t;
+pred_strings_t *pred_strings_new(void);
+void pred_strings_free(pred_strings_t *t);
+/* Id (>= 1) of s, added if new; 0 when out of memory. */
+uint32_t pred_strings_id(pred_strings_t *t, const char *s);
+const char *pred_strings_get(const pred_strings_t *t, uint32_t id);
+uint32_t pred_strings_count(const pred_strings_t *t);
+
+#define PRED_MAX_STREAMS 64
+
+/* One recording: the events a prediction carries (alloc, free_requested, free, marker,
+ * empty_cache), callsites as shared string ids, and per allocation a token that the
+ * alignment compares (device, stream by order of first use, memory kind, callsite). */
+typedef struct pred_rec {
+  gmt_header_t header;
+  double value;
+  const char *path;
+  gmt_event_t *ev; /* kept events; callsite = shared string id */
+  size_t n_ev;
+  size_t *alloc_ev; /* index in ev of each allocation */
+  uint64_t *tok;    /* alignment token of each allocation */
+  size_t n_alloc;
+  size_t *mark_alloc; /* allocations before each marker (segment boundaries) */
+  uint32_t *mark_name;
+  size_t n_mark;
+  uint64_t streams[PRED_MAX_STREAMS]; /* stream ids in order of first allocation */
+  size_t n_streams;
+  uint64_t failed;      /* ALLOC_FAILED events */
+  uint64_t skipped;     /* segment, VMM, pool events (the allocator's own, not requests) */
+  uint64_t with_callsite; /* allocations that carry a callsite */
+  uint64_t all_sizes_gcd; /* gcd of every allocation size (granularity), 0 if none */
+} pred_rec_t;
+
+gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_strings_t *strs, gm_err_t *err);
+void pred_rec_free(pred_rec_t *r);
+/* An in-memory recording for tests: events as given (callsites are already shared ids). */
+gm_status_t pred_rec_from_events(pred_rec_t *r, const gmt_event_t *ev, size_t n, double value, gm_err_t *err);
+
+/* ---- alignment ---------------------------------------------------------------------------- */
+
+/* Aligns b's allocations to a's (a is the reference): match[i] = index of b's allocation
+ * paired with a's allocation i, or -1. Segments between markers are aligned separately when
+ * both have the same marker sequence (the caller checks it); within a segment, the common
+ * prefix and suffix pair directly and the rest by a shortest edit script (Myers) over tokens,
+ * up to max_d edits per segment; a segment that needs more stays unmatched.
+ * *unaligned_segments counts those. */
+gm_status_t pred_align(const pred_rec_t *a, const pred_rec_t *b, int64_t *match, size_t max_d,
+                       uint64_t *unaligned_segments, gm_err_t *err);
+
+/* Token sequences alone (tests, and the per-segment worker): match[i] for i < na. Returns
+ * the number of edits, or -1 when more than max_d were needed (match left all -1), -2 when
+ * out of memory. */
+int64_t pred_diff(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, int64_t *match, size_t max_d);
+
+/* ---- size fit ----------------------------------------------------------------------------- */
+
+typedef struct pred_fit {
+  double c0, c1, c2; /* size(v) = c0 + c1 v + c2 v^2 */
+  int degree;        /* 0 (one point), 1, 2 */
+  int consistent;    /* the points fit within the granularity and the fit is plausible */
+} pred_fit_t;
+
+/* Fit n points (v[i], s[i]) with distinct v. Two points: affine; three or more: affine if
+ * every point lies within the granularity of it, else quadratic. Consistent: residuals within
+ * the granularity, not shrinking towards the target, no large negative constant part. */
+void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t granule, double target, pred_fit_t *f);
+/* The fitted size at x, rounded up to the granularity, at least one granule. */
+uint64_t pred_fit_eval(const pred_fit_t *f, double x, uint64_t granule);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PRED_INTERNAL_H */
