@@ -17,7 +17,10 @@
  *  - timestamps: monotonic ns, gaps from a mixture of short (~2 us, back-to-back calls)
  *    and long (~30 us, kernel launches in between) exponentials (the CPU runs ahead of the
  *    GPU), and 100 ms + ~50 ms between steps (it waits for the GPU once per step);
- *  - markers "step", "forward", "backward", "optimizer" with size = step number.
+ *  - markers "step", "forward", "backward", "optimizer" with size = step number;
+ *  - the batch (o->batch, default 8) scales the inputs and activations, not the parameters,
+ *    so runs at two batches make the same allocations in the same order (gpurec predict's
+ *    tests and benchmark); with o->callsites each allocation names its role.
  * Events are stream-ordered (cudaMallocAsync, capture mode "requests").
  * The same step code fills a caller's array (synth_fill: stops when it is full) or, for the
  * stream, a buffer that grows to one step's events. */
@@ -32,6 +35,23 @@
 
 const char *const synth_strings[SYNTH_N_STRINGS] = {"step", "forward", "backward", "optimizer"};
 enum { STR_STEP = 1, STR_FWD, STR_BWD, STR_OPT };
+
+const char *const synth_callsites[SYNTH_N_CALLSITES] = {
+    "model.py:12:init_weights", "train.py:40:load_batch", "model.py:60:embed",
+    "model.py:71:qkv_in", "model.py:72:qkv", "model.py:74:attn_scores", "model.py:76:attn_out",
+    "model.py:77:proj", "model.py:79:residual", "model.py:81:mlp_in", "model.py:82:mlp_act",
+    "model.py:84:mlp_out", "model.py:86:norm", "model.py:75:softmax_tmp", "model.py:83:gelu_tmp",
+    "model.py:90:logits", "train.py:45:loss", "autograd:grad_logits", "autograd:grad_out",
+    "autograd:grad_qkv_in", "autograd:grad_qkv", "autograd:grad_scores", "autograd:grad_attn",
+    "autograd:grad_proj", "autograd:grad_residual", "autograd:grad_mlp_in", "autograd:grad_mlp_act",
+    "autograd:grad_mlp_out", "autograd:grad_norm", "autograd:param_grad", "optim/adam.py:178:init_state",
+    "optim/adam.py:791:foreach_tmp"};
+enum {
+  SITE_WEIGHT, SITE_INPUT, SITE_EMB, SITE_SAVED, /* + 0..9 */
+  SITE_TMP_SCORES = SITE_SAVED + 10, SITE_TMP_MLP, SITE_LOGITS, SITE_LOSS, SITE_GLOGITS, SITE_GOUT,
+  SITE_GRAD, /* + 0..9 */
+  SITE_PGRAD = SITE_GRAD + 10, SITE_ADAM, SITE_FOREACH
+};
 
 #define STREAM_COMPUTE 7u
 #define STREAM_COPY 13u
@@ -110,7 +130,7 @@ static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t
 
 static uint64_t round512(uint64_t s) { return (s + 511) & ~511ull; }
 
-static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream) {
+static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream, int site) {
   size = round512(size);
   flist_t *f;
   HASH_FIND(hh, g->free_by_size, &size, sizeof size, f);
@@ -120,7 +140,7 @@ static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream) {
     t.addr = g->bump;
     g->bump += size;
   }
-  emit(g, GMT_EV_ALLOC, t.addr, size, stream, 0);
+  emit(g, GMT_EV_ALLOC, t.addr, size, stream, g->o->callsites ? (uint32_t)(SYNTH_N_STRINGS + 1 + site) : 0);
   return t;
 }
 
@@ -156,7 +176,7 @@ static void params_of(uint64_t H, uint64_t sz[N_PARAMS]) {
 static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *adam_ready, tensor_t *grads,
                  tensor_t *saved) {
   const uint32_t L = g->o->layers, two = g->o->streams > 1;
-  const uint64_t H = g->o->hidden, B = 8, heads = H / 128;
+  const uint64_t H = g->o->hidden, B = g->o->batch, heads = H / 128;
   uint64_t S = (rnd(g) % 8 == 0) ? 512 + 512 * (rnd(g) % 3) : 1024; /* sequence bucket */
   uint64_t T = B * S;                                                /* tokens */
   uint64_t psz[N_PARAMS];
@@ -164,51 +184,51 @@ static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *a
   g->ts += 100000000 + expo(g, 50000000); /* the CPU waits for the GPU (loss.item()), loads data */
   emit(g, GMT_EV_MARKER, 0, s, 0, STR_STEP);
   uint64_t in_stream = two ? STREAM_COPY : STREAM_COMPUTE;
-  tensor_t ids = alloc(g, T * 8, in_stream), labels = alloc(g, T * 8, in_stream);
+  tensor_t ids = alloc(g, T * 8, in_stream, SITE_INPUT), labels = alloc(g, T * 8, in_stream, SITE_INPUT);
   emit(g, GMT_EV_MARKER, 0, s, 0, STR_FWD);
-  tensor_t emb = alloc(g, T * H * 2, STREAM_COMPUTE);
+  tensor_t emb = alloc(g, T * H * 2, STREAM_COMPUTE, SITE_EMB);
   const uint64_t saved_sz[N_SAVED] = {T * H * 2, T * 3 * H * 2, heads * B * S * S * 2, T * H * 2, T * H * 2,
                                       T * H * 2, T * 4 * H * 2, T * 4 * H * 2, T * H * 2, T * H * 2};
   for (uint32_t l = 0; l < L && !full(g); l++)
     for (int a = 0; a < N_SAVED; a++) {
-      saved[l * N_SAVED + a] = alloc(g, saved_sz[a], STREAM_COMPUTE);
+      saved[l * N_SAVED + a] = alloc(g, saved_sz[a], STREAM_COMPUTE, SITE_SAVED + a);
       if (a == 2 || a == 6) { /* scores and mlp in: a temporary on the side */
-        tensor_t t = alloc(g, saved_sz[a] / (a == 2 ? 1 : 4), STREAM_COMPUTE);
+        tensor_t t = alloc(g, saved_sz[a] / (a == 2 ? 1 : 4), STREAM_COMPUTE, a == 2 ? SITE_TMP_SCORES : SITE_TMP_MLP);
         release(g, t, STREAM_COMPUTE);
       }
     }
-  tensor_t logits = alloc(g, T * 32000 * 2, STREAM_COMPUTE);
-  tensor_t loss = alloc(g, 512, STREAM_COMPUTE);
+  tensor_t logits = alloc(g, T * 32000 * 2, STREAM_COMPUTE, SITE_LOGITS);
+  tensor_t loss = alloc(g, 512, STREAM_COMPUTE, SITE_LOSS);
   emit(g, GMT_EV_MARKER, 0, s, 0, STR_BWD);
-  tensor_t glog = alloc(g, T * 32000 * 2, STREAM_COMPUTE);
+  tensor_t glog = alloc(g, T * 32000 * 2, STREAM_COMPUTE, SITE_GLOGITS);
   release(g, logits, STREAM_COMPUTE);
   release(g, loss, STREAM_COMPUTE);
-  tensor_t gout = alloc(g, T * H * 2, STREAM_COMPUTE);
+  tensor_t gout = alloc(g, T * H * 2, STREAM_COMPUTE, SITE_GOUT);
   release(g, glog, STREAM_COMPUTE);
   for (int32_t l = (int32_t)L - 1; l >= 0 && !full(g); l--) {
     for (int a = N_SAVED - 1; a >= 0; a--) {
-      tensor_t gt = alloc(g, saved_sz[a], STREAM_COMPUTE);
+      tensor_t gt = alloc(g, saved_sz[a], STREAM_COMPUTE, SITE_GRAD + a);
       release(g, saved[l * N_SAVED + a], STREAM_COMPUTE);
       if (a % 3 == 0) {
         int p = (a / 3) * 3; /* this op's parameter gradients */
         for (int k = p; k < p + 3 && k < N_PARAMS; k++)
-          if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE);
+          if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE, SITE_PGRAD);
       }
       release(g, gt, STREAM_COMPUTE);
     }
   }
   for (uint32_t l = 0; l < L; l++)
     for (int k = 0; k < N_PARAMS; k++)
-      if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE);
+      if (!grads[l * N_PARAMS + k].addr) grads[l * N_PARAMS + k] = alloc(g, psz[k], STREAM_COMPUTE, SITE_PGRAD);
   release(g, gout, STREAM_COMPUTE);
   release(g, emb, STREAM_COMPUTE);
   emit(g, GMT_EV_MARKER, 0, s, 0, STR_OPT);
   if (!*adam_ready) { /* lazy state init at the first step */
-    for (uint32_t i = 0; i < L * N_PARAMS * 2; i++) adam[i] = alloc(g, psz[(i / 2) % N_PARAMS] * 2, STREAM_COMPUTE);
+    for (uint32_t i = 0; i < L * N_PARAMS * 2; i++) adam[i] = alloc(g, psz[(i / 2) % N_PARAMS] * 2, STREAM_COMPUTE, SITE_ADAM);
     *adam_ready = 1;
   }
   for (uint32_t l = 0; l < L; l += 4) { /* foreach kernels over groups of blocks */
-    tensor_t t1 = alloc(g, 4 * psz[4] * 2, STREAM_COMPUTE), t2 = alloc(g, 4 * psz[6] * 2, STREAM_COMPUTE);
+    tensor_t t1 = alloc(g, 4 * psz[4] * 2, STREAM_COMPUTE, SITE_FOREACH), t2 = alloc(g, 4 * psz[6] * 2, STREAM_COMPUTE, SITE_FOREACH);
     release(g, t2, STREAM_COMPUTE);
     release(g, t1, STREAM_COMPUTE);
   }
@@ -260,6 +280,7 @@ static tf_t *tf_new(const synth_opts_t *oin, gmt_event_t *out, uint64_t cap) {
   if (!o->layers) o->layers = 24;
   if (!o->hidden) o->hidden = 2048;
   if (!o->streams) o->streams = 2;
+  if (!o->batch) o->batch = 8;
   gen_t g = {o, out, 0, cap, o->seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, NULL, out == NULL, 0};
   t->g = g;
   size_t np = (size_t)o->layers * N_PARAMS;
@@ -273,7 +294,7 @@ static tf_t *tf_new(const synth_opts_t *oin, gmt_event_t *out, uint64_t cap) {
   }
   uint64_t psz[N_PARAMS];
   params_of(o->hidden, psz);
-  for (size_t i = 0; i < np; i++) t->weights[i] = alloc(&t->g, psz[i % N_PARAMS], STREAM_COMPUTE);
+  for (size_t i = 0; i < np; i++) t->weights[i] = alloc(&t->g, psz[i % N_PARAMS], STREAM_COMPUTE, SITE_WEIGHT);
   return t;
 }
 
@@ -359,9 +380,12 @@ gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) 
   h->start_time_ns = 1795000000000000000ull;
   h->gpu_total_mem = 80ull << 30;
   const int dyn = o->model == SYNTH_DYNAMIC;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "gmsynth%s --events %llu --seed %llu", dyn ? " --model dynamic" : "",
-           (unsigned long long)o->events, (unsigned long long)o->seed);
+  char cmd[192];
+  int n = snprintf(cmd, sizeof cmd, "gmsynth%s --events %llu --seed %llu", dyn ? " --model dynamic" : "",
+                   (unsigned long long)o->events, (unsigned long long)o->seed);
+  if (!dyn && o->batch && n > 0 && (size_t)n < sizeof cmd)
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --batch %u", o->batch);
+  if (!dyn && o->callsites && n > 0 && (size_t)n < sizeof cmd) snprintf(cmd + n, sizeof cmd - (size_t)n, " --callsites");
   gm_status_t s = gmt_header_set(&h->host, "synthetic", err);
   if (s == GM_OK) s = gmt_header_set(&h->gpu_name, "synthetic 80GB GPU", err);
   if (s == GM_OK) s = gmt_header_set(&h->tool, "gmsynth 0.1.0", err);
@@ -385,6 +409,10 @@ gm_status_t synth_write(const synth_opts_t *o, const char *path, const gmt_write
   for (int i = 0; s == GM_OK && i < SYNTH_N_STRINGS; i++) {
     uint32_t id;
     s = gmt_writer_intern(w, synth_strings[i], &id, err);
+  }
+  for (int i = 0; s == GM_OK && o->callsites && o->model != SYNTH_DYNAMIC && i < SYNTH_N_CALLSITES; i++) {
+    uint32_t id;
+    s = gmt_writer_intern(w, synth_callsites[i], &id, err);
   }
   gmt_event_t buf[4096];
   for (uint64_t done = 0; s == GM_OK && done < o->events;) {

@@ -29,6 +29,9 @@ typedef struct synth_opts {
   uint32_t hidden;   /* hidden size (0: 2048); transformer only */
   uint32_t streams;  /* 1 or 2 (0: 2): the second one is a copy stream for input batches; transformer only */
   uint32_t model;    /* synth_model_t (0: transformer) */
+  uint32_t batch;    /* sequences per step (0: 8); transformer only: activations scale with it */
+  uint32_t callsites; /* 1: every allocation names its role as a callsite (strings after the
+                         markers, synth_callsites); transformer only */
 } synth_opts_t;
 
 /* "transformer" / "dynamic" -> model; -1 for another name. */
@@ -38,6 +41,12 @@ int synth_model_from_name(const char *name);
  * synth_fill use these ids as callsites of MARKER events. */
 #define SYNTH_N_STRINGS 4
 extern const char *const synth_strings[SYNTH_N_STRINGS];
+
+/* Callsites of the transformer's allocations (o->callsites): interned by synth_write after the
+ * markers, ids SYNTH_N_STRINGS + 1 + i; one per role (a weight, a saved activation of kind k,
+ * its gradient temporary, ...), as a recorded stack would name the line that allocated. */
+#define SYNTH_N_CALLSITES 32
+extern const char *const synth_callsites[SYNTH_N_CALLSITES];
 
 /* Fills evs[0..o->events) (caller allocates o->events entries). */
 void synth_fill(const synth_opts_t *o, gmt_event_t *evs);

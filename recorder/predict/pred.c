@@ -273,15 +273,24 @@ static void refuse_low_confidence(const work_t *w, const pred_input_t *in, doubl
   res->suggest = suggest_value(w, target, ref);
   if (res->suggest > 0) {
     pred_value_text(res->suggest, t, sizeof t);
-    o = (size_t)snprintf(buf, sizeof buf, "record once more at %s and add it:", t);
+    o = (size_t)snprintf(buf, sizeof buf, "record once more at %s, then:", t);
     o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " gpurec predict");
+    /* a recording where the job allocated differently is left out: the new one replaces it */
+    size_t left_out = 0;
     for (size_t j = 0; j < w->n && o < sizeof buf; j++) {
       char vt[64];
       pred_value_text(in[j].value, vt, sizeof vt);
+      if (w->peak_unmatched[j] && j != ref) {
+        left_out++;
+        continue;
+      }
       o += (size_t)snprintf(buf + o, sizeof buf - o, " %s@%s", in[j].path, vt);
     }
     pred_value_text(target, t, sizeof t);
-    if (o < sizeof buf) snprintf(buf + o, sizeof buf - o, " NEW.zst@%.15g --at=%s", res->suggest, t);
+    if (o < sizeof buf) o += (size_t)snprintf(buf + o, sizeof buf - o, " NEW.zst@%.15g --at=%s", res->suggest, t);
+    if (left_out && o < sizeof buf)
+      snprintf(buf + o, sizeof buf - o, " (leaving out the recording%s where the job allocated differently)",
+               left_out == 1 ? "" : "s");
     snprintf(res->advice, sizeof res->advice, "%s", buf);
   } else {
     snprintf(res->advice, sizeof res->advice, "record once more at a value nearer %s and add it", (pred_value_text(target, t, sizeof t), t));

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""make_csv.py: the hand-made CSV traces of recorder/predict's tests (run here to remake them).
+
+A tiny training job whose truth is known: 4 weights of 1 MiB (constant), per step and layer an
+activation of 100000*b+512 bytes (affine in the batch b), attention scores of 200000*b bytes (or
+30000*b*b with quad, quadratic), a temporary of 6400*b; backward allocates a gradient per saved
+tensor. Variants: a workspace of 500000*b only at b >= extra_at, a second stream, a fourth
+step, the scores from another callsite at small b (another algorithm choice), no callsites, a
+failed allocation, and header changes (another job, setting, device)."""
+import sys
+
+
+def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, callsites=True, oom=False,
+          job="train.py", conf="", gpu="H100"):
+    out = ["# gpumem trace, text form 1", "#capture_mode=torch", "#gpu_name=" + gpu, "#gpu_total_mem=85899345920",
+           "#command_line=python %s --batch=%d" % (job, b), "#kv.PYTORCH_CUDA_ALLOC_CONF=" + conf,
+           "ts_ns,kind,device,stream,addr,size,mem_kind,callsite"]
+    strs = {}
+    ts = [0]
+    addr = [0x10000000]
+
+    def cs(name):
+        if not callsites and ":" in name:
+            return 0
+        if name not in strs:
+            strs[name] = len(strs) + 1
+            out.append("#string.%d=%s" % (strs[name], name))
+        return strs[name]
+
+    def ev(kind, a, size, site, stream=0):
+        ts[0] += 1000
+        out.append("%d,%s,0,%d,0x%x,%d,device,%d" % (ts[0], kind, stream, a, size, site))
+
+    def alloc(size, site, stream=0):
+        a = addr[0]
+        addr[0] += size + (1 << 24)
+        ev("alloc", a, size, cs(site), stream)
+        return (a, size)
+
+    def free(t, stream=0):
+        ev("free", t[0], t[1], 0, stream)
+
+    for _ in range(4):
+        alloc(1 << 20, "model.py:10:init")
+    for s in range(steps):
+        ev("marker", 0, s, cs("step"))
+        acts = []
+        for _ in range(4):
+            acts.append(alloc(100000 * b + 512, "model.py:20:forward"))
+            acts.append(alloc(b * b * 30000 if quad else 200000 * b, attn_site or "model.py:21:attn"))
+            free(alloc(6400 * b, "model.py:22:tmp"))
+        if extra_at is not None and b >= extra_at:
+            free(alloc(500000 * b, "model.py:30:workspace"))
+        if streams > 1:
+            free(alloc(12800 * b, "model.py:40:copy", stream=7), stream=7)
+        if oom and s == steps - 1:
+            ev("alloc_failed", 0, 1 << 40, cs("model.py:20:forward"))
+        for a in reversed(acts):
+            free(alloc(a[1], "model.py:50:backward"))
+            free(a)
+    return "\n".join(out) + "\n"
+
+
+SETS = {
+    "affine": ([4, 8, 16, 32], {}),
+    "quad": ([4, 8, 16, 32], {"quad": True}),
+    "extra": ([8, 16, 32], {"extra_at": 12}),
+    "steps": ([16], {"steps": 4}),
+    "streams": ([16], {"streams": 2}),
+    "algo": ([4], {"attn_site": "model.py:25:attn_math"}),
+    "nocs": ([8, 16, 32], {"callsites": False}),
+    "nocsextra": ([8], {"callsites": False, "extra_at": 8}),
+    "oom": ([16], {"oom": True}),
+    "job": ([16], {"job": "eval.py"}),
+    "setting": ([16], {"conf": "expandable_segments:True"}),
+    "device": ([16], {"gpu": "A100"}),
+}
+
+if __name__ == "__main__":
+    for name, (values, kw) in SETS.items():
+        for b in values:
+            with open("%s%d.csv" % (name, b), "w") as f:
+                f.write(trace(b, **kw))
