@@ -1,0 +1,70 @@
+#!/bin/bash
+# predict_cli_test.sh: `gpurec predict` end to end: exit codes, stdout and stderr of help, usage
+# mistakes, bad inputs, a refusal and a prediction, and that gpureplay takes what it wrote.
+# Inputs: the hand-made CSV traces of testdata/ (make_csv.py), imported with gpurec import.
+set -u
+RUNROOT=$PWD
+GPUREC=$RUNROOT/recorder/gpurec
+GPUREPLAY=$RUNROOT/replay/gpureplay
+DATA=$RUNROOT/recorder/predict/testdata
+T=${TEST_TMPDIR:-/tmp/predict_cli_test.$$}
+mkdir -p "$T"
+cd "$T"
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# expect NAME RC STDOUT STDERR -- CMD...: the exact exit code, stdout and stderr
+expect() {
+  local name=$1 want_rc=$2 want_out=$3 want_err=$4
+  shift 5
+  local out err rc
+  out=$("$@" 2>err.txt); rc=$?
+  err=$(cat err.txt)
+  if [[ $rc == "$want_rc" && $out == "$want_out" && $err == "$want_err" ]]; then ok "$name"; else
+    bad "$name"; echo "  rc=$rc (want $want_rc)"; echo "  stdout: $out"; echo "  stderr: $err"; echo "  want stderr: $want_err"; fi
+}
+for f in affine8 affine16 affine32 algo4 quad8 quad16 job16 oom16; do
+  "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"
+done
+
+out=$("$GPUREC" predict --help); rc=$?
+[[ $rc == 0 && $out == "usage: gpurec predict TRACE.zst@VALUE"* && $out == *"same job"* && $out == *"--min-confidence"* && $out == *"3: refused"* ]] \
+  && ok "--help: what the inputs must be, exit codes" || bad "--help: $out"
+out=$("$GPUREC" --help)
+[[ $out == *"gpurec predict TRACE.zst@VALUE"* ]] && ok "gpurec --help names predict" || bad "gpurec --help"
+
+TRY="try 'gpurec predict --help'"
+expect "one input" 2 "" "gpurec: error: predict needs at least two recordings, each as TRACE.zst@VALUE
+$TRY" -- "$GPUREC" predict affine8.zst@8 --at=32 -o p.zst
+expect "no value" 2 "" "gpurec: error: 'affine16.zst': give each recording with the value it ran at, TRACE.zst@VALUE (e.g. run8.zst@8)
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst --at=32 -o p.zst
+expect "no --at" 2 "" "gpurec: error: predict needs --at=VALUE, the value to predict the job at
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 -o p.zst
+expect "bad --at" 2 "" "gpurec: error: --at: the value must be a positive number
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=big -o p.zst
+expect "missing input" 1 "" "gpurec: error: cannot open 'nope.zst': no such file" \
+  -- "$GPUREC" predict affine8.zst@8 nope.zst@16 --at=32 -o p.zst
+expect "a CSV input" 1 "" "gpurec: error: '$DATA/affine16.csv' is a gpumem trace in CSV text form: convert it with \`gpurec import $DATA/affine16.csv -o $DATA/affine16.zst\`; predict takes gpumem traces" \
+  -- "$GPUREC" predict affine8.zst@8 "$DATA/affine16.csv@16" --at=32 -o p.zst
+expect "different jobs" 1 "" "gpurec: error: cannot predict: different jobs: 'affine8.zst' ran 'python train.py --batch=8' and 'job16.zst' ran 'python eval.py --batch=16' (they may differ only in the value)" \
+  -- "$GPUREC" predict affine8.zst@8 job16.zst@16 --at=32 -o p.zst
+expect "an input that ran out of memory" 1 "" "gpurec: error: cannot predict: 'oom16.zst' (at 16) ran out of memory (1 failed request): what it allocated afterwards is not the job's; record it at a value that fits" \
+  -- "$GPUREC" predict affine8.zst@8 oom16.zst@16 --at=32 -o p.zst
+expect "refused: another algorithm at 4" 3 "" "gpurec: cannot predict at 16: only 68.3% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 31.7% from allocations the job did not make at 4 (it allocated differently there: another algorithm choice, or buffers needed only at some sizes)
+gpurec: record once more at 12, then: gpurec predict affine8.zst@8 NEW.zst@12 --at=16 (leaving out the recording where the job allocated differently)" \
+  -- "$GPUREC" predict algo4.zst@4 affine8.zst@8 --at=16 -o p.zst
+expect "refused: quadratic sizes from two" 3 "" "gpurec: cannot predict at 32: only 15.0% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 85.0% from allocations whose sizes follow no affine function of the value
+gpurec: record once more at 24, then: gpurec predict quad8.zst@8 quad16.zst@16 NEW.zst@24 --at=32" \
+  -- "$GPUREC" predict quad8.zst@8 quad16.zst@16 --at=32 -o p.zst
+[[ ! -e p.zst && ! -e p.zst.partial ]] && ok "nothing written by errors and refusals" || bad "something was written"
+
+expect "predicted" 0 "" "gpurec: predicted p.zst at 32 from 2 recordings (following the one at 16): 127 events, confidence 100.0%; 64 allocations, 64 matched in every recording, 64 of them with a consistent affine fit, 0 carried from some recordings only; peak of live requested bytes 46.73 MiB (25.36 MiB at 16); next: gpureplay p.zst" \
+  -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst
+# gpureplay takes it like any trace, and finds the real run's peak
+pj=$("$GPUREPLAY" --json p.zst 2>/dev/null | grep -o '"peak_requested_bytes": *[0-9]*' | head -1)
+rj=$("$GPUREPLAY" --json affine32.zst 2>/dev/null | grep -o '"peak_requested_bytes": *[0-9]*' | head -1)
+[[ -n $pj && $pj == "$rj" ]] && ok "gpureplay: predicted peak = real run's ($pj)" || bad "gpureplay: '$pj' vs '$rj'"
+expect "quiet" 0 "" "" -- "$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --at=32 -o p2.zst
+
+echo "$fails failure(s)"
+[[ $fails == 0 ]]
