@@ -62,6 +62,7 @@ typedef struct gr_trace_info {
   unsigned frameworks;      /* GMT_FW_* the header names (0: not recorded) */
   char frameworks_text[128];/* "JAX 0.11.2" */
   const char *holds;        /* gmt_trace_holds: what the events are to the replay */
+  char predicted[512];      /* "the job at 32, predicted from a.zst@8 b.zst@16 (confidence 0.99)"; "" for a recording */
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
   int n_devices;            /* devices the trace allocates on (gr_trace_devices; 0: not scanned) */
   uint64_t device_memory;   /* total memory the policies saw */

@@ -78,6 +78,8 @@ void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, 
   char b1[32], b2[32];
   fprintf(f, "%sframework: %s; the trace holds %s\n", prefix, info->frameworks_text,
           info->holds);
+  if (info->predicted[0])
+    fprintf(f, "%spredicted, not recorded: %s (gpurec predict)\n", prefix, info->predicted);
   if (gmt_framework_single(info->frameworks) == 0 && info->frameworks)
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
@@ -186,6 +188,7 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
   json_object_set_new(o, "holds", json_string(info->holds));
   json_object_set_new(o, "device", json_integer(r->device));
+  if (info->predicted[0]) json_object_set_new(o, "predicted", json_string(info->predicted));
   return o;
 }
 

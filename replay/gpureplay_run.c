@@ -360,6 +360,11 @@ static gm_status_t probe(const char *path, int sync_allocs, int vmm_buffers, gr_
   info->capture_mode = h->capture_mode;
   info->frameworks = gmt_header_frameworks(h);
   gmt_header_frameworks_text(h, info->frameworks_text, sizeof info->frameworks_text);
+  const char *pat = gmt_header_kv_get(h, "predicted.at"), *pin = gmt_header_kv_get(h, "predicted.inputs"),
+             *pconf = gmt_header_kv_get(h, "predicted.confidence");
+  if (pat) /* gpurec predict's trace: a run nobody made */
+    snprintf(info->predicted, sizeof info->predicted, "the job at %s, predicted from %s (confidence %s)", pat,
+             pin ? pin : "?", pconf ? pconf : "?");
   const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
   if (mi) gm_parse_u64(mi, &info->gpu_mem_info_total, NULL);
   const char *xla_alloc = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_ALLOCATOR");
