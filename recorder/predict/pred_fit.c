@@ -91,9 +91,12 @@ void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t gran
   double lo = target < vmin ? target : vmin, hi = target > vmax ? target : vmax;
   double d_lo = f->c1 + 2 * f->c2 * lo, d_hi = f->c1 + 2 * f->c2 * hi;
   if ((d_lo < 0 && -d_lo * (hi - lo) > tol) || (d_hi < 0 && -d_hi * (hi - lo) > tol)) return;
-  /* ... and, when affine, a constant part not far below zero: rounding two points up can
-   * move it down by the granule times vmax / (vmax - vmin), no more */
-  if (f->degree == 1 && f->c0 < -(g * (1 + vmax / (vmax - vmin)) + 1e-9 * smax)) return;
+  /* ... and, when affine, a constant part not far below zero. A tensor of (S - 1) * k bytes
+   * has a small negative one (-k against (S - 1) k); a square seen through two points, or two
+   * different allocations paired, one of the size of a recording's smaller tensors or more.
+   * Rounding two points up can move it down by the granule times vmax / (vmax - vmin). */
+  double s_lo = eval(f, vmin);
+  if (f->degree == 1 && f->c0 < -(0.25 * s_lo + g * (1 + vmax / (vmax - vmin)) + 1e-9 * smax)) return;
   f->consistent = 1;
 }
 

@@ -145,6 +145,16 @@ TEST(PredFit, ThreePointsOnALineStayAffine) {
   EXPECT_TRUE(f.consistent);
 }
 
+TEST(PredFit, ASmallNegativeConstantIsATensor) {
+  // logits[:, :-1] in the sequence length: (S - 1) * k
+  double v[] = {256, 512};
+  uint64_t s[] = {255 * 65536, 511 * 65536};
+  pred_fit_t f;
+  pred_fit_points(v, s, 2, 1, 1024, &f);
+  EXPECT_TRUE(f.consistent);
+  EXPECT_EQ(pred_fit_eval(&f, 1024, 1), 1023u * 65536);
+}
+
 TEST(PredFit, ImplausibleFitsAreInconsistent) {
   pred_fit_t f;
   double v[] = {8, 16};
