@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "replay_synth: %s\n", err.msg);
     return 2;
   }
-  synth_opts_t o = {events, seed, 0, 0, 0, SYNTH_DYNAMIC};
+  synth_opts_t o = {events, seed, 0, 0, 0, SYNTH_DYNAMIC, 0, 0};
   if (synth_write(&o, argv[1], NULL, &err) != GM_OK) {
     gm_err_wrap(&err, "cannot write '%s'", argv[1]);
     gm_log_err(&err);
