@@ -66,7 +66,7 @@ static const rp_policy_ops_t null_ops = {"null", "engine only", null_create, nul
 
 /* Without a trace file the input is bench/synth's "dynamic" model, seed 1 (a fresh address
  * for every allocation: the worst case for the block map). */
-static const synth_opts_t gen_opts = {0, 1, 0, 0, 0, SYNTH_DYNAMIC};
+static const synth_opts_t gen_opts = {0, 1, 0, 0, 0, SYNTH_DYNAMIC, 0, 0};
 
 static void out_of_memory(void) {
   fprintf(stderr, "replay_bench: out of memory\n");
