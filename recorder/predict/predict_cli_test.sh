@@ -66,5 +66,14 @@ rj=$("$GPUREPLAY" --json affine32.zst 2>/dev/null | grep -o '"peak_requested_byt
 [[ -n $pj && $pj == "$rj" ]] && ok "gpureplay: predicted peak = real run's ($pj)" || bad "gpureplay: '$pj' vs '$rj'"
 expect "quiet" 0 "" "" -- "$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --at=32 -o p2.zst
 
+# a real PyTorch history (traces/snapshots) given twice, as if at 8 and at 16: every size is
+# constant, so the prediction is the recording's own requests and replays to its exact peak
+"$GPUREC" import -q "$RUNROOT/traces/snapshots/train_amp.default.pickle" -o amp8.zst 2>/dev/null
+cp amp8.zst amp16.zst
+"$GPUREC" predict -q amp8.zst@8 amp16.zst@16 --at=32 -o amp32.zst; rc=$?
+pa=$("$GPUREPLAY" --json amp8.zst 2>/dev/null | grep -o '"peak_reserved_bytes":[0-9]*' | head -1)
+pp=$("$GPUREPLAY" --json amp32.zst 2>/dev/null | grep -o '"peak_reserved_bytes":[0-9]*' | head -1)
+[[ $rc == 0 && -n $pa && $pa == "$pp" ]] && ok "real torch history, constant sizes: same peak ($pp)" || bad "real history: rc=$rc '$pa' vs '$pp'"
+
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
