@@ -45,7 +45,7 @@ int gpurec_predict(int argc, char **argv) {
       {"at", 0, GM_OPT_STR, "VALUE", "the value to predict the job at (e.g. 32)", offsetof(predict_config_t, at)},
       {"output", 'o', GM_OPT_STR, "TRACE.zst", "predicted trace to write", offsetof(predict_config_t, output)},
       {"min-confidence", 0, GM_OPT_STR, "FRACTION",
-       "refuse below this share of certain bytes at the predicted peak (default 0.95; 0 never refuses)",
+       "refuse below this share of certain bytes at the predicted peak (default 0.95; 0: never for want of confidence)",
        offsetof(predict_config_t, min_confidence)},
       {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors and refusals on stderr", offsetof(predict_config_t, quiet)},
       {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(predict_config_t, help)},
@@ -82,9 +82,10 @@ int gpurec_predict(int argc, char **argv) {
     if (!*cfg.at || *end || !(po.target > 0)) rc = predict_usage_error("--at: the value must be a positive number");
   }
   if (!rc && cfg.min_confidence) {
-    double f;
-    if (gm_parse_fraction(cfg.min_confidence, &f, &err) < 0) rc = predict_usage_error("--min-confidence: give a fraction in [0, 1], e.g. 0.9");
-    po.min_confidence = f;
+    double f = 0;
+    if (gm_parse_fraction(cfg.min_confidence, &f, &err) < 0)
+      rc = predict_usage_error("--min-confidence: give a fraction in [0, 1], e.g. 0.9");
+    else po.min_confidence = f;
   }
   free(pos);
   if (rc) return rc;
