@@ -130,6 +130,12 @@ int gpurec_predict(int argc, char **argv) {
             res.quadratic ? "affine or quadratic" : "affine", (unsigned long long)res.carried,
             gm_format_size(res.peak_live, b1, sizeof b1), gm_format_size(res.ref_peak_live, b2, sizeof b2),
             in[res.reference].value, cfg.output);
+    if (res.dropped_other)
+      fprintf(stderr, "gpurec: %llu allocation%s of the other recordings %s no partner at %.15g and %s left out "
+                      "(the job makes %s only at their values)\n",
+              (unsigned long long)res.dropped_other, res.dropped_other == 1 ? "" : "s",
+              res.dropped_other == 1 ? "has" : "have", in[res.reference].value,
+              res.dropped_other == 1 ? "is" : "are", res.dropped_other == 1 ? "it" : "them");
   }
   return 0;
 }

@@ -198,13 +198,15 @@ gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_st
   free(remap);
   if (s == GM_END) {
     const gmt_reader_stats_t *st = gmt_reader_stats(rd);
-    if (st->truncated || st->seq_gaps || st->dropped)
+    if (st->truncated || st->seq_gaps || st->dropped) {
+      char what[128] = "";
+      if (st->truncated) strcat(what, ", truncated");
+      if (st->seq_gaps) strcat(what, ", chunks missing");
+      if (st->dropped) strcat(what, ", records dropped by the recorder");
       s = gm_err_set(err, GM_ERR_TRUNCATED,
-                     "the recording is incomplete (%s%s%s): a prediction needs every allocation of the run; "
-                     "record it again",
-                     st->truncated ? "truncated" : "", st->seq_gaps ? " chunks missing" : "",
-                     st->dropped ? " records dropped" : "");
-    else s = GM_OK;
+                     "the recording is incomplete (%s): a prediction needs every allocation of the run; record it again",
+                     what + 2);
+    } else s = GM_OK;
   }
   gmt_reader_close(rd);
   if (s == GM_OK) s = index_events(r, err);

@@ -46,6 +46,8 @@ expect "missing input" 1 "" "gpurec: error: cannot open 'nope.zst': no such file
   -- "$GPUREC" predict affine8.zst@8 nope.zst@16 --at=32 -o p.zst
 expect "a CSV input" 1 "" "gpurec: error: '$DATA/affine16.csv' is a gpumem trace in CSV text form: convert it with \`gpurec import $DATA/affine16.csv -o $DATA/affine16.zst\`; predict takes gpumem traces" \
   -- "$GPUREC" predict affine8.zst@8 "$DATA/affine16.csv@16" --at=32 -o p.zst
+expect "a truncated recording" 1 "" "gpurec: error: cannot predict: cannot read '$RUNROOT/traces/invalid/truncated-mid-chunk.zst': the recording is incomplete (truncated, records dropped by the recorder): a prediction needs every allocation of the run; record it again" \
+  -- "$GPUREC" predict affine8.zst@8 "$RUNROOT/traces/invalid/truncated-mid-chunk.zst@16" --at=32 -o p.zst
 expect "different jobs" 1 "" "gpurec: error: cannot predict: different jobs: 'affine8.zst' ran 'python train.py --batch=8' and 'job16.zst' ran 'python eval.py --batch=16' (they may differ only in the value)" \
   -- "$GPUREC" predict affine8.zst@8 job16.zst@16 --at=32 -o p.zst
 expect "an input that ran out of memory" 1 "" "gpurec: error: cannot predict: 'oom16.zst' (at 16) ran out of memory (1 failed request): what it allocated afterwards is not the job's; record it at a value that fits" \
