@@ -2,7 +2,8 @@
 # predict_gpu.sh: data for gpurec predict (issue 19) in one call on the GPU machine (~4 min).
 # Needs .dist/ built here and carried (gpurec, libgpumem_inject.so, trace_csv, gpureplay, lib/):
 #   bazel build //recorder:gpurec //recorder:libgpumem_inject.so //recorder:trace_csv //replay:gpureplay
-#   (copied into .dist/ as for tests/gpu/jax_corpus.sh; gpureplay beside them)
+#   rm -rf .dist && mkdir -p .dist/lib && cp bazel-bin/recorder/{gpurec,libgpumem_inject.so,trace_csv} \
+#     bazel-bin/replay/gpureplay .dist/ && cp -L /usr/lib/x86_64-linux-gnu/{libjansson.so.4,libbsd.so.0,libmd.so.0} .dist/lib/
 # The job: tests/gpu/predict_job.py, a GPT-2-like training loop (6 x 768, sequence 512, AdamW).
 #  - recorded with `gpurec --mode=torch` (callsites from PyTorch's history) at batch 4, 8, 16
 #    under the default allocator setting;
@@ -23,6 +24,9 @@ rm -rf "$W"; mkdir -p "$W/runs" "$OUT"
 PY=${PY:-python3}
 JOB="$ROOT/tests/gpu/predict_job.py"
 exec > >(tee -a "$OUT/log.txt") 2>&1
+for f in gpurec libgpumem_inject.so trace_csv gpureplay; do
+  [ -e "$D/$f" ] || { echo "predict_gpu.sh: $D/$f is missing: build it and carry .dist/ (see the top of this file)"; exit 1; }
+done
 echo "== predict_gpu.sh $(date -u) commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
