@@ -200,7 +200,16 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
       size_t i = ai++;
       uint64_t k = akey(ev);
       size_t old = amap_find(&m, k);
-      if (old != SIZE_MAX) amap_del(&m, old); /* an address given twice: the first one's free was lost */
+      if (old != SIZE_MAX) { /* an address given twice: the first one's free was lost; it ends here */
+        size_t o = m.val[old];
+        uint64_t osz = w->size[o];
+        live -= osz;
+        rlive -= R->ev[R->alloc_ev[o]].size;
+        if (w->why[o] == CERTAIN) certain -= osz;
+        else if (w->why[o] == INCONSISTENT) inconsistent -= osz;
+        else unmatched[w->missing_in[o]] -= osz;
+        amap_del(&m, old);
+      }
       if (amap_put(&m, k, i) < 0) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
         break;
