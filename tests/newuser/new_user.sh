@@ -53,6 +53,19 @@ has err "no trace written: the program never initialised CUDA"
 run 0 "$bin/recorder/gpurec" import "$snap" -o train.zst
 run 0 "$bin/analyze/gpuanalyze" report train.zst
 has err "wrote train.zst.db"
+# "Predicting a run you have not made": the hand-made traces of recorder/predict/testdata
+td=$root/recorder/predict/testdata
+for x in "affine8 train8" "affine16 train16" "affine32 real32" "algo4 train4"; do
+  set -- $x
+  run 0 "$bin/recorder/gpurec" import -q "$td/$1.csv" -o "$2.zst"
+done
+run 0 "$bin/recorder/gpurec" predict train8.zst@8 train16.zst@16 --at=32 -o train32.zst
+has err "confidence 100.0%; 64 allocations, 64 matched in every recording"
+run 0 "$bin/replay/gpureplay" train32.zst real32.zst
+has out "predicted, not recorded: the job at 32, predicted from train8.zst@8 train16.zst@16"
+[ "$(grep -c '66.00 MiB' out)" = 2 ] || fail "predicted and real peaks differ: $(<out)"
+run 3 "$bin/recorder/gpurec" predict train4.zst@4 train8.zst@8 --at=16 -o train16p.zst
+has err "record once more at 12, then: gpurec predict train8.zst@8 NEW.zst@12 --at=16"
 
 # ---- the mistakes new users make ---------------------------------------------------------------
 run 0 "$bin/analyze/gpuanalyze" report oom.pickle       # a snapshot of a job that ran out of memory
