@@ -81,6 +81,20 @@ typedef struct gr_trace_info {
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err);
 
+/* Decode once, replay many: a trace probed and decoded into memory (the tuner's input). */
+typedef struct gr_loaded {
+  gr_trace_info_t info;
+  gmt_event_t *evs;
+  size_t n_evs;
+  uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
+} gr_loaded_t;
+gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
+/* Replay specs[0..n) over the loaded events (cfg: capacity, device_memory, jobs, backend);
+ * res[i] for specs[i]. No progress output. */
+gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                          int n, rp_result_t **res, gm_err_t *err);
+void gr_loaded_free(gr_loaded_t *lt);
+
 /* When the trace recorded failed requests and no --capacity was given: the capacity the
  * recorded run had (reserved + free at the first failure, from PyTorch's record; else the
  * GPU's total memory), with a note saying which. 0: unknown. */

@@ -16,12 +16,14 @@
 #include <zstd.h>
 
 #include "replay/gpureplay.h"
+#include "replay/gpureplay_tune.h"
 #include "replay/rp_cuda.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check, quiet;
+  int help, version, sweep, json, check, quiet, tune, no_capacity;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers;
+  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers, *tune_mode;
+  double budget;
   uint64_t capacity, device_memory, granularity, jobs;
 } opts_t;
 
@@ -31,6 +33,17 @@ static const gm_opt_t kOpts[] = {
      "async[:CONF] (default: pytorch)", offsetof(opts_t, policy)},
     {"sweep", 0, GM_OPT_FLAG, NULL, "replay the built-in grid of PyTorch settings plus bfc, "
      "prealloc, direct; rank by peak reserved", offsetof(opts_t, sweep)},
+    {"tune", 0, GM_OPT_FLAG, NULL, "search the framework's whole setting space (PyTorch: "
+     "coordinate descent; JAX: bisection of the memory fraction) and answer with the front of "
+     "memory against driver time, the smallest GPU each fits and the setting to paste",
+     offsetof(opts_t, tune)},
+    {"tune-mode", 0, GM_OPT_STR, "search|bounded|exhaustive", "--tune: the full search "
+     "(default), the same descent over a small space, or every point of that small space",
+     offsetof(opts_t, tune_mode)},
+    {"budget", 0, GM_OPT_FRACTION, "FRACTION", "--tune: driver time allowed, as a share of the "
+     "recorded duration (default 0.01)", offsetof(opts_t, budget)},
+    {"no-capacity", 0, GM_OPT_FLAG, NULL, "--tune: skip the bisection over --capacity",
+     offsetof(opts_t, no_capacity)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(opts_t, device)},
     {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
@@ -178,6 +191,68 @@ static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t
   return st;
 }
 
+/* --tune: each trace decoded once, searched, printed; -o writes the shown points' runs, so
+ * that `gpuanalyze report` compares the tuned setting with the grid. */
+static int tune(gr_config_t *cfg, const opts_t *o) {
+  if (o->sweep || o->policy.n || o->json || o->capacity || cfg->cuda_ordinal >= 0)
+    return usage_error("--tune searches on the simulator by itself: without --sweep, --policy, --json, "
+                       "--capacity or --device (check its setting on a GPU with --policy=... --device=cuda:N)");
+  gr_tune_opts_t to = {GR_TUNE_SEARCH, o->budget > 0 ? o->budget : 0.01, !o->no_capacity};
+  if (o->tune_mode && strcmp(o->tune_mode, "bounded") == 0) to.mode = GR_TUNE_BOUNDED;
+  else if (o->tune_mode && strcmp(o->tune_mode, "exhaustive") == 0) to.mode = GR_TUNE_EXHAUSTIVE;
+  else if (o->tune_mode && strcmp(o->tune_mode, "search") != 0)
+    return usage_error("bad --tune-mode (search, bounded or exhaustive)");
+  if (o->budget > 1.0) return usage_error("--budget is a share of the recorded duration, at most 1");
+  cfg->serve_failed = 1;
+  gm_err_t err;
+  gm_err_clear(&err);
+  for (int t = 0; t < cfg->n_traces; t++) {
+    char advice[GM_ERR_MSG_MAX];
+    if (gm_file_advice(cfg->traces[t], gm_file_kind(cfg->traces[t]), GM_WANT(GM_FILE_TRACE), advice,
+                       sizeof advice)) {
+      gm_log(GM_LOG_ERROR, "%s", advice);
+      return 1;
+    }
+  }
+  if (o->output && gm_output_check(o->output, &err) != GM_OK) {
+    gm_log_err(&err);
+    return 1;
+  }
+  gr_results_t *rs = o->output ? gr_results_new() : NULL;
+  int rc = 0;
+  for (int i = 0; i < cfg->n_traces && rc == 0; i++) {
+    gr_loaded_t lt;
+    gr_tune_t tn;
+    memset(&tn, 0, sizeof tn);
+    if (cfg->progress) fprintf(stderr, "gpureplay: tuning %s ...\r", cfg->traces[i]);
+    gm_status_t st = gr_trace_load(cfg, cfg->traces[i], &lt, &err);
+    if (st == GM_OK) st = gr_tune_run(cfg, &lt, &to, &tn, &err);
+    if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
+    if (st == GM_OK) {
+      if (i) fputc('\n', stdout);
+      gr_tune_print(stdout, &lt, &tn);
+    }
+    if (st == GM_OK && rs) st = gr_tune_results(cfg, &lt, &tn, rs, &err);
+    if (st != GM_OK) {
+      gm_log_err(&err);
+      rc = 1;
+    }
+    gr_tune_free(&tn);
+    gr_loaded_free(&lt);
+  }
+  if (rc == 0 && rs) {
+    if (gr_results_write(rs, o->output, &err) != GM_OK) {
+      gm_log_err(&err);
+      rc = 1;
+    } else if (!o->quiet) {
+      fprintf(stderr, "gpureplay: wrote %s\n", o->output);
+    }
+  }
+  gr_results_free(rs);
+  if (fflush(stdout) != 0 && rc == 0) rc = 1;
+  return rc;
+}
+
 /* Everything after the allocation of pos (main frees it whatever this returns). */
 static int gpureplay(int argc, char **argv, char **pos) {
   opts_t o;
@@ -229,6 +304,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
   if (o.preload && strcmp(o.preload, "yes") == 0) cfg.preload = 1;
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");
+
+  if (o.tune) return tune(&cfg, &o);
+  if (o.tune_mode || o.budget > 0 || o.no_capacity)
+    return usage_error("--tune-mode, --budget and --no-capacity go with --tune");
 
   /* Policies: the user's, then the sweep grid (entries this build rejects are dropped with a
    * warning: the grid is ours, not the user's mistake). */

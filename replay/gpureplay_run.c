@@ -539,6 +539,70 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   return st;
 }
 
+/* ---- decode once, replay many (the tuner) ---- */
+
+gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err) {
+  memset(lt, 0, sizeof *lt);
+  gr_trace_info_t *info = &lt->info;
+  gm_status_t st = probe(path, cfg->sync_allocs, cfg->vmm_buffers, info, err);
+  if (st != GM_OK) return st;
+  uint64_t total_memory = cfg->device_memory ? cfg->device_memory
+                          : cfg->capacity    ? cfg->capacity
+                          : info->gpu_mem_info_total ? info->gpu_mem_info_total
+                                                     : info->gpu_total_mem;
+  info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
+  info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
+  lt->total_memory = total_memory;
+  return preload(path, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+}
+
+gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                          int n, rp_result_t **res, gm_err_t *err) {
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  if (n <= 0) return GM_OK;
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  p.n = n;
+  for (int i = 0; i < n; i++) {
+    job_t *j = &p.jobs[i];
+    j->cfg = cfg;
+    j->path = lt->info.path;
+    j->spec = specs[i];
+    j->evs = lt->evs;
+    j->n_evs = lt->n_evs;
+    j->total_memory = cfg->device_memory ? cfg->device_memory : lt->total_memory;
+    j->external_sync = lt->info.external_sync;
+    j->vmm_requests = lt->info.vmm_requests;
+    j->res = res[i];
+  }
+  int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
+  if (threads == 1) {
+    worker(&p);
+  } else {
+    pthread_t tids[256];
+    int started = 0;
+    for (int t = 0; t < threads && t < 256; t++)
+      if (pthread_create(&tids[t], NULL, worker, &p) == 0) started++;
+    if (started == 0) worker(&p);
+    for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  }
+  gm_status_t st = GM_OK;
+  for (int i = 0; i < n && st == GM_OK; i++)
+    if (p.jobs[i].st != GM_OK) {
+      *err = p.jobs[i].err;
+      st = p.jobs[i].st;
+    }
+  free(p.jobs);
+  return st;
+}
+
+void gr_loaded_free(gr_loaded_t *lt) {
+  free(lt->evs);
+  lt->evs = NULL;
+  lt->n_evs = 0;
+}
+
 uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, char *note, size_t n) {
   char b1[32], b2[32];
   note[0] = '\0';
