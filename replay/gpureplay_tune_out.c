@@ -150,7 +150,8 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
     const char *xf = strstr(z->spec, "MEM_FRACTION=");
     double share = fr ? atof(fr + 28) : xf ? atof(xf + 13) : 0.0;
     if (share > 0.0)
-      fprintf(f, "  (the fraction is a share of this GPU's %s: %s; scale it for another GPU)\n",
+      fprintf(f, "  (the fraction is a share of this GPU's %s: %s; scale it for another GPU. It is a hard\n"
+                 "  limit found at the edge for this recording: a run that needs more fails; leave headroom)\n",
               gm_format_size(t->device_memory, b1, sizeof b1),
               gm_format_size((uint64_t)(share * (double)t->device_memory), b2, sizeof b2));
   }

@@ -10,8 +10,8 @@
  *
  * The method: coordinate descent. From a start, each coordinate in turn is set to each of its
  * values (the others held), all of them replayed together, and the best kept; rounds repeat
- * until one changes nothing. Starts: the default and expandable_segments:True (the one switch
- * that changes the allocator's whole structure). Then the fraction of the best point is
+ * until one changes nothing. Starts: the default, expandable_segments:True (the one switch
+ * that changes the allocator's whole structure) and the best 3 of 24 random points. Then the fraction of the best point is
  * bisected down to the smallest that still serves every request.
  *
  * BOUNDED mode searches a small space (few values per coordinate, the roundup bands tied) the
@@ -360,12 +360,43 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
     free(s);
     return st;
   }
-  gr_pt_point_t starts[2];
+  /* Starts: the default, expandable segments, and the best few of a random sample of the
+   * space (fixed seed: the same trace gives the same answer), so that the descent does not
+   * stay in the first valley it finds. */
+  enum { SAMPLE = 24, FROM_SAMPLE = 3 };
+  gr_pt_point_t starts[2 + FROM_SAMPLE], sample[SAMPLE];
+  int n_starts = 2;
   memset(starts, 0, sizeof starts);
   starts[1].expandable = 1;
+  {
+    static char specs[SAMPLE][512];
+    const char *sp2[SAMPLE];
+    int idx[SAMPLE];
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < SAMPLE; i++) {
+      memset(&sample[i], 0, sizeof sample[i]);
+      for (int ci = 0; ci < s->n_coords; ci++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int co = s->coords[ci];
+        set(&sample[i], s, co, (int)(x % (uint64_t)s->n[co]));
+      }
+      gr_pt_spec(&sample[i], specs[i], sizeof specs[i]);
+      sp2[i] = specs[i];
+    }
+    st = gr_tune_eval(c, sp2, SAMPLE, idx, err);
+    for (int k = 0; st == GM_OK && k < FROM_SAMPLE; k++) { /* the k-th best, by selection */
+      int bi = -1;
+      for (int i = 0; i < SAMPLE; i++) {
+        int used = 0;
+        for (int j = 2; j < n_starts; j++) used |= memcmp(&starts[j], &sample[i], sizeof sample[i]) == 0;
+        if (!used && (bi < 0 || gr_tune_better(&t->pts[idx[i]], &t->pts[idx[bi]]))) bi = i;
+      }
+      if (bi >= 0 && t->pts[idx[bi]].ok) starts[n_starts++] = sample[bi];
+    }
+  }
   gr_pt_point_t best;
   int best_idx = -1;
-  for (int i = 0; i < 2 && st == GM_OK; i++) {
+  for (int i = 0; i < n_starts && st == GM_OK; i++) {
     gr_pt_point_t p;
     int idx;
     st = descend(c, s, starts[i], &p, &idx, err);
@@ -376,8 +407,8 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   }
   if (st == GM_OK && !bounded && best_idx >= 0) st = refine_fraction(c, &best, &best_idx, err);
   if (st == GM_OK && !bounded && best_idx >= 0) st = simplify(c, &best, &best_idx, err);
-  t->method = bounded ? "coordinate descent from 2 starts over the bounded space"
-                      : "coordinate descent from 2 starts, bisection of the memory fraction, keys that buy nothing dropped";
+  t->method = bounded ? "coordinate descent from 5 starts over the bounded space"
+                      : "coordinate descent from 5 starts, bisection of the memory fraction, keys that buy nothing dropped";
   free(s);
   return st;
 }
