@@ -11,7 +11,8 @@
  * The method: coordinate descent. From a start, each coordinate in turn is set to each of its
  * values (the others held), all of them replayed together, and the best kept; rounds repeat
  * until one changes nothing. Starts: the default, expandable_segments:True (the one switch
- * that changes the allocator's whole structure) and the best 3 of 24 random points. Then the fraction of the best point is
+ * that changes the allocator's whole structure) the best 2 single changes of
+ * the default (screening) and the best 2 of 16 random points. Then the fraction of the best point is
  * bisected down to the smallest that still serves every request.
  *
  * BOUNDED mode searches a small space (few values per coordinate, the roundup bands tied) the
@@ -89,7 +90,7 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* max_split_size_mb candidates from the trace: request sizes of 20 MiB and more (the floor),
  * in MiB rounded up (the block of that size becomes "oversize" at or above the value) and one
- * more (it stays splittable), at up to 24 quantiles of the distinct sizes. */
+ * more (it stays splittable), at up to 10 quantiles of the distinct sizes. */
 static void split_values(space_t *s, const gr_loaded_t *lt) {
   size_t n = 0, cap = 4096;
   uint64_t *mb = malloc(cap * sizeof *mb);
@@ -109,7 +110,7 @@ static void split_values(space_t *s, const gr_loaded_t *lt) {
   size_t d = 0;
   for (size_t i = 0; i < n; i++)
     if (d == 0 || mb[d - 1] != mb[i]) mb[d++] = mb[i];
-  int q = d < 24 ? (int)d : 24;
+  int q = d < 10 ? (int)d : 10;
   for (int k = 0; k < q; k++) {
     uint64_t v = mb[(size_t)k * (d - 1) / (q > 1 ? (size_t)q - 1 : 1)];
     if (v < 1000000) {
@@ -136,6 +137,21 @@ static int frac_of(double k, uint64_t peak, uint64_t total) {
   double f = k * (double)peak / (double)total;
   if (f >= 1.0) return 0; /* no fraction: the whole device */
   return (int)ceil(f * 1e6);
+}
+
+/* The full space's threshold-and-fraction values around a peak: the fraction makes the
+ * allocator give cached segments back before it grows past it, so only fractions at and below
+ * the current point's own peak can change it (the best one is bisected to the edge after). */
+static void gcfrac_around(space_t *s, uint64_t peak, uint64_t total) {
+  static const double ks[] = {0.8, 0.9, 0.95, 1.0};
+  static const int gcs[] = {0, 50, 60, 80, 95};
+  s->n[C_GCFRAC] = 0;
+  gcfrac(s, 0, 0);
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    for (size_t g = 0; g < sizeof gcs / sizeof gcs[0]; g++) {
+      int f = frac_of(ks[i], peak, total);
+      if (f) gcfrac(s, gcs[g], f);
+    }
 }
 
 static void build(space_t *s, int bounded, const gr_loaded_t *lt, uint64_t dflt_peak, uint64_t total) {
@@ -167,14 +183,7 @@ static void build(space_t *s, int bounded, const gr_loaded_t *lt, uint64_t dflt_
   for (size_t i = 0; i < sizeof nonsplit_full / sizeof nonsplit_full[0]; i++) add(s, C_NONSPLIT, nonsplit_full[i]);
   for (int b = 0; b < 3; b++)
     for (size_t i = 0; i < sizeof div_full / sizeof div_full[0]; i++) add(s, C_ROUND0 + b, div_full[i]);
-  gcfrac(s, 0, 0);
-  static const double ks[] = {0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.25};
-  static const int gcs[] = {0, 50, 60, 70, 80, 90, 95};
-  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-    for (size_t g = 0; g < sizeof gcs / sizeof gcs[0]; g++) {
-      int f = frac_of(ks[i], dflt_peak, total);
-      if (f) gcfrac(s, gcs[g], f);
-    }
+  gcfrac_around(s, dflt_peak, total);
   int c[] = {C_EXPAND, C_SPLIT, C_ROUND0, C_ROUND1, C_ROUND2, C_GCFRAC, C_NONSPLIT};
   memcpy(s->coords, c, sizeof c);
   s->n_coords = 7;
@@ -183,25 +192,58 @@ static void build(space_t *s, int bounded, const gr_loaded_t *lt, uint64_t dflt_
 /* Does coordinate c matter at point p? max_non_split_rounding_mb only with max_split_size_mb. */
 static int matters(const gr_pt_point_t *p, int c) { return c != C_NONSPLIT || p->max_split_mb != 0; }
 
-/* One round of coordinate descent from *p; *moved says whether any coordinate changed. */
-static gm_status_t round_once(gr_tune_ctx_t *c, const space_t *s, gr_pt_point_t *p, int *cur, int *moved,
+/* Every single change of *p (each coordinate set to each of its values, the others held;
+ * only `only` when >= 0), replayed in one batch: cand[k] with its point idx[k]. */
+static gm_status_t neighbours(gr_tune_ctx_t *c, space_t *s, const gr_pt_point_t *p, int cur, int only,
+                              gr_pt_point_t **cand_out, int **idx_out, int *n_out, gm_err_t *err) {
+  if (c->o->mode == GR_TUNE_SEARCH && (only < 0 || only == C_GCFRAC)) {
+    gcfrac_around(s, c->t->pts[cur].peak_reserved, c->t->device_memory);
+    if (p->fraction_ppm) gcfrac(s, p->gc_pct, p->fraction_ppm); /* staying is a choice */
+  }
+  int max = 0;
+  for (int ci = 0; ci < s->n_coords; ci++) max += s->n[s->coords[ci]];
+  gr_pt_point_t *cand = malloc((size_t)max * sizeof *cand);
+  char (*specs)[512] = malloc((size_t)max * sizeof *specs);
+  const char **sp = malloc((size_t)max * sizeof *sp);
+  int *idx = malloc((size_t)max * sizeof *idx);
+  gm_status_t st = GM_OK;
+  if (!cand || !specs || !sp || !idx) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  int n = 0;
+  for (int ci = 0; st == GM_OK && ci < s->n_coords; ci++) {
+    int co = s->coords[ci];
+    if ((only >= 0 && co != only) || !matters(p, co)) continue;
+    for (int k = 0; k < s->n[co]; k++) {
+      cand[n] = *p;
+      set(&cand[n], s, co, k);
+      if (memcmp(&cand[n], p, sizeof *p) == 0) continue;
+      gr_pt_spec(&cand[n], specs[n], sizeof specs[n]);
+      sp[n] = specs[n];
+      n++;
+    }
+  }
+  if (st == GM_OK) st = gr_tune_eval(c, sp, n, idx, err);
+  free(specs);
+  free(sp);
+  if (st != GM_OK) {
+    free(cand);
+    free(idx);
+    return st;
+  }
+  *cand_out = cand;
+  *idx_out = idx;
+  *n_out = n;
+  return GM_OK;
+}
+
+/* One round of coordinate descent from *p: each coordinate in turn, its values replayed
+ * together, the best kept. *moved: whether *p changed. */
+static gm_status_t round_once(gr_tune_ctx_t *c, space_t *s, gr_pt_point_t *p, int *cur, int *moved,
                               gm_err_t *err) {
-  static char specs[MAX_VALUES][512];
-  const char *sp[MAX_VALUES];
-  int idx[MAX_VALUES];
-  gr_pt_point_t cand[MAX_VALUES];
   *moved = 0;
   for (int ci = 0; ci < s->n_coords; ci++) {
-    int co = s->coords[ci];
-    if (!matters(p, co)) continue;
-    int n = s->n[co];
-    for (int k = 0; k < n; k++) {
-      cand[k] = *p;
-      set(&cand[k], s, co, k);
-      gr_pt_spec(&cand[k], specs[k], sizeof specs[k]);
-      sp[k] = specs[k];
-    }
-    gm_status_t st = gr_tune_eval(c, sp, n, idx, err);
+    gr_pt_point_t *cand = NULL;
+    int *idx = NULL, n = 0;
+    gm_status_t st = neighbours(c, s, p, *cur, s->coords[ci], &cand, &idx, &n, err);
     if (st != GM_OK) return st;
     int best = -1;
     for (int k = 0; k < n; k++)
@@ -211,11 +253,40 @@ static gm_status_t round_once(gr_tune_ctx_t *c, const space_t *s, gr_pt_point_t 
       *cur = idx[best];
       *moved = 1;
     }
+    free(cand);
+    free(idx);
   }
   return GM_OK;
 }
 
-static gm_status_t descend(gr_tune_ctx_t *c, const space_t *s, gr_pt_point_t start, gr_pt_point_t *out, int *out_idx,
+/* Screening: every single change of the default at once; the best `want` that serve every
+ * request become starts (the first coordinate that improves is not always the way down:
+ * expandable segments may beat the default, and a memory fraction alone beat both). */
+static gm_status_t screen(gr_tune_ctx_t *c, space_t *s, int dflt, gr_pt_point_t *starts, int want, int *got,
+                          gm_err_t *err) {
+  gr_pt_point_t zero;
+  memset(&zero, 0, sizeof zero);
+  gr_pt_point_t *cand = NULL;
+  int *idx = NULL, n = 0;
+  gm_status_t st = neighbours(c, s, &zero, dflt, -1, &cand, &idx, &n, err);
+  if (st != GM_OK) return st;
+  *got = 0;
+  for (int w = 0; w < want; w++) {
+    int bi = -1;
+    for (int k = 0; k < n; k++) {
+      int used = 0;
+      for (int j = 0; j < *got; j++) used |= memcmp(&starts[j], &cand[k], sizeof cand[k]) == 0;
+      if (!used && c->t->pts[idx[k]].ok && (bi < 0 || gr_tune_better(&c->t->pts[idx[k]], &c->t->pts[idx[bi]])))
+        bi = k;
+    }
+    if (bi >= 0) starts[(*got)++] = cand[bi];
+  }
+  free(cand);
+  free(idx);
+  return GM_OK;
+}
+
+static gm_status_t descend(gr_tune_ctx_t *c, space_t *s, gr_pt_point_t start, gr_pt_point_t *out, int *out_idx,
                            gm_err_t *err) {
   char spec[512];
   const char *sp[1] = {spec};
@@ -360,15 +431,17 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
     free(s);
     return st;
   }
-  /* Starts: the default, expandable segments, and the best few of a random sample of the
-   * space (fixed seed: the same trace gives the same answer), so that the descent does not
-   * stay in the first valley it finds. */
-  enum { SAMPLE = 24, FROM_SAMPLE = 3 };
-  gr_pt_point_t starts[2 + FROM_SAMPLE], sample[SAMPLE];
-  int n_starts = 2;
+  /* Starts: the default, expandable segments, the best 2 single changes of the default and
+   * the best 2 of 16 random points (fixed seed: the same trace gives the same answer), so that
+   * the descent does not stay in the first valley it finds. */
+  enum { SAMPLE = 16 };
+  gr_pt_point_t starts[6], sample[SAMPLE];
+  int n_starts = 2, got = 0;
   memset(starts, 0, sizeof starts);
   starts[1].expandable = 1;
-  {
+  st = screen(c, s, d, starts + 2, 2, &got, err);
+  n_starts += got;
+  if (st == GM_OK) {
     static char specs[SAMPLE][512];
     const char *sp2[SAMPLE];
     int idx[SAMPLE];
@@ -384,14 +457,14 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
       sp2[i] = specs[i];
     }
     st = gr_tune_eval(c, sp2, SAMPLE, idx, err);
-    for (int k = 0; st == GM_OK && k < FROM_SAMPLE; k++) { /* the k-th best, by selection */
+    for (int k = 0; st == GM_OK && k < 2; k++) {
       int bi = -1;
       for (int i = 0; i < SAMPLE; i++) {
         int used = 0;
-        for (int j = 2; j < n_starts; j++) used |= memcmp(&starts[j], &sample[i], sizeof sample[i]) == 0;
-        if (!used && (bi < 0 || gr_tune_better(&t->pts[idx[i]], &t->pts[idx[bi]]))) bi = i;
+        for (int j = 0; j < n_starts; j++) used |= memcmp(&starts[j], &sample[i], sizeof sample[i]) == 0;
+        if (!used && t->pts[idx[i]].ok && (bi < 0 || gr_tune_better(&t->pts[idx[i]], &t->pts[idx[bi]]))) bi = i;
       }
-      if (bi >= 0 && t->pts[idx[bi]].ok) starts[n_starts++] = sample[bi];
+      if (bi >= 0) starts[n_starts++] = sample[bi];
     }
   }
   gr_pt_point_t best;
@@ -407,8 +480,8 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   }
   if (st == GM_OK && !bounded && best_idx >= 0) st = refine_fraction(c, &best, &best_idx, err);
   if (st == GM_OK && !bounded && best_idx >= 0) st = simplify(c, &best, &best_idx, err);
-  t->method = bounded ? "coordinate descent from 5 starts over the bounded space"
-                      : "coordinate descent from 5 starts, bisection of the memory fraction, keys that buy nothing dropped";
+  t->method = bounded ? "coordinate descent from 6 starts over the bounded space"
+                      : "coordinate descent from 6 starts, bisection of the memory fraction, keys that buy nothing dropped";
   free(s);
   return st;
 }
