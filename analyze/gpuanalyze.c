@@ -4,8 +4,8 @@
  * each, the same table feeding --help), validates, dispatches, maps the status to an exit code
  * (0 ok, 1 runtime failure with the cause chain, 2 usage) and is the only place that prints
  * errors. Options may come before the command word; usage errors point to the command's own
- * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep (on
- * every core), loads trace and results into TRACE.db, writes the HTML and prints the
+ * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay --tune (the sweep's
+ * grid and a search past it, on every core), loads trace and results into TRACE.db, writes the HTML and prints the
  * recommendation, naming every file it writes; run again on the same bytes it reuses the
  * replays. Given a snapshot pickle or a CSV trace it imports it first (gpurec import), given a
  * database it reports on it; any other kind of file is refused with the command that takes it. */
@@ -78,7 +78,7 @@ static const command_t commands[] = {
     {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
     {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped.", load_opts, 1, 1000},
-    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
+    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay --tune on it (the sweep's grid and a search past it; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
@@ -293,7 +293,8 @@ static int run_sweep(const char *gpureplay, const char *trace, const char *json,
                      gm_err_t *err) {
   char j[32];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
-  char *argv[] = {(char *)gpureplay, (char *)trace, "--sweep", j, "-q", "-o", (char *)json, NULL};
+  /* --tune replays the sweep's grid too, and searches past it (issue 13). */
+  char *argv[] = {(char *)gpureplay, (char *)trace, "--tune", j, "-q", "-o", (char *)json, NULL};
   return run_tool(argv, err);
 }
 
@@ -404,7 +405,7 @@ static int report_trace(config_t *c, const char *trace) {
       close(fd);
       uint64_t jobs = c->jobs ? c->jobs : default_jobs();
       if (isatty(STDERR_FILENO))
-        say("replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
+        say("tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ...", trace, jobs);
       if (run_sweep(replay, trace, json, jobs, &err) < 0) {
         unlink(json);
         gm_err_wrap(&err, "cannot replay '%s'", trace);

@@ -133,6 +133,16 @@ typedef struct gr_results gr_results_t;
 gr_results_t *gr_results_new(void);
 gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const rp_result_t *r,
                            gm_err_t *err);
+/* What --tune knows of a run (results file key "tune"). */
+typedef struct gr_tune_note {
+  const char *role;          /* "chosen", "tuned", "default", "grid", "front" */
+  int from_grid;
+  uint64_t needs_bytes;      /* 0: not bisected */
+  double driver_time_p50_s, driver_time_p99_s, budget_s;
+  unsigned smallest_gpu_gib; /* of the common GPUs, 0: none or unknown */
+} gr_tune_note_t;
+/* The last run added gets the tune note. */
+gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err);
 gm_status_t gr_results_write(gr_results_t *rs, const char *path, gm_err_t *err);
 void gr_results_free(gr_results_t *rs);
 

@@ -149,6 +149,35 @@ n=$(grep -c "^ *[0-9][0-9]* " "$T/sweep.out")
 [ "$n" -ge 12 ] || fail "sweep: only $n policies ranked: $(cat "$T/sweep.err")"
 grep -q "^   1 " "$T/sweep.out" || fail "sweep: no rank 1"
 
+# --tune on a real trace (two_streams): the grid's best is expandable segments (304 MiB); the
+# search finds a setting below every grid point, says by how much, and answers capacity
+run tune 0 "$REQ" --tune --jobs=2
+[ -s "$T/tune.err" ] && fail "tune: stderr not empty: $(cat "$T/tune.err")"
+grep -q "^default:  420.00 MiB " "$T/tune.out" || fail "tune: default: $(cat "$T/tune.out")"
+grep -q "^grid:     304.00 MiB .* pytorch:expandable_segments:True (grid)$" "$T/tune.out" || fail "tune: grid line"
+grep -q "^tuned:    280.00 MiB " "$T/tune.out" || fail "tune: tuned line: $(grep tuned "$T/tune.out")"
+grep -q "^  the search beats the best grid point by 24.00 MiB (7.9%)$" "$T/tune.out" || fail "tune: no beat line"
+grep -q "^paste: PYTORCH_CUDA_ALLOC_CONF=.*per_process_memory_fraction:" "$T/tune.out" || fail "tune: paste line"
+grep -q "^capacity: the job needs 376.00 MiB with the default and fits a 16 GiB GPU with headroom " "$T/tune.out" ||
+  fail "tune: capacity sentence: $(grep capacity "$T/tune.out")"
+# the same answer on one core (the timing on the first line aside), and the results file holds it
+run tune1 0 "$REQ" --tune --jobs=1 -o "$T/tune.json"
+[ "$(tail -n +2 "$T/tune.out")" = "$(tail -n +2 "$T/tune1.out")" ] || fail "tune: --jobs=1 differs from --jobs=2"
+tuned=$(sed -n 's/^tuned: .*  \(pytorch:[^ ]*\)$/\1/p' "$T/tune.out")
+grep -qF "\"policy\":\"$tuned\"" "$T/tune.json" || fail "tune: tuned point '$tuned' not in the results file"
+grep -q "^gpureplay: wrote $T/tune.json$" "$T/tune1.err" || fail "tune: no 'wrote' line"
+# the search is at least as good as every point of the bounded space, replayed one by one
+run tunex 0 "$REQ" --tune --tune-mode=exhaustive --no-capacity
+mib() { sed -n 's/^tuned: *\([0-9.]*\) MiB.*/\1/p' "$1"; }
+awk -v a="$(mib "$T/tune.out")" -v b="$(mib "$T/tunex.out")" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' ||
+  fail "tune: search $(mib "$T/tune.out") MiB worse than exhaustive $(mib "$T/tunex.out") MiB"
+run tunesweep 2 "$REQ" --tune --sweep
+grep -q "^gpureplay: --tune searches on the simulator by itself" "$T/tunesweep.err" || fail "tunesweep: message"
+run tunemode 2 "$REQ" --tune --tune-mode=fast
+grep -q "bad --tune-mode" "$T/tunemode.err" || fail "tunemode: message"
+run tunebudget 2 "$REQ" --budget=0.5
+grep -q "go with --tune" "$T/tunebudget.err" || fail "tunebudget: message"
+
 if [ "$fails" -ne 0 ]; then
   echo "$fails failure(s)"
   exit 1

@@ -311,6 +311,21 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   return GM_OK;
 }
 
+gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err) {
+  size_t k = json_array_size(rs->runs);
+  if (k == 0) return gm_err_set(err, GM_ERR_INVAL, "no run to note");
+  json_t *o = json_array_get(rs->runs, k - 1), *t = json_object();
+  json_object_set_new(t, "role", json_string(n->role));
+  json_object_set_new(t, "from_grid", json_boolean(n->from_grid));
+  json_object_set_new(t, "needs_bytes", json_integer((json_int_t)n->needs_bytes));
+  json_object_set_new(t, "driver_time_p50_s", json_real(n->driver_time_p50_s));
+  json_object_set_new(t, "driver_time_p99_s", json_real(n->driver_time_p99_s));
+  json_object_set_new(t, "budget_s", json_real(n->budget_s));
+  json_object_set_new(t, "smallest_gpu_gib", json_integer(n->smallest_gpu_gib));
+  json_object_set_new(o, "tune", t);
+  return GM_OK;
+}
+
 gm_status_t gr_results_write(gr_results_t *rs, const char *path, gm_err_t *err) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);

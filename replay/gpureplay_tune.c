@@ -402,12 +402,20 @@ const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f
 gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t, gr_results_t *rs,
                             gm_err_t *err) {
   const char **sp = calloc((size_t)t->n + 1, sizeof *sp);
-  if (!sp) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  int *which = calloc((size_t)t->n + 1, sizeof *which);
+  if (!sp || !which) {
+    free(sp);
+    free(which);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
   int n = 0;
   for (int i = 0; i < t->n; i++) {
     int keep = t->pts[i].from_grid || i == t->dflt || i == t->best || i == t->chosen;
     for (int k = 0; k < t->n_front && !keep; k++) keep = t->front[k] == i;
-    if (keep) sp[n++] = t->pts[i].spec;
+    if (keep) {
+      which[n] = i;
+      sp[n++] = t->pts[i].spec;
+    }
   }
   rp_result_t **res = NULL;
   gr_config_t c = *cfg;
@@ -415,8 +423,18 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
   c.device_memory = t->device_memory;
   gm_status_t st = alloc_results(n, &res, err);
   if (st == GM_OK) st = gr_run_loaded(&c, lt, sp, n, res, err);
-  for (int i = 0; st == GM_OK && i < n; i++) st = gr_results_add(rs, &lt->info, res[i], err);
+  for (int i = 0; st == GM_OK && i < n; i++) {
+    const gr_tune_point_t *p = &t->pts[which[i]];
+    int w = which[i];
+    gr_tune_note_t note = {w == t->chosen ? "chosen" : w == t->best ? "tuned" : w == t->dflt ? "default"
+                           : p->from_grid ? "grid" : "front",
+                           p->from_grid, p->needs_above ? 0 : p->needs_bytes, p->time_mid_s, p->time_hi_s,
+                           t->budget_s, gr_tune_smallest_gpu(p)};
+    st = gr_results_add(rs, &lt->info, res[i], err);
+    if (st == GM_OK) st = gr_results_note_tune(rs, &note, err);
+  }
   free_results(res, n);
   free(sp);
+  free(which);
   return st;
 }

@@ -72,6 +72,9 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
 
 /* The estimated driver time of calls of kind k: p50-based (mid), p50 (lo) .. p99 (hi). */
 void gr_tune_time(int kind, uint64_t alloc_calls, uint64_t free_calls, double *lo, double *mid, double *hi);
+/* The smallest common GPU (16, 24, 40, 48, 80, 94, 141 GiB, nominal) the point fits, in GiB;
+ * 0 if none or not bisected. */
+unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p);
 /* The latency row of kind k (what, p50/p99 of alloc and free, us); NULL past the kinds. */
 const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f50, double *f99);
 /* The spec of a PyTorch point in gpureplay's words ("pytorch" for the default). */

@@ -60,6 +60,11 @@ static int smallest_gpu(const gr_tune_point_t *p) {
   return -1;
 }
 
+unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p) {
+  int g = smallest_gpu(p);
+  return g < 0 ? 0 : kGpuGiB[g];
+}
+
 static void capacity_sentence(FILE *f, const gr_tune_t *t) {
   char b1[32], b2[32], line[600];
   const gr_tune_point_t *d = t->dflt >= 0 ? &t->pts[t->dflt] : NULL;

@@ -26,6 +26,7 @@
 
 #define MIB (1ull << 20)
 #define MAX_VALUES 96
+static const size_t kLongTrace = 300000; /* events: above, fewer starts */
 
 void gr_pt_spec(const gr_pt_point_t *p, char *out, size_t n) {
   size_t k = (size_t)snprintf(out, n, "pytorch");
@@ -439,9 +440,12 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   int n_starts = 2, got = 0;
   memset(starts, 0, sizeof starts);
   starts[1].expandable = 1;
-  st = screen(c, s, d, starts + 2, 2, &got, err);
+  /* A long trace (each replay costs ~0.1 s per million events on a core) starts from the
+   * first two only. */
+  int long_trace = c->lt->n_evs > kLongTrace;
+  if (!long_trace) st = screen(c, s, d, starts + 2, 2, &got, err);
   n_starts += got;
-  if (st == GM_OK) {
+  if (st == GM_OK && !long_trace) {
     static char specs[SAMPLE][512];
     const char *sp2[SAMPLE];
     int idx[SAMPLE];
@@ -480,8 +484,11 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   }
   if (st == GM_OK && !bounded && best_idx >= 0) st = refine_fraction(c, &best, &best_idx, err);
   if (st == GM_OK && !bounded && best_idx >= 0) st = simplify(c, &best, &best_idx, err);
-  t->method = bounded ? "coordinate descent from 6 starts over the bounded space"
-                      : "coordinate descent from 6 starts, bisection of the memory fraction, keys that buy nothing dropped";
+  t->method = bounded ? (n_starts == 6 ? "coordinate descent from 6 starts over the bounded space"
+                                        : "coordinate descent from 2 starts (a long trace) over the bounded space")
+              : n_starts == 6 ? "coordinate descent from 6 starts, bisection of the memory fraction, keys that buy nothing dropped"
+                              : "coordinate descent from 2 starts (a long trace), bisection of the memory fraction, keys "
+                                "that buy nothing dropped";
   free(s);
   return st;
 }

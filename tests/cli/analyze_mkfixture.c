@@ -6,7 +6,8 @@
  *       line and a misconfigured PYTORCH_CUDA_ALLOC_CONF; callsites hold HTML.
  *   analyze_mkfixture results TRACE.zst OUT.json    a results file for TRACE (header start time
  *       and pid) with three runs, one named like an HTML/script injection.
- * Also the fake gpureplay: when called as "gpureplay TRACE --sweep -o OUT", does `results`. */
+ * Also the fake gpureplay: when called as "gpureplay TRACE --tune -o OUT" (or --sweep), does
+ * `results`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,8 +101,9 @@ int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "trace") == 0)
     return make_trace(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : -1);
   if (argc == 4 && strcmp(argv[1], "results") == 0) return make_results(argv[2], argv[3]);
-  /* fake gpureplay: TRACE --sweep [--jobs=N] [-q] -o OUT */
-  if (argc >= 5 && strcmp(argv[2], "--sweep") == 0 && strcmp(argv[argc - 2], "-o") == 0)
+  /* fake gpureplay: TRACE --tune|--sweep [--jobs=N] [-q] -o OUT */
+  if (argc >= 5 && (strcmp(argv[2], "--tune") == 0 || strcmp(argv[2], "--sweep") == 0) &&
+      strcmp(argv[argc - 2], "-o") == 0)
     return make_results(argv[1], argv[argc - 1]);
   fprintf(stderr, "usage: analyze_mkfixture trace OUT STEPS [RANK] | results TRACE OUT\n");
   return 2;
