@@ -57,7 +57,8 @@ typedef struct gr_tune {
   double budget_s;
   uint64_t lower_bound;    /* peak live requested bytes */
   uint64_t device_memory;  /* what the policies saw as the device's total */
-  const char *method;      /* "coordinate descent from 3 starts", "bisection", ... */
+  const char *method;      /* "coordinate descent from 6 starts", "bisection", ... */
+  char method_buf[192];
   int rounds;
 } gr_tune_t;
 

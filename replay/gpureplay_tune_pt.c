@@ -484,11 +484,10 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   }
   if (st == GM_OK && !bounded && best_idx >= 0) st = refine_fraction(c, &best, &best_idx, err);
   if (st == GM_OK && !bounded && best_idx >= 0) st = simplify(c, &best, &best_idx, err);
-  t->method = bounded ? (n_starts == 6 ? "coordinate descent from 6 starts over the bounded space"
-                                        : "coordinate descent from 2 starts (a long trace) over the bounded space")
-              : n_starts == 6 ? "coordinate descent from 6 starts, bisection of the memory fraction, keys that buy nothing dropped"
-                              : "coordinate descent from 2 starts (a long trace), bisection of the memory fraction, keys "
-                                "that buy nothing dropped";
+  snprintf(t->method_buf, sizeof t->method_buf, "coordinate descent from %d starts%s%s", n_starts,
+           long_trace ? " (a long trace: the default and expandable segments)" : "",
+           bounded ? " over the bounded space" : ", bisection of the memory fraction, keys that buy nothing dropped");
+  t->method = t->method_buf;
   free(s);
   return st;
 }
