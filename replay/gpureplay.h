@@ -93,6 +93,8 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err);
+/* The recorded run's first failure's callsite text into lt->info (from a replay's result). */
+void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0);
 void gr_loaded_free(gr_loaded_t *lt);
 
 /* When the trace recorded failed requests and no --capacity was given: the capacity the

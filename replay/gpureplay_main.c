@@ -194,9 +194,9 @@ static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t
 /* --tune: each trace decoded once, searched, printed; -o writes the shown points' runs, so
  * that `gpuanalyze report` compares the tuned setting with the grid. */
 static int tune(gr_config_t *cfg, const opts_t *o) {
-  if (o->sweep || o->policy.n || o->json || o->capacity || cfg->cuda_ordinal >= 0)
-    return usage_error("--tune searches on the simulator by itself: without --sweep, --policy, --json, "
-                       "--capacity or --device (check its setting on a GPU with --policy=... --device=cuda:N)");
+  if (o->sweep || o->policy.n || o->json || cfg->cuda_ordinal >= 0)
+    return usage_error("--tune searches on the simulator by itself: without --sweep, --policy, --json "
+                       "or --device (check its setting on a GPU with --policy=... --device=cuda:N)");
   gr_tune_opts_t to = {GR_TUNE_SEARCH, o->budget > 0 ? o->budget : 0.01, !o->no_capacity};
   if (o->tune_mode && strcmp(o->tune_mode, "bounded") == 0) to.mode = GR_TUNE_BOUNDED;
   else if (o->tune_mode && strcmp(o->tune_mode, "exhaustive") == 0) to.mode = GR_TUNE_EXHAUSTIVE;
@@ -226,13 +226,35 @@ static int tune(gr_config_t *cfg, const opts_t *o) {
     memset(&tn, 0, sizeof tn);
     if (cfg->progress) fprintf(stderr, "gpureplay: tuning %s ...\r", cfg->traces[i]);
     gm_status_t st = gr_trace_load(cfg, cfg->traces[i], &lt, &err);
-    if (st == GM_OK) st = gr_tune_run(cfg, &lt, &to, &tn, &err);
+    gr_config_t run = *cfg;
+    rp_result_t *r0 = st == GM_OK ? malloc(sizeof *r0) : NULL;
+    if (st == GM_OK && !r0) st = gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
+    if (st == GM_OK) {
+      /* A recorded OOM: the search runs within what the recorded process had, as --sweep
+       * does, so a setting without OOMs is one that would have served the request. */
+      unsigned fw = gmt_framework_single(lt.info.frameworks);
+      const char *dflt[1] = {fw == GMT_FW_JAX ? "jax" : fw == GMT_FW_TENSORFLOW ? "tf" : "pytorch"};
+      st = gr_run_loaded(cfg, &lt, dflt, 1, &r0, &err);
+      char note[512];
+      uint64_t cap = st == GM_OK && !o->capacity ? gr_failure_capacity(&lt.info, r0, note, sizeof note) : 0;
+      if (st == GM_OK) gr_loaded_note_failure(&lt, r0);
+      if (cap) {
+        run.capacity = cap;
+        if (!run.device_memory) run.device_memory = lt.info.gpu_total_mem ? lt.info.gpu_total_mem : cap;
+        lt.total_memory = lt.info.device_memory = run.device_memory;
+        snprintf(lt.info.capacity_note, sizeof lt.info.capacity_note, "%s", note);
+      }
+      r0->capacity_bytes = run.capacity;
+      if (st == GM_OK) gr_print_failure(stdout, "", &lt.info, r0);
+    }
+    if (st == GM_OK) st = gr_tune_run(&run, &lt, &to, &tn, &err);
     if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
     if (st == GM_OK) {
       if (i) fputc('\n', stdout);
       gr_tune_print(stdout, &lt, &tn);
     }
-    if (st == GM_OK && rs) st = gr_tune_results(cfg, &lt, &tn, rs, &err);
+    if (st == GM_OK && rs) st = gr_tune_results(&run, &lt, &tn, rs, &err);
+    free(r0);
     if (st != GM_OK) {
       gm_log_err(&err);
       rc = 1;

@@ -597,6 +597,12 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
   return st;
 }
 
+void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0) {
+  if (r0->recorded_failures && r0->first_failure_callsite)
+    callsite_text(lt->info.path, r0->first_failure_callsite, lt->info.failure_callsite,
+                  sizeof lt->info.failure_callsite);
+}
+
 void gr_loaded_free(gr_loaded_t *lt) {
   free(lt->evs);
   lt->evs = NULL;

@@ -257,11 +257,13 @@ static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, 
 /* The smallest capacity (2 MiB steps) the point's setting fits in: between the job's lower
  * bound and a capacity that fits (from its unlimited peak, doubled until it fits). */
 static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
-  if (p->needs_bytes || p->needs_above || !p->ok) return GM_OK;
-  double lo = (double)(c->t->lower_bound >> 21), hi = (double)((p->peak_reserved + (2u << 20) - 1) >> 21) + 1;
+  if (p->needs_bytes || p->needs_above) return GM_OK;
+  /* A point that ran out of memory within the search's device starts above that device. */
+  uint64_t top = p->ok ? p->peak_reserved : c->t->capacity > p->peak_reserved ? c->t->capacity : p->peak_reserved;
+  double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
   if (lo >= 1) lo -= 1;
   int fits = 0;
-  for (int tries = 0; tries < 4 && !fits; tries++) {
+  for (int tries = 0; tries < 6 && !fits; tries++) {
     gm_status_t st = cap_fits(c, p->spec, &hi, 1, &fits, err);
     if (st != GM_OK) return st;
     if (!fits) {
@@ -340,10 +342,11 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   clock_gettime(CLOCK_MONOTONIC, &t0);
   memset(t, 0, sizeof *t);
   gr_tune_ctx_t c = {*cfg, lt, t, o};
-  c.cfg.capacity = 0;
+  /* cfg->capacity: the device the search assumes (a recorded OOM's, or --capacity); 0: none. */
   t->framework = gmt_framework_single(lt->info.frameworks);
   t->policy_name = t->framework == GMT_FW_JAX ? "jax" : t->framework == GMT_FW_TENSORFLOW ? "tf" : "pytorch";
   t->device_memory = lt->info.device_memory;
+  t->capacity = cfg->capacity;
   if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
   t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
   /* The grid first: the search must beat it, and the report says by how much. */
@@ -419,8 +422,7 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
   }
   rp_result_t **res = NULL;
   gr_config_t c = *cfg;
-  c.capacity = 0;
-  c.device_memory = t->device_memory;
+  c.device_memory = t->device_memory; /* c.capacity: the search's own */
   gm_status_t st = alloc_results(n, &res, err);
   if (st == GM_OK) st = gr_run_loaded(&c, lt, sp, n, res, err);
   for (int i = 0; st == GM_OK && i < n; i++) {

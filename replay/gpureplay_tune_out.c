@@ -91,7 +91,7 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
     const gr_tune_point_t *p = &t->pts[show[i]];
     fprintf(f, "%s %s ", i ? ";" : "", name[i]);
     for (size_t k = 0; k < N_GPUS; k++)
-      fprintf(f, "%s", p->ok && p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30) ? "y" : "n");
+      fprintf(f, "%s", p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30) ? "y" : "n");
   }
   fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps; shares of\n"
              "  the device are of the recorded GPU's %s; nominal sizes: the CUDA context takes ~0.5 GiB)\n",
@@ -111,8 +111,9 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   print_ms(f, t->budget_s);
   fprintf(f, "\n");
   if (t->best < 0) {
-    fprintf(f, "every %s setting tried ran out of memory on a device of %s\n", t->policy_name,
-            gm_format_size(t->device_memory, b1, sizeof b1));
+    fprintf(f, "every %s setting tried ran out of memory within %s; the job needs at least %s\n", t->policy_name,
+            gm_format_size(t->capacity ? t->capacity : t->device_memory, b1, sizeof b1),
+            gm_format_size(t->lower_bound, b2, sizeof b2));
     return;
   }
   fprintf(f, "\nfront (peak reserved, vs default, est. driver time p50 (..p99), driver calls):\n");
