@@ -4,8 +4,9 @@
  * each, the same table feeding --help), validates, dispatches, maps the status to an exit code
  * (0 ok, 1 runtime failure with the cause chain, 2 usage) and is the only place that prints
  * errors. Options may come before the command word; usage errors point to the command's own
- * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay --tune (the sweep's
- * grid and a search past it, on every core), loads trace and results into TRACE.db, writes the HTML and prints the
+ * --help. `report TRACE.zst` is the newcomer's one step: it runs gpureplay's default sweep (on
+ * every core; --tune: gpureplay --tune, a search past the grid), loads trace and results into
+ * TRACE.db, writes the HTML and prints the
  * recommendation, naming every file it writes; run again on the same bytes it reuses the
  * replays. Given a snapshot pickle or a CSV trace it imports it first (gpurec import), given a
  * database it reports on it; any other kind of file is refused with the command that takes it. */
@@ -39,6 +40,7 @@ typedef struct config {
   uint64_t limit;
   const char *db, *html, *csv_dir, *gpureplay, *gpurec;
   uint64_t gpu_memory, jobs;
+  int tune;
 } config_t;
 
 #define BASE_OPTS                                                                             \
@@ -60,6 +62,9 @@ static const gm_opt_t load_opts[] = {BASE_OPTS, DB_OPT, {0}};
 static const gm_opt_t report_opts[] = {
     BASE_OPTS, DB_OPT,
     {"html", 0, GM_OPT_STR, "FILE", "write the self-contained HTML report to FILE", offsetof(config_t, html)},
+    {"tune", 0, GM_OPT_FLAG, NULL, "run gpureplay --tune instead of the sweep: a search past the grid, and "
+     "the advice is its choice with its driver time and the smallest GPU it fits (runs again each time)",
+     offsetof(config_t, tune)},
     {"csv", 0, GM_OPT_STR, "DIR", "write one CSV file per table into DIR", offsetof(config_t, csv_dir)},
     {"gpureplay", 0, GM_OPT_STR, "PATH", "gpureplay to run for a bare trace (default: found beside, $GPUREPLAY, PATH)", offsetof(config_t, gpureplay)},
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
@@ -78,7 +83,7 @@ static const command_t commands[] = {
     {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
     {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped.", load_opts, 1, 1000},
-    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay --tune on it (the sweep's grid and a search past it; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
+    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
@@ -289,12 +294,12 @@ static int run_tool(char *const *argv, gm_err_t *err) {
   return GM_OK;
 }
 
-static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs,
+static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
                      gm_err_t *err) {
   char j[32];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   /* --tune replays the sweep's grid too, and searches past it (issue 13). */
-  char *argv[] = {(char *)gpureplay, (char *)trace, "--tune", j, "-q", "-o", (char *)json, NULL};
+  char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json, NULL};
   return run_tool(argv, err);
 }
 
@@ -390,7 +395,7 @@ static int report_trace(config_t *c, const char *trace) {
    * be reported beside the new ones. Made afresh (only the database this command names itself,
    * never one given with --db), once the new replays have succeeded. */
   int fresh = runs < 0 && others > 0 && db_defaulted;
-  if (runs > 0) {
+  if (runs > 0 && !c->tune) {
     say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
         runs, trace, c->db, c->db);
   } else {
@@ -405,8 +410,9 @@ static int report_trace(config_t *c, const char *trace) {
       close(fd);
       uint64_t jobs = c->jobs ? c->jobs : default_jobs();
       if (isatty(STDERR_FILENO))
-        say("tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ...", trace, jobs);
-      if (run_sweep(replay, trace, json, jobs, &err) < 0) {
+        say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
+                    : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
+      if (run_sweep(replay, trace, json, jobs, c->tune, &err) < 0) {
         unlink(json);
         gm_err_wrap(&err, "cannot replay '%s'", trace);
         return fail(&err);
