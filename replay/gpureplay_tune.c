@@ -161,20 +161,32 @@ static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double 
   return GM_OK;
 }
 
-/* JAX: a fraction x fits when the setting template (a "%s" for the fraction) replays without
- * an OOM. */
-static void jax_fraction_spec(const char *tmpl, double x, char *out, size_t n) {
-  char f[32];
-  snprintf(f, sizeof f, "%.6f", x);
-  snprintf(out, n, tmpl, f);
+/* The frameworks whose settings are a share of the device (JAX, TensorFlow) or a limit (CuPy):
+ * a value x in (0, 1] fits when the setting template, with x written in, replays without an
+ * OOM. CuPy's limit is in bytes: x times the device. */
+typedef struct share_tmpl {
+  const char *tmpl; /* one "%s" for the value */
+  int bytes;        /* write x as bytes of the device, not as a fraction */
+} share_tmpl_t;
+
+typedef struct share_arg {
+  const share_tmpl_t *st;
+  uint64_t device;
+} share_arg_t;
+
+static void share_spec(const share_arg_t *a, double x, char *out, size_t n) {
+  char v[32];
+  if (a->st->bytes) snprintf(v, sizeof v, "%" PRIu64, (uint64_t)ceil(x * (double)a->device));
+  else snprintf(v, sizeof v, "%.6f", x);
+  snprintf(out, n, a->st->tmpl, v);
 }
 
-static gm_status_t jax_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+static gm_status_t share_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
   char specs[8][512];
   const char *sp[8] = {NULL};
   int idx[8];
   for (int i = 0; i < n && i < 8; i++) {
-    jax_fraction_spec(arg, x[i], specs[i], sizeof specs[i]);
+    share_spec(arg, x[i], specs[i], sizeof specs[i]);
     sp[i] = specs[i];
   }
   gm_status_t st = gr_tune_eval(c, sp, n, idx, err);
@@ -182,27 +194,50 @@ static gm_status_t jax_fits(gr_tune_ctx_t *c, const void *arg, const double *x, 
   return st;
 }
 
-static gm_status_t tune_jax(gr_tune_ctx_t *c, gm_err_t *err) {
-  static const char *const tmpl[] = {
-      "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=%s",
-      "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false,XLA_PYTHON_CLIENT_MEM_FRACTION=%s",
-  };
+static int runs_on_sim(const char *spec, uint64_t total);
+
+static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n, const char *method, gm_err_t *err) {
   /* Within 2 MiB of the device (JAX rounds its limit up to 2 MiB anyway). */
   double tol = (double)(2ull << 20) / (double)c->t->device_memory;
-  for (size_t i = 0; i < sizeof tmpl / sizeof tmpl[0]; i++) {
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    share_arg_t a = {&tmpl[i], c->t->device_memory};
     char top[512];
     const char *sp[1] = {top};
     int idx;
-    jax_fraction_spec(tmpl[i], 1.0, top, sizeof top);
+    share_spec(&a, 1.0, top, sizeof top);
+    if (!runs_on_sim(top, c->t->device_memory)) continue; /* a key this build's policy lacks */
+    any = 1;
     gm_status_t st = gr_tune_eval(c, sp, 1, &idx, err);
     if (st != GM_OK) return st;
     if (!c->t->pts[idx].ok) continue; /* not even the whole device: nothing to bisect */
     double f;
-    st = bisect(c, tmpl[i], jax_fits, 0.0, 1.0, tol, &f, err);
+    st = bisect(c, &a, share_fits, 0.0, 1.0, tol, &f, err);
     if (st != GM_OK) return st;
   }
-  c->t->method = "bisection on XLA_PYTHON_CLIENT_MEM_FRACTION (preallocated, and as growth's limit)";
+  c->t->method = any ? method : "the grid only (this build's policy takes none of the searched keys)";
   return GM_OK;
+}
+
+static gm_status_t tune_jax(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {
+      {"jax:XLA_PYTHON_CLIENT_MEM_FRACTION=%s", 0},
+      {"jax:XLA_PYTHON_CLIENT_PREALLOCATE=false,XLA_PYTHON_CLIENT_MEM_FRACTION=%s", 0},
+  };
+  return tune_shares(c, t, 2, "bisection on XLA_PYTHON_CLIENT_MEM_FRACTION (preallocated, and as growth's limit)", err);
+}
+
+static gm_status_t tune_tf(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {
+      {"tf:per_process_gpu_memory_fraction=%s", 0},
+      {"tf:TF_FORCE_GPU_ALLOW_GROWTH=true,per_process_gpu_memory_fraction=%s", 0},
+  };
+  return tune_shares(c, t, 2, "bisection on per_process_gpu_memory_fraction (preallocated, and as growth's limit)", err);
+}
+
+static gm_status_t tune_cupy(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {{"cupy:CUPY_GPU_MEMORY_LIMIT=%s", 1}};
+  return tune_shares(c, t, 1, "bisection on CUPY_GPU_MEMORY_LIMIT", err);
 }
 
 /* ---- capacity ------------------------------------------------------------------------------ */
@@ -344,17 +379,15 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   gr_tune_ctx_t c = {*cfg, lt, t, o};
   /* cfg->capacity: the device the search assumes (a recorded OOM's, or --capacity); 0: none. */
   t->framework = gmt_framework_single(lt->info.frameworks);
-  t->policy_name = t->framework == GMT_FW_JAX ? "jax" : t->framework == GMT_FW_TENSORFLOW ? "tf" : "pytorch";
+  t->policy_name = t->framework == GMT_FW_JAX          ? "jax"
+                    : t->framework == GMT_FW_TENSORFLOW ? "tf"
+                    : t->framework == GMT_FW_CUPY       ? "cupy"
+                                                        : "pytorch";
   t->device_memory = lt->info.device_memory;
   t->capacity = cfg->capacity;
   if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
   t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
   /* The grid first: the search must beat it, and the report says by how much. */
-  if (t->framework == GMT_FW_CUPY) {
-    t->method = "none: CuPy's own memory pool is not modelled (gpureplay --sweep gives what the arrays need)";
-    t->best = t->best_grid = t->chosen = t->dflt = -1;
-    return GM_OK;
-  }
   const char *const *all = gr_sweep_grid_for(t->framework);
   const char *grid[64] = {NULL};
   int ng = 0;
@@ -367,7 +400,8 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   free(gi);
   if (st == GM_OK) {
     if (t->framework == GMT_FW_JAX) st = tune_jax(&c, err);
-    else if (t->framework == GMT_FW_TENSORFLOW) t->method = "the grid only (no search for TensorFlow yet)";
+    else if (t->framework == GMT_FW_TENSORFLOW) st = tune_tf(&c, err);
+    else if (t->framework == GMT_FW_CUPY) st = tune_cupy(&c, err);
     else st = gr_tune_pytorch(&c, err);
   }
   if (st != GM_OK) return st;

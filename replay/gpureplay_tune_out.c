@@ -19,11 +19,11 @@ static void paste_line(const char *spec, char *out, size_t n) {
   if (strncmp(spec, "pytorch", 7) == 0) {
     snprintf(out, n, colon ? "PYTORCH_CUDA_ALLOC_CONF=%s" : "(the default: PYTORCH_CUDA_ALLOC_CONF unset)",
              colon ? colon + 1 : "");
-  } else if ((strncmp(spec, "jax", 3) == 0 || strncmp(spec, "tf", 2) == 0) && colon) {
+  } else if ((strncmp(spec, "jax", 3) == 0 || strncmp(spec, "tf", 2) == 0 || strncmp(spec, "cupy", 4) == 0) && colon) {
     size_t k = 0;
     for (const char *p = colon + 1; *p && k + 1 < n; p++) out[k++] = *p == ',' ? ' ' : *p;
     out[k] = '\0';
-  } else if (strcmp(spec, "jax") == 0 || strcmp(spec, "tf") == 0) {
+  } else if (strcmp(spec, "jax") == 0 || strcmp(spec, "tf") == 0 || strcmp(spec, "cupy") == 0) {
     snprintf(out, n, "(the default)");
   } else {
     snprintf(out, n, "gpureplay policy %s", spec);
@@ -104,7 +104,6 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   if (lt->info.frameworks_text[0]) fprintf(f, " (%s)", lt->info.frameworks_text);
   fprintf(f, ": %d settings in %" PRIu64 " replays, %.2f s; %s\n", t->n, t->replays, t->seconds,
           t->method ? t->method : "grid");
-  if (t->framework == GMT_FW_CUPY) return;
   fprintf(f, "lower bound (peak live requested): %s; recorded duration ", gm_format_size(t->lower_bound, b1, sizeof b1));
   print_ms(f, (double)t->duration_ns * 1e-9);
   fprintf(f, "; time budget ");

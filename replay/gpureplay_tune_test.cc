@@ -192,4 +192,27 @@ TEST(Tune, JaxBisectionFindsTheSmallestArena) {
   gr_tune_free(&t);
 }
 
+TEST(Tune, TensorFlowBisectionBeatsItsGrid) {
+  // The same 100 MiB buffer under TensorFlow: the bisection of per_process_gpu_memory_fraction
+  // ends at the smallest region that holds it, below every point of TF's grid.
+  Loaded l(GMT_FW_TENSORFLOW);
+  for (int i = 0; i < 4; i++) {
+    l.evs.push_back(ev(GMT_EV_ALLOC, 10 * (uint64_t)i + 1, 0x10000000, 100 * MiB));
+    l.evs.push_back(ev(GMT_EV_FREE, 10 * (uint64_t)i + 2, 0x10000000, 100 * MiB));
+  }
+  l.done();
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_STREQ(t.policy_name, "tf");
+  ASSERT_GE(t.best_grid, 0);
+  EXPECT_NE(std::string(pt(t, t.best).spec).find("per_process_gpu_memory_fraction="), std::string::npos)
+      << pt(t, t.best).spec;
+  EXPECT_LT(pt(t, t.best).peak_reserved, pt(t, t.best_grid).peak_reserved);
+  EXPECT_GE(pt(t, t.best).peak_reserved, 100 * MiB);
+  EXPECT_LE(pt(t, t.best).peak_reserved, 104 * MiB) << pt(t, t.best).spec;
+  gr_tune_free(&t);
+}
+
 } // namespace
