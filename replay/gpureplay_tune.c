@@ -327,21 +327,20 @@ static int family(const gr_tune_t *t, const char *spec) {
   return strncmp(spec, t->policy_name, l) == 0 && (spec[l] == '\0' || spec[l] == ':');
 }
 
-static gr_tune_t *sort_ctx; /* qsort has no context argument in C11: set around the one call */
-static int cmp_memory(const void *a, const void *b) {
-  const gr_tune_point_t *x = &sort_ctx->pts[*(const int *)a], *y = &sort_ctx->pts[*(const int *)b];
-  return gr_tune_better(x, y) ? -1 : gr_tune_better(y, x) ? 1 : 0;
-}
-
 static void choose(gr_tune_t *t) {
   t->best = t->best_grid = t->chosen = -1;
   int *ord = malloc((size_t)t->n * sizeof *ord), m = 0;
   if (!ord) return;
   for (int i = 0; i < t->n; i++)
     if (t->pts[i].ok && family(t, t->pts[i].spec)) ord[m++] = i;
-  sort_ctx = t;
-  qsort(ord, (size_t)m, sizeof *ord, cmp_memory);
-  sort_ctx = NULL;
+  for (int i = 1; i < m; i++) { /* insertion sort by gr_tune_better: stable, no global context */
+    int k = ord[i], j = i;
+    while (j > 0 && gr_tune_better(&t->pts[k], &t->pts[ord[j - 1]])) {
+      ord[j] = ord[j - 1];
+      j--;
+    }
+    ord[j] = k;
+  }
   t->n_front = 0;
   double best_time = INFINITY;
   for (int k = 0; k < m; k++) {

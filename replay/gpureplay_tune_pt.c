@@ -11,9 +11,10 @@
  * The method: coordinate descent. From a start, each coordinate in turn is set to each of its
  * values (the others held), all of them replayed together, and the best kept; rounds repeat
  * until one changes nothing. Starts: the default, expandable_segments:True (the one switch
- * that changes the allocator's whole structure) the best 2 single changes of
- * the default (screening) and the best 2 of 16 random points. Then the fraction of the best point is
- * bisected down to the smallest that still serves every request.
+ * that changes the allocator's whole structure), the best 2 single changes of the default
+ * (screening) and the best 2 of 16 random points; a long trace only the first two. Then the
+ * fraction of the best point is bisected down to the smallest that still serves every
+ * request, and keys that buy nothing are dropped.
  *
  * BOUNDED mode searches a small space (few values per coordinate, the roundup bands tied) the
  * same way; EXHAUSTIVE replays every point of that space, so the two can be compared. */
@@ -382,8 +383,9 @@ static gm_status_t simplify(gr_tune_ctx_t *c, gr_pt_point_t *p, int *cur, gm_err
 }
 
 static gm_status_t exhaustive(gr_tune_ctx_t *c, const space_t *s, gm_err_t *err) {
-  static char specs[64][512];
+  char (*specs)[512] = malloc(64 * sizeof *specs);
   const char *sp[64];
+  if (!specs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   int n = 0;
   gm_status_t st = GM_OK;
   int kk[C_N] = {0};
@@ -400,7 +402,10 @@ static gm_status_t exhaustive(gr_tune_ctx_t *c, const space_t *s, gm_err_t *err)
       gr_pt_spec(&p, specs[n], sizeof specs[n]);
       sp[n] = specs[n];
       if (++n == 64) {
-        if ((st = gr_tune_eval(c, sp, n, NULL, err)) != GM_OK) return st;
+        if ((st = gr_tune_eval(c, sp, n, NULL, err)) != GM_OK) {
+          free(specs);
+          return st;
+        }
         n = 0;
       }
     }
@@ -412,7 +417,9 @@ static gm_status_t exhaustive(gr_tune_ctx_t *c, const space_t *s, gm_err_t *err)
     }
     if (ci == s->n_coords) break;
   }
-  return n ? gr_tune_eval(c, sp, n, NULL, err) : st;
+  if (n) st = gr_tune_eval(c, sp, n, NULL, err);
+  free(specs);
+  return st;
 }
 
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
@@ -446,7 +453,7 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   if (!long_trace) st = screen(c, s, d, starts + 2, 2, &got, err);
   n_starts += got;
   if (st == GM_OK && !long_trace) {
-    static char specs[SAMPLE][512];
+    char specs[SAMPLE][512];
     const char *sp2[SAMPLE];
     int idx[SAMPLE];
     uint64_t x = 0x9E3779B97F4A7C15ull;
