@@ -5,7 +5,8 @@
 # that the analyzer's own lower bound (peak live requested bytes, from its one-pass scan)
 # equals gpureplay's on every trace, that the live-at-peak view sums to it, that the
 # histograms made at load equal the views recomputed from events, and that the report and the
-# recommendation come out (PyTorch's real numbers for these runs are in traces/snapshots).
+# recommendation come out (PyTorch's real numbers for these runs are in traces/snapshots), and
+# that the recommendation over gpureplay --tune's results is its choice.
 # Usage: analyze_real_traces_test.sh GPUANALYZE GPUREC GPUREPLAY SNAPSHOT_DIR_FILE VALID_FILE...
 set -u
 command -v sqlite3 >/dev/null || { echo "FAIL: the sqlite3 shell is missing: apt-get install -y sqlite3" >&2; exit 1; }
@@ -53,6 +54,20 @@ grep -A6 '^infer_varlen.zst:' rec.txt | grep -q 'paste: PYTORCH_CUDA_ALLOC_CONF=
 "$GA" report --db rt.db --html rt.html --csv csv || fail "report failed"
 [ -s rt.html ] && [ "$(stat -c %s rt.html)" -lt 5000000 ] || fail "rt.html missing or too big"
 [ "$(ls csv/*.csv | wc -l)" -ge 9 ] || fail "csv: $(ls csv)"
+# gpureplay --tune's results: the recommendation is its choice, with its driver time, the
+# device it fits and how far below the sweep's grid it is (two_streams: 280 MiB against
+# expandable segments' 304 MiB), and pastes what gpureplay pasted.
+if [ -s two_streams.zst ]; then
+  "$RP" two_streams.zst --tune --jobs=2 -o ts.tune.json >ts.tune.txt 2>/dev/null || fail "gpureplay --tune"
+  "$GA" load -q --db tune.db two_streams.zst ts.tune.json || fail "load of the tune results"
+  "$GA" recommend --db tune.db >tune.txt || fail "recommend on the tune results"
+  grep -q "^  tuned (gpureplay --tune): est. driver time [0-9.]* ms (p99 [0-9.]* ms; budget [0-9.]* ms); fits in 280.00 MiB, a 16 GiB GPU$" tune.txt ||
+    fail "tune: no tuned line: $(cat tune.txt)"
+  grep -q "^  the sweep's grid at best: pytorch:expandable_segments:True (304.00 MiB): the search is 24.00 MiB below it$" tune.txt ||
+    fail "tune: no grid line: $(cat tune.txt)"
+  [ "$(grep '^  paste: ' tune.txt | sed 's/^  //')" = "$(grep '^paste: ' ts.tune.txt)" ] ||
+    fail "tune: recommend pastes '$(grep '^  paste: ' tune.txt)', gpureplay '$(grep '^paste: ' ts.tune.txt)'"
+fi
 if [ "$fails" != 0 ]; then echo "$fails failure(s)" >&2; exit 1; fi
 echo "real traces: $want loaded, lower bounds agree with gpureplay, report and recommendation made"
 cat rec.txt
