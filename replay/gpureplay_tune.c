@@ -121,6 +121,7 @@ gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int 
     p->ok = r->ooms == 0;
     p->peak_reserved = r->peak_reserved_bytes;
     p->peak_allocated = r->peak_allocated_bytes;
+    p->frag_at_peak = r->fragmentation_at_peak;
     p->alloc_calls = r->device_alloc_calls;
     p->free_calls = r->device_free_calls;
     p->call_kind = call_kind(p->spec);

@@ -24,6 +24,7 @@ typedef struct gr_tune_point {
   int ok;                  /* replayed without an OOM */
   uint64_t peak_reserved;  /* the objective (as the sweep ranks) */
   uint64_t peak_allocated;
+  double frag_at_peak;     /* 1 - allocated/reserved at the reserved peak */
   uint64_t alloc_calls, free_calls;
   int call_kind;           /* GR_CALL_*: which latency row its driver calls cost */
   double time_lo_s, time_mid_s, time_hi_s; /* estimated driver time over the job */

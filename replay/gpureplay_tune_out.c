@@ -98,6 +98,26 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
           gm_format_size(t->device_memory, b1, sizeof b1));
 }
 
+/* Why the shown points differ: at each one's reserved peak, what was in blocks handed out
+ * (requests with their rounding) and what sat free in the cache. */
+static void evidence(FILE *f, const gr_tune_t *t) {
+  char b1[32], b2[32], b3[32];
+  const int show[] = {t->dflt, t->best_grid, t->best, t->chosen};
+  const char *name[] = {"default", "grid", "tuned", "chosen"};
+  fprintf(f, "at each peak (reserved = in blocks handed out + free in the cache; live requests need at "
+             "least %s):\n", gm_format_size(t->lower_bound, b1, sizeof b1));
+  for (int i = 0; i < 4; i++) {
+    int dup = show[i] < 0;
+    for (int k = 0; k < i && !dup; k++) dup = show[k] == show[i];
+    if (dup || !t->pts[show[i]].ok) continue;
+    const gr_tune_point_t *p = &t->pts[show[i]];
+    uint64_t in_blocks = (uint64_t)((1.0 - p->frag_at_peak) * (double)p->peak_reserved + 0.5);
+    fprintf(f, "  %-8s %10s = %10s in blocks + %10s free in the cache (%.1f%%)\n", name[i],
+            gm_format_size(p->peak_reserved, b1, sizeof b1), gm_format_size(in_blocks, b2, sizeof b2),
+            gm_format_size(p->peak_reserved - in_blocks, b3, sizeof b3), 100.0 * p->frag_at_peak);
+  }
+}
+
 void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   char b1[32], b2[32], line[600];
   fprintf(f, "tune: %s", lt->info.path);
@@ -150,7 +170,9 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
       print_ms(f, b->time_mid_s - z->time_mid_s);
       fprintf(f, " of driver time");
     }
-    fprintf(f, "\npaste: %s\n", line);
+    fprintf(f, "\n");
+    evidence(f, t);
+    fprintf(f, "paste: %s\n", line);
     const char *fr = strstr(z->spec, "per_process_memory_fraction:");
     const char *xf = strstr(z->spec, "MEM_FRACTION=");
     double share = fr ? atof(fr + 28) : xf ? atof(xf + 13) : 0.0;
