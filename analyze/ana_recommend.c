@@ -214,6 +214,11 @@ typedef struct run_row {
   int64_t device; /* the device the run replayed (-1: older results) */
   int64_t reserved, lower, calls, ooms, first_oom, capacity;
   int64_t need; /* peak of live requests + external together ("needs at least"); 0: older results */
+  /* gpureplay --tune's note (results key "tune"): its role ("chosen" is its advice), the
+   * smallest memory it fits, its estimated driver time, the smallest common GPU. */
+  char tune_role[16];
+  int64_t tune_needs, tune_gpu, tune_from_grid;
+  double tune_p50, tune_p99, tune_budget;
 } run_row_t;
 
 static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
@@ -388,6 +393,30 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
                  "it is out of memory\n", fw_name(fw));
 }
 
+/* What gpureplay --tune says of its choice: driver time, the device it fits, and how far below
+ * the sweep grid's best it is. */
+static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *rows, int n,
+                        const char *ind) {
+  char b1[32], b2[32];
+  fprintf(out, "%s  tuned (gpureplay --tune): est. driver time %.2f ms (p99 %.2f ms; budget %.2f ms)", ind,
+          best->tune_p50 * 1e3, best->tune_p99 * 1e3, best->tune_budget * 1e3);
+  if (best->tune_needs) fprintf(out, "; fits in %s", gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
+  if (best->tune_gpu) fprintf(out, ", a %" PRId64 " GiB GPU", best->tune_gpu);
+  fputc('\n', out);
+  const run_row_t *g = NULL;
+  for (int i = 0; i < n; i++)
+    if (rows[i].tune_from_grid && rows[i].ooms == 0 && in_family(fw, rows[i].policy) &&
+        (!g || rows[i].reserved < g->reserved))
+      g = &rows[i];
+  if (g && g->reserved > best->reserved)
+    fprintf(out, "%s  the sweep's grid at best: %s (%s): the search is %s below it\n", ind, g->policy,
+            gm_format_size((uint64_t)g->reserved, b1, sizeof b1),
+            gm_format_size((uint64_t)(g->reserved - best->reserved), b2, sizeof b2));
+  else if (g)
+    fprintf(out, "%s  the sweep's grid at best: %s (%s): the search found nothing smaller within the budget\n", ind,
+            g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
+}
+
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
@@ -409,6 +438,10 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
           (r->reserved == best->reserved && r->calls < best->calls))
         best = r;
     }
+  /* gpureplay --tune's choice (the smallest memory within its time budget) is the advice. */
+  for (int i = 0; best && i < n; i++)
+    if (strcmp(rows[i].tune_role, "chosen") == 0 && rows[i].ooms == 0 && in_family(fw, rows[i].policy))
+      best = &rows[i];
   const char *dname = default_policy(fw);
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
@@ -432,6 +465,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
+  if (best->tune_role[0]) tuned_lines(out, fw, best, rows, n, ind);
   if (dflt && dflt->ooms > 0) {
     fprintf(out, "%s  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n", ind,
             dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
@@ -467,7 +501,14 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms,"
                          " first_oom_event, capacity_bytes,"
                          " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.device'), -1)"
+                         " COALESCE(json_extract(summary_json, '$.device'), -1),"
+                         " COALESCE(json_extract(summary_json, '$.tune.role'), ''),"
+                         " COALESCE(json_extract(summary_json, '$.tune.needs_bytes'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.tune.smallest_gpu_gib'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p50_s'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p99_s'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.tune.budget_s'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.tune.from_grid'), 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -482,6 +523,13 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].capacity = sqlite3_column_int64(st, 6);
     rows[n].need = sqlite3_column_int64(st, 7);
     rows[n].device = sqlite3_column_int64(st, 8);
+    snprintf(rows[n].tune_role, sizeof rows[n].tune_role, "%s", (const char *)sqlite3_column_text(st, 9));
+    rows[n].tune_needs = sqlite3_column_int64(st, 10);
+    rows[n].tune_gpu = sqlite3_column_int64(st, 11);
+    rows[n].tune_p50 = sqlite3_column_double(st, 12);
+    rows[n].tune_p99 = sqlite3_column_double(st, 13);
+    rows[n].tune_budget = sqlite3_column_double(st, 14);
+    rows[n].tune_from_grid = sqlite3_column_int64(st, 15);
     n++;
   }
   sqlite3_finalize(st);
