@@ -19,7 +19,7 @@ import sys
 
 JOBS = ["jax_train_shapes", "jax_infer_varlen", "jax_free_regrow", "jax_eager_grow", "jax_multi_shard"]
 # variant in runs.jsonl -> what it is; the spec is built from the run's own environment
-VARIANTS = ["growth", "tightA", "tightB", "pretightA", "pre15", "prealloc"]
+VARIANTS = ["growth", "tightA", "tightB", "pretightA", "pre15", "prealloc", "tuned", "tuned_minus3"]
 
 
 def load_runs(path):
