@@ -219,7 +219,15 @@ typedef struct run_row {
   char tune_role[16];
   int64_t tune_needs, tune_gpu, tune_from_grid;
   double tune_p50, tune_p99, tune_budget;
+  /* A timing-dependent figure (frees waiting on stream events, the async pool): the range
+   * peak reserved moves in; low == high == reserved when it is a point. */
+  int64_t low, high;
+  int range;
+  int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
 } run_row_t;
+
+/* A range ranks by its high end: what the job may reserve on an unlucky run. */
+static int64_t rank_bytes(const run_row_t *r) { return r->range && r->high > r->reserved ? r->high : r->reserved; }
 
 static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
   sqlite3_stmt *st = NULL;
@@ -417,6 +425,38 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
             g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
 }
 
+/* A timing-dependent figure is said to be one, with its range, and what that does to the
+ * choice (ranked by the high end; settings whose ranges overlap the best's are not surely
+ * worse). */
+static void print_range(FILE *out, const run_row_t *best, const run_row_t *rows, int n, const char *ind) {
+  char b1[32], b2[32];
+  int any = 0, overlap = 0;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].pool) continue; /* print_pool */
+    any |= rows[i].range;
+    if (&rows[i] != best && rows[i].ooms == 0 && strcmp(rows[i].policy, "direct") != 0 &&
+        rows[i].low <= best->high && (best->range || rows[i].range))
+      overlap++;
+  }
+  if (!any) return;
+  if (best->range)
+    fprintf(out, "%s  range: peak reserved %s..%s, not exact: it depends on when the GPU completes "
+                 "work the allocator waits for (gpureplay's table says what moves it)\n", ind,
+            gm_format_size((uint64_t)best->low, b1, sizeof b1), gm_format_size((uint64_t)best->high, b2, sizeof b2));
+  fprintf(out, "%s  ranked by the high end of each range (what an unlucky run reserves)%s\n", ind,
+          overlap ? "; other settings' ranges overlap this one: it is not surely the least" : "");
+}
+
+/* Settings whose figure is the simulated stream-ordered pool's range: said, not advised. */
+static void print_pool(FILE *out, const run_row_t *rows, int n, const char *ind) {
+  char b1[32], b2[32];
+  for (int i = 0; i < n; i++)
+    if (rows[i].pool && rows[i].ooms == 0)
+      fprintf(out, "%s  %s: %s..%s, the driver's stream-ordered pool simulated (a range, not advised: "
+                   "`gpureplay --device=cuda:0` measures it)\n", ind, rows[i].policy,
+              gm_format_size((uint64_t)rows[i].low, b1, sizeof b1), gm_format_size((uint64_t)rows[i].high, b2, sizeof b2));
+}
+
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
@@ -432,10 +472,13 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
       if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
       /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
       if (strstr(r->policy, "ALLOCATOR=platform")) continue;
+      /* The driver's pool simulated is a wide range from a model checked on four runs:
+       * shown (print_pool), not advised; a real GPU measures it. */
+      if (r->pool) continue;
       if (pass == 0 && !in_family(fw, r->policy)) continue;
       if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
-      if (!best || r->reserved < best->reserved ||
-          (r->reserved == best->reserved && r->calls < best->calls))
+      if (!best || rank_bytes(r) < rank_bytes(best) ||
+          (rank_bytes(r) == rank_bytes(best) && r->calls < best->calls))
         best = r;
     }
   /* gpureplay --tune's choice (the smallest memory within its time budget) is the advice. */
@@ -466,6 +509,8 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
   if (best->tune_role[0]) tuned_lines(out, fw, best, rows, n, ind);
+  print_range(out, best, rows, n, ind);
+  print_pool(out, rows, n, ind);
   if (dflt && dflt->ooms > 0) {
     fprintf(out, "%s  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n", ind,
             dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
@@ -508,7 +553,11 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(json_extract(summary_json, '$.tune.driver_time_p50_s'), 0),"
                          " COALESCE(json_extract(summary_json, '$.tune.driver_time_p99_s'), 0),"
                          " COALESCE(json_extract(summary_json, '$.tune.budget_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.from_grid'), 0)"
+                         " COALESCE(json_extract(summary_json, '$.tune.from_grid'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0),"
+                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), '')"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -530,6 +579,11 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].tune_p99 = sqlite3_column_double(st, 13);
     rows[n].tune_budget = sqlite3_column_double(st, 14);
     rows[n].tune_from_grid = sqlite3_column_int64(st, 15);
+    rows[n].range = sqlite3_column_int64(st, 16) != 0;
+    rows[n].low = rows[n].range ? sqlite3_column_int64(st, 17) : rows[n].reserved;
+    rows[n].high = rows[n].range ? sqlite3_column_int64(st, 18) : rows[n].reserved;
+    const unsigned char *mb = sqlite3_column_text(st, 19);
+    rows[n].pool = rows[n].range && mb && strcmp((const char *)mb, "async_pool") == 0;
     n++;
   }
   sqlite3_finalize(st);

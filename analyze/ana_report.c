@@ -35,10 +35,17 @@ const ana_table_t ana_tables[] = {
      " MAX(COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0), lower_bound_bytes)"
      "   AS needs_at_least_bytes,"
      " ROUND(fragmentation_at_peak, 4) AS frag_at_peak, ROUND(fragmentation_mean, 4) AS frag_mean,"
-     " device_alloc_calls, device_free_calls, alloc_retries, ooms"
+     " device_alloc_calls, device_free_calls, alloc_retries, ooms,"
+     /* A figure that depends on timing (frees waiting on stream events, the async pool) is a
+      * range, never an exact figure: its ends beside it, and it ranks by its high end. */
+     " CASE WHEN json_extract(summary_json, '$.timing_sensitive') THEN 'range' ELSE 'point' END AS figure,"
+     " json_extract(summary_json, '$.peak_reserved_range.low_bytes') AS reserved_low_bytes,"
+     " json_extract(summary_json, '$.peak_reserved_range.high_bytes') AS reserved_high_bytes"
      " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1)"
-     /* gpureplay's ranking: those that fit by peak reserved, then those that got furthest. */
+     /* gpureplay's ranking: those that fit by peak reserved (a range by its high end), then
+      * those that got furthest. */
      " ORDER BY trace_id, ooms > 0, CASE WHEN ooms > 0 THEN -first_oom_event END, ooms,"
+     " MAX(peak_reserved_bytes, COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0)),"
      " peak_reserved_bytes, run_id",
      0},
     {"devices", "Devices (each one's own peak; gpureplay replays one device)",

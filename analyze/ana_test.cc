@@ -168,7 +168,9 @@ std::string Fingerprint(ana_db_t *db) {
 }
 
 std::string ResultsJson(const std::string &trace, uint64_t start, const std::vector<std::string> &policies,
-                        const std::vector<int64_t> &reserved, int64_t lower, bool broken_last = false) {
+                        const std::vector<int64_t> &reserved, int64_t lower, bool broken_last = false,
+                        const std::vector<std::pair<int64_t, int64_t>> &ranges = {},
+                        const std::string &moved_by = "stream_events") {
   std::ostringstream o;
   o << "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake\",\"created_unix_ns\":1,\"runs\":[";
   for (size_t i = 0; i < policies.size(); i++) {
@@ -180,7 +182,12 @@ std::string ResultsJson(const std::string &trace, uint64_t start, const std::vec
       << ",\"lower_bound_bytes\":" << lower << ",\"fragmentation_at_peak\":0.25,\"fragmentation_mean\":0.1,"
       << "\"device_alloc_calls\":" << (10 + i) << ",\"device_free_calls\":1,\"alloc_retries\":0,\"ooms\":0,"
       << "\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":0.5,\"events_per_second\":20.0,"
-      << "\"some_future_key\":{\"x\":1},"
+      << "\"some_future_key\":{\"x\":1},";
+    if (i < ranges.size() && ranges[i].first >= 0)
+      o << "\"timing_sensitive\":" << (ranges[i].first != ranges[i].second ? "true" : "false")
+        << ",\"peak_reserved_range\":{\"low_bytes\":" << ranges[i].first << ",\"high_bytes\":" << ranges[i].second
+        << ",\"moved_by\":\"" << moved_by << "\"},";
+    o
       << "\"timeline\":{\"ts_ns\":[0,100,200],\"reserved\":[0," << reserved[i] << "," << reserved[i]
       << "],\"allocated\":[0," << lower << ",0],\"requested\":[0," << lower << ",0]}}";
   }
@@ -523,4 +530,55 @@ TEST(Scan, PerDevicePeaks) {
   EXPECT_EQ(m->peak_live_bytes, 150u);  // summed over devices
   EXPECT_EQ(m->double_alloc, 0u);
   ana_scan_free(s);
+}
+
+// A timing-dependent figure is a range: ranked by its high end, printed as a range, and the
+// overlap with another setting said (issue 11).
+std::string RecommendFor(const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                         const std::string &moved_by = "stream_events") {
+  std::string t = Unique("rg") + ".zst", js = Unique("rg") + ".json", dbp = Unique("rg") + ".db";
+  WriteTrace(t, RandomProgram(5, 200), "python x.py", -1, 4242);
+  WriteFile(js, ResultsJson(t, 4242, {"pytorch", "pytorch:expandable_segments:True", "pytorch:roundup_power2_divisions:4"},
+                            {300, 200, 250}, 120, false, ranges, moved_by));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK);
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  ana_db_close(db);
+  return rec;
+}
+
+TEST(Recommend, ARangeRanksByItsHighEndAndIsNeverExact) {
+  // expandable's figure (200) is the least, but its range reaches 400: roundup (250, exact) wins.
+  std::string rec = RecommendFor({{-1, -1}, {200, 400}, {-1, -1}});
+  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250 B)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("ranked by the high end of each range"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("it is not surely the least"), std::string::npos) << rec;  // 200..400 overlaps 250
+  EXPECT_EQ(rec.find("range: peak reserved"), std::string::npos) << rec;          // the best is exact
+  // A narrow range still wins, and is printed as a range.
+  rec = RecommendFor({{-1, -1}, {200, 240}, {-1, -1}});
+  EXPECT_NE(rec.find("best policy: pytorch:expandable_segments:True (peak reserved 200 B)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("range: peak reserved 200 B..240 B, not exact"), std::string::npos) << rec;
+  EXPECT_EQ(rec.find("not surely the least"), std::string::npos) << rec;  // 250 > 240: no overlap
+  // No ranges at all: not a word about them.
+  rec = RecommendFor({});
+  EXPECT_EQ(rec.find("range"), std::string::npos) << rec;
+}
+
+TEST(Recommend, TheSimulatedPoolIsShownNeverAdvised) {
+  // The pool's range (200..240) would win on its high end, but a simulated pool is not advice.
+  std::string rec = RecommendFor({{-1, -1}, {200, 240}, {-1, -1}}, "async_pool");
+  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250 B)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("pytorch:expandable_segments:True: 200 B..240 B, the driver's stream-ordered pool simulated"),
+            std::string::npos) << rec;
+  EXPECT_EQ(rec.find("ranked by the high end"), std::string::npos) << rec;
 }

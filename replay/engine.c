@@ -43,6 +43,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   rp_map_init(&e->blocks);
   rp_map_init(&e->async_sizes);
   rp_map_init(&e->external);
+  rp_map_init(&e->pending);
   e->first_oom_event = -1;
   e->first_oom_ts = -1;
   e->ff_event = -1;
@@ -64,6 +65,7 @@ void rp_engine_destroy(rp_engine_t *e) {
   rp_map_free(&e->async_sizes);
   rp_map_free(&e->external);
   rp_vmm_free(e->vmm);
+  rp_events_free_all(e);
   free(e);
 }
 
@@ -78,7 +80,7 @@ gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err) {
 
 size_t rp_engine_host_bytes(const rp_engine_t *e) {
   return sizeof *e + rp_map_bytes(&e->blocks) + rp_map_bytes(&e->async_sizes) +
-         rp_map_bytes(&e->external);
+         rp_map_bytes(&e->external) + rp_map_bytes(&e->pending) + e->cap_held * 3 * sizeof(uint64_t);
 }
 
 /* Engine-side invariants plus the policy's own walk. */
@@ -170,6 +172,12 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   }
   uint64_t addr = 0;
   gm_status_t st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+  if (st == GM_ERR_NOMEM && e->n_held) {
+    /* Out of memory with blocks held for their stream events (late timing): PyTorch's OOM
+     * path synchronizes every event first (release_cached_blocks), then retries. */
+    st = rp_events_due(e, 1, err);
+    if (st == GM_OK) st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+  }
   if (st == GM_ERR_NOMEM) {
     note_oom(e, ev);
     addr = RP_NO_BLOCK; /* its FREE, if the trace has one, is then not an anomaly */
@@ -185,6 +193,9 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   e->requested += ev->size;
   m->a = addr;
   m->b = ev->size;
+  /* The stream a stream-ordered block belongs to: a free on another one waits on events
+   * (engine_events.c). */
+  m->c = (ev->flags & GMT_F_ASYNC) && ev->stream != GMT_STREAM_NONE ? (uint32_t)ev->stream + 1u : 0;
   e->allocs++;
   return GM_OK;
 }
@@ -357,6 +368,12 @@ static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed,
     else e->skipped.unknown_free++;
     return GM_OK;
   }
+  int held = 0;
+  gm_status_t st = rp_events_cross(e, ev, m, &held, err);
+  if (st != GM_OK || held) {
+    *freed = held;
+    return st;
+  }
   e->frees++;
   *freed = 1;
   return do_free(e, m, err);
@@ -376,11 +393,15 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
     case GMT_EV_ALLOC:
       if (!wanted(e, ev)) return GM_OK;
       if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) return ext_alloc(e, ev, err);
-      st = do_alloc(e, ev, err);
+      st = rp_events_due(e, 0, err); /* process_events() at the start of malloc() */
+      if (st == GM_OK) st = do_alloc(e, ev, err);
       break;
     case GMT_EV_FREE: {
       if (!wanted(e, ev)) return GM_OK;
-      int freed = 0;
+      int freed = 0, done = 0;
+      st = rp_events_free(e, ev, &done, err);
+      if (st != GM_OK) return st;
+      if (done) break;
       st = trace_free(e, ev, &freed, err);
       if (st != GM_OK || !freed) return st;
       break;
@@ -404,12 +425,20 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         e->skipped.other_device++;
         return GM_OK;
       }
-      st = e->ops->empty_cache(e->pol, err);
+      /* empty_cache() synchronizes every pending event first. */
+      st = rp_events_due(e, 1, err);
+      if (st == GM_OK) st = e->ops->empty_cache(e->pol, err);
       e->empty_caches++;
       break;
-    case GMT_EV_FREE_REQUESTED:
+    case GMT_EV_FREE_REQUESTED: {
       e->skipped.free_requested++;
-      return GM_OK;
+      if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return GM_OK;
+      if (e->device < 0 || ev->device != (unsigned)e->device) return GM_OK;
+      int freed = 0;
+      st = rp_events_free_requested(e, ev, &freed, err);
+      if (st != GM_OK || !freed) return st;
+      break;
+    }
     case GMT_EV_ALLOC_FAILED:
       if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) {
         e->skipped.other_memory++;
@@ -419,7 +448,8 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         e->skipped.other_device++;
         return GM_OK;
       }
-      st = failed_request(e, ev, err);
+      st = rp_events_other(e, err);
+      if (st == GM_OK) st = failed_request(e, ev, err);
       break;
     default:
       track_recorded(e, ev);
@@ -489,6 +519,10 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->peak_requested_plus_external_bytes = e->peak_need;
   r->recorded_failures = e->failures;
   r->recorded_failures_served = e->failures_served;
+  r->event_frees = e->event_frees;
+  r->event_frees_requested = e->event_frees_requested;
+  r->event_timing = e->opts.event_timing;
+  r->late_mallocs = e->opts.late_mallocs ? e->opts.late_mallocs : 1;
   r->first_failure_event = e->ff_event;
   r->first_failure_ts_ns = e->ff_ts;
   r->first_failure_size = e->ff_size;
@@ -509,6 +543,7 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->device_alloc_calls = e->alloc_calls;
   r->device_free_calls = e->free_calls;
   r->va_calls = e->va_calls;
+  r->pool_allocs = e->pool_allocs;
   r->pool_trims = e->pool_trims;
   r->driver_nomem = e->driver_nomem;
   r->alloc_retries = s.alloc_retries;

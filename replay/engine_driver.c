@@ -86,6 +86,7 @@ static void pool_sync(rp_engine_t *e) {
 static gm_status_t w_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
+  e->pool_allocs++;
   gm_status_t st = e->b->drv.alloc_async(e->b->drv.ctx, size, stream, addr);
   note(e, st);
   if (st != GM_OK) return st;

@@ -62,6 +62,7 @@ struct rp_engine {
   uint64_t alloc_at_peak; /* most allocated seen while reserved was at its peak */
   uint64_t driver_used_at_peak;
   uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
+  uint64_t pool_allocs; /* alloc_async calls: the figure is the stream-ordered pool's */
   int64_t first_oom_event, first_oom_ts;
   uint64_t peak_need;       /* peak of requested + ext_live */
   uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
@@ -78,6 +79,13 @@ struct rp_engine {
   double alloc_ops, res_ops;   /* the same summed per request */
   double t_start;
   rp_timeline_t tl;
+  /* engine_events.c: frees that wait on stream events. */
+  rp_map_t pending;          /* torch: trace addr -> (allocs at its free_requested, freed early) */
+  int req_valid, req_early;  /* the last request event was this free_requested */
+  uint64_t req_addr, req_allocs;
+  struct rp_held *held;      /* late timing: blocks the program freed, not yet given back */
+  size_t n_held, cap_held;
+  uint64_t event_frees, event_frees_requested;
 };
 
 /* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
@@ -86,6 +94,25 @@ gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *fre
 /* opts.vmm_requests: one VMM_* event (engine_vmm.c). Sets *replayed when it became a request
  * or a free (the caller then observes the new state). */
 gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err);
+
+/* engine_events.c. Each returns a failure of the policy or of host memory. */
+/* A free_requested of the replayed device: remembered; freed at once under early timing
+ * (*freed then set). */
+gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *freed,
+                                     gm_err_t *err);
+/* Before a FREE is replayed: *done when it was taken care of here (given back early, or
+ * held under late timing); otherwise the caller frees it. */
+gm_status_t rp_events_free(rp_engine_t *e, const gmt_event_t *ev, int *done, gm_err_t *err);
+/* A requests trace's free of block m (its trace-map entry): counted when it is on another
+ * stream than the allocation's; under late timing held (*held: m is gone from the map). */
+gm_status_t rp_events_cross(rp_engine_t *e, const gmt_event_t *ev, rp_map_entry_t *m, int *held,
+                            gm_err_t *err);
+/* Before an allocation (all = 0) or an empty_cache (all = 1): give back the held blocks
+ * that are due. */
+gm_status_t rp_events_due(rp_engine_t *e, int all, gm_err_t *err);
+/* Any other request event: a free_requested just before it waits on events. */
+gm_status_t rp_events_other(rp_engine_t *e, gm_err_t *err);
+void rp_events_free_all(rp_engine_t *e);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);

@@ -169,7 +169,8 @@ struct Replay {
   rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
   gm_err_t err{};
   Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "",
-         int external_sync = 0, int serve_failed = 0, int vmm_requests = 0) {
+         int external_sync = 0, int serve_failed = 0, int vmm_requests = 0, int event_timing = 0,
+         uint64_t late_mallocs = 0) {
     rp_sim_opts_t so{};
     so.capacity = capacity;
     EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
@@ -179,6 +180,8 @@ struct Replay {
     eo.capacity = capacity;
     eo.serve_failed = serve_failed;
     eo.vmm_requests = vmm_requests;
+    eo.event_timing = event_timing;
+    eo.late_mallocs = late_mallocs;
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
     EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
@@ -434,7 +437,7 @@ TEST(Sim, CapacityCountsWholeGranulesAndMapsMustBeGranular) {
   EXPECT_EQ(b->drv.map(b->drv.ctx, va, MiB), GM_ERR_INVAL);
   EXPECT_EQ(b->drv.map(b->drv.ctx, va, 2 * MiB), GM_OK);
   EXPECT_EQ(b->drv.map(b->drv.ctx, va + 2 * MiB, 2 * MiB), GM_ERR_NOMEM);
-  EXPECT_EQ(b->drv.alloc_async, nullptr);
+  EXPECT_NE(b->drv.alloc_async, nullptr);  // the pool model (SimPool below)
   EXPECT_EQ(b->drv.granularity, 2 * MiB);
   EXPECT_EQ(b->drv.total_memory, 4 * MiB);
   b->destroy(b);
@@ -743,4 +746,194 @@ TEST(EngineVmm, OffByDefault) {
   EXPECT_EQ(run.r->allocs, 0u);
   EXPECT_EQ(run.r->skipped.not_request, 2u);
   EXPECT_EQ(run.r->recorded_mapped_peak_bytes, 2 * MiB);
+}
+
+// ---- frees that wait on stream events (engine_events.c) --------------------------------
+
+namespace {
+gmt_event_t Req(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE_REQUESTED, ts, addr, 0); }
+
+// Peak reserved of events under one timing, with the 1 MiB caching fake (reuse by size).
+uint64_t PeakUnder(const std::vector<gmt_event_t> &v, int timing, uint64_t late = 0,
+                   uint64_t *event_frees = nullptr) {
+  Replay run(kCache, 0, 1, "", 0, 0, 0, timing, late);
+  EXPECT_EQ(run.Feed(v), GM_OK) << run.err.msg;
+  rp_result_t r;
+  EXPECT_EQ(rp_engine_finish(run.e, &r, &run.err), GM_OK);
+  EXPECT_EQ(r.skipped.unknown_free + r.skipped.double_free + r.skipped.alloc_over_live, 0u);
+  EXPECT_EQ(r.end_requested_bytes, 0u);
+  if (event_frees) *event_frees = r.event_frees;
+  return r.peak_reserved_bytes;
+}
+}  // namespace
+
+TEST(EngineEvents, TorchFreeThatWaitsIsFoundAndTimedThreeWays) {
+  // a is freed by the program (free_requested) but its event is pending at b's malloc: b
+  // cannot reuse a (recorded: 2 MiB). Early: a came back at once and b reuses it (1 MiB).
+  std::vector<gmt_event_t> v = {A(0, 0xa, MiB), Req(1, 0xa), A(2, 0xb, MiB), Fr(3, 0xa),
+                                Fr(4, 0xb)};
+  uint64_t n = 0;
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_RECORDED, 0, &n), 2 * MiB);
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_EARLY), 1 * MiB);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE), 2 * MiB);
+  // Late by two mallocs: c cannot reuse a either.
+  v.insert(v.begin() + 4, A(4, 0xc, MiB));
+  v.push_back(Fr(6, 0xc));
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_RECORDED), 2 * MiB);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE, 1), 2 * MiB);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE, 2), 3 * MiB);
+}
+
+TEST(EngineEvents, BackToBackFreeNeedsNoEventAndIsNeverDelayed) {
+  std::vector<gmt_event_t> v = {A(0, 0xa, MiB), Req(1, 0xa), Fr(1, 0xa), A(2, 0xb, MiB),
+                                Fr(3, 0xb)};
+  uint64_t n = 7;
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE, 5, &n), 1 * MiB);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_EARLY), 1 * MiB);
+}
+
+TEST(EngineEvents, RequestsTraceFreeOnAnotherStreamWaits) {
+  gmt_event_t other = FA(3, 0xa);
+  other.stream = 9;  // freed on another stream than the one it was allocated on
+  std::vector<gmt_event_t> v = {AA(0, 0xa, MiB), other, AA(4, 0xb, MiB), FA(5, 0xb)};
+  uint64_t n = 0;
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_RECORDED, 0, &n), 1 * MiB);  // recorded = early here
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE), 2 * MiB);
+  std::vector<gmt_event_t> same = {AA(0, 0xa, MiB), FA(3, 0xa), AA(4, 0xb, MiB), FA(5, 0xb)};
+  EXPECT_EQ(PeakUnder(same, RP_EVENTS_LATE, 0, &n), 1 * MiB);
+  EXPECT_EQ(n, 0u);
+}
+
+TEST(EngineEvents, HeldBlockLeavesItsTraceAddressToTheNextAlloc) {
+  // The recorded run reuses a's address right after its free; under late timing a is still
+  // held: the new alloc at 0xa is a new block, not an alloc over a live one.
+  std::vector<gmt_event_t> v = {A(0, 0xa, MiB), Req(1, 0xa), A(2, 0xb, MiB), Fr(3, 0xa),
+                                A(4, 0xa, MiB), Fr(5, 0xa), Fr(6, 0xb)};
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_RECORDED), 2 * MiB);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE, 3), 3 * MiB);
+}
+
+TEST(EngineEvents, EmptyCacheSynchronizesPendingEvents) {
+  Replay run(kCache, 0, 1, "", 0, 0, 0, RP_EVENTS_LATE, 100);
+  ASSERT_EQ(run.Feed({A(0, 0xa, MiB), Req(1, 0xa), A(2, 0xb, MiB), Fr(3, 0xa)}), GM_OK);
+  EXPECT_EQ(rp_engine_reserved(run.e), 2 * MiB);
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 4, 0, 0)}), GM_OK);
+  EXPECT_EQ(rp_engine_reserved(run.e), 1 * MiB);  // a came back and was released
+  run.Finish();
+  EXPECT_EQ(run.r->event_frees, 1u);
+  EXPECT_EQ(run.r->event_timing, RP_EVENTS_LATE);
+  EXPECT_EQ(run.r->late_mallocs, 100u);
+}
+
+// ---- the simulated stream-ordered pool (sim_pool.c) -------------------------------------
+
+namespace {
+struct Pool {
+  rp_backend_t *b = nullptr;
+  gm_err_t err{};
+  explicit Pool(int model, uint64_t capacity = 0) {
+    rp_sim_opts_t so{};
+    so.pool_model = model;
+    so.capacity = capacity;
+    EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK) << err.msg;
+  }
+  ~Pool() { b->destroy(b); }
+  uint64_t Alloc(uint64_t size, uint64_t stream) {
+    uint64_t a = 0;
+    EXPECT_EQ(b->drv.alloc_async(b->drv.ctx, size, stream, &a), GM_OK);
+    return a;
+  }
+  void Free(uint64_t a, uint64_t stream) { EXPECT_EQ(b->drv.free_async(b->drv.ctx, a, stream), GM_OK); }
+  uint64_t Reserved() { return b->pool_reserved(b); }
+};
+}  // namespace
+
+TEST(SimPool, GrowsByChunksAtTheTopOfOneHeap) {
+  Pool heap(RP_POOL_HEAP), chunks(RP_POOL_CHUNKS), ideal(RP_POOL_IDEAL);
+  for (Pool *p : {&heap, &chunks, &ideal}) {
+    p->Alloc(40 * MiB, 1);
+    p->Alloc(40 * MiB, 1);
+  }
+  // heap: 64 MiB (24 free at the top), then 16 more needed -> one 32 MiB chunk joins it.
+  EXPECT_EQ(heap.Reserved(), 96 * MiB);
+  // chunks: each 40 MiB request gets a 64 MiB chunk of its own.
+  EXPECT_EQ(chunks.Reserved(), 128 * MiB);
+  // ideal: 80 MiB live, rounded up to the chunk.
+  EXPECT_EQ(ideal.Reserved(), 96 * MiB);
+}
+
+TEST(SimPool, SameStreamModelKeepsAFreeFromOtherStreams) {
+  Pool any(RP_POOL_HEAP), same(RP_POOL_SAME_STREAM);
+  for (Pool *p : {&any, &same}) {
+    uint64_t a = p->Alloc(20 * MiB, 1);
+    p->Free(a, 1);
+    p->Alloc(20 * MiB, 2);
+  }
+  EXPECT_EQ(any.Reserved(), 32 * MiB);   // stream 2 reuses stream 1's free at once
+  EXPECT_EQ(same.Reserved(), 64 * MiB);  // it may not: 12 MiB free at the top + a new chunk
+  // The freeing stream itself reuses it.
+  Pool own(RP_POOL_SAME_STREAM);
+  own.Free(own.Alloc(20 * MiB, 1), 1);
+  own.Alloc(20 * MiB, 1);
+  EXPECT_EQ(own.Reserved(), 32 * MiB);
+}
+
+TEST(SimPool, TrimReleasesOnlyChunksWithNothingLive) {
+  Pool p(RP_POOL_CHUNKS);
+  uint64_t a = p.Alloc(10 * MiB, 1);
+  uint64_t b = p.Alloc(30 * MiB, 1);  // does not fit the first chunk's 22 MiB: a second chunk
+  EXPECT_EQ(p.Reserved(), 64 * MiB);
+  p.Free(b, 1);
+  EXPECT_EQ(p.Reserved(), 64 * MiB);  // the release threshold PyTorch sets: never on its own
+  EXPECT_EQ(p.b->drv.pool_trim(p.b->drv.ctx, 0), GM_OK);
+  EXPECT_EQ(p.Reserved(), 32 * MiB);  // a's chunk stays
+  p.Free(a, 1);
+  EXPECT_EQ(p.b->drv.pool_trim(p.b->drv.ctx, 0), GM_OK);
+  EXPECT_EQ(p.Reserved(), 0u);
+  // After a trim the pool grows again from nothing, and frees of unknown blocks are refused.
+  p.Alloc(MiB, 1);
+  EXPECT_EQ(p.Reserved(), 32 * MiB);
+  EXPECT_EQ(p.b->drv.free_async(p.b->drv.ctx, 0x1234, 1), GM_ERR_INVAL);
+}
+
+TEST(SimPool, TrimOfTheHeapCutsFreeRangesAtChunkEdges) {
+  Pool p(RP_POOL_HEAP);
+  uint64_t a = p.Alloc(40 * MiB, 1);  // heap: one 64 MiB chunk
+  uint64_t b = p.Alloc(40 * MiB, 1);  // 24 free at the top + a 32 MiB chunk; b spans both
+  EXPECT_EQ(p.Reserved(), 96 * MiB);
+  p.Free(a, 1);
+  EXPECT_EQ(p.b->drv.pool_trim(p.b->drv.ctx, 0), GM_OK);
+  EXPECT_EQ(p.Reserved(), 96 * MiB);  // b overlaps both chunks: nothing can go
+  p.Free(b, 1);
+  EXPECT_EQ(p.b->drv.pool_trim(p.b->drv.ctx, 0), GM_OK);
+  EXPECT_EQ(p.Reserved(), 0u);
+  p.Alloc(100 * MiB, 3);
+  EXPECT_EQ(p.Reserved(), 128 * MiB);
+}
+
+TEST(SimPool, CapacityRefusesAChunk) {
+  Pool p(RP_POOL_HEAP, 48 * MiB);
+  uint64_t a = 0;
+  EXPECT_EQ(p.b->drv.alloc_async(p.b->drv.ctx, 10 * MiB, 1, &a), GM_OK);
+  EXPECT_EQ(p.b->drv.alloc_async(p.b->drv.ctx, 30 * MiB, 1, &a), GM_ERR_NOMEM);
+  EXPECT_EQ(p.Reserved(), 32 * MiB);
+}
+
+TEST(EngineEvents, OutOfMemoryWaitsForPendingEventsBeforeFailing) {
+  // 4 MiB of device (2 MiB granules): a is held (late), b takes the rest; c fails unless a
+  // comes back first, as PyTorch's OOM path synchronizes the events and retries.
+  Replay ok(kCache, 4 * MiB, 1, "", 0, 0, 0, RP_EVENTS_LATE, 100);
+  ASSERT_EQ(ok.Feed({A(0, 0xa, 2 * MiB), Req(1, 0xa), A(2, 0xb, 2 * MiB), Fr(3, 0xa), A(4, 0xc, 2 * MiB)}),
+            GM_OK);
+  ok.Finish();
+  EXPECT_EQ(ok.r->ooms, 0u);  // c reuses a once its event is synchronized
+  EXPECT_EQ(ok.r->peak_reserved_bytes, 4 * MiB);
+  Replay big(kCache, 4 * MiB, 1, "", 0, 0, 0, RP_EVENTS_LATE, 100);
+  ASSERT_EQ(big.Feed({A(0, 0xa, 2 * MiB), Req(1, 0xa), A(2, 0xb, 2 * MiB), Fr(3, 0xa), A(4, 0xc, 4 * MiB)}),
+            GM_OK);
+  big.Finish();
+  EXPECT_EQ(big.r->ooms, 1u);  // 4 MiB cannot fit beside b even then: a real OOM
 }

@@ -37,6 +37,9 @@ typedef struct gr_config {
   int vmm_buffers;       /* GR_VMM_*: whether whole-reservation VMM maps are requests */
   int serve_failed;      /* replay the recorded run's failed requests (rp_engine_opts_t) */
   int device;            /* the device to replay; -1: the first that allocates */
+  int timing_range;      /* frees that wait on stream events: replay early and late too */
+  int event_timing;      /* RP_EVENTS_* of the main replay (--event-timing) */
+  uint64_t late_mallocs; /* late: events pending at this many mallocs (0: 1) */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
@@ -119,6 +122,15 @@ const char *const *gr_sweep_grid_for(unsigned framework);
 gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err);
 /* The frameworks a trace's header names (GMT_FW_* set, 0 if none). */
 gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err);
+
+/* The replay's early and late stream events gave different peaks (rp_result_t). */
+int gr_timing_sensitive(const rp_result_t *r);
+int gr_timing_sensitive_any(rp_result_t *const *res, int n);
+/* The line on frees that wait on stream events (nothing if none); sensitive: -1 when no range
+ * was replayed, else gr_timing_sensitive_any. */
+void gr_print_timing(FILE *f, const char *prefix, const rp_result_t *r0, int sensitive);
+/* The line on the simulated async pool's range. */
+void gr_print_pool(FILE *f, const char *prefix);
 
 /* Output. order[] ranks results (best first) for the table. */
 void gr_rank(rp_result_t *const *res, int n, int *order);

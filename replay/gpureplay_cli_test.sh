@@ -88,7 +88,7 @@ grep -q "lower bound" "$T/default.out" || fail "default: no lower bound line"
 # --json: one object per run, DESIGN.md's keys in its order, then the additive ones
 run json 0 "$T/small.zst" --json -p pytorch -p direct
 [ "$(wc -l <"$T/json.out")" = 2 ] || fail "json: want 2 lines"
-want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second external_allocs external_peak_bytes peak_reserved_plus_external_bytes frameworks holds device"
+want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second external_allocs external_peak_bytes peak_reserved_plus_external_bytes frameworks holds device event_frees event_timing timing_sensitive"
 while read -r line; do
   got=$(printf '%s' "$line" | grep -o '"[a-z_]*":' | tr -d '":' | tr '\n' ' ' | sed 's/ $//')
   [ "$got" = "$want" ] || fail "json keys: got '$got'"
@@ -177,6 +177,29 @@ run tunemode 2 "$REQ" --tune --tune-mode=fast
 grep -q "bad --tune-mode" "$T/tunemode.err" || fail "tunemode: message"
 run tunebudget 2 "$REQ" --budget=0.5
 grep -q "go with --tune" "$T/tunebudget.err" || fail "tunebudget: message"
+
+# frees that wait on stream events (two_streams' record_stream hand-over: 20 frees on another
+# stream): the line, the range column, the JSON keys (recorded = early in a requests trace;
+# late by 3 mallocs the default setting needs 16 MiB more); one timing only; bad values
+run events 0 "$REQ" -p pytorch
+grep -q "^stream events: 20 frees waited on events recorded on other streams" "$T/events.out" ||
+  fail "events: no stream-events line: $(cat "$T/events.out")"
+grep -q "range (low..high)" "$T/events.out" || fail "events: no range column"
+run eventsjson 0 "$REQ" -p pytorch --json --late-mallocs=3
+grep -q '"event_frees":20,"event_timing":"recorded","timing_sensitive":true,"peak_reserved_range":{"low_bytes":440401920,"high_bytes":457179136,"moved_by":"stream_events","early_bytes":440401920,"late_bytes":457179136,"late_mallocs":3}' \
+  "$T/eventsjson.out" || fail "eventsjson: $(cat "$T/eventsjson.out")"
+run eventslate 0 "$REQ" -p pytorch --event-timing=late
+grep -q "replayed with every event late only" "$T/eventslate.out" || fail "eventslate: $(cat "$T/eventslate.out")"
+grep -q "range (low..high)" "$T/eventslate.out" && fail "eventslate: a range column without a range"
+run badtiming 2 "$REQ" --event-timing=sometimes
+grep -q "bad --event-timing (range, recorded, early or late)" "$T/badtiming.err" || fail "badtiming: message"
+run badlate 2 "$REQ" --late-mallocs=2000000
+grep -q "late-mallocs must be at most 1000000" "$T/badlate.err" || fail "badlate: message"
+
+# the async pool on the simulator: a range, said to be one
+run asyncsim 0 "$REQ" -p async
+grep -q "^async pool (simulated): " "$T/asyncsim.out" || fail "asyncsim: no pool line: $(cat "$T/asyncsim.out" "$T/asyncsim.err")"
+grep -qE "^   1 .*MiB\.\.[0-9.]+ MiB +async$" "$T/asyncsim.out" || fail "asyncsim: no range: $(cat "$T/asyncsim.out")"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails failure(s)"

@@ -22,9 +22,10 @@
 typedef struct opts {
   int help, version, sweep, json, check, quiet, tune, no_capacity;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers, *tune_mode;
+  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers, *tune_mode,
+      *event_timing;
   double budget;
-  uint64_t capacity, device_memory, granularity, jobs;
+  uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
 } opts_t;
 
 static const gm_opt_t kOpts[] = {
@@ -61,6 +62,12 @@ static const gm_opt_t kOpts[] = {
     {"vmm-buffers", 0, GM_OPT_STR, "auto|requests|skip", "buffers mapped one by one through the "
      "VMM API (reserve + map of one buffer): auto = requests in a trace of XLA's platform "
      "allocator, else the recorded allocator's own (skipped)", offsetof(opts_t, vmm_buffers)},
+    {"event-timing", 0, GM_OPT_STR, "range|recorded|early|late", "frees that wait on stream "
+     "events (record_stream): range = as recorded, plus the peak with every event done at "
+     "once (early) and every event late, reported as a range (default); or one of them only",
+     offsetof(opts_t, event_timing)},
+    {"late-mallocs", 0, GM_OPT_U64, "N", "late stream events are still pending at the next N "
+     "allocations after the program freed the block (default 1)", offsetof(opts_t, late_mallocs)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs)},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
      "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
@@ -175,7 +182,7 @@ void gr_policy_from_env(const char *spec, char *out, size_t n) {
 /* Create the policy once against a simulator: a bad key is reported before any replay. */
 static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t *err) {
   rp_backend_t *b = NULL;
-  rp_sim_opts_t so = {0, 0, total};
+  rp_sim_opts_t so = {0, 0, total, RP_POOL_HEAP, 0};
   gm_status_t st = rp_sim_backend_create(&so, &b, err);
   if (st != GM_OK) return st;
   if (cuda) {
@@ -323,6 +330,13 @@ static int gpureplay(int argc, char **argv, char **pos) {
   else if (strcmp(o.vmm_buffers, "requests") == 0) cfg.vmm_buffers = GR_VMM_REQUESTS;
   else if (strcmp(o.vmm_buffers, "skip") == 0) cfg.vmm_buffers = GR_VMM_SKIP;
   else return usage_error("bad --vmm-buffers (auto, requests or skip)");
+  cfg.timing_range = !o.event_timing || strcmp(o.event_timing, "range") == 0;
+  if (cfg.timing_range || strcmp(o.event_timing, "recorded") == 0) cfg.event_timing = RP_EVENTS_RECORDED;
+  else if (strcmp(o.event_timing, "early") == 0) cfg.event_timing = RP_EVENTS_EARLY;
+  else if (strcmp(o.event_timing, "late") == 0) cfg.event_timing = RP_EVENTS_LATE;
+  else return usage_error("bad --event-timing (range, recorded, early or late)");
+  if (o.late_mallocs > 1000000) return usage_error("--late-mallocs must be at most 1000000");
+  cfg.late_mallocs = o.late_mallocs ? o.late_mallocs : 1;
   if (o.preload && strcmp(o.preload, "yes") == 0) cfg.preload = 1;
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");

@@ -125,6 +125,8 @@ typedef struct job {
   int external_sync; /* rp_engine_set_external_sync for this trace */
   int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
+  int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
+  int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   int has_reader_stats;
   rp_result_t *res;
@@ -148,7 +150,7 @@ static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err)
     if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
     return GM_OK;
   }
-  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory};
+  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory, j->pool_model, 0};
   return rp_sim_backend_create(&o, b, err);
 }
 
@@ -296,7 +298,7 @@ static void run_job(job_t *j, pool_t *p) {
   j->st = make_backend(j, &b, err);
   if (j->st != GM_OK) return;
   rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
-                         j->vmm_requests};
+                         j->vmm_requests, j->event_timing, j->cfg->late_mallocs};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
@@ -455,6 +457,110 @@ static void show_progress(pool_t *p, uint64_t total, const char *path) {
           p->n, pct);
 }
 
+/* Run the pool's jobs: on the calling thread (cuda, or one job without progress to show),
+ * else on cfg->jobs threads. */
+static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path) {
+  int n = p->n;
+  int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
+  for (int i = 0; i < n; i++) p->jobs[i].decode_ahead = threads == 1;
+  uint64_t total = (uint64_t)n * events;
+  if (cfg->cuda_ordinal >= 0 || (threads == 1 && !cfg->progress)) {
+    worker(p);
+    return;
+  }
+  pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+  int started = 0;
+  for (int t = 0; tids && t < threads; t++)
+    if (pthread_create(&tids[t], NULL, worker, p) == 0) started++;
+  if (started == 0) worker(p);
+  while (cfg->progress && atomic_load(&p->done) < n) {
+    show_progress(p, total, path);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
+  free(tids);
+}
+
+/* Which range a policy's figure has: one that took its memory from the stream-ordered pool
+ * (`async`, JAX's cuda_async, ...) on the simulator, the pool model's; any other policy of a
+ * trace whose frees wait on stream events, the events' (engine_events.c). */
+static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
+  if (r->pool_allocs) return cfg->cuda_ordinal < 0 ? RP_RANGE_POOL : RP_RANGE_NONE;
+  return r->event_frees ? RP_RANGE_EVENTS : RP_RANGE_NONE;
+}
+
+/* The two other replays of every policy whose figure depends on timing (events early and
+ * late, or the pool ideal and same-stream), folded into res[i] as a range. */
+static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                gm_err_t *err) {
+  int n = rec->n, m = 0;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
+  int *of = calloc((size_t)2 * n, sizeof *of), *var = calloc((size_t)2 * n, sizeof *var);
+  if (!p.jobs || !out || !of || !var) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    free(var);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  for (int i = 0; i < n; i++) {
+    int kind = range_kind(cfg, res[i]);
+    res[i]->range_kind = kind;
+    /* Variant 0 (early, ideal pool) and 1 (late, chunked same-stream pool). A trace whose
+     * waiting frees are all requests-mode ones recorded them early already: no early replay. */
+    res[i]->range_a_bytes = res[i]->range_b_bytes = res[i]->peak_reserved_bytes;
+    int v0 = kind == RP_RANGE_EVENTS && res[i]->event_frees_requested == 0 ? 1 : 0;
+    for (int v = v0; kind != RP_RANGE_NONE && v < 2; v++, m++) {
+      job_t *j = &p.jobs[m];
+      *j = rec->jobs[i];
+      memset(&j->err, 0, sizeof j->err);
+      j->st = GM_OK;
+      j->has_reader_stats = 0;
+      j->evs = evs;
+      j->n_evs = n_evs;
+      if (kind == RP_RANGE_EVENTS) j->event_timing = v == 0 ? RP_EVENTS_EARLY : RP_EVENTS_LATE;
+      else j->pool_model = v == 0 ? RP_POOL_IDEAL : RP_POOL_CHUNKS | RP_POOL_SAME_STREAM;
+      j->res = &out[m];
+      of[m] = i;
+      var[m] = v;
+    }
+  }
+  p.n = m;
+  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path);
+  gm_status_t st = GM_OK;
+  for (int k = 0; k < m && st == GM_OK; k++) {
+    if (p.jobs[k].st != GM_OK) {
+      *err = p.jobs[k].err;
+      st = gm_err_wrap(err, "%s", res[of[k]]->range_kind == RP_RANGE_POOL ? "pool model" : "stream events");
+      break;
+    }
+    rp_result_t *r = res[of[k]];
+    if (var[k] == 0) r->range_a_bytes = out[k].peak_reserved_bytes;
+    else {
+      r->range_b_bytes = out[k].peak_reserved_bytes;
+      r->late_mallocs = out[k].late_mallocs;
+    }
+  }
+  for (int i = 0; i < n && st == GM_OK; i++) {
+    rp_result_t *r = res[i];
+    if (r->range_kind == RP_RANGE_NONE) continue;
+    uint64_t a = r->range_a_bytes, b = r->range_b_bytes, c = r->peak_reserved_bytes;
+    r->range_low_bytes = a < b ? (a < c ? a : c) : (b < c ? b : c);
+    r->range_high_bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
+  }
+  free(p.jobs);
+  free(out);
+  free(of);
+  free(var);
+  return st;
+}
+
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
@@ -495,28 +601,10 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->total_memory = total_memory;
     j->external_sync = info->external_sync;
     j->vmm_requests = info->vmm_requests;
+    j->event_timing = cfg->event_timing;
     j->res = res[i];
   }
-  int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
-  for (int i = 0; i < n; i++) p.jobs[i].decode_ahead = threads == 1;
-  uint64_t total = (uint64_t)n * (n_evs ? n_evs : info->events_in_index);
-  if (cfg->cuda_ordinal >= 0 || (threads == 1 && !cfg->progress)) {
-    worker(&p);
-  } else {
-    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int started = 0;
-    for (int t = 0; tids && t < threads; t++)
-      if (pthread_create(&tids[t], NULL, worker, &p) == 0) started++;
-    if (started == 0) worker(&p);
-    while (cfg->progress && atomic_load(&p.done) < n) {
-      show_progress(&p, total, path);
-      struct timespec ts = {0, 200 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-    }
-    for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
-    if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
-    free(tids);
-  }
+  run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path);
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)
     if (p.jobs[i].has_reader_stats) {
@@ -531,6 +619,10 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
       *err = p.jobs[i].err;
       st = p.jobs[i].st;
     }
+  /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
+   * the same policies again under the other timings; the range goes beside the point. */
+  if (st == GM_OK && n > 0 && cfg->timing_range)
+    st = timing_range(cfg, &p, res, evs, n_evs, info, err);
   free(p.jobs);
   free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)

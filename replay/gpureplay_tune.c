@@ -361,7 +361,7 @@ static void choose(gr_tune_t *t) {
 /* Grid entries that need a real GPU (the driver's pool) are left out, as --sweep does. */
 static int runs_on_sim(const char *spec, uint64_t total) {
   rp_backend_t *b = NULL;
-  rp_sim_opts_t so = {0, 0, total};
+  rp_sim_opts_t so = {0, 0, total, RP_POOL_HEAP, 0};
   if (rp_sim_backend_create(&so, &b, NULL) != GM_OK) return 0;
   const rp_policy_ops_t *ops = NULL;
   rp_policy_t *p = NULL;

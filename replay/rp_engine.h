@@ -85,10 +85,21 @@ typedef struct rp_sim_opts {
                             with GM_ERR_NOMEM past it (sizes counted rounded to granularity) */
   uint64_t granularity;  /* 0: 2 MiB (the driver's on current GPUs) */
   uint64_t total_memory; /* what policies see as the device's total; 0: capacity, else 80 GiB */
+  int pool_model;        /* RP_POOL_* bits: the stream-ordered pool's model */
+  uint64_t pool_chunk;   /* what the pool grows by; 0: 32 MiB */
 } rp_sim_opts_t;
 
+/* The simulated stream-ordered pool (replay/sim_pool.c): the driver's pool is
+ * timing-dependent and its layout unknown, so it is a model with knobs (bits; 0 = the point
+ * figure: one growing heap, best fit, every free reusable at once by any stream).
+ * RP_POOL_CHUNKS: free memory never coalesces across the 32 MiB chunks the pool grows by;
+ * RP_POOL_SAME_STREAM: a free is reusable only by its own stream; RP_POOL_IDEAL: perfect
+ * packing, the live bytes rounded up to the chunk (no pool reserves less). gpureplay's range
+ * is IDEAL (low) to CHUNKS | SAME_STREAM (high). */
+enum { RP_POOL_HEAP = 0, RP_POOL_CHUNKS = 1, RP_POOL_SAME_STREAM = 2, RP_POOL_IDEAL = 4 };
+
 /* Virtual addresses from a bump allocator (deterministic: the same calls give the same
- * addresses), no alloc_async (the `async` policy needs a real GPU). */
+ * addresses); a model of the stream-ordered pool for `async`. */
 gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out, gm_err_t *err);
 
 /* ---- engine -------------------------------------------------------------------------------- */
@@ -111,7 +122,16 @@ typedef struct rp_engine_opts {
    * match (a map without a reservation, an unmap of what was never mapped, a release of what
    * is still mapped or was never reserved) are counted as anomalies (skipped.vmm_*). */
   int vmm_requests;
+  /* When a free that waits on stream events (record_stream) gives its block back
+   * (engine_events.c): RP_EVENTS_RECORDED as the trace has it (the point figure),
+   * RP_EVENTS_EARLY every event already done when the program freed the block,
+   * RP_EVENTS_LATE events still pending at the next late_mallocs allocations (0: 1). */
+  int event_timing;
+  uint64_t late_mallocs;
 } rp_engine_opts_t;
+
+enum { RP_EVENTS_RECORDED = 0, RP_EVENTS_EARLY = 1, RP_EVENTS_LATE = 2 };
+enum { RP_RANGE_NONE = 0, RP_RANGE_EVENTS = 1, RP_RANGE_POOL = 2 };
 
 /* The rule for rp_engine_set_external_sync: a trace captured in `requests` mode (the
  * frameworks were switched to cudaMallocAsync) that has at least one async device
@@ -163,7 +183,21 @@ typedef struct rp_result {
    * them as the trace recorded it: where, how big, what was live (requested + external) and
    * what the recorded allocator held (segments and mapped VMM bytes) just before it. */
   uint64_t recorded_failures;
-  uint64_t recorded_failures_served; /* opts.serve_failed: those this policy served */
+  uint64_t recorded_failures_served;
+  /* Frees whose block came back when stream events completed (engine_events.c): a torch
+   * trace's free_requested not followed at once by its free, a requests trace's free on
+   * another stream than the allocating one. Non-zero: the trace is timing-sensitive. */
+  uint64_t event_frees;
+  uint64_t event_frees_requested; /* ... of them, torch's free_requested ones (early differs) */
+  int event_timing;          /* the opts.event_timing this run replayed */
+  uint64_t late_mallocs;     /* ... and its late_mallocs */
+  /* Filled by gpureplay (not the engine) for a timing-dependent figure: range_kind
+   * RP_RANGE_EVENTS (event_frees > 0): peak reserved with every event early (range_a) and
+   * late (range_b); RP_RANGE_POOL (`async` on the simulator): the pool's ideal packing
+   * (range_a) and same-stream reuse only (range_b). The range is [min, max] of the point
+   * figure and those two. 0: none replayed. */
+  int range_kind;
+  uint64_t range_a_bytes, range_b_bytes, range_low_bytes, range_high_bytes; /* opts.serve_failed: those this policy served */
   int64_t first_failure_event;       /* -1: none */
   uint64_t first_failure_ts_ns, first_failure_size, first_failure_stream;
   uint32_t first_failure_callsite;   /* string id, 0: none */
@@ -179,6 +213,7 @@ typedef struct rp_result {
   uint64_t device_alloc_calls;  /* mem_alloc + map + alloc_async calls (failed ones too) */
   uint64_t device_free_calls;   /* mem_free + unmap + free_async */
   uint64_t va_calls;            /* va_reserve + va_release (not reserved memory) */
+  uint64_t pool_allocs;         /* alloc_async calls: the reservation is a stream-ordered pool's */
   uint64_t pool_trims;
   uint64_t driver_nomem;        /* driver calls that failed with out-of-memory */
   uint64_t alloc_retries, ooms, splits, merges; /* the policy's counters */

@@ -22,7 +22,7 @@ typedef struct rp_map_entry {
   uint64_t a; /* engine: policy address; cuda: handle */
   uint64_t b; /* engine: requested size */
   uint32_t state; /* 0 empty, 1 live, 2 freed */
-  uint32_t pad;
+  uint32_t c;     /* engine: the allocating stream + 1 (low 32 bits; 0 none) */
 } rp_map_entry_t;
 
 typedef struct rp_map {

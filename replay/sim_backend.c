@@ -6,25 +6,21 @@
  * VMM maps are granule multiples by contract. Addresses come from a bump pointer in a
  * private 2^47 range and are never reused, so the same policy on the same trace always sees
  * the same addresses (deterministic results; policies that order by address behave the
- * same on every run). There is no stream-ordered pool: `async` needs a real GPU.
+ * same on every run). The stream-ordered pool (`async`) is a model of the driver's, with a
+ * choice of how freed memory is reused (sim_pool.c); its reservation is the pool's chunks.
  *
  * The simulator does not check that frees match allocs: the engine and the policies' own
  * invariant checks do that; here a free only returns its granules to the capacity. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay/rp_engine.h"
-
-typedef struct sim {
-  rp_backend_t b; /* first: the backend handle is the sim */
-  uint64_t capacity, gran, used, next;
-} sim_t;
+#include "replay/sim_internal.h"
 
 #define SIM_BASE 0x7f0000000000ull
 
 static uint64_t round_up(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
 
-static gm_status_t take(sim_t *s, uint64_t size, uint64_t *addr) {
+gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr) {
   uint64_t phys = round_up(size ? size : 1, s->gran);
   if (s->capacity && s->used + phys > s->capacity) return GM_ERR_NOMEM;
   s->used += phys;
@@ -35,17 +31,23 @@ static gm_status_t take(sim_t *s, uint64_t size, uint64_t *addr) {
   return GM_OK;
 }
 
-static void give(sim_t *s, uint64_t size) {
+uint64_t sim_bump(sim_t *s, uint64_t size) {
+  uint64_t a = s->next;
+  s->next += round_up(size ? size : 1, s->gran);
+  return a;
+}
+
+void sim_give(sim_t *s, uint64_t size) {
   uint64_t phys = round_up(size ? size : 1, s->gran);
   s->used = phys > s->used ? 0 : s->used - phys;
 }
 
 static gm_status_t sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
-  return take(ctx, size, addr);
+  return sim_take(ctx, size, addr);
 }
 
 static gm_status_t sim_mem_free(void *ctx, uint64_t addr, uint64_t size) {
-  give(ctx, size);
+  sim_give(ctx, size);
   return GM_OK;
 }
 
@@ -61,15 +63,36 @@ static gm_status_t sim_va_release(void *ctx, uint64_t addr, uint64_t size) { ret
 static gm_status_t sim_map(void *ctx, uint64_t addr, uint64_t size) {
   sim_t *s = ctx;
   if (size % s->gran != 0 || addr % s->gran != 0) return GM_ERR_INVAL;
-  return take(s, size, NULL);
+  return sim_take(s, size, NULL);
 }
 
 static gm_status_t sim_unmap(void *ctx, uint64_t addr, uint64_t size) {
-  give(ctx, size);
+  sim_give(ctx, size);
   return GM_OK;
 }
 
-static void sim_destroy(rp_backend_t *b) { free(b); }
+static gm_status_t sim_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
+  sim_t *s = ctx;
+  return sim_pool_alloc(s->pool, s, size, stream, addr);
+}
+
+static gm_status_t sim_free_async(void *ctx, uint64_t addr, uint64_t stream) {
+  sim_t *s = ctx;
+  return sim_pool_release(s->pool, addr, stream);
+}
+
+static gm_status_t sim_pool_trim_to(void *ctx, uint64_t keep) {
+  sim_t *s = ctx;
+  sim_pool_trim(s->pool, s, keep);
+  return GM_OK;
+}
+
+static uint64_t sim_pool_bytes(rp_backend_t *b) { return sim_pool_reserved(((sim_t *)b)->pool); }
+
+static void sim_destroy(rp_backend_t *b) {
+  sim_pool_free(((sim_t *)b)->pool);
+  free(b);
+}
 
 gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out, gm_err_t *err) {
   *out = NULL;
@@ -85,6 +108,14 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
   }
   s->capacity = o.capacity;
   s->next = SIM_BASE;
+  if (o.pool_model & ~(RP_POOL_CHUNKS | RP_POOL_SAME_STREAM | RP_POOL_IDEAL)) {
+    free(s);
+    return gm_err_set(err, GM_ERR_INVAL, "unknown pool model %d", o.pool_model);
+  }
+  if (!(s->pool = sim_pool_new(o.pool_model, o.pool_chunk))) {
+    free(s);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
   rp_driver_t *d = &s->b.drv;
   d->ctx = s;
   d->mem_alloc = sim_mem_alloc;
@@ -93,6 +124,10 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
   d->va_release = sim_va_release;
   d->map = sim_map;
   d->unmap = sim_unmap;
+  d->alloc_async = sim_alloc_async;
+  d->free_async = sim_free_async;
+  d->pool_trim = sim_pool_trim_to;
+  s->b.pool_reserved = sim_pool_bytes;
   d->granularity = s->gran;
   d->total_memory = o.total_memory ? o.total_memory : o.capacity ? o.capacity : (80ull << 30);
   snprintf(s->b.name, sizeof s->b.name, "sim");

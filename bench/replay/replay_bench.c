@@ -124,9 +124,9 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
   rp_backend_t *b = NULL;
   rp_engine_t *e = NULL;
   gm_err_t err;
-  rp_sim_opts_t so = {0, 0, 80ull << 30};
+  rp_sim_opts_t so = {0, 0, 80ull << 30, RP_POOL_HEAP, 0};
   if (rp_sim_backend_create(&so, &b, &err) != GM_OK) die(&err);
-  rp_engine_opts_t eo = {-1, 0, 0, 0, 0};
+  rp_engine_opts_t eo = {-1, 0, 0, 0, 0, RP_EVENTS_RECORDED, 0};
   if (rp_engine_create(ops, conf, b, &eo, &e, &err) != GM_OK) die(&err);
   double w0 = wall(), c0 = cpu();
   for (size_t i = 0; i < n; i += 4096)
@@ -205,7 +205,7 @@ static int bench_mem(size_t n, const char *file) {
   gm_err_t err;
   if (rp_sim_backend_create(NULL, &b, &err) != GM_OK) die(&err);
   const rp_policy_ops_t *ops = rp_policy_find("pytorch");
-  rp_engine_opts_t eo = {-1, 0, 0, 0, 0};
+  rp_engine_opts_t eo = {-1, 0, 0, 0, 0, RP_EVENTS_RECORDED, 0};
   if (!ops || rp_engine_create(ops, "", b, &eo, &e, &err) != GM_OK) die(&err);
   synth_gen_t *s = file ? NULL : synth_gen_new(&gen_opts);
   if (!file && !s) out_of_memory();

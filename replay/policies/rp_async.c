@@ -4,7 +4,8 @@
  * alloc = alloc_async(exact size, the request's stream); free = free_async on the stream the
  * block was allocated on; empty_cache = pool_trim(0) (cudaMemPoolTrimTo(pool, 0)). The
  * pool itself (its reuse across streams, its growth, when it gives memory back) is the
- * driver's: real GPU only; the simulator has no alloc_async and create() says so.
+ * driver's: measured on a real GPU, modelled by the simulator (replay/sim_pool.c), where it
+ * is timing-dependent and gpureplay reports a range.
  * release_threshold: both frameworks set the pool's threshold so that it never shrinks on
  * its own (PyTorch UINT64_MAX, TF the pool size): that is the default here. The driver
  * applies a threshold at synchronisation points, which a replay does not have; with
@@ -44,7 +45,7 @@ static gm_status_t async_create(const char *conf, const rp_driver_t *drv, rp_pol
   gm_status_t st = rp_conf_parse("async", conf, async_keys, NULL, &c, err);
   if (st < 0) return st;
   if (!drv->alloc_async || !drv->free_async || !drv->pool_trim)
-    return gm_err_set(err, GM_ERR_UNSUPPORTED, "async policy needs a real GPU (--device=cuda:N)");
+    return gm_err_set(err, GM_ERR_UNSUPPORTED, "async policy needs a backend with a stream-ordered pool");
   async_policy_t *p = calloc(1, sizeof *p);
   if (!p) return gm_err_set(err, GM_ERR_NOMEM, "async: out of host memory");
   p->drv = *drv;
@@ -135,7 +136,8 @@ static const char *async_spec(const rp_policy_t *p) { return ((const async_polic
 
 const rp_policy_ops_t rp_async_ops = {
     .name = "async",
-    .description = "the driver's stream-ordered pool, cudaMallocAsync (async[:release_threshold=SIZE]; real GPU only)",
+    .description = "the driver's stream-ordered pool, cudaMallocAsync (async[:release_threshold=SIZE]; "
+                   "simulated: a range)",
     .create = async_create,
     .destroy = async_destroy,
     .alloc = async_alloc,

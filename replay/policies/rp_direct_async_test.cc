@@ -98,13 +98,13 @@ TEST(Direct, RoundsEachRequestUp) {
   rp_fake_driver_fini(&f);
 }
 
-TEST(Async, NeedsARealGpu) {
+TEST(Async, NeedsABackendWithAPool) {
   rp_fake_driver_t f;
-  rp_fake_driver_init(&f, 64 * MiB, 2 * MiB, 0);  // like the sim: no alloc_async
+  rp_fake_driver_init(&f, 64 * MiB, 2 * MiB, 0);  // no alloc_async (the sim has its model)
   rp_policy_t *p = nullptr;
   gm_err_t err{};
   EXPECT_EQ(rp_async_ops.create("", &f.drv, &p, &err), GM_ERR_UNSUPPORTED);
-  EXPECT_STREQ(err.msg, "async policy needs a real GPU (--device=cuda:N)");
+  EXPECT_STREQ(err.msg, "async policy needs a backend with a stream-ordered pool");
   EXPECT_EQ(rp_async_ops.create("release_threshold=x", &f.drv, &p, &err), GM_ERR_INVAL);  // conf first
   EXPECT_NE(std::string(err.msg).find("'release_threshold'"), std::string::npos) << err.msg;
   rp_fake_driver_fini(&f);

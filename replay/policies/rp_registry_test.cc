@@ -63,7 +63,7 @@ TEST(Registry, CreatesFromSpecAndKeepsIt) {
       {"prealloc:12XB", GM_ERR_INVAL, "prealloc: bad value for 'size'"},
       {"prealloc:lots", GM_ERR_INVAL, "prealloc: unknown key 'lots' (known: size, growth)"},
       {"prealloc:0", GM_ERR_INVAL, "prealloc: bad value for 'size'"},
-      {"async:release_threshold=1GiB", GM_ERR_UNSUPPORTED, "needs a real GPU"},
+      {"async:release_threshold=1GiB", GM_ERR_UNSUPPORTED, "needs a backend with a stream-ordered pool"},
       {"async:hold=1", GM_ERR_INVAL, "async: unknown key 'hold'"},
   };
   for (const auto &c : cases) {
