@@ -15,7 +15,7 @@
  *   policy (rp_bfc.c, the BFC core) with size=F and growth.
  * - platform: every buffer straight from the driver (XLA maps each through the VMM API,
  *   rounded up to the 2 MiB granularity): the `direct` policy.
- * - cuda_async: cuMemAllocFromPoolAsync per buffer: the `async` policy (a real GPU only).
+ * - cuda_async: cuMemAllocFromPoolAsync per buffer: the `async` policy (on the simulator the pool model's range).
  *   With preallocation XLA first takes and returns one pool of fraction * total, which the
  *   model does not do: refused, with the setting that is modelled.
  * The spec this policy reports is the user's words, so results and the report's paste line
