@@ -18,11 +18,14 @@
 # results.jsonl: one line per run {"job","variant","rep","rc","ms","env","result"}.
 #   run (repository root): bash tests/gpu/exact_gpu.sh
 # Afterwards, here (no GPU): the family's ranges against its real runs, and the async rows:
-#   mkdir -p traces/recorded/exact && tar -C traces/recorded/exact -xJf exact_gpu.tar.xz
-#   cp traces/recorded/exact/results.jsonl traces/recorded/exact/range_runs.jsonl
-#   bazel run //replay:range_table -- $PWD/traces/recorded/exact
-#   (and the async lines of the four workloads appended to traces/recorded/range_runs.jsonl:
-#   bazel run //replay:range_table -- $PWD/traces/recorded)
+#   tar -C /tmp/exact -xJf exact_gpu.tar.xz
+#   cp /tmp/exact/stream_handoff.*.torch.zst traces/recorded/stream_events/
+#   grep '"job":"stream_handoff"' /tmp/exact/results.jsonl >> traces/recorded/stream_events/range_runs.jsonl
+#   bazel run //replay:range_table -- $PWD/traces/recorded/stream_events   (-> its PREDICTION.md)
+#   grep '"variant":"async"' /tmp/exact/results.jsonl >> traces/recorded/range_runs.jsonl
+#   bazel run //replay:range_table -- $PWD/traces/recorded                 (-> PREDICTION.md's async table)
+# (train_cnn's async rows need /tmp/exact/train_cnn.requests.zst in traces/recorded/ and in its
+# BUILD's `requests` filegroup.)
 set -u
 OUT=${OUT:-/tmp/exactout}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
