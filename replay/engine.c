@@ -170,6 +170,16 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     }
     e->requested -= m->b;
   }
+  if (ev->size > RP_REQUEST_MAX) {
+    /* No device has it (a wrapped-around size, a cudaMalloc(-1)): an OOM whatever the policy,
+     * and not a live request: counted in the lower bound it would make every figure absurd. */
+    e->skipped.oversize++;
+    note_oom(e, ev);
+    m->a = RP_NO_BLOCK;
+    m->b = 0;
+    e->allocs++;
+    return GM_OK;
+  }
   uint64_t addr = 0;
   gm_status_t st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
   if (st == GM_ERR_NOMEM && e->n_held) {

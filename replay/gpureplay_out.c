@@ -167,6 +167,9 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   if (s->unknown_free || s->double_free || s->alloc_over_live)
     fprintf(f, "anomalies: %" PRIu64 " frees of unknown addresses, %" PRIu64 " double frees, %" PRIu64
                " allocs over live blocks\n", s->unknown_free, s->double_free, s->alloc_over_live);
+  if (s->oversize)
+    fprintf(f, "anomalies: %" PRIu64 " allocs of more than %llu bytes (no device has that much): an OOM "
+               "under every policy, left out of the lower bound\n", s->oversize, (unsigned long long)RP_REQUEST_MAX);
   if (info->truncated) fprintf(f, "note: the trace is truncated (replayed up to its last complete chunk)\n");
   if (info->seq_gaps || info->dropped)
     fprintf(f, "note: the trace misses %" PRIu64 " chunks (sequence gaps) and its source dropped %" PRIu64
@@ -322,6 +325,7 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(an, "vmm_unmap_unmapped", json_integer((json_int_t)r->skipped.vmm_unmap_unmapped));
   json_object_set_new(an, "vmm_release_unknown", json_integer((json_int_t)r->skipped.vmm_release_unknown));
   json_object_set_new(an, "vmm_release_mapped", json_integer((json_int_t)r->skipped.vmm_release_mapped));
+  json_object_set_new(an, "oversize", json_integer((json_int_t)r->skipped.oversize));
   json_object_set_new(o, "anomalies", an);
   /* Additive keys (schema version 1 readers ignore keys they do not know). */
   json_t *sk = json_object();

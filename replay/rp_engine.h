@@ -151,6 +151,8 @@ typedef struct rp_skip_counts {
   uint64_t unknown_free;   /* anomaly: FREE of an address that is not live */
   uint64_t double_free;    /* anomaly: FREE of an address freed since (subset of not live) */
   uint64_t alloc_over_live;/* anomaly: ALLOC at a live address (the old block is freed first) */
+  uint64_t oversize;       /* anomaly: ALLOC of more than RP_REQUEST_MAX bytes: an OOM for every
+                              policy, kept out of requested (and the lower bound) */
   /* opts.vmm_requests: */
   uint64_t vmm_buffers;          /* whole-reservation maps replayed as requests */
   uint64_t vmm_pages;            /* partial maps/unmaps (a pool's pages): not requests */

@@ -9,6 +9,11 @@
  * same on every run). The stream-ordered pool (`async`) is a model of the driver's, with a
  * choice of how freed memory is reused (sim_pool.c); its reservation is the pool's chunks.
  *
+ * One allocation (or map) larger than the device's total memory (and its capacity) fails
+ * with out-of-memory even without a capacity: no device of that size could serve it, so a
+ * request bigger than the GPU the trace came from is an OOM under every policy, as it was in
+ * the real run.
+ *
  * The simulator does not check that frees match allocs: the engine and the policies' own
  * invariant checks do that; here a free only returns its granules to the capacity. */
 #include <stdlib.h>
@@ -20,9 +25,12 @@
 
 static uint64_t round_up(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
 
+/* One allocation larger than the whole device fails on a real one, capacity or not (and its
+ * rounding must not wrap around). */
 gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr) {
+  if (size > s->b.drv.total_memory && size > s->capacity) return GM_ERR_NOMEM;
   uint64_t phys = round_up(size ? size : 1, s->gran);
-  if (s->capacity && s->used + phys > s->capacity) return GM_ERR_NOMEM;
+  if (s->capacity && (phys > s->capacity || s->used > s->capacity - phys)) return GM_ERR_NOMEM;
   s->used += phys;
   if (addr) {
     *addr = s->next;

@@ -92,6 +92,10 @@ static gm_status_t async_put(void *ctx, const rp_live_block_t *b, gm_err_t *err)
 
 static gm_status_t async_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   async_policy_t *p = (async_policy_t *)pp;
+  if (size > RP_REQUEST_MAX) { /* no device has it; and the pool's rounding must not wrap */
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory: %" PRIu64 " bytes is more than any device has", size);
+  }
   return rp_live_alloc(&p->live, size, stream, async_get, p, addr, err);
 }
 

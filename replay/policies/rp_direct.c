@@ -79,6 +79,10 @@ static gm_status_t direct_put(void *ctx, const rp_live_block_t *b, gm_err_t *err
 
 static gm_status_t direct_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   direct_policy_t *p = (direct_policy_t *)pp;
+  if (size > RP_REQUEST_MAX) { /* no device has it; and the driver's rounding must not wrap */
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory: %" PRIu64 " bytes is more than any device has", size);
+  }
   if (p->round && size) {
     if (size > UINT64_MAX - (p->round - 1)) {
       p->st.ooms++;

@@ -57,6 +57,13 @@ typedef struct rp_policy_stats {
 
 typedef struct rp_policy rp_policy_t; /* opaque per-policy state */
 
+/* The largest request a policy serves: 2^48 bytes (256 TiB), a thousand times the memory of
+ * any GPU. Anything larger (a size that wrapped around, 2^64-1 from a cudaMalloc(-1)) is an
+ * out-of-memory answer before any rounding, so that no policy's arithmetic can overflow on
+ * it. The engine refuses such requests before they reach a policy too; policies check again
+ * because tests and benchmarks drive them directly. */
+#define RP_REQUEST_MAX (1ull << 48)
+
 /* A policy implementation. `conf` is the text after "name:" in the spec ("" if none),
  * e.g. "max_split_size_mb:128,expandable_segments:True" for pytorch. */
 typedef struct rp_policy_ops {

@@ -311,6 +311,10 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
 }
 
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
+  if (orig > RP_REQUEST_MAX) { /* round_size would wrap around; no device has it anyway */
+    p->st.ooms++;
+    return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of memory: tried to allocate %" PRIu64 " bytes, more than any device has", orig);
+  }
   params_t a = {0};
   a.size = rp_pytorch_round_size(&p->conf, orig);
   a.stream = stream;

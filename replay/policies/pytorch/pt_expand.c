@@ -26,12 +26,23 @@ static int has_space(const pt_block_t *b, uint64_t size) {
   return bytes >= size;
 }
 
+/* Bytes of address space one segment of the pool reserves: whole pages covering 1 1/8 of
+ * the device's memory (torch: prop.totalGlobalMem + prop.totalGlobalMem / 8). */
+static uint64_t segment_bytes(const rp_policy_t *p, const pt_pool_t *pool) {
+  uint64_t page = pool->is_small ? PT_SMALL_BUFFER : p->conf.large_segment_size;
+  uint64_t total = p->drv.total_memory;
+  return (total + total / 8 + page - 1) / page * page;
+}
+
+/* A request larger than a whole segment (1 1/8 of the device) fits in none: the search is
+ * skipped (it could only fail, and a trace of many such requests would make it quadratic);
+ * torch then reserves one more segment and fails to map it all, and so do we. */
 static int find_expandable_block(rp_policy_t *p, pt_pool_t *pool, uint64_t stream, uint64_t size,
                                  pt_block_t **out, gm_err_t *err) {
   pt_block_t key;
   key.addr = 0, key.size = 0, key.stream = stream;
-  for (pt_block_t *c = RB_NFIND(pt_unmapped_tree, &pool->unmapped, &key); c && c->stream == stream;
-       c = RB_NEXT(pt_unmapped_tree, &pool->unmapped, c)) {
+  for (pt_block_t *c = size > segment_bytes(p, pool) ? NULL : RB_NFIND(pt_unmapped_tree, &pool->unmapped, &key);
+       c && c->stream == stream; c = RB_NEXT(pt_unmapped_tree, &pool->unmapped, c)) {
     pt_block_t *cand = allocatable(c->prev) ? c->prev : c;
     if (has_space(cand, size)) {
       *out = cand;
@@ -39,8 +50,7 @@ static int find_expandable_block(rp_policy_t *p, pt_pool_t *pool, uint64_t strea
     }
   }
   uint64_t page = pool->is_small ? PT_SMALL_BUFFER : p->conf.large_segment_size;
-  uint64_t total = p->drv.total_memory;
-  uint64_t pages = (total + total / 8 + page - 1) / page;
+  uint64_t pages = segment_bytes(p, pool) / page;
   uint64_t base = 0;
   gm_status_t s = p->drv.va_reserve(p->drv.ctx, page * pages, &base);
   if (s != GM_OK) return gm_err_set(err, s, "pytorch: cuMemAddressReserve of %" PRIu64 " bytes: %s", page * pages, gm_status_str(s));
@@ -106,9 +116,14 @@ int pt_expand_alloc(rp_policy_t *p, pt_pool_t *pool, uint64_t stream, uint64_t s
     r = map_block(p, c, c->size < size ? c->size : size, err);
     if (r <= 0) return r;
   }
+  /* A driver that mapped a whole segment and the request still does not fit (a capacity set
+   * above the device's total memory): out of memory, never a walk past the segment's end. */
+  if (!has_space(c, size)) return 0;
   while (c->size < size) {
     /* c is free and mapped, followed by an unmapped block: map some of it; they merge */
     pt_block_t *n = c->next;
+    if (!n) /* has_space promised the room: a broken invariant, not a crash */
+      return gm_err_set(err, GM_ERR_CORRUPT, "pytorch: expandable segment ends before %" PRIu64 " bytes fit", size);
     uint64_t want = size - c->size;
     r = map_block(p, n, want < n->size ? want : n->size, err);
     if (r <= 0) return r;

@@ -4,7 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t round_up(uint64_t v, uint64_t g) { return g > 1 ? (v + g - 1) / g * g : v; }
+/* Saturates instead of wrapping: a huge size must fail the capacity check, not become 0. */
+static uint64_t round_up(uint64_t v, uint64_t g) {
+  if (g <= 1) return v;
+  return v > UINT64_MAX - (g - 1) ? UINT64_MAX : (v + g - 1) / g * g;
+}
 
 static int find(rp_fake_driver_t *f, uint64_t addr, int kind) {
   for (int i = 0; i < f->nblocks; i++)
