@@ -27,6 +27,11 @@ extern "C" {
 #define GM_VERSION "0.1.0"
 #define GM_DIST_NAME "gpumem-tools"
 
+/* A macro's value as a string literal, for limits that name themselves in messages:
+ * "more than " GM_STR(LIMIT) " values (limit LIMIT)". */
+#define GM_STR_(x) #x
+#define GM_STR(x) GM_STR_(x)
+
 /* ---- status ---------------------------------------------------------------------------- */
 
 /* Negative: error. Zero: success. Positive: a normal end ("no more events"). */

@@ -72,6 +72,10 @@ typedef enum gmt_mem_kind {
 
 #define GMT_STREAM_NONE UINT64_MAX /* the operation has no stream (synchronous) */
 #define GMT_NO_STRING 0u           /* callsite id meaning "none" */
+/* The largest size an importer accepts for memory that exists (every kind but alloc_failed):
+ * 2^48 bytes (256 TiB), a thousand times any GPU's memory. A larger size is a wrapped-around
+ * value (-1 read as 2^64-1), never a real block (SPEC.md section 8). */
+#define GMT_MAX_SIZE (1ull << 48)
 
 /* One event, fully decoded. Every field is meaningful for every kind (0 / GMT_STREAM_NONE
  * where it does not apply), so consumers never need per-kind unions. */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "recorder/snapshot/snap_import.h"
 #include "recorder/snapshot/snap_internal.h"
@@ -26,19 +27,26 @@ int snap_is_pickle(const void *buf, size_t len) {
 
 /* ---- callsites ------------------------------------------------------------------------------- */
 
+/* A frame's field; a "frame" that is not a small dict has none (its text is "?:0:?"), so a
+ * hostile dict of a million keys costs no million-key scans. */
+static const snap_val_t *frame_get(const snap_val_t *f, const char *key) {
+  return f && f->type == SNAP_DICT && f->n / 2 <= SNAP_MAX_RECORD_KEYS ? snap_dict_get(f, key) : NULL;
+}
+
 /* The innermost frame (the operation that allocated), then the program's own frames (those not
  * under site-packages/), innermost first, up to SNAP_MAX_FRAMES; a stack with no frame of the
  * program keeps its innermost frames. "file:line:name" joined by " < ". Paths are cut after
  * "site-packages/" so the same library code reads the same on any machine. */
 static int is_library(const snap_val_t *f) {
-  const snap_val_t *fn = snap_dict_get(f, "filename");
-  return fn && fn->type == SNAP_STR && memmem(fn->s, fn->len, "site-packages/", 14) != NULL;
+  const snap_val_t *fn = frame_get(f, "filename");
+  return fn && fn->type == SNAP_STR &&
+         memmem(fn->s, fn->len > SNAP_MAX_PATH ? SNAP_MAX_PATH : fn->len, "site-packages/", 14) != NULL;
 }
 
 static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
-  const snap_val_t *fn = snap_dict_get(f, "filename"), *nm = snap_dict_get(f, "name");
+  const snap_val_t *fn = frame_get(f, "filename"), *nm = frame_get(f, "name");
   int64_t line = 0;
-  snap_int(snap_dict_get(f, "line"), &line);
+  snap_int(frame_get(f, "line"), &line);
   const char *fs = "?", *ns = "?";
   int fl = 1, nl = 1;
   if (fn && fn->type == SNAP_STR) {
@@ -56,6 +64,23 @@ static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
   }
   int w = snprintf(buf, n, "%s%.*s:%lld:%.*s", first ? "" : " < ", fl, fs, (long long)line, nl, ns);
   return w < 0 || (size_t)w >= n ? 0 : (size_t)w;
+}
+
+/* Callsite ids by frames list: entries that share one list through the pickle's memo (a
+ * hostile pickle can make a million entries share a million-frame list in a few MB) make
+ * its string once. */
+typedef struct cs_cache {
+  const snap_val_t *frames;
+  uint32_t id;
+  UT_hash_handle hh;
+} cs_cache_t;
+
+static void cs_cache_free(cs_cache_t **c) {
+  cs_cache_t *e, *t;
+  HASH_ITER(hh, *c, e, t) {
+    HASH_DEL(*c, e);
+    free(e);
+  }
 }
 
 /* The callsite string of a frames list into buf ("" when there is none). */
@@ -76,13 +101,27 @@ static void callsite_text(const snap_val_t *frames, char *buf, size_t n) {
   buf[off] = '\0';
 }
 
-static gm_status_t callsite(gmt_writer_t *w, const snap_val_t *frames, uint32_t *id,
+static gm_status_t callsite(gmt_writer_t *w, cs_cache_t **cache, const snap_val_t *frames, uint32_t *id,
                             gm_err_t *err) {
   *id = GMT_NO_STRING;
+  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return GM_OK;
+  cs_cache_t *e;
+  HASH_FIND_PTR(*cache, &frames, e);
+  if (e) {
+    *id = e->id;
+    return GM_OK;
+  }
   char buf[2048];
   callsite_text(frames, buf, sizeof buf);
-  if (!buf[0]) return GM_OK;
-  return gmt_writer_intern(w, buf, id, err);
+  if (buf[0]) {
+    gm_status_t st = gmt_writer_intern(w, buf, id, err);
+    if (st != GM_OK) return st;
+  }
+  if (!(e = malloc(sizeof *e))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  e->frames = frames;
+  e->id = *id;
+  HASH_ADD_PTR(*cache, frames, e);
+  return GM_OK;
 }
 
 /* ---- one trace entry ----------------------------------------------------------------------- */
@@ -107,20 +146,51 @@ static int action_kind(const snap_val_t *a) {
   return 0;
 }
 
-gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out) {
+gm_status_t snap_field_u64(const snap_val_t *e, const char *key, uint64_t max, uint64_t *out, gm_err_t *err) {
+  const snap_val_t *v = snap_dict_get(e, key);
+  if (!v) return GM_OK;
+  int64_t i = 0;
+  if (v->type == SNAP_INT && snap_int(v, &i) && i >= 0 && (uint64_t)i <= max) {
+    *out = (uint64_t)i;
+    return GM_OK;
+  }
+  char got[64];
+  switch (v->type) {
+    case SNAP_INT: snprintf(got, sizeof got, "%lld", (long long)v->i); break;
+    case SNAP_BIGINT: snprintf(got, sizeof got, "an int wider than 64 bits"); break;
+    case SNAP_FLOAT: snprintf(got, sizeof got, "%g (a float)", v->f); break;
+    case SNAP_BOOL: snprintf(got, sizeof got, "%s", v->i ? "True" : "False"); break;
+    case SNAP_NONE: snprintf(got, sizeof got, "None"); break;
+    default: snprintf(got, sizeof got, "(a %s)", v->type == SNAP_STR ? "str" : "container"); break;
+  }
+  return gm_err_set(err, GM_ERR_FORMAT, "%s %s: not accepted (an int from 0 to %llu)", key, got,
+                    (unsigned long long)max);
+}
+
+gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out, gm_err_t *err) {
   memset(out, 0, sizeof(*out));
   out->ev.device = device;
   out->ev.mem_kind = GMT_MEM_DEVICE;
   out->ev.stream = GMT_STREAM_NONE;
-  if (!e || e->type != SNAP_DICT) return GM_ERR_FORMAT;
+  if (!e || e->type != SNAP_DICT) return gm_err_set(err, GM_ERR_FORMAT, "not a dict (not a PyTorch memory snapshot)");
+  if (e->n / 2 > SNAP_MAX_RECORD_KEYS) /* every lookup below would scan them all */
+    return gm_err_set(err, GM_ERR_FORMAT, "a dict of %zu keys is not a trace entry (limit SNAP_MAX_RECORD_KEYS = %d)",
+                      e->n / 2, SNAP_MAX_RECORD_KEYS);
   int kind = action_kind(snap_dict_get(e, "action"));
   if (!kind) return GM_END; /* an action this importer does not convert */
   out->ev.kind = (uint8_t)kind;
-  int64_t v;
-  if (snap_int(snap_dict_get(e, "addr"), &v)) out->ev.addr = (uint64_t)v;
-  if (snap_int(snap_dict_get(e, "size"), &v)) out->ev.size = (uint64_t)v;
-  if (snap_int(snap_dict_get(e, "stream"), &v)) out->ev.stream = (uint64_t)v;
-  out->has_time = snap_int(snap_dict_get(e, "time_us"), &out->time_us);
+  /* A failed request's size is whatever the program asked (a cudaMalloc(-1) included); a
+   * block that exists is at most GMT_MAX_SIZE. */
+  uint64_t smax = kind == GMT_EV_ALLOC_FAILED ? (uint64_t)INT64_MAX : GMT_MAX_SIZE;
+  gm_status_t st;
+  if ((st = snap_field_u64(e, "addr", (uint64_t)INT64_MAX, &out->ev.addr, err)) ||
+      (st = snap_field_u64(e, "size", smax, &out->ev.size, err)) ||
+      (st = snap_field_u64(e, "stream", (uint64_t)INT64_MAX, &out->ev.stream, err)))
+    return st;
+  if (!snap_dict_get(e, "stream")) out->ev.stream = GMT_STREAM_NONE;
+  const snap_val_t *t = snap_dict_get(e, "time_us");
+  out->has_time = snap_int(t, &out->time_us);
+  if (t && !out->has_time) return gm_err_set(err, GM_ERR_FORMAT, "time_us is not an int");
   if (kind == GMT_EV_ALLOC_FAILED) { /* torch puts device_free there: kept for the header */
     out->device_free = out->ev.addr;
     out->ev.addr = 0;
@@ -131,9 +201,26 @@ gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t 
 
 /* ---- header ------------------------------------------------------------------------------ */
 
-static void val_text(const snap_val_t *v, char *buf, size_t n) {
+/* Settings values as text. A snapshot's settings are flat (a number, a bool, a string, or the
+ * roundup dict {"1": 0, "2": 4, ...}), but the pickle comes from a stranger: a value may nest
+ * without end or contain itself (through the memo), and a few shared dicts can make the tree
+ * exponentially larger than the input. So the walk is bounded in depth and in the values it
+ * visits, and the limit that was hit is named in the error. */
+#define SNAP_TEXT_MAX_DEPTH 8     /* torch's deepest setting is a dict of ints: depth 2 */
+#define SNAP_TEXT_MAX_VALUES 4096 /* per setting; the roundup dict has at most 64 entries */
+
+typedef struct text_walk {
+  size_t visited;
+  const char *limit; /* the limit hit, or NULL */
+} text_walk_t;
+
+static void val_text_at(const snap_val_t *v, char *buf, size_t n, int depth, text_walk_t *w) {
   buf[0] = 0;
-  if (!v) return;
+  if (!v || w->limit) return;
+  if (++w->visited > SNAP_TEXT_MAX_VALUES) {
+    w->limit = "more than " GM_STR(SNAP_TEXT_MAX_VALUES) " values (limit SNAP_TEXT_MAX_VALUES)";
+    return;
+  }
   switch (v->type) {
     case SNAP_NONE: snprintf(buf, n, "None"); break;
     case SNAP_BOOL: snprintf(buf, n, "%s", v->i ? "True" : "False"); break;
@@ -143,12 +230,16 @@ static void val_text(const snap_val_t *v, char *buf, size_t n) {
     case SNAP_BYTES: snprintf(buf, n, "%.*s", (int)(v->len > n - 1 ? n - 1 : v->len), v->s); break;
     case SNAP_DICT: {
       /* roundup_power2_divisions: {"1": 0, "2": 4, ...} -> "[1:0,2:4,...]" */
+      if (depth >= SNAP_TEXT_MAX_DEPTH) {
+        w->limit = "nested deeper than " GM_STR(SNAP_TEXT_MAX_DEPTH) " levels (limit SNAP_TEXT_MAX_DEPTH)";
+        return;
+      }
       size_t off = 0;
       off += (size_t)snprintf(buf + off, n - off, "[");
-      for (size_t k = 0; k + 1 < v->n && off < n; k += 2) {
+      for (size_t k = 0; k + 1 < v->n && off < n && !w->limit; k += 2) {
         char a[64], b[64];
-        val_text(v->items[k], a, sizeof(a));
-        val_text(v->items[k + 1], b, sizeof(b));
+        val_text_at(v->items[k], a, sizeof(a), depth + 1, w);
+        val_text_at(v->items[k + 1], b, sizeof(b), depth + 1, w);
         off += (size_t)snprintf(buf + off, n - off, "%s%s:%s", k ? "," : "", a, b);
       }
       if (off < n) snprintf(buf + off, n - off, "]");
@@ -156,6 +247,15 @@ static void val_text(const snap_val_t *v, char *buf, size_t n) {
     }
     default: snprintf(buf, n, "?"); break;
   }
+}
+
+/* The text of one setting; GM_ERR_FORMAT naming the setting and the limit when the value is
+ * deeper or larger than any real setting. */
+static gm_status_t val_text(const snap_val_t *v, const char *what, char *buf, size_t n, gm_err_t *err) {
+  text_walk_t w = {0, NULL};
+  val_text_at(v, buf, n, 0, &w);
+  if (w.limit) return gm_err_set(err, GM_ERR_FORMAT, "allocator_settings: %s: %s", what, w.limit);
+  return GM_OK;
 }
 
 /* The PYTORCH_CUDA_ALLOC_CONF equivalent of the recorded settings (for when the verbatim string
@@ -195,7 +295,7 @@ gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
       APPEND("roundup_power2_divisions:%lld", (long long)first);
     } else if (any) {
       char t[1024];
-      val_text(r, t, sizeof(t));
+      if (val_text(r, "roundup_power2_divisions", t, sizeof(t), NULL) != GM_OK) return GM_ERR_FORMAT;
       APPEND("roundup_power2_divisions:%s", t);
     }
   }
@@ -216,10 +316,14 @@ static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const sn
   const snap_val_t *s = snap_dict_get(root, "allocator_settings");
   char key[160], val[1200];
   if (s && s->type == SNAP_DICT) {
+    if (s->n / 2 > SNAP_MAX_SETTINGS)
+      return gm_err_set(err, GM_ERR_FORMAT, "allocator_settings: %zu keys, more than torch has (limit SNAP_MAX_SETTINGS = %d)",
+                        s->n / 2, SNAP_MAX_SETTINGS);
     for (size_t k = 0; k + 1 < s->n; k += 2) {
       const snap_val_t *kv = s->items[k];
       if (!kv || kv->type != SNAP_STR || kv->len > 100) continue;
-      val_text(s->items[k + 1], val, sizeof(val));
+      snprintf(key, sizeof(key), "'%.*s'", (int)kv->len, kv->s);
+      if ((st = val_text(s->items[k + 1], key, val, sizeof(val), err))) return st;
       if (snap_str_eq(kv, "PYTORCH_CUDA_ALLOC_CONF") || snap_str_eq(kv, "PYTORCH_ALLOC_CONF")) {
         snprintf(key, sizeof(key), "%.*s", (int)kv->len, kv->s);
       } else {
@@ -293,6 +397,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
   gmt_header_t h;
   gmt_header_init(&h);
   gmt_writer_t *w = NULL;
+  cs_cache_t *cache = NULL;
   if ((s = fill_header(&h, root, &ps, prov, err)) == GM_OK &&
       (s = gmt_writer_open(&w, out_path, &h, opts, err)) == GM_OK) {
     for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
@@ -300,7 +405,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
       if (e->marker_name) {
         s = gmt_writer_intern(w, e->marker_name, &e->ev.callsite, err);
       } else if (e->frames) {
-        s = callsite(w, e->frames, &e->ev.callsite, err);
+        s = callsite(w, &cache, e->frames, &e->ev.callsite, err);
       }
       if (s == GM_OK) s = gmt_writer_append(w, &e->ev, err);
     }
@@ -327,6 +432,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
     }
     st->synthetic = ps.synthetic;
   }
+  cs_cache_free(&cache);
   gmt_header_free(&h);
   snap_plan_free(&ps);
   return s;

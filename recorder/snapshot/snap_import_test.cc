@@ -165,7 +165,7 @@ TEST(SnapImport, ProvenanceFillsWhatThePickleLacks) {
 // A history that starts late: a free whose alloc is missing, a segment_free whose segment_alloc
 // is missing, and a final segment with a live block that the trace never mentions.
 TEST(SnapImport, LateHistoryGetsSyntheticInitialState) {
-  const int64_t T = 1000, S1 = 1 << 30, S2 = 2 << 30;
+  const int64_t T = 1000, S1 = 1LL << 30, S2 = 2LL << 30;
   Pk p;
   p.proto(4).dict().mark();
   p.str("segments").list().mark();
@@ -251,7 +251,7 @@ TEST(SnapImport, Torch21LayoutAndTwoDevices) {
     p.list().mark();
     for (int k = 0; k < 3; k++) {
       p.dict().mark().kvs("action", k == 0 ? "segment_alloc" : k == 1 ? "alloc" : "free_completed");
-      p.kv("addr", (dev + 1) << 30).kv("size", k == 0 ? 2 << 20 : 1000 + dev).kv("stream", 0);
+      p.kv("addr", (int64_t)(dev + 1) << 30).kv("size", k == 0 ? 2 << 20 : 1000 + dev).kv("stream", 0);
       p.str("frames").list();
       p.setitems();
     }

@@ -11,6 +11,9 @@ extern "C" {
 #endif
 
 #define SNAP_MAX_FRAMES 6 /* innermost Python frames kept in a callsite string */
+#define SNAP_MAX_SETTINGS 256 /* allocator_settings keys (torch 2.11 has 16) */
+#define SNAP_MAX_PATH 4096 /* bytes of a frame's filename searched for site-packages/ */
+#define SNAP_MAX_RECORD_KEYS 64 /* keys of one entry, frame, segment or block dict (torch: <= 12) */
 
 /* One event on its way to the writer, with what the callsite string is made from. */
 typedef struct snap_event {
@@ -31,8 +34,14 @@ typedef struct snap_pass {
   uint64_t start_time_ns;
 } snap_pass_t;
 
-/* One trace entry into *out: GM_OK, GM_END (an action not converted), GM_ERR_FORMAT (not a dict). */
-gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out);
+/* One trace entry into *out: GM_OK, GM_END (an action not converted), GM_ERR_FORMAT (not a dict,
+ * or a field out of its range: err says which, without the entry's position). */
+gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out, gm_err_t *err);
+/* A numeric field of a record dict, validated where it enters: absent leaves *out alone (torch
+ * omits nothing, hand-made snapshots do); anything but an int in [0, max] is GM_ERR_FORMAT
+ * naming the field, the value and the accepted range, so no NaN becomes 0 and no -1 becomes
+ * 2^64-1. */
+gm_status_t snap_field_u64(const snap_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
 gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err);
 void snap_plan_free(snap_pass_t *ps);

@@ -156,43 +156,58 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
   const snap_val_t *segments = snap_dict_get(root, "segments");
   for (size_t k = 0; st == GM_OK && segments && segments->type == SNAP_LIST && k < segments->n; k++) {
     const snap_val_t *sg = segments->items[k];
-    int64_t dev = 0, addr = 0, total = 0, stream = 0, exp = 0;
+    uint64_t dev = 0, addr = 0, total = 0, stream = 0;
+    int64_t exp = 0;
     if (!sg || sg->type != SNAP_DICT) continue;
-    snap_int(snap_dict_get(sg, "device"), &dev);
-    snap_int(snap_dict_get(sg, "address"), &addr);
-    snap_int(snap_dict_get(sg, "total_size"), &total);
-    snap_int(snap_dict_get(sg, "stream"), &stream);
+    if (sg->n / 2 > SNAP_MAX_RECORD_KEYS) {
+      st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: a dict of %zu keys is not a segment (limit SNAP_MAX_RECORD_KEYS = %d)",
+                      k, sg->n / 2, SNAP_MAX_RECORD_KEYS);
+      break;
+    }
+    if ((st = snap_field_u64(sg, "device", 4095, &dev, err)) || (st = snap_field_u64(sg, "address", INT64_MAX, &addr, err)) ||
+        (st = snap_field_u64(sg, "total_size", GMT_MAX_SIZE, &total, err)) ||
+        (st = snap_field_u64(sg, "stream", INT64_MAX, &stream, err))) {
+      gm_err_wrap(err, "segments[%zu]", k);
+      break;
+    }
     snap_int(snap_dict_get(sg, "is_expandable"), &exp);
-    if (dev < 0 || (size_t)dev >= ndev || total <= 0) continue;
+    if (dev >= ndev || total == 0) continue;
     snap_event_t s;
     if (exp) {
       /* expandable: whatever the final mapping holds beyond the window's net maps */
-      if (net[dev] >= total) {
-        net[dev] -= total;
+      if (net[dev] >= (int64_t)total) {
+        net[dev] -= (int64_t)total;
       } else {
-        s = synth(GMT_EV_VMM_MAP, (uint16_t)dev, (uint64_t)addr, (uint64_t)(total - net[dev]),
-                  (uint64_t)stream);
+        s = synth(GMT_EV_VMM_MAP, (uint16_t)dev, addr, total - (uint64_t)net[dev], stream);
         net[dev] = 0;
         if (vec_push(out, &s)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
       }
     } else if (!seen_has(segs, (uint16_t)dev, (uint64_t)addr)) {
-      s = synth(GMT_EV_SEGMENT_ALLOC, (uint16_t)dev, (uint64_t)addr, (uint64_t)total, (uint64_t)stream);
+      s = synth(GMT_EV_SEGMENT_ALLOC, (uint16_t)dev, addr, total, stream);
       if (vec_push(out, &s)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
     }
     const snap_val_t *bl = snap_dict_get(sg, "blocks");
     for (size_t b = 0; st == GM_OK && bl && bl->type == SNAP_LIST && b < bl->n; b++) {
       const snap_val_t *blk = bl->items[b];
+      if (!blk || blk->type != SNAP_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS) {
+        st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu].blocks[%zu]: not a block (a dict of at most %d keys)",
+                        k, b, SNAP_MAX_RECORD_KEYS);
+        break;
+      }
       const snap_val_t *state = snap_dict_get(blk, "state");
       int live = snap_str_eq(state, "active_allocated");
       /* torch 2.11 says active_pending_free (a free requested, waiting on record_stream events) */
       int awaiting = snap_str_eq(state, "active_pending_free") || snap_str_eq(state, "active_awaiting_free");
-      int64_t baddr = 0, req = 0;
+      uint64_t baddr = 0, req = 0;
       if (!live && !awaiting) continue;
-      snap_int(snap_dict_get(blk, "address"), &baddr);
-      if (!snap_int(snap_dict_get(blk, "requested_size"), &req))
-        snap_int(snap_dict_get(blk, "size"), &req);
-      if (seen_has(blocks, (uint16_t)dev, (uint64_t)baddr)) continue;
-      s = synth(GMT_EV_ALLOC, (uint16_t)dev, (uint64_t)baddr, (uint64_t)req, (uint64_t)stream);
+      const char *rk = snap_dict_get(blk, "requested_size") ? "requested_size" : "size";
+      if ((st = snap_field_u64(blk, "address", INT64_MAX, &baddr, err)) ||
+          (st = snap_field_u64(blk, rk, GMT_MAX_SIZE, &req, err))) {
+        gm_err_wrap(err, "segments[%zu].blocks[%zu]", k, b);
+        break;
+      }
+      if (seen_has(blocks, (uint16_t)dev, baddr)) continue;
+      s = synth(GMT_EV_ALLOC, (uint16_t)dev, baddr, req, stream);
       if (vec_push(out, &s)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
       if (awaiting && st == GM_OK) {
         s.ev.kind = GMT_EV_FREE_REQUESTED;
@@ -214,6 +229,9 @@ static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out
   const snap_val_t *an = snap_dict_get(root, "external_annotations");
   for (size_t k = 0; an && an->type == SNAP_LIST && k < an->n; k++) {
     const snap_val_t *a = an->items[k];
+    if (a && a->type == SNAP_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
+      return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: a dict of %zu keys is not an annotation (limit SNAP_MAX_RECORD_KEYS = %d)",
+                        k, a->n / 2, SNAP_MAX_RECORD_KEYS);
     const snap_val_t *stage = snap_dict_get(a, "stage"), *name = snap_dict_get(a, "name");
     int64_t dev = 0, t = 0;
     if (!name || name->type != SNAP_STR || !snap_int(snap_dict_get(a, "time_us"), &t)) continue;
@@ -235,6 +253,46 @@ static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out
     }
   }
   return GM_OK;
+}
+
+/* The merge's heap of list heads, ordered by (time, list). */
+typedef struct merge_head {
+  int64_t t;
+  size_t list;
+} merge_head_t;
+
+static int head_less(const merge_head_t *a, const merge_head_t *b) {
+  return a->t != b->t ? a->t < b->t : a->list < b->list;
+}
+
+static merge_head_t head_of(const evvec_t *l, size_t pos, size_t list, int64_t last) {
+  const snap_event_t *e = &l->v[pos];
+  merge_head_t h = {e->has_time ? e->time_us : last, list};
+  return h;
+}
+
+static void heap_push(merge_head_t *h, size_t *n, merge_head_t v) {
+  size_t i = (*n)++;
+  while (i > 0 && head_less(&v, &h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = v;
+}
+
+static merge_head_t heap_pop(merge_head_t *h, size_t *n) {
+  merge_head_t top = h[0], v = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && head_less(&h[c + 1], &h[c])) c++;
+    if (!head_less(&h[c], &v)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n) h[i] = v;
+  return top;
 }
 
 gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
@@ -262,13 +320,12 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
     }
     for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
       snap_event_t e;
-      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e);
+      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
       ps->entries++;
       if (r == GM_END) {
         ps->skipped++;
       } else if (r != GM_OK) {
-        st = gm_err_set(err, GM_ERR_FORMAT,
-                        "not a PyTorch memory snapshot: device_traces[%zu][%zu] is not a dict", d, k);
+        st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
       } else {
         if (e.ev.kind == GMT_EV_MARKER) {
           e.marker_name = strdup("torch.snapshot");
@@ -307,25 +364,23 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
     for (size_t k = 0; k < sy->n; k++) ps->evs[ps->n++] = sy->v[k];
     ps->synthetic = sy->n;
     sy->n = 0;
-    /* k-way merge by time; untimed events keep their list's last time; ties: lower list first */
+    /* k-way merge by time; untimed events keep their list's last time; ties: lower list first.
+     * A heap of the lists' heads: up to 4097 lists, so a scan of all of them per event would
+     * make a hostile many-device snapshot quadratic. */
     size_t *pos = calloc(ndev + 1, sizeof(*pos));
     int64_t *last = calloc(ndev + 1, sizeof(*last));
-    if (!pos || !last) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    for (size_t l = 0; l <= ndev && st == GM_OK; l++) last[l] = t0;
+    merge_head_t *heap = calloc(ndev + 1, sizeof(*heap));
+    size_t nh = 0;
+    if (!pos || !last || !heap) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    for (size_t l = 0; l <= ndev && st == GM_OK; l++) {
+      last[l] = t0;
+      if (lists[l].n) heap_push(heap, &nh, head_of(&lists[l], 0, l, t0));
+    }
     uint64_t prev_ts = 0;
-    while (st == GM_OK) {
-      size_t best = SIZE_MAX;
-      int64_t bt = 0;
-      for (size_t l = 0; l <= ndev; l++) {
-        if (pos[l] >= lists[l].n) continue;
-        snap_event_t *e = &lists[l].v[pos[l]];
-        int64_t t = e->has_time ? e->time_us : last[l];
-        if (best == SIZE_MAX || t < bt) {
-          best = l;
-          bt = t;
-        }
-      }
-      if (best == SIZE_MAX) break;
+    while (st == GM_OK && nh) {
+      merge_head_t top = heap_pop(heap, &nh);
+      size_t best = top.list;
+      int64_t bt = top.t;
       snap_event_t *e = &lists[best].v[pos[best]++];
       last[best] = bt;
       uint64_t ts = bt > t0 ? (uint64_t)(bt - t0) * 1000u : 0;
@@ -334,9 +389,11 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
       e->ev.ts_ns = ts;
       ps->evs[ps->n++] = *e;
       e->marker_name = NULL; /* ownership moved */
+      if (pos[best] < lists[best].n) heap_push(heap, &nh, head_of(&lists[best], pos[best], best, bt));
     }
     free(pos);
     free(last);
+    free(heap);
   }
   for (size_t l = 0; l < ndev + 2; l++) vec_free(&lists[l]);
   free(lists);
