@@ -173,6 +173,8 @@ gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t 
   out->ev.mem_kind = GMT_MEM_DEVICE;
   out->ev.stream = GMT_STREAM_NONE;
   if (!e || e->type != SNAP_DICT) return gm_err_set(err, GM_ERR_FORMAT, "not a dict (not a PyTorch memory snapshot)");
+  if (!snap_claim(e)) /* shared through the memo: a million entries from a few MB */
+    return gm_err_set(err, GM_ERR_FORMAT, "the same dict as an earlier entry (a snapshot makes one per entry)");
   if (e->n / 2 > SNAP_MAX_RECORD_KEYS) /* every lookup below would scan them all */
     return gm_err_set(err, GM_ERR_FORMAT, "a dict of %zu keys is not a trace entry (limit SNAP_MAX_RECORD_KEYS = %d)",
                       e->n / 2, SNAP_MAX_RECORD_KEYS);
@@ -338,9 +340,9 @@ static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const sn
   /* The first OOM's record of the device's free memory: with what the allocator held then, it
    * says how much memory the process could have had (gpureplay replays within it). */
   for (size_t k = 0; k < ps->n; k++) {
-    if (ps->evs[k].ev.kind != GMT_EV_ALLOC_FAILED) continue;
-    if (ps->evs[k].device_free) {
-      snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->evs[k].device_free);
+    if (ps->evs[k]->ev.kind != GMT_EV_ALLOC_FAILED) continue;
+    if (ps->evs[k]->device_free) {
+      snprintf(val, sizeof(val), "%llu", (unsigned long long)ps->evs[k]->device_free);
       if ((st = gmt_header_kv_set(h, "torch.snapshot.oom_device_free_bytes", val, err))) return st;
     }
     break;
@@ -401,9 +403,17 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
   if ((s = fill_header(&h, root, &ps, prov, err)) == GM_OK &&
       (s = gmt_writer_open(&w, out_path, &h, opts, err)) == GM_OK) {
     for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
-      snap_event_t *e = &ps.evs[k];
-      if (e->marker_name) {
-        s = gmt_writer_intern(w, e->marker_name, &e->ev.callsite, err);
+      snap_event_t *e = ps.evs[k];
+      if (e->marker == SNAP_MARK_SNAPSHOT) {
+        s = gmt_writer_intern(w, "torch.snapshot", &e->ev.callsite, err);
+      } else if (e->marker == SNAP_MARK_ANNOTATION) {
+        /* "STAGE name", cut to 16 + 400 bytes */
+        char text[420];
+        const snap_val_t *nm = e->frames, *sg = e->stage;
+        int sl = sg ? (int)(sg->len > 16 ? 16 : sg->len) : 0;
+        int nl = (int)(nm->len > 400 ? 400 : nm->len);
+        snprintf(text, sizeof text, "%.*s%s%.*s", sl, sl ? sg->s : "", sl ? " " : "", nl, nm->s);
+        s = gmt_writer_intern(w, text, &e->ev.callsite, err);
       } else if (e->frames) {
         s = callsite(w, &cache, e->frames, &e->ev.callsite, err);
       }
@@ -422,7 +432,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
     st->skipped = ps.skipped;
     st->failed = 0;
     for (size_t k = 0; k < ps.n; k++) {
-      const snap_event_t *e = &ps.evs[k];
+      const snap_event_t *e = ps.evs[k];
       if (e->ev.kind != GMT_EV_ALLOC_FAILED) continue;
       if (st->failed++ == 0) {
         st->first_failed_size = e->ev.size;

@@ -15,20 +15,34 @@ extern "C" {
 #define SNAP_MAX_PATH 4096 /* bytes of a frame's filename searched for site-packages/ */
 #define SNAP_MAX_RECORD_KEYS 64 /* keys of one entry, frame, segment or block dict (torch: <= 12) */
 
-/* One event on its way to the writer, with what the callsite string is made from. */
+/* One event on its way to the writer, with what its string is made from (pointers into the
+ * parsed pickle: nothing is copied per event, so a snapshot's events cost 88 bytes each). */
 typedef struct snap_event {
   gmt_event_t ev;
-  const snap_val_t *frames; /* the entry's frames list, or NULL */
-  char *marker_name;        /* MARKER text (owned), or NULL */
+  const snap_val_t *frames; /* requests: the entry's frames list; annotations: the name */
+  union {
+    const snap_val_t *stage; /* annotations: the stage, or NULL */
+    uint64_t device_free;    /* ALLOC_FAILED: the device's free bytes PyTorch recorded with it */
+  };
   int64_t time_us;
-  int has_time;
-  uint64_t device_free; /* ALLOC_FAILED: the device's free bytes PyTorch recorded with it */
+  uint8_t has_time;
+  uint8_t marker;           /* SNAP_MARK_* */
 } snap_event_t;
 
-/* The whole conversion, planned before anything is written: events in final order. */
+enum { SNAP_MARK_NONE = 0, SNAP_MARK_SNAPSHOT = 1 /* "torch.snapshot" */, SNAP_MARK_ANNOTATION = 2 };
+
+/* The whole conversion, planned before anything is written: events in final order (pointers
+ * into the per-device lists the plan keeps). */
+typedef struct snap_evvec {
+  snap_event_t *v;
+  size_t n, cap;
+} snap_evvec_t;
+
 typedef struct snap_pass {
-  snap_event_t *evs;
+  snap_event_t **evs;
   size_t n;
+  snap_evvec_t *lists; /* devices, annotations, synthetic initial state */
+  size_t nlists;
   uint64_t entries, devices, skipped, synthetic;
   int has_time;
   uint64_t start_time_ns;

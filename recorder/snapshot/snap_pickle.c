@@ -16,7 +16,7 @@
 typedef struct arena_blk {
   struct arena_blk *next;
   size_t used, cap;
-  _Alignas(16) unsigned char data[];
+  _Alignas(8) unsigned char data[];
 } arena_blk_t;
 
 struct snap_doc {
@@ -25,7 +25,7 @@ struct snap_doc {
 };
 
 static void *arena_alloc(snap_doc_t *d, size_t n) {
-  n = (n + 15) & ~(size_t)15;
+  n = (n + 7) & ~(size_t)7;
   arena_blk_t *b = d->blocks;
   if (!b || b->cap - b->used < n) {
     size_t cap = n > (size_t)1 << 20 ? n : (size_t)1 << 20;
@@ -66,6 +66,8 @@ typedef struct parser {
   size_t nmarks, mcap;
   snap_val_t **memo;
   size_t nmemo, memocap;
+  size_t values; /* values pushed so far (a memo index beyond them names nothing) */
+  snap_val_t *small[256];
   gm_err_t *err;
 } parser_t;
 
@@ -94,12 +96,26 @@ static uint64_t le(const uint8_t *b, int n) {
   return v;
 }
 
+/* The immutable values every pickle repeats, shared instead of made per opcode. */
+static snap_val_t k_none = {.type = SNAP_NONE}, k_true = {.type = SNAP_BOOL, .i = 1},
+                  k_false = {.type = SNAP_BOOL, .i = 0};
+
 static snap_val_t *newval(parser_t *p, snap_type_t t) {
+  if (t == SNAP_NONE) return &k_none;
   snap_val_t *v = arena_alloc(p->doc, sizeof(*v));
   if (v) {
     memset(v, 0, sizeof(*v));
-    v->type = t;
+    v->type = (uint8_t)t;
   }
+  return v;
+}
+
+/* Ints 0..255 (BININT1: two bytes of input) are made once per document. */
+static snap_val_t *small_int(parser_t *p, int64_t i) {
+  if (i >= 0 && i < 256 && p->small[i]) return p->small[i];
+  snap_val_t *v = newval(p, SNAP_INT);
+  if (v) v->i = i;
+  if (v && i >= 0 && i < 256) p->small[i] = v;
   return v;
 }
 
@@ -113,6 +129,7 @@ static gm_status_t push(parser_t *p, snap_val_t *v) {
     p->scap = nc;
   }
   p->stack[p->sp++] = v;
+  p->values++;
   return GM_OK;
 }
 
@@ -128,13 +145,16 @@ static gm_status_t pop(parser_t *p, snap_val_t **v) {
 static gm_status_t add_items(parser_t *p, snap_val_t *c, snap_val_t **items, size_t n) {
   if (n == 0) return GM_OK; /* an empty MARK run: nothing to copy (and no NULL to memcpy) */
   if (c->n + n > c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 8;
+    /* A container filled by one MARK run (what CPython writes for up to 1000 items at a
+     * time) gets exactly its size; one that grows item by item doubles. */
+    size_t nc = c->cap ? (size_t)c->cap * 2 : n;
     while (nc < c->n + n) nc *= 2;
+    if (nc > UINT32_MAX) return fail(p, "a container of more than 2^32 items");
     snap_val_t **ni = arena_alloc(p->doc, nc * sizeof(*ni));
     if (!ni) return nomem(p);
     if (c->n) memcpy(ni, c->items, c->n * sizeof(*ni));
     c->items = ni;
-    c->cap = nc;
+    c->cap = (uint32_t)nc;
   }
   memcpy(c->items + c->n, items, n * sizeof(*items));
   c->n += n;
@@ -159,7 +179,7 @@ static gm_status_t make_seq(parser_t *p, snap_type_t t, size_t start) {
 
 static gm_status_t memo_put(parser_t *p, uint64_t idx) {
   if (!p->sp) return fail(p, "memo put on an empty stack");
-  if (idx > p->nmemo + p->len) return fail(p, "memo index out of range");
+  if (idx > p->values) return fail(p, "memo index out of range (above the number of values made)");
   if (idx >= p->memocap) {
     size_t nc = p->memocap ? p->memocap : 64;
     while (nc <= idx) nc *= 2;
@@ -272,15 +292,11 @@ static gm_status_t step(parser_t *p, int *done) {
     case 'N': return push(p, newval(p, SNAP_NONE));
     case 0x88: /* NEWTRUE */
     case 0x89: /* NEWFALSE */
-      if (!(v = newval(p, SNAP_BOOL))) return nomem(p);
-      v->i = op == 0x88;
-      return push(p, v);
+      return push(p, op == 0x88 ? &k_true : &k_false);
     case 'J': case 'K': case 'M': { /* BININT, BININT1, BININT2 */
       int n = op == 'J' ? 4 : op == 'K' ? 1 : 2;
       if ((st = take(p, (size_t)n, &b))) return st;
-      if (!(v = newval(p, SNAP_INT))) return nomem(p);
-      v->i = op == 'J' ? (int64_t)(int32_t)(uint32_t)le(b, 4) : (int64_t)le(b, n);
-      return push(p, v);
+      return push(p, small_int(p, op == 'J' ? (int64_t)(int32_t)(uint32_t)le(b, 4) : (int64_t)le(b, n)));
     }
     case 0x8a: case 0x8b: { /* LONG1, LONG4 */
       int w = op == 0x8a ? 1 : 4;
@@ -445,6 +461,12 @@ const snap_val_t *snap_dict_get(const snap_val_t *v, const char *key) {
   for (size_t k = v->n; k >= 2; k -= 2)
     if (snap_str_eq(v->items[k - 2], key)) return v->items[k - 1];
   return NULL;
+}
+
+int snap_claim(const snap_val_t *v) {
+  if (!v || v->type != SNAP_DICT || v->claimed) return 0;
+  ((snap_val_t *)v)->claimed = 1; /* dicts live in the document's arena, never constants */
+  return 1;
 }
 
 int snap_int(const snap_val_t *v, int64_t *out) {

@@ -34,15 +34,24 @@ typedef enum snap_type {
   SNAP_DICT   /* items[0..n): key, value, key, value, ... (n even) */
 } snap_type_t;
 
+/* 24 bytes: a pickle opcode of one byte makes at most one value, and the values of a hostile
+ * pickle of N bytes must stay within a small multiple of N (None, True, False and the ints
+ * 0..255 are shared constants and cost nothing). */
 typedef struct snap_val snap_val_t;
 struct snap_val {
-  snap_type_t type;
-  int64_t i;      /* SNAP_BOOL, SNAP_INT */
-  double f;       /* SNAP_FLOAT */
-  const char *s;  /* SNAP_STR, SNAP_BYTES */
-  size_t len;
-  snap_val_t **items; /* containers */
-  size_t n, cap;
+  uint8_t type;    /* snap_type_t */
+  uint8_t claimed; /* set by snap_claim: the importer used this dict as a record */
+  uint32_t cap;    /* containers: item slots allocated */
+  union {
+    int64_t i;           /* SNAP_BOOL, SNAP_INT */
+    double f;            /* SNAP_FLOAT */
+    const char *s;       /* SNAP_STR, SNAP_BYTES */
+    snap_val_t **items;  /* containers */
+  };
+  union {
+    size_t len; /* SNAP_STR, SNAP_BYTES */
+    size_t n;   /* containers: items used */
+  };
 };
 
 typedef struct snap_doc snap_doc_t;
@@ -60,6 +69,11 @@ const snap_val_t *snap_dict_get(const snap_val_t *v, const char *key);
 int snap_str_eq(const snap_val_t *v, const char *s);
 /* Integer value of an int or bool into *out; 0 if v is neither (or a BIGINT). */
 int snap_int(const snap_val_t *v, int64_t *out);
+/* Marks a dict as used for one record (a trace entry, a segment, a block, an annotation);
+ * returns 0 if it already was. A real snapshot makes a fresh dict for every record; a pickle
+ * that shares one through the memo (a million entries in a few MB) is refused by the
+ * importer rather than multiplied. */
+int snap_claim(const snap_val_t *v);
 
 #ifdef __cplusplus
 }

@@ -21,10 +21,17 @@ typedef struct seen {
   UT_hash_handle hh;
 } seen_t;
 
-typedef struct evvec {
-  snap_event_t *v;
-  size_t n, cap;
-} evvec_t;
+typedef snap_evvec_t evvec_t;
+
+/* Room for exactly n more events (the lists whose length the pickle says up front). */
+static int vec_reserve(evvec_t *a, size_t n) {
+  if (a->cap - a->n >= n) return 0;
+  snap_event_t *nv = realloc(a->v, (a->n + n) * sizeof(*nv));
+  if (!nv) return -1;
+  a->v = nv;
+  a->cap = a->n + n;
+  return 0;
+}
 
 static int vec_push(evvec_t *a, const snap_event_t *e) {
   if (a->n == a->cap) {
@@ -39,7 +46,6 @@ static int vec_push(evvec_t *a, const snap_event_t *e) {
 }
 
 static void vec_free(evvec_t *a) {
-  for (size_t k = 0; k < a->n; k++) free(a->v[k].marker_name);
   free(a->v);
   memset(a, 0, sizeof(*a));
 }
@@ -164,6 +170,10 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
                       k, sg->n / 2, SNAP_MAX_RECORD_KEYS);
       break;
     }
+    if (!snap_claim(sg)) {
+      st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
+      break;
+    }
     if ((st = snap_field_u64(sg, "device", 4095, &dev, err)) || (st = snap_field_u64(sg, "address", INT64_MAX, &addr, err)) ||
         (st = snap_field_u64(sg, "total_size", GMT_MAX_SIZE, &total, err)) ||
         (st = snap_field_u64(sg, "stream", INT64_MAX, &stream, err))) {
@@ -189,8 +199,8 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
     const snap_val_t *bl = snap_dict_get(sg, "blocks");
     for (size_t b = 0; st == GM_OK && bl && bl->type == SNAP_LIST && b < bl->n; b++) {
       const snap_val_t *blk = bl->items[b];
-      if (!blk || blk->type != SNAP_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS) {
-        st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu].blocks[%zu]: not a block (a dict of at most %d keys)",
+      if (!blk || blk->type != SNAP_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS || !snap_claim(blk)) {
+        st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu].blocks[%zu]: not a block (a dict of at most %d keys, one per block)",
                         k, b, SNAP_MAX_RECORD_KEYS);
         break;
       }
@@ -227,11 +237,14 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
 /* external_annotations [{stage, name, device, time_us}] -> MARKER "START name" on its device. */
 static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out, gm_err_t *err) {
   const snap_val_t *an = snap_dict_get(root, "external_annotations");
+  if (an && an->type == SNAP_LIST && vec_reserve(out, an->n)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   for (size_t k = 0; an && an->type == SNAP_LIST && k < an->n; k++) {
     const snap_val_t *a = an->items[k];
     if (a && a->type == SNAP_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
       return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: a dict of %zu keys is not an annotation (limit SNAP_MAX_RECORD_KEYS = %d)",
                         k, a->n / 2, SNAP_MAX_RECORD_KEYS);
+    if (a && a->type == SNAP_DICT && !snap_claim(a))
+      return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
     const snap_val_t *stage = snap_dict_get(a, "stage"), *name = snap_dict_get(a, "name");
     int64_t dev = 0, t = 0;
     if (!name || name->type != SNAP_STR || !snap_int(snap_dict_get(a, "time_us"), &t)) continue;
@@ -241,16 +254,10 @@ static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out
     e.ev.flags = 0;
     e.time_us = t;
     e.has_time = 1;
-    int sl = stage && stage->type == SNAP_STR ? (int)(stage->len > 16 ? 16 : stage->len) : 0;
-    int nl = (int)(name->len > 400 ? 400 : name->len);
-    e.marker_name = malloc((size_t)(sl + nl + 2));
-    if (!e.marker_name) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    snprintf(e.marker_name, (size_t)(sl + nl + 2), "%.*s%s%.*s", sl, sl ? stage->s : "",
-             sl ? " " : "", nl, name->s);
-    if (vec_push(out, &e)) {
-      free(e.marker_name);
-      return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    }
+    e.marker = SNAP_MARK_ANNOTATION;
+    e.frames = name;
+    e.stage = stage && stage->type == SNAP_STR ? stage : NULL;
+    if (vec_push(out, &e)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
   return GM_OK;
 }
@@ -318,6 +325,7 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
                       "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
       break;
     }
+    if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
       snap_event_t e;
       gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
@@ -327,14 +335,8 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
       } else if (r != GM_OK) {
         st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
       } else {
-        if (e.ev.kind == GMT_EV_MARKER) {
-          e.marker_name = strdup("torch.snapshot");
-          if (!e.marker_name) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-        }
-        if (st == GM_OK && vec_push(&lists[d], &e)) {
-          free(e.marker_name);
-          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-        }
+        if (e.ev.kind == GMT_EV_MARKER) e.marker = SNAP_MARK_SNAPSHOT;
+        if (vec_push(&lists[d], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
       }
     }
   }
@@ -361,9 +363,8 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   if (st == GM_OK) {
     /* synthetic state first, at ts 0 */
     evvec_t *sy = &lists[ndev + 1];
-    for (size_t k = 0; k < sy->n; k++) ps->evs[ps->n++] = sy->v[k];
+    for (size_t k = 0; k < sy->n; k++) ps->evs[ps->n++] = &sy->v[k];
     ps->synthetic = sy->n;
-    sy->n = 0;
     /* k-way merge by time; untimed events keep their list's last time; ties: lower list first.
      * A heap of the lists' heads: up to 4097 lists, so a scan of all of them per event would
      * make a hostile many-device snapshot quadratic. */
@@ -387,22 +388,24 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
       if (ts < prev_ts) ts = prev_ts; /* the trace's clock never runs backwards */
       prev_ts = ts;
       e->ev.ts_ns = ts;
-      ps->evs[ps->n++] = *e;
-      e->marker_name = NULL; /* ownership moved */
+      ps->evs[ps->n++] = e;
       if (pos[best] < lists[best].n) heap_push(heap, &nh, head_of(&lists[best], pos[best], best, bt));
     }
     free(pos);
     free(last);
     free(heap);
   }
-  for (size_t l = 0; l < ndev + 2; l++) vec_free(&lists[l]);
-  free(lists);
+  ps->lists = lists; /* the events stay there; ps->evs points at them */
+  ps->nlists = ndev + 2;
   if (st != GM_OK) snap_plan_free(ps);
   return st;
 }
 
 void snap_plan_free(snap_pass_t *ps) {
-  for (size_t k = 0; k < ps->n; k++) free(ps->evs[k].marker_name);
+  for (size_t l = 0; l < ps->nlists; l++) vec_free(&ps->lists[l]);
+  free(ps->lists);
+  ps->lists = NULL;
+  ps->nlists = 0;
   free(ps->evs);
   ps->evs = NULL;
   ps->n = 0;
