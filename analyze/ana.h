@@ -39,6 +39,10 @@ typedef struct ana_pair {
 typedef gm_status_t (*ana_pair_fn)(void *ctx, const ana_pair_t *p, gm_err_t *err);
 
 #define ANA_MAX_LISTED 16 /* devices / streams listed by value in the summary */
+/* Bytes of one trace string (a callsite, a marker name) kept in the database: a callsite of
+ * six frames is under 2 KiB; a trace's strings may be 1 MiB each (formats/SPEC.md 5.3), and
+ * a few KB of compressed chunks can define GBs of them. Longer ones are cut, marked "...". */
+#define ANA_MAX_STRING 4096
 
 typedef struct ana_summary {
   uint64_t events;

@@ -16,13 +16,23 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <uthash.h>
 
 #include "analyze/ana_db_internal.h"
 
 enum { ROWS = 64, EV_COLS = 13, BATCH = 4096 };
 
+/* String ids already stored for this trace. */
+typedef struct str_seen {
+  uint32_t id;
+  UT_hash_handle hh;
+} str_seen_t;
+
 typedef struct loader {
   ana_db_t *db;
+  gmt_reader_t *r;
+  str_seen_t *strs;     /* ids stored so far */
+  sqlite3_stmt *str_ins;
   int64_t trace_id;
   int64_t first_ev;     /* rowid of the trace's event 0 */
   uint64_t base;        /* seq of the current batch's first event */
@@ -100,6 +110,47 @@ static gm_status_t on_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
   sqlite3_bind_int64(L->open_ins, 1, L->trace_id);
   sqlite3_bind_int64(L->open_ins, 2, L->first_ev + (int64_t)p->alloc_seq);
   return step(L->db, L->open_ins, err);
+}
+
+/* The strings the batch's events use, each id once per trace, while the reader still holds
+ * them (it keeps the current chunk's strings only), cut to ANA_MAX_STRING bytes on a UTF-8
+ * character boundary. */
+static gm_status_t insert_strings(loader_t *L, const gmt_event_t *ev, size_t n, gm_err_t *err) {
+  for (size_t k = 0; k < n; k++) {
+    uint32_t id = ev[k].callsite;
+    if (id == GMT_NO_STRING) continue;
+    str_seen_t *e;
+    HASH_FIND(hh, L->strs, &id, sizeof id, e);
+    if (e) continue;
+    const char *txt = gmt_reader_string(L->r, id);
+    if (!txt) continue; /* an id the chunk does not define: no row, as before */
+    if (!(e = malloc(sizeof *e))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    e->id = id;
+    HASH_ADD(hh, L->strs, id, sizeof e->id, e);
+    size_t len = strnlen(txt, ANA_MAX_STRING + 1);
+    char cut[ANA_MAX_STRING + 4];
+    if (len > ANA_MAX_STRING) {
+      len = ANA_MAX_STRING - 3;
+      while (len && ((unsigned char)txt[len] & 0xC0) == 0x80) len--; /* not inside a character */
+      memcpy(cut, txt, len);
+      memcpy(cut + len, "...", 4);
+      txt = cut;
+    }
+    sqlite3_bind_int64(L->str_ins, 1, L->trace_id);
+    sqlite3_bind_int64(L->str_ins, 2, id);
+    sqlite3_bind_text(L->str_ins, 3, txt, -1, SQLITE_TRANSIENT);
+    gm_status_t s = step(L->db, L->str_ins, err);
+    if (s < 0) return s;
+  }
+  return GM_OK;
+}
+
+static void strs_free(loader_t *L) {
+  str_seen_t *e, *t;
+  HASH_ITER(hh, L->strs, e, t) {
+    HASH_DEL(L->strs, e);
+    free(e);
+  }
 }
 
 static gm_status_t insert_events(loader_t *L, const gmt_event_t *ev, size_t n, gm_err_t *err) {
@@ -263,17 +314,6 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
     }
     sqlite3_finalize(st);
   }
-  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO strings VALUES(?,?,?)", err) >= 0) {
-    for (uint32_t id = 1; id <= m->max_callsite && s >= 0; id++) {
-      const char *txt = gmt_reader_string(r, id);
-      if (!txt) continue;
-      sqlite3_bind_int64(st, 1, L->trace_id);
-      sqlite3_bind_int64(st, 2, id);
-      bind_text(st, 3, txt);
-      s = step(L->db, st, err);
-    }
-    sqlite3_finalize(st);
-  }
   if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO trace_timeline VALUES(?,?,?,?)", err) >= 0) {
     static uint64_t ts[ANA_TIMELINE_POINTS], live[ANA_TIMELINE_POINTS];
     size_t n = ana_scan_timeline(scan, ts, live, ANA_TIMELINE_POINTS);
@@ -368,6 +408,8 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   }
   if (s >= 0) s = prep_multi(db, &L->ev_one, ev_cols, EV_COLS, 1, err);
   if (s >= 0) s = ana_prepare(db, &L->open_ins, "INSERT INTO open_allocs VALUES(?,?)", err);
+  if (s >= 0) s = ana_prepare(db, &L->str_ins, "INSERT INTO strings VALUES(?,?,?)", err);
+  if (s >= 0) L->r = r;
   if (s >= 0) s = insert_header(L, path, hash, gmt_reader_header(r), err);
   if (s >= 0) s = ana_scan_new(&scan, on_pair, L, err);
   uint64_t done = 0;
@@ -380,6 +422,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     for (size_t k = 0; k < n; k++) L->ends[k] = UINT64_MAX;
     for (size_t k = 0; k < n && s >= 0; k++) s = ana_scan_event(scan, &evs[k], err);
     if (s >= 0) s = insert_events(L, evs, n, err);
+    if (s >= 0) s = insert_strings(L, evs, n, err);
     if (o && o->progress && (done >> 20) != ((done + n) >> 20)) o->progress(o->progress_ctx, path, done + n);
     done += n;
     if (s >= 0 && o && o->fault_after_events && done >= o->fault_after_events)
@@ -398,6 +441,8 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     sqlite3_finalize(L->ev_many);
     sqlite3_finalize(L->ev_one);
     sqlite3_finalize(L->open_ins);
+    sqlite3_finalize(L->str_ins);
+    strs_free(L);
   }
   free(L);
   ana_scan_free(scan);

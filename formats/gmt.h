@@ -76,6 +76,8 @@ typedef enum gmt_mem_kind {
  * 2^48 bytes (256 TiB), a thousand times any GPU's memory. A larger size is a wrapped-around
  * value (-1 read as 2^64-1), never a real block (SPEC.md section 8). */
 #define GMT_MAX_SIZE (1ull << 48)
+/* Distinct header key/value pairs (SPEC.md section 3; a real trace has a few dozen). */
+#define GMT_MAX_KV 4096
 
 /* One event, fully decoded. Every field is meaningful for every kind (0 / GMT_STREAM_NONE
  * where it does not apply), so consumers never need per-kind unions. */
@@ -239,7 +241,10 @@ gm_status_t gmt_reader_open_mem(gmt_reader_t **out, const void *buf, size_t len,
 void gmt_reader_close(gmt_reader_t *r);
 
 const gmt_header_t *gmt_reader_header(const gmt_reader_t *r);
-/* The string for a callsite id, or NULL (GMT_NO_STRING or not yet seen). Valid until close. */
+/* The string for a callsite id of the current chunk's events, or NULL (GMT_NO_STRING, or not
+ * defined in the chunk the last events came from). Valid until the reader decodes another
+ * chunk (a later next/next_batch/next_view that needs one, or a seek): the reader keeps one
+ * chunk's strings, never the whole file's. Copy what must outlive that. */
 const char *gmt_reader_string(const gmt_reader_t *r, uint32_t id);
 
 /* Next event: GM_OK, GM_END at the end (including the end of a truncated file: check stats),

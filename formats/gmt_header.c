@@ -82,6 +82,8 @@ gm_status_t gmt_header_kv_set(gmt_header_t *h, const char *key, const char *valu
   if (!key || !value) return gm_err_set(err, GM_ERR_INVAL, "header kv: NULL key or value");
   for (size_t i = 0; i < h->n_kv; i++)
     if (strcmp(h->kv[i].key, key) == 0) return gmt_header_set(&h->kv[i].value, value, err);
+  if (h->n_kv >= GMT_MAX_KV) /* each set scans the others: a bound on the work, not only memory */
+    return gm_err_set(err, GM_ERR_INVAL, "header: more than %d key/value pairs (limit GMT_MAX_KV)", GMT_MAX_KV);
   gmt_kv_t *kv = realloc(h->kv, (h->n_kv + 1) * sizeof *kv);
   if (!kv) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   h->kv = kv;
@@ -219,6 +221,7 @@ static gm_status_t dec_tlv(gmt_header_t *h, uint64_t tag, const uint8_t *v, uint
     gm_status_t s = set_str(&k, q, kl, err);
     if (s == GM_OK) s = set_str(&val, q + kl, (uint64_t)(e - q) - kl, err);
     if (s == GM_OK) s = gmt_header_kv_set(h, k, val, err);
+    if (s == GM_ERR_INVAL && err) s = err->status = GM_ERR_CORRUPT; /* past GMT_MAX_KV: not a trace we write */
     free(k);
     free(val);
     return s;

@@ -81,11 +81,21 @@ gm_status_t gmt_reader_open_mem(gmt_reader_t **out, const void *buf, size_t len,
   return GM_OK;
 }
 
-/* Pipes and other files that cannot be mapped are read whole. */
+/* Pipes and other files that cannot be mapped are read whole, once their first bytes show a
+ * trace's header frame: /dev/zero or a stream of anything else is refused after 12 bytes
+ * instead of read until memory runs out. */
 static gm_status_t read_all(int fd, gmt_reader_t *r, gm_err_t *err) {
   size_t cap = 1 << 16, n = 0;
+  int checked = 0;
   uint8_t *p = malloc(cap);
   for (;;) {
+    if (p && !checked && n >= GMT_FRAME_HDR + 4) {
+      checked = 1;
+      if (gmt_get32(p) != GMT_MAGIC_HEADER || memcmp(p + GMT_FRAME_HDR, "GMTH", 4) != 0) {
+        free(p);
+        return gm_err_set(err, GM_ERR_FORMAT, "not a gpumem trace");
+      }
+    }
     if (!p) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
     if (n == cap) {
       uint8_t *np = realloc(p, cap *= 2);
@@ -189,14 +199,21 @@ static gm_status_t open_common(gmt_reader_t *r, gm_err_t *err) {
   return GM_OK;
 }
 
-void gmt_reader_close(gmt_reader_t *r) {
-  if (!r) return;
+/* Strings are kept for the current chunk only (SPEC.md 5.3: every chunk carries the strings
+ * its records use): a file of small, highly compressible chunks that each define 64 MiB of
+ * strings would otherwise make the reader hold all of them. */
+static void clear_strings(gmt_reader_t *r) {
   rstr_t *e, *tmp;
   HASH_ITER(hh, r->strs, e, tmp) {
     HASH_DEL(r->strs, e);
     free(e->s);
     free(e);
   }
+}
+
+void gmt_reader_close(gmt_reader_t *r) {
+  if (!r) return;
+  clear_strings(r);
   if (r->map) munmap(r->map, r->len);
   free(r->owned);
   free(r->idx);
@@ -220,7 +237,7 @@ static gm_status_t on_string(void *ctx, uint32_t id, const char *s, uint32_t len
   gmt_reader_t *r = ctx;
   rstr_t *e;
   HASH_FIND(hh, r->strs, &id, sizeof id, e);
-  if (e) return GM_OK; /* every chunk repeats the strings it uses; the first copy stays */
+  if (e) return GM_OK; /* a chunk that defines an id twice: the first copy stays */
   if (!(e = calloc(1, sizeof *e)) || !(e->s = malloc((size_t)len + 1))) {
     free(e);
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
@@ -269,6 +286,7 @@ static gm_status_t decode_chunk(gmt_reader_t *r, const uint8_t *d, uint32_t dsiz
   if (ZSTD_isError(got)) return gm_err_set(err, GM_ERR_CORRUPT, "zstd: %s", ZSTD_getErrorName(got));
   if (got != raw) return gm_err_set(err, GM_ERR_CORRUPT, "zstd: %zu bytes, descriptor says %u", got, raw);
   uint64_t unknown = 0;
+  clear_strings(r);
   gm_status_t s = gmt_dec_payload(r->raw, raw, events, &r->evs, &r->cap, &r->n, &unknown, r->addr_model, on_string, r, err);
   if (s != GM_OK) return s;
   r->i = 0;

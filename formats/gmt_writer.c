@@ -22,8 +22,15 @@ typedef struct wstr {
   char *s;
   uint32_t id;
   uint64_t mark; /* chunk_no + 1 of the last chunk that carries it */
-  UT_hash_handle hh;
+  UT_hash_handle hh;    /* by_str */
+  UT_hash_handle hh_id; /* sparse_ids: ids too far above the others for the dense array */
 } wstr_t;
+
+/* Ids the writer hands out are 1, 2, 3, ...: a dense array finds them on the hot path. An id
+ * chosen by the caller (the CSV text form keeps the file's ids) may be anywhere below 2^32:
+ * one far above the others goes into a hash, so '#string.4294967294=x' costs one entry, not
+ * 32 GB of array. */
+#define DENSE_SLACK 65536u
 
 typedef struct idx_entry {
   uint64_t offset, seq, first_ts;
@@ -41,8 +48,11 @@ struct gmt_writer {
   ZSTD_CCtx *cctx;
   gmt_buf_t payload, out;
   wstr_t *by_str;  /* uthash by string */
-  wstr_t **by_id;  /* id -> entry (NULL: unused id) */
-  uint32_t n_ids;  /* by_id has n_ids + 1 slots; next automatic id is n_ids + 1 */
+  wstr_t **by_id;  /* id -> entry (NULL: unused id), ids 0..n_dense */
+  uint32_t n_dense; /* by_id has n_dense + 1 slots */
+  wstr_t *sparse_ids; /* uthash (hh_id) of the ids above n_dense */
+  uint32_t n_ids;  /* the largest id in use; the next automatic id is n_ids + 1 */
+  uint32_t n_strs; /* strings interned */
   idx_entry_t *idx;
   size_t n_idx, cap_idx;
   gm_status_t failed; /* sticky: once a write failed, the file is not trustworthy */
@@ -177,11 +187,18 @@ static gm_status_t cut(gmt_writer_t *w, gm_err_t *err) {
   return GM_OK;
 }
 
+static wstr_t *find_id(const gmt_writer_t *w, uint32_t id) {
+  if (id <= w->n_dense) return w->by_id[id];
+  wstr_t *e = NULL;
+  HASH_FIND(hh_id, w->sparse_ids, &id, sizeof id, e);
+  return e;
+}
+
 static gm_status_t append_one(gmt_writer_t *w, const gmt_event_t *ev, const void *ext, size_t ext_len,
                               gm_err_t *err) {
   if (w->failed) return gm_err_set(err, w->failed, "an earlier write failed");
   if (ev->callsite != GMT_NO_STRING) {
-    wstr_t *e = ev->callsite <= w->n_ids ? w->by_id[ev->callsite] : NULL;
+    wstr_t *e = find_id(w, ev->callsite);
     if (!e) return gm_err_set(err, GM_ERR_INVAL, "callsite id %u was never interned", ev->callsite);
     if (e->mark != w->chunk_no + 1) {
       if (gmt_enc_add_string(&w->enc, e->id, e->s, strlen(e->s))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
@@ -220,14 +237,15 @@ gm_status_t gmt_writer_append_raw(gmt_writer_t *w, const gmt_event_t *ev, const 
 }
 
 static gm_status_t add_string(gmt_writer_t *w, uint32_t id, const char *s, gm_err_t *err) {
-  if (strlen(s) > GMT_MAX_STRING) return gm_err_set(err, GM_ERR_INVAL, "string longer than %u bytes", GMT_MAX_STRING);
-  if (id > w->n_ids) {
-    if (id == UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "string id out of range");
+  if (strlen(s) > GMT_MAX_STRING) return gm_err_set(err, GM_ERR_INVAL, "string longer than %u bytes (limit GMT_MAX_STRING)", GMT_MAX_STRING);
+  if (id == UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "string id %u out of range (1 to %u)", id, UINT32_MAX - 1);
+  int dense = id <= w->n_dense || (uint64_t)id <= 2ull * w->n_strs + DENSE_SLACK;
+  if (dense && id > w->n_dense) {
     wstr_t **nb = realloc(w->by_id, ((size_t)id + 1) * sizeof *nb);
     if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    memset(nb + w->n_ids + 1, 0, (id - w->n_ids) * sizeof *nb);
+    memset(nb + w->n_dense + 1, 0, (id - w->n_dense) * sizeof *nb);
     w->by_id = nb;
-    w->n_ids = id;
+    w->n_dense = id;
   }
   wstr_t *e = calloc(1, sizeof *e);
   if (!e || !(e->s = strdup(s))) {
@@ -235,8 +253,11 @@ static gm_status_t add_string(gmt_writer_t *w, uint32_t id, const char *s, gm_er
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
   e->id = id;
-  w->by_id[id] = e;
+  if (dense) w->by_id[id] = e;
+  else HASH_ADD(hh_id, w->sparse_ids, id, sizeof e->id, e);
   HASH_ADD_KEYPTR(hh, w->by_str, e->s, strlen(e->s), e);
+  if (id > w->n_ids) w->n_ids = id;
+  w->n_strs++;
   return GM_OK;
 }
 
@@ -254,8 +275,9 @@ gm_status_t gmt_writer_intern(gmt_writer_t *w, const char *s, uint32_t *id, gm_e
 
 gm_status_t gmt_writer_intern_id(gmt_writer_t *w, uint32_t id, const char *s, gm_err_t *err) {
   if (id == GMT_NO_STRING) return gm_err_set(err, GM_ERR_INVAL, "string id 0 is reserved");
-  if (id <= w->n_ids && w->by_id[id]) {
-    if (strcmp(w->by_id[id]->s, s) == 0) return GM_OK;
+  wstr_t *have = find_id(w, id);
+  if (have) {
+    if (strcmp(have->s, s) == 0) return GM_OK;
     return gm_err_set(err, GM_ERR_INVAL, "string id %u already holds a different string", id);
   }
   wstr_t *e;
@@ -309,6 +331,7 @@ static gm_status_t write_index(gmt_writer_t *w, gm_err_t *err) {
 
 static void destroy(gmt_writer_t *w) {
   wstr_t *e, *tmp;
+  HASH_CLEAR(hh_id, w->sparse_ids);
   HASH_ITER(hh, w->by_str, e, tmp) {
     HASH_DEL(w->by_str, e);
     free(e->s);
