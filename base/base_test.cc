@@ -134,6 +134,46 @@ TEST(Opts, ErrorsNameTheOption) {
   EXPECT_EQ(gm_opts_parse(kOpts, 2, (char **)a4, &c, pos, &npos, 0, &e), GM_ERR_INVAL);
 }
 
+// Issue 12 item 7: a value outside an option's range is one error naming the option, the
+// value as given and the accepted range; both ends are accepted.
+TEST(Opts, RangeNamesValueAndAcceptedRange) {
+  struct R {
+    uint64_t gran = 0, jobs = 0;
+  };
+  const gm_opt_t opts[] = {
+      {"granularity", 0, GM_OPT_SIZE, "SIZE", "g", offsetof(R, gran), 512, 2ull << 20},
+      {"jobs", 'j', GM_OPT_U64, "N", "j", offsetof(R, jobs), 1, 256},
+      {nullptr, 0, GM_OPT_FLAG, nullptr, nullptr, 0},
+  };
+  char *pos[8];
+  int npos;
+  struct {
+    const char *arg;
+    const char *msg;  // "" = accepted
+  } cases[] = {
+      {"--granularity=1GiB", "--granularity=1GiB: out of range (accepted: 512 B to 2.00 MiB)"},
+      {"--granularity=511", "--granularity=511: out of range (accepted: 512 B to 2.00 MiB)"},
+      {"--granularity=512", ""},
+      {"--granularity=2MiB", ""},
+      {"--jobs=0", "--jobs=0: out of range (accepted: 1 to 256)"},
+      {"--jobs=257", "--jobs=257: out of range (accepted: 1 to 256)"},
+      {"-j256", ""},
+      {"--jobs=18446744073709551616", "--jobs: '18446744073709551616' is too large"},
+  };
+  for (const auto &k : cases) {
+    R r;
+    gm_err_t e{};
+    const char *argv[] = {"t", k.arg};
+    gm_status_t st = gm_opts_parse(opts, 2, (char **)argv, &r, pos, &npos, 0, &e);
+    if (!*k.msg) {
+      EXPECT_EQ(st, GM_OK) << k.arg << ": " << e.msg;
+    } else {
+      EXPECT_EQ(st, GM_ERR_INVAL) << k.arg;
+      EXPECT_STREQ(e.msg, k.msg) << k.arg;
+    }
+  }
+}
+
 TEST(Opts, HelpListsEveryOption) {
   char *buf = nullptr;
   size_t len = 0;

@@ -118,6 +118,9 @@ typedef struct gm_opt {
   const char *metavar; /* shown in --help: "PATH", "SPEC" */
   const char *help;    /* one line */
   size_t offset;       /* offsetof(config, field) */
+  /* GM_OPT_SIZE, GM_OPT_U64: the accepted range, both ends included; max == 0: any value.
+   * A value outside is a usage error naming the option, the value and the range. */
+  uint64_t min, max;
 } gm_opt_t;
 
 /* Parse argv[1..] against opts, writing into cfg. Accepts --name=value, --name value, -x value,

@@ -46,6 +46,20 @@ static gm_status_t store(const gm_opt_t *o, const char *val, void *cfg, gm_err_t
     }
   }
   if (s < 0) return gm_err_wrap(err, "--%s", o->name);
+  if (o->max && (o->kind == GM_OPT_SIZE || o->kind == GM_OPT_U64)) {
+    uint64_t v = *(uint64_t *)field;
+    if (v < o->min || v > o->max) {
+      char lo[32], hi[32];
+      if (o->kind == GM_OPT_SIZE) {
+        gm_format_size(o->min, lo, sizeof lo);
+        gm_format_size(o->max, hi, sizeof hi);
+      } else {
+        snprintf(lo, sizeof lo, "%llu", (unsigned long long)o->min);
+        snprintf(hi, sizeof hi, "%llu", (unsigned long long)o->max);
+      }
+      return gm_err_set(err, GM_ERR_INVAL, "--%s=%s: out of range (accepted: %s to %s)", o->name, val, lo, hi);
+    }
+  }
   return s;
 }
 

@@ -244,6 +244,40 @@ static int parse_field(int f, const char *s, gmt_event_t *ev) {
   return -1;
 }
 
+/* What a column accepts, for the error message of a value it does not. */
+static void accepted(int f, char *b, size_t n) {
+  gmt_event_t ev;
+  size_t sz = 0;
+  const char *fmt = "";
+  switch (f) {
+#define GMT_CSV_ACC(fl, id, coder, csv, fm) \
+  case GMT_FIELD_##fl:                      \
+    sz = sizeof ev.fl;                      \
+    fmt = #fm;                              \
+    break;
+    GMT_FIELD_LIST(GMT_CSV_ACC)
+#undef GMT_CSV_ACC
+  }
+  (void)ev;
+  uint64_t max = sz >= 8 ? UINT64_MAX : (1ull << (8 * sz)) - 1;
+  size_t o = 0;
+  if (strcmp(fmt, "KIND") == 0 || strcmp(fmt, "MEM") == 0) {
+    int kind = fmt[0] == 'K';
+    o += (size_t)snprintf(b, n, "%s", kind ? "an event kind:" : "a memory kind:");
+    for (unsigned k = 0; k < (kind ? GMT_EV_KIND_MAX : GMT_MEM_KIND_MAX) && o < n; k++) {
+      const char *name = kind ? gmt_kind_name(k) : gmt_mem_kind_name(k);
+      if (name) o += (size_t)snprintf(b + o, n - o, " %s", name);
+    }
+  } else if (f == GMT_FIELD_size) {
+    snprintf(b, n, "a byte count from 0 to %llu (alloc_failed: to %" PRIu64 "), decimal or 0x hex",
+             (unsigned long long)GMT_MAX_SIZE, UINT64_MAX);
+  } else if (strcmp(fmt, "STREAM") == 0) {
+    snprintf(b, n, "'-' or an integer from 0 to %" PRIu64 ", decimal or 0x hex", UINT64_MAX - 1);
+  } else {
+    snprintf(b, n, "an integer from 0 to %" PRIu64 ", decimal or 0x hex", max);
+  }
+}
+
 static int parse_i32(const char *s, int32_t *v) {
   char *end;
   errno = 0;
@@ -339,10 +373,20 @@ static gm_status_t import_row(importer_t *im, char *line, gm_err_t *err) {
     next = strchr(tok, ',');
     if (next) *next++ = 0;
     if (c >= im->ncols) return gm_err_set(err, GM_ERR_INVAL, "expected %d columns, got more", im->ncols);
-    if (parse_field(im->col_field[c], tok, &ev))
-      return gm_err_set(err, GM_ERR_INVAL, "column %d (%s): bad value '%s'", c + 1, col_names[im->col_field[c]], tok);
+    if (parse_field(im->col_field[c], tok, &ev)) {
+      char acc[512];
+      accepted(im->col_field[c], acc, sizeof acc);
+      return gm_err_set(err, GM_ERR_INVAL, "column %d (%s): bad value '%.40s%s' (accepted: %s)", c + 1,
+                        col_names[im->col_field[c]], tok, strlen(tok) > 40 ? "..." : "", acc);
+    }
   }
   if (c != im->ncols) return gm_err_set(err, GM_ERR_INVAL, "expected %d columns, got %d", im->ncols, c);
+  /* Memory that exists has a size below GMT_MAX_SIZE; only a failed request may ask for more
+   * (a cudaMalloc(-1) is a real program's bug, recorded as it was). */
+  if (ev.kind != GMT_EV_ALLOC_FAILED && ev.size > GMT_MAX_SIZE)
+    return gm_err_set(err, GM_ERR_INVAL, "size %" PRIu64 " is out of range for %s (accepted: 0 to %llu bytes; "
+                      "only alloc_failed may ask for more)", ev.size, gmt_kind_name(ev.kind) ? gmt_kind_name(ev.kind) : "this kind",
+                      (unsigned long long)GMT_MAX_SIZE);
   return gmt_writer_append(im->w, &ev, err);
 }
 

@@ -58,6 +58,7 @@ TEST(Csv, RandomTraceRoundTripsExactly) {
     e.kind = (uint8_t)(1 + rng() % (GMT_EV_KIND_MAX - 1));
     e.addr = rng();
     e.size = rng() >> (rng() % 64);
+    if (e.kind != GMT_EV_ALLOC_FAILED) e.size %= GMT_MAX_SIZE + 1;  // the text form refuses more
     e.stream = rng() % 3 == 0 ? GMT_STREAM_NONE : rng() % 5;
     e.corr_id = rng();
     e.callsite = rng() % 3 ? 0 : ids[rng() % 5];
@@ -135,6 +136,20 @@ TEST(Csv, ErrorsNameTheLineAndColumnAndLeaveNoFile) {
       {"ts_ns,kind,callsite\n1,alloc,3\n", "t.csv:2: callsite id 3 was never interned"},
       {"#rank=x\n", "bad rank 'x'"},
       {"", "no column line"},
+      // issue 12 item 7: the value, where it is, and what is accepted
+      {"ts_ns,kind,size\n1,alloc,-1\n",
+       "t.csv:2: column 3 (size): bad value '-1' (accepted: a byte count from 0 to 281474976710656 "
+       "(alloc_failed: to 18446744073709551615), decimal or 0x hex)"},
+      {"ts_ns,kind,size\n1,alloc,nan\n", "t.csv:2: column 3 (size): bad value 'nan' (accepted: a byte count"},
+      {"ts_ns,kind,size\n1,alloc,18446744073709551615\n",
+       "t.csv:2: size 18446744073709551615 is out of range for alloc (accepted: 0 to 281474976710656 bytes; "
+       "only alloc_failed may ask for more)"},
+      {"ts_ns,kind,size\n1,free,0x1000000000001\n", "t.csv:2: size 281474976710657 is out of range for free"},
+      {"ts_ns,kind,device\n1,alloc,65536\n",
+       "column 3 (device): bad value '65536' (accepted: an integer from 0 to 65535, decimal or 0x hex)"},
+      {"ts_ns,kind\n1,allocate\n", "(accepted: an event kind: alloc free alloc_failed"},
+      {"ts_ns,kind,addr\n1,alloc,0x1000000000000000000000000000000000000000000000000000\n",
+       "column 3 (addr): bad value '0x10000000000000000000000000000000000000...' (accepted"},
   };
   for (const Case &c : cases) {
     std::string out = TempPath("e.zst");
@@ -145,6 +160,20 @@ TEST(Csv, ErrorsNameTheLineAndColumnAndLeaveNoFile) {
     EXPECT_EQ(f, nullptr) << "half an import left behind for: " << c.text;
     if (f) fclose(f);
   }
+}
+
+// A request that failed may have asked for anything (cudaMalloc(-1)): kept as recorded.
+TEST(Csv, FailedRequestOfAnySizeIsKept) {
+  std::string out = TempPath("f.zst");
+  gm_err_t err;
+  ASSERT_EQ(Import("ts_ns,kind,size\n1,alloc_failed,18446744073709551615\n", out, &err), GM_OK) << err.msg;
+  gmt_reader_t *r;
+  ASSERT_EQ(gmt_reader_open(&r, out.c_str(), &err), GM_OK);
+  gmt_event_t e;
+  ASSERT_EQ(gmt_reader_next(r, &e, &err), GM_OK);
+  EXPECT_EQ(e.size, UINT64_MAX);
+  gmt_reader_close(r);
+  remove(out.c_str());
 }
 
 TEST(Csv, EventFormatNamesEveryFieldAndTheString) {

@@ -121,7 +121,9 @@ static void extremes(const char *dir) {
   if (gmt_writer_intern(w, "frame \"q\",comma\\back\nnewline \xe2\x9c\x93", &s, &err)) die("intern", &err);
   gmt_event_t e = ev(0, GMT_EV_ALLOC, 0, 0, 0);
   put(w, e);
-  e = ev(UINT64_MAX, GMT_EV_ALLOC, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1);
+  /* the largest block that can exist (GMT_MAX_SIZE: the text form refuses larger ones), and
+   * the largest size a failed request may have asked for */
+  e = ev(UINT64_MAX, GMT_EV_ALLOC, UINT64_MAX, GMT_MAX_SIZE, UINT64_MAX - 1);
   e.corr_id = UINT64_MAX;
   e.callsite = s;
   e.context = UINT32_MAX;
@@ -129,7 +131,8 @@ static void extremes(const char *dir) {
   e.device = UINT16_MAX;
   e.mem_kind = GMT_MEM_ARRAY;
   put(w, e);
-  put(w, ev(1, GMT_EV_FREE, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1)); /* time going back */
+  put(w, ev(1, GMT_EV_FREE, UINT64_MAX, GMT_MAX_SIZE, UINT64_MAX - 1)); /* time going back */
+  put(w, ev(1, GMT_EV_ALLOC_FAILED, 0, UINT64_MAX, UINT64_MAX - 1));
   e = ev(2, GMT_EV_MARKER, 0, 0, GMT_STREAM_NONE);
   e.mem_kind = GMT_MEM_UNKNOWN;
   put(w, e);

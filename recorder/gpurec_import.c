@@ -59,7 +59,7 @@ int gpurec_import(int argc, char **argv) {
       {"gpu-memory", 0, GM_OPT_SIZE, "SIZE",
        "total memory of the GPU the snapshot was taken on (a pickle does not say; the replay's "
        "fractions and preallocated arenas are computed from it), e.g. 80GiB",
-       offsetof(import_config_t, gpu_memory)},
+       offsetof(import_config_t, gpu_memory), 1ull << 20, GMT_MAX_SIZE},
       {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(import_config_t, quiet)},
       {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(import_config_t, help)},
       {NULL, 0, 0, NULL, NULL, 0}};

@@ -63,7 +63,7 @@ static const gm_opt_t k_opts[] = {
      "also module globals and CUPTI's pool records); default from GPUMEM_CAPTURE",
      offsetof(config_t, capture)},
     {"max-entries", 0, GM_OPT_U64, "N", "torch mode: PyTorch history ring size (default 1000000)",
-     offsetof(config_t, max_entries)},
+     offsetof(config_t, max_entries), 1, INT32_MAX /* torch takes an int */},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "no mode line and no summary on stderr",
      offsetof(config_t, quiet)},
     {"version", 0, GM_OPT_FLAG, NULL, "print versions (tool, trace format, zstd, CUPTI) and exit",

@@ -50,11 +50,15 @@ static const gm_opt_t kOpts[] = {
     {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
      "(default: the same decisions as sim) or the driver's own", offsetof(opts_t, cuda_addresses)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
-     offsetof(opts_t, capacity)},
+     offsetof(opts_t, capacity), 1, RP_REQUEST_MAX},
     {"device-memory", 0, GM_OPT_SIZE, "SIZE", "total memory the policies see (default: "
-     "capacity, else the trace's GPU, else the device's / 80GiB)", offsetof(opts_t, device_memory)},
-    {"granularity", 0, GM_OPT_SIZE, "SIZE", "simulated driver granularity (default 2MiB)",
-     offsetof(opts_t, granularity)},
+     "capacity, else the trace's GPU, else the device's / 80GiB)", offsetof(opts_t, device_memory),
+     1ull << 20, RP_REQUEST_MAX},
+    /* above 2 MiB, PyTorch's 2 MiB expandable pages are no whole number of granules (the
+     * real driver's granularity is 2 MiB); below 512 B, addresses lose the alignment policies
+     * rely on */
+    {"granularity", 0, GM_OPT_SIZE, "SIZE", "simulated driver granularity, a power of two from "
+     "512B to 2MiB (default 2MiB)", offsetof(opts_t, granularity), 512, 2ull << 20},
     {"sync-allocs", 0, GM_OPT_STR, "auto|external|replay", "synchronous device allocations "
      "(cudaMalloc): auto = external memory in a requests trace with async allocations (a "
      "library's own, beside the framework's allocator: counted apart, not in reserved nor the "
@@ -68,7 +72,7 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, event_timing)},
     {"late-mallocs", 0, GM_OPT_U64, "N", "late stream events are still pending at the next N "
      "allocations after the program freed the block (default 1)", offsetof(opts_t, late_mallocs)},
-    {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs)},
+    {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs), 1, 256},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
      "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
     {"output", 'o', GM_OPT_STR, "RESULTS", "write the results file (replay/RESULTS.md) here",
@@ -315,9 +319,11 @@ static int gpureplay(int argc, char **argv, char **pos) {
   cfg.capacity = o.capacity;
   cfg.device_memory = o.device_memory;
   cfg.granularity = o.granularity;
-  if (o.granularity && (o.granularity & (o.granularity - 1)))
-    return usage_error("--granularity must be a power of two");
-  if (o.jobs > 256) return usage_error("--jobs must be at most 256");
+  if (o.granularity && (o.granularity & (o.granularity - 1))) {
+    snprintf(err.msg, sizeof err.msg, "--granularity: %llu bytes is not a power of two (accepted: a power "
+             "of two from 512 B to 2 MiB)", (unsigned long long)o.granularity);
+    return usage_error(err.msg);
+  }
   cfg.jobs = o.jobs ? (int)o.jobs : 1;
   cfg.check = o.check;
   cfg.progress = isatty(2) && !o.json;
@@ -355,8 +361,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
     gr_policy_from_env(o.policy.v[i], given[i], sizeof given[i]);
     gm_status_t st = validate(given[i], vtotal, cfg.cuda_ordinal >= 0, &err);
     if (st == GM_ERR_INVAL) {
-      char m[GM_ERR_MSG_MAX + 64];
-      snprintf(m, sizeof m, "bad --policy '%s': %s", o.policy.v[i], err.msg);
+      /* the reason goes last and must survive: a spec of 512 tokens is longer than a message */
+      char m[GM_ERR_MSG_MAX + 128];
+      size_t sl = strlen(o.policy.v[i]);
+      snprintf(m, sizeof m, "bad --policy '%.60s%s' (%zu bytes): %s", o.policy.v[i], sl > 60 ? "..." : "", sl, err.msg);
       return usage_error(m);
     }
     if (st != GM_OK) {

@@ -11,6 +11,8 @@ GM_COPTS = [
     "-Wstrict-prototypes",
     "-Wmissing-prototypes",
     "-Wno-unused-parameter",
+    # option tables (gm_opt_t) leave their optional trailing fields (a value range) out
+    "-Wno-missing-field-initializers",
     "-fno-strict-aliasing",
 ]
 

@@ -114,7 +114,8 @@ gm_status_t rp_conf_parse(const char *policy, const char *conf, const rp_conf_ke
     size_t len = strcspn(p, ",");
     char item[ITEM_MAX];
     if (len >= sizeof item)
-      return gm_err_set(err, GM_ERR_INVAL, "%s: conf item too long: '%.40s...'", policy, p);
+      return gm_err_set(err, GM_ERR_INVAL, "%s: conf item '%.40s...' has %zu bytes, more than %d (limit ITEM_MAX)",
+                        policy, p, len, ITEM_MAX - 1);
     memcpy(item, p, len);
     item[len] = '\0';
     p += len;

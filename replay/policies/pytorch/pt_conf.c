@@ -27,6 +27,7 @@
 #define MIN_LARGE_ALLOC (10ull * MiB) /* kMinLargeAlloc */
 #define ROUND_LARGE (2ull * MiB)  /* kRoundLarge */
 #define MAX_TOKENS 512
+#define MAX_TOKEN 64 /* bytes of one token without its whitespace; torch's longest key is 33 */
 
 typedef struct tok {
   const char *s;
@@ -36,7 +37,7 @@ typedef struct tok {
 typedef struct toks {
   tok_t t[MAX_TOKENS];
   size_t n;
-  char buf[64]; /* a copy of one token, NUL-terminated, for messages and number parsing */
+  char buf[MAX_TOKEN + 1]; /* a copy of one token, NUL-terminated, for messages and number parsing */
 } toks_t;
 
 static int is_sep(char c) { return c == ',' || c == ':' || c == '[' || c == ']'; }
@@ -51,6 +52,11 @@ static gm_status_t tokenize(const char *s, toks_t *tk, gm_err_t *err) {
     if (*p == '\0' || is_sep(*p)) {
       if (w) {
         if (tk->n == MAX_TOKENS) goto toolong;
+        size_t bytes = 0; /* a longer token would be cut in tokstr: refuse it, never cut */
+        for (const char *q = w; q < p; q++) bytes += !is_ws(*q);
+        if (bytes > MAX_TOKEN)
+          return gm_err_set(err, GM_ERR_INVAL, "pytorch: token '%.24s...' has %zu bytes, more than %d (limit MAX_TOKEN)",
+                            w, bytes, MAX_TOKEN);
         tk->t[tk->n++] = (tok_t){w, (size_t)(p - w)};
         w = NULL;
       }
@@ -63,7 +69,8 @@ static gm_status_t tokenize(const char *s, toks_t *tk, gm_err_t *err) {
   }
   return GM_OK;
 toolong:
-  return gm_err_set(err, GM_ERR_INVAL, "pytorch: configuration has more than %d tokens", MAX_TOKENS);
+  return gm_err_set(err, GM_ERR_INVAL, "pytorch: the configuration has more than %d tokens (limit MAX_TOKENS; "
+                    "each key, value and ',', ':', '[', ']' is one)", MAX_TOKENS);
 }
 
 /* The token as a C string without whitespace (truncated to fit buf). */

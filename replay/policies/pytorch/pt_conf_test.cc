@@ -107,6 +107,24 @@ TEST(PytorchConf, ErrorsNameTheKey) {
   EXPECT_NE(ParseError("expandable_segments:True max_split_size_mb:30").find("expandable_segments"), std::string::npos);
 }
 
+// Issue 12 item 7: a token is never cut (a 70-digit number used to be read from its first 63
+// digits), and more than 512 tokens says so.
+TEST(PytorchConf, LongTokensAndTooManyTokensAreRefusedByName) {
+  std::string v64 = std::string(61, '0') + "128", v65 = "0" + v64;
+  EXPECT_EQ(Parse(("max_split_size_mb:" + v64).c_str()).max_split_size, 128 * MiB);
+  EXPECT_EQ(ParseError(("max_split_size_mb:" + v65).c_str()),
+            "pytorch: token '000000000000000000000000...' has 65 bytes, more than 64 (limit MAX_TOKEN)");
+  // whitespace does not count (torch drops it)
+  EXPECT_EQ(Parse(("max_split_size_mb: " + v64 + " ").c_str()).max_split_size, 128 * MiB);
+  std::string many = "expandable_segments:True";  // 3 tokens, then 4 per repetition
+  for (int k = 0; k < 127; k++) many += ",expandable_segments:True";
+  EXPECT_TRUE(Parse(many.c_str()).expandable_segments);  // 511 tokens
+  many += ",expandable_segments:True";
+  EXPECT_EQ(ParseError(many.c_str()),
+            "pytorch: the configuration has more than 512 tokens (limit MAX_TOKENS; each key, value and "
+            "',', ':', '[', ']' is one)");
+}
+
 TEST(PytorchConf, RoundupSingleValueFillsEveryInterval) {
   rp_pytorch_conf_t c = Parse("roundup_power2_divisions:4");
   for (uint64_t d : c.roundup_divisions) EXPECT_EQ(d, 4u);
