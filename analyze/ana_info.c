@@ -19,17 +19,24 @@ gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary
   if (st >= 0) st = ana_scan_new(&s, NULL, NULL, err);
   enum { CAP = 4096 };
   static gmt_event_t evs[CAP]; /* tools are single-threaded; keeps a big buffer off the stack */
+  char failed_cs[sizeof sum->failed_callsite_text] = "";
+  int have_cs = 0;
   while (st >= 0) {
     size_t n = 0;
     st = gmt_reader_next_batch(r, evs, CAP, &n, err);
     if (st < 0 || st == GM_END) break;
     for (size_t i = 0; i < n && st >= 0; i++) st = ana_scan_event(s, &evs[i], err);
+    /* the first failed request's callsite, while its chunk (and its strings) is current */
+    if (!have_cs && st >= 0 && ana_scan_summary(s)->failed_allocs) {
+      const char *cs = gmt_reader_string(r, ana_scan_summary(s)->failed_callsite);
+      snprintf(failed_cs, sizeof failed_cs, "%s", cs ? cs : "");
+      have_cs = 1;
+    }
   }
   if (st >= 0) st = ana_scan_finish(s, err);
   if (st >= 0) {
     *sum = *ana_scan_summary(s);
-    const char *cs = sum->failed_allocs ? gmt_reader_string(r, sum->failed_callsite) : NULL;
-    snprintf(sum->failed_callsite_text, sizeof sum->failed_callsite_text, "%s", cs ? cs : "");
+    snprintf(sum->failed_callsite_text, sizeof sum->failed_callsite_text, "%s", failed_cs);
     *rs = *gmt_reader_stats(r);
     st = GM_OK;
   } else {
@@ -40,7 +47,14 @@ gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary
   return st;
 }
 
+/* Header strings come from the trace (a stranger's, maybe): escaped for the terminal. */
 static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
+
+static void put(FILE *out, const char *label, const char *s) {
+  fputs(label, out);
+  gm_fputs_escaped(or_dash(s), out);
+  fputc('\n', out);
+}
 
 static void print_duration(FILE *out, uint64_t ns) {
   if (ns >= 1000000000ull) fprintf(out, "%.3f s", (double)ns / 1e9);
@@ -75,7 +89,9 @@ static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t 
   else fprintf(out, "stream %" PRIu64, s->failed_stream);
   fprintf(out, " of device %u at event %" PRIu64 ", t=", s->failed_device, s->failed_seq);
   print_duration(out, s->failed_ts_ns);
-  fprintf(out, "\n                %s\n", s->failed_callsite_text[0] ? s->failed_callsite_text : "(no callsite recorded)");
+  fputs("\n                ", out);
+  gm_fputs_escaped(s->failed_callsite_text[0] ? s->failed_callsite_text : "(no callsite recorded)", out);
+  fputc('\n', out);
   fprintf(out, "                live then %s", gm_format_size(s->failed_live_bytes, b1, sizeof b1));
   if (s->failed_segment_bytes)
     fprintf(out, ", reserved (segments) %s", gm_format_size(s->failed_segment_bytes, b2, sizeof b2));
@@ -89,23 +105,34 @@ static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t 
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
                     const gmt_reader_stats_t *rs) {
   char b1[32];
-  fprintf(out, "trace:          %s\n", path);
+  char e1[512], e2[512];
+  put(out, "trace:          ", path);
   print_failure(out, h, s);
   fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
-  fprintf(out, "tool:           %s\n", or_dash(h->tool));
+  put(out, "tool:           ", h->tool);
   fprintf(out, "capture mode:   %s\n", or_dash(gmt_capture_mode_name(h->capture_mode)));
-  fprintf(out, "host:           %s\n", or_dash(h->host));
+  put(out, "host:           ", h->host);
   fprintf(out, "pid:            %u\n", h->pid);
   if (h->rank >= 0) fprintf(out, "rank:           %d of %d\n", h->rank, h->world_size);
   fprintf(out, "start time:     %s (t=0: the times below count from here)\n",
           ana_format_wallclock(h->start_time_ns, b1, sizeof b1));
-  fprintf(out, "command line:   %s\n", or_dash(h->command_line));
-  fprintf(out, "gpu:            %s (%s), %s\n", or_dash(h->gpu_name), or_dash(h->gpu_uuid),
+  put(out, "command line:   ", h->command_line);
+  fprintf(out, "gpu:            %s (%s), %s\n", gm_escape(or_dash(h->gpu_name), e1, sizeof e1),
+          gm_escape(or_dash(h->gpu_uuid), e2, sizeof e2),
           h->gpu_total_mem ? gm_format_size(h->gpu_total_mem, b1, sizeof b1) : "memory unknown");
-  fprintf(out, "driver/cuda/cupti: %s / %s / %s\n", or_dash(h->driver_version),
-          or_dash(h->cuda_version), or_dash(h->cupti_version));
-  for (size_t i = 0; i < h->n_kv; i++)
-    fprintf(out, "setting:        %s=%s\n", h->kv[i].key, h->kv[i].value ? h->kv[i].value : "");
+  fputs("driver/cuda/cupti: ", out);
+  gm_fputs_escaped(or_dash(h->driver_version), out);
+  fputs(" / ", out);
+  gm_fputs_escaped(or_dash(h->cuda_version), out);
+  fputs(" / ", out);
+  put(out, "", h->cupti_version);
+  for (size_t i = 0; i < h->n_kv; i++) {
+    fputs("setting:        ", out);
+    gm_fputs_escaped(h->kv[i].key, out);
+    fputc('=', out);
+    gm_fputs_escaped(h->kv[i].value ? h->kv[i].value : "", out);
+    fputc('\n', out);
+  }
   fprintf(out, "duration:       ");
   print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
   if (s->events) {

@@ -237,7 +237,7 @@ static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char 
   sqlite3_bind_int64(st, 1, trace_id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    gm_escape((const char *)sqlite3_column_text(st, 0), buf, n); /* printed on the terminal */
     v = buf;
   }
   sqlite3_finalize(st);
@@ -262,10 +262,10 @@ static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
     return;
   sqlite3_bind_int64(st, 1, trace_id);
   while (sqlite3_step(st) == SQLITE_ROW) {
-    char msgs[8][256];
+    char msgs[8][256], e[1024];
     const char *key = (const char *)sqlite3_column_text(st, 0);
     int n = ana_conf_warnings((const char *)sqlite3_column_text(st, 1), msgs, 8);
-    for (int i = 0; i < n && i < 8; i++) fprintf(out, "  warning: %s: %s\n", key, msgs[i]);
+    for (int i = 0; i < n && i < 8; i++) fprintf(out, "  warning: %s: %s\n", key, gm_escape(msgs[i], e, sizeof e));
   }
   sqlite3_finalize(st);
 }
@@ -563,7 +563,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     return;
   sqlite3_bind_int64(st, 1, trace_id);
   while (n < 256 && sqlite3_step(st) == SQLITE_ROW) {
-    snprintf(rows[n].policy, sizeof rows[n].policy, "%s", (const char *)sqlite3_column_text(st, 0));
+    /* a results file is input too: its policy names are escaped for the terminal */
+    gm_escape((const char *)sqlite3_column_text(st, 0), rows[n].policy, sizeof rows[n].policy);
     rows[n].reserved = sqlite3_column_int64(st, 1);
     rows[n].lower = sqlite3_column_int64(st, 2);
     rows[n].calls = sqlite3_column_int64(st, 3);
@@ -587,6 +588,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     n++;
   }
   sqlite3_finalize(st);
+  char epath[1024];
+  path = gm_escape(path, epath, sizeof epath);
   fprintf(out, "%s:\n", path);
   int failed = print_recorded_failure(db, out, trace_id);
   warn_integrity(db, out, trace_id);
@@ -660,10 +663,12 @@ gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
                          "SELECT COALESCE(trace_path, '?'), COUNT(*) FROM v_runs WHERE trace_id IS NULL"
                          " GROUP BY trace_path ORDER BY trace_path",
                          -1, &st, NULL) == SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW)
-      fprintf(out, "%s: %lld replay runs, but the trace is not loaded: `gpuanalyze load %s`\n",
-              (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
-              (const char *)sqlite3_column_text(st, 0));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      char e[1024];
+      gm_escape((const char *)sqlite3_column_text(st, 0), e, sizeof e);
+      fprintf(out, "%s: %lld replay runs, but the trace is not loaded: `gpuanalyze load %s`\n", e,
+              (long long)sqlite3_column_int64(st, 1), e);
+    }
     sqlite3_finalize(st);
   }
   return GM_OK;

@@ -145,10 +145,7 @@ static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int6
   while (rows < TXT_ROWS && sqlite3_step(st) == SQLITE_ROW) {
     for (int c = 1; c < nc; c++) {
       ana_cell_text(st, c, cell, sizeof cell);
-      size_t l = strlen(cell);
-      if (l > TXT_CELL - 1) l = TXT_CELL - 1;
-      memcpy(cells[rows][c], cell, l);
-      cells[rows][c][l] = '\0';
+      gm_escape(cell, cells[rows][c], TXT_CELL); /* callsites, paths: not for the terminal to act on */
       int w = (int)strlen(cells[rows][c]);
       if (w > width[c]) width[c] = w;
       if (sqlite3_column_type(st, c) == SQLITE_TEXT) text[c] = 1;
@@ -202,7 +199,11 @@ static void print_trace_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
     if (t >= 1e9) fprintf(out, " at t=%.3f s", t / 1e9);
     else fprintf(out, " at t=%.3f ms", t / 1e6);
     const char *cs = (const char *)sqlite3_column_text(st, 4);
-    if (cs && *cs) fprintf(out, " (%s)", cs);
+    if (cs && *cs) {
+      fputs(" (", out);
+      gm_fputs_escaped(cs, out); /* the trace's text */
+      fputc(')', out);
+    }
     fprintf(out, "; the recommendation below says which setting would have served it\n");
   }
   sqlite3_finalize(st);
@@ -217,8 +218,9 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   int any = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     any = 1;
-    fprintf(out, "== trace %lld: %s\n", (long long)sqlite3_column_int64(st, 0),
-            (const char *)sqlite3_column_text(st, 1));
+    fprintf(out, "== trace %lld: ", (long long)sqlite3_column_int64(st, 0));
+    gm_fputs_escaped((const char *)sqlite3_column_text(st, 1), out);
+    fputc('\n', out);
     print_trace_failure(db, out, sqlite3_column_int64(st, 0));
     for (const ana_table_t *t = ana_tables; t->name; t++)
       if (strcmp(t->name, "ranks") != 0) print_text_table(db, out, t, sqlite3_column_int64(st, 0));
@@ -232,14 +234,24 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   return ana_recommend(db, out, err);
 }
 
-/* RFC 4180: quote a field when it holds a comma, quote, CR or LF; double inner quotes. */
-static void csv_field(FILE *f, const char *s) {
+/* RFC 4180: quote a field when it holds a comma, quote, CR or LF; double inner quotes.
+ * Text from the input (paths, command lines, callsites, policy names of a results file) is
+ * also neutralised for spreadsheets, as the OWASP CSV-injection guidance says: a text cell
+ * that starts with '=', '+', '-', '@', TAB or CR (or another control character) would be a
+ * formula, so it gets a leading
+ * single quote and is quoted; a text cell holding ';' or TAB is quoted too, so that a
+ * spreadsheet splitting on those cannot start a formula in the middle of it. Numbers (our
+ * integers and reals, negative ones too) are written as they are. */
+static void csv_field(FILE *f, const char *s, int is_text) {
   if (!s) return;
-  if (!strpbrk(s, ",\"\r\n")) {
+  /* OWASP names TAB and CR; any C0 control in front may be skipped by some reader, so all */
+  int formula = is_text && s[0] && (strchr("=+-@", s[0]) || (unsigned char)s[0] < 0x20);
+  if (!formula && !strpbrk(s, is_text ? ",\"\r\n;\t" : ",\"\r\n")) {
     fputs(s, f);
     return;
   }
   fputc('"', f);
+  if (formula) fputc('\'', f);
   for (; *s; s++) {
     if (*s == '"') fputc('"', f);
     fputc(*s, f);
@@ -256,14 +268,15 @@ static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sq
   int nc = sqlite3_column_count(st);
   for (int c = 0; c < nc; c++) {
     if (c) fputc(',', f);
-    csv_field(f, sqlite3_column_name(st, c));
+    csv_field(f, sqlite3_column_name(st, c), 0);
   }
   fputc('\n', f);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     for (int c = 0; c < nc; c++) {
       if (c) fputc(',', f);
-      csv_field(f, (const char *)sqlite3_column_text(st, c));
+      int text = sqlite3_column_type(st, c) == SQLITE_TEXT; /* before column_text converts it */
+      csv_field(f, (const char *)sqlite3_column_text(st, c), text);
     }
     fputc('\n', f);
   }

@@ -441,6 +441,41 @@ TEST(Report, CsvMatchesIndependentComputation) {
   }
 }
 
+// Issue 12 item 8 (OWASP CSV injection): text cells from the input that a spreadsheet would run
+// as formulas start with a quote and are quoted; a ';' or TAB inside text is quoted; numbers,
+// negative ones too, are written as they are. The text report escapes control characters.
+TEST(Report, CsvNeutralisesFormulasAndTextEscapesControls) {
+  auto evs = RandomProgram(7, 600);
+  std::string t = Unique("f") + ".zst", dbp = Unique("f") + ".db", dir = Unique("fdir");
+  WriteTrace(t, evs, "=HYPERLINK(\"http://x\";\"y\")", -1, 1, nullptr, "\x1b[2J-2+3+cmd|' /C calc'!A0");
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_OK) << err.msg;
+  ASSERT_EQ(ana_report_csv(db, dir.c_str(), &err), GM_OK) << err.msg;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(ana_report_text(db, f, &err), GM_OK) << err.msg;
+  fclose(f);
+  std::string text(buf, len);
+  free(buf);
+  ana_db_close(db);
+  std::ifstream tf(dir + "/traces.csv");
+  std::string traces((std::istreambuf_iterator<char>(tf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(traces.find(",\"'=HYPERLINK(\"\"http://x\"\";\"\"y\"\")\","), std::string::npos) << traces;
+  EXPECT_EQ(traces.find(",=HYPERLINK"), std::string::npos) << traces;
+  std::ifstream cf(dir + "/live_at_peak_by_callsite.csv");
+  std::string cs((std::istreambuf_iterator<char>(cf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(cs.find(",\"'\x1b[2J-2+3+cmd|' /C calc'!A0\","), std::string::npos) << cs;  // a control in front too
+  EXPECT_NE(cs.find("trace_id,callsite,allocs,live_bytes\n"), std::string::npos) << cs;    // our names as they are
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << "an escape reached the terminal";
+  EXPECT_NE(text.find("\\x1b[2J-2+3+cmd"), std::string::npos) << text;
+  EXPECT_NE(text.find("=HYPERLINK(\"http://x\";\"y\")"), std::string::npos) << text;  // the terminal shows it as it is
+}
+
 TEST(Escape, HtmlAndScriptJson) {
   char *buf = nullptr;
   size_t len = 0;

@@ -116,8 +116,10 @@ static void print_version(void) {
 static const char *g_cmd_name;
 
 static int usage_error(const char *msg) {
-  if (g_cmd_name) fprintf(stderr, "gpuanalyze: %s\ntry 'gpuanalyze %s --help'\n", msg, g_cmd_name);
-  else fprintf(stderr, "gpuanalyze: %s\ntry 'gpuanalyze --help'\n", msg);
+  fputs("gpuanalyze: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  if (g_cmd_name) fprintf(stderr, "\ntry 'gpuanalyze %s --help'\n", g_cmd_name);
+  else fputs("\ntry 'gpuanalyze --help'\n", stderr);
   return 2;
 }
 
@@ -200,7 +202,8 @@ static int cmd_dump(const config_t *c, const char *path) {
  * interrupted load leaves the database as it was). */
 static void show_progress(void *ctx, const char *input, uint64_t events) {
   (void)ctx;
-  fprintf(stderr, "\rgpuanalyze: loading %s: %.1f M events", input, (double)events / 1e6);
+  char e[512];
+  fprintf(stderr, "\rgpuanalyze: loading %s: %.1f M events", gm_escape(input, e, sizeof e), (double)events / 1e6);
   fflush(stderr);
   progress_shown = 1;
 }

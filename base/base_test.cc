@@ -174,6 +174,29 @@ TEST(Opts, RangeNamesValueAndAcceptedRange) {
   }
 }
 
+// Issue 12 item 8: nothing a terminal acts on survives; UTF-8 text does, and a cut never splits
+// a character or an escape.
+TEST(Escape, ControlsC1AndInvalidUtf8BecomeHex) {
+  char b[256];
+  EXPECT_STREQ(gm_escape("a\x1b]0;x\x07\x1b[2Jb", b, sizeof b), "a\\x1b]0;x\\x07\\x1b[2Jb");
+  EXPECT_STREQ(gm_escape("line\nfake\rtab\t\x7f", b, sizeof b), "line\\x0afake\\x0dtab\\x09\\x7f");
+  EXPECT_STREQ(gm_escape("csi \xc2\x9b" "1m", b, sizeof b), "csi \\xc2\\x9b1m");       // U+009B, C1
+  EXPECT_STREQ(gm_escape("lone \x9b" "1m \xff\xc3", b, sizeof b), "lone \\x9b1m \\xff\\xc3");  // not UTF-8
+  EXPECT_STREQ(gm_escape("\xed\xa0\x80 \xc0\xaf", b, sizeof b), "\\xed\\xa0\\x80 \\xc0\\xaf");  // surrogate, overlong
+  EXPECT_STREQ(gm_escape("caf\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b \xf0\x9f\x94\xa5 a\\b", b, sizeof b),
+               "caf\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b \xf0\x9f\x94\xa5 a\\b");  // UTF-8 and backslash pass
+  EXPECT_STREQ(gm_escape(nullptr, b, sizeof b), "");
+  EXPECT_STREQ(gm_escape("ab\x1b", b, 6), "ab");          // "\x1b" does not fit in 3 bytes: left out whole
+  EXPECT_STREQ(gm_escape("a\xc3\xa9", b, 3), "a");        // nor half a character
+  char *out = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  gm_fputs_escaped("x\x1b[31my", f);
+  fclose(f);
+  EXPECT_EQ(std::string(out, len), "x\\x1b[31my");
+  free(out);
+}
+
 TEST(Opts, HelpListsEveryOption) {
   char *buf = nullptr;
   size_t len = 0;

@@ -82,6 +82,15 @@ void gm_log(gm_log_level_t level, const char *fmt, ...) __attribute__((format(pr
 /* One line "TOOL: error: MSG" for a failed status. */
 void gm_log_err(const gm_err_t *err);
 
+/* ---- text for the terminal ----------------------------------------------------------------- */
+
+/* Text from input (a trace, a pickle, a results file, a path) made safe to print: C0 controls
+ * (newline and tab too), DEL, the C1 controls U+0080..U+009F and bytes that are not UTF-8
+ * become \xHH; other UTF-8 passes unchanged (gm_esc.c says why). gm_escape writes into buf,
+ * cut to fit at a character boundary, and returns buf; s may be NULL (""). */
+char *gm_escape(const char *s, char *buf, size_t n);
+void gm_fputs_escaped(const char *s, FILE *f);
+
 /* ---- sizes and fractions ------------------------------------------------------------------ */
 
 /* "512", "20MiB", "1.5GiB", "64k", "2 MB" (SI suffixes are decimal, *iB binary, bare k/M/G

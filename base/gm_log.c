@@ -21,7 +21,10 @@ void gm_log(gm_log_level_t level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s: %s: %s\n", g_tool, names[level], line);
+  /* messages carry paths and values from the input: one line, nothing a terminal acts on */
+  fprintf(stderr, "%s: %s: ", g_tool, names[level]);
+  gm_fputs_escaped(line, stderr);
+  fputc('\n', stderr);
 }
 
 void gm_log_err(const gm_err_t *err) {

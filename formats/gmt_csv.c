@@ -223,7 +223,14 @@ void gmt_event_format(const gmt_event_t *ev, const gmt_reader_t *r, char *buf, s
   GMT_FIELD_LIST(GMT_EV_FMT)
 #undef GMT_EV_FMT
   const char *s = (r && ev->callsite) ? gmt_reader_string(r, ev->callsite) : NULL;
-  if (s && o < n) snprintf(buf + o, n - o, " \"%s\"", s);
+  if (s && o + 3 < n) { /* the trace's text, escaped for the terminal and cut to fit */
+    buf[o++] = ' ';
+    buf[o++] = '"';
+    gm_escape(s, buf + o, n - o - 1);
+    o += strlen(buf + o);
+    buf[o++] = '"';
+    buf[o] = '\0';
+  }
 }
 
 /* ---- import ---- */

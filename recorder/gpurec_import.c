@@ -22,14 +22,29 @@ typedef struct import_config {
 } import_config_t;
 
 static int import_usage_error(const char *msg) {
-  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec import --help'\n", msg);
+  fputs("gpurec: error: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  fputs("\ntry 'gpurec import --help'\n", stderr);
   return 2;
+}
+
+/* One error line; paths and messages quote the input, so nothing in them reaches the
+ * terminal as a control character. */
+static void error_line(const char *what, const char *path, const char *msg) {
+  char e1[1024], e2[GM_ERR_MSG_MAX * 4];
+  if (path)
+    fprintf(stderr, "gpurec: error: %s '%s': %s\n", what, gm_escape(path, e1, sizeof e1), gm_escape(msg, e2, sizeof e2));
+  else
+    fprintf(stderr, "gpurec: error: %s\n", gm_escape(msg, e2, sizeof e2));
 }
 
 /* What gpurec import says after a snapshot: what it made, and what the user should know before
  * reading any figure from it (a failure, a history that was off, an assumed GPU). */
-static void import_notes(const char *in, const char *out, const snap_import_stats_t *st, uint64_t gpu_memory) {
-  char b1[32];
+static void import_notes(const char *in_path, const char *out_path, const snap_import_stats_t *st, uint64_t gpu_memory) {
+  char b1[32], in[1024], out[1024], cs[1024];
+  gm_escape(in_path, in, sizeof in);
+  gm_escape(out_path, out, sizeof out);
+  gm_escape(st->first_failed_callsite, cs, sizeof cs); /* the snapshot's text */
   fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in, (unsigned long long)st->entries,
           (unsigned long long)st->events, out);
   if (st->entries == 0)
@@ -44,8 +59,7 @@ static void import_notes(const char *in, const char *out, const snap_import_stat
                     "`gpuanalyze report %s` says which setting would have served it\n",
             in, (unsigned long long)st->failed, st->failed == 1 ? "" : "s",
             gm_format_size(st->first_failed_size, b1, sizeof b1), (unsigned long long)st->first_failed_stream,
-            st->first_failed_callsite[0] ? " (" : "", st->first_failed_callsite,
-            st->first_failed_callsite[0] ? ")" : "", out);
+            cs[0] ? " (" : "", cs, cs[0] ? ")" : "", out);
   }
   if (!gpu_memory && st->entries)
     fprintf(stderr, "gpurec: note: a snapshot does not say which GPU it was taken on, and prealloc, bfc and "
@@ -94,16 +108,16 @@ int gpurec_import(int argc, char **argv) {
   gm_file_kind_t kind = gm_file_kind(in);
   char advice[GM_ERR_MSG_MAX];
   if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV), advice, sizeof advice)) {
-    fprintf(stderr, "gpurec: error: %s\n", advice);
+    error_line(NULL, NULL, advice);
     return 1;
   }
   if (gm_output_check(cfg.output, &err) < 0) {
-    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    error_line(NULL, NULL, err.msg);
     return 1;
   }
   FILE *f = fopen(in, "rb");
   if (!f) {
-    fprintf(stderr, "gpurec: error: cannot open '%s': %s\n", in, strerror(errno));
+    error_line("cannot open", in, strerror(errno));
     return 1;
   }
   gm_status_t s;
@@ -123,10 +137,12 @@ int gpurec_import(int argc, char **argv) {
   } else {
     s = gmt_csv_import(f, in, cfg.output, NULL, &err);
     fclose(f);
-    if (s >= 0 && !cfg.quiet) fprintf(stderr, "gpurec: %s: wrote %s\n", in, cfg.output);
+    char e1[1024], e2[1024];
+    if (s >= 0 && !cfg.quiet)
+      fprintf(stderr, "gpurec: %s: wrote %s\n", gm_escape(in, e1, sizeof e1), gm_escape(cfg.output, e2, sizeof e2));
   }
   if (s < 0) {
-    fprintf(stderr, "gpurec: error: cannot import '%s': %s\n", in, err.msg);
+    error_line("cannot import", in, err.msg);
     return 1;
   }
   return 0;

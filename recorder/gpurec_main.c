@@ -85,7 +85,9 @@ static const char k_desc[] =
 static volatile sig_atomic_t g_child = 0;
 
 static int usage_error(const char *msg) {
-  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec --help'\n", msg);
+  fputs("gpurec: error: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  fputs("\ntry 'gpurec --help'\n", stderr);
   return 2;
 }
 
@@ -354,7 +356,8 @@ static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet
     gm_status_t cs = snap_import_file_prov(snaps[i].path, out, NULL, has_prov ? &prov : NULL, &st, &err);
     gmt_header_free(&prov);
     if (cs < 0) {
-      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot: %s\n", err.msg);
+      char e2[GM_ERR_MSG_MAX * 4];
+      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot: %s\n", gm_escape(err.msg, e2, sizeof e2));
       continue;
     }
     if (n == 1 && snaps[i].rank < 0) {

@@ -106,7 +106,9 @@ static const char kDescription[] =
     "Policies (replay/policies):";
 
 static int usage_error(const char *msg) {
-  fprintf(stderr, "gpureplay: %s\ntry 'gpureplay --help'\n", msg);
+  fputs("gpureplay: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  fputs("\ntry 'gpureplay --help'\n", stderr);
   return 2;
 }
 
@@ -364,7 +366,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
       /* the reason goes last and must survive: a spec of 512 tokens is longer than a message */
       char m[GM_ERR_MSG_MAX + 128];
       size_t sl = strlen(o.policy.v[i]);
-      snprintf(m, sizeof m, "bad --policy '%.60s%s' (%zu bytes): %s", o.policy.v[i], sl > 60 ? "..." : "", sl, err.msg);
+      if (sl > 60)
+        snprintf(m, sizeof m, "bad --policy '%.60s...' (%zu bytes): %s", o.policy.v[i], sl, err.msg);
+      else
+        snprintf(m, sizeof m, "bad --policy '%s': %s", o.policy.v[i], err.msg);
       return usage_error(m);
     }
     if (st != GM_OK) {

@@ -95,7 +95,10 @@ void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, 
   else fprintf(f, " on stream %" PRIu64, r0->first_failure_stream);
   fprintf(f, " at #%" PRId64 " t=", r0->first_failure_event);
   print_time(f, r0->first_failure_ts_ns);
-  if (info->failure_callsite[0]) fprintf(f, " (%s)", info->failure_callsite);
+  if (info->failure_callsite[0]) {
+    char cs[1024];
+    fprintf(f, " (%s)", gm_escape(info->failure_callsite, cs, sizeof cs)); /* the trace's text */
+  }
   fprintf(f, "; live then %s", gm_format_size(r0->first_failure_live_bytes, b1, sizeof b1));
   if (r0->first_failure_recorded_reserved_bytes)
     fprintf(f, ", reserved %s", gm_format_size(r0->first_failure_recorded_reserved_bytes, b1, sizeof b1));
@@ -114,11 +117,11 @@ void gr_print_failure(FILE *f, const char *prefix, const gr_trace_info_t *info, 
 /* One line on whose requests these are, one on what they are, and a warning when the
  * requests cover far less than the recorded run mapped beside them. */
 void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, const rp_result_t *r0) {
-  char b1[32], b2[32];
-  fprintf(f, "%sframework: %s; the trace holds %s\n", prefix, info->frameworks_text,
+  char b1[32], b2[32], e[1024]; /* framework versions and the prediction come from the trace */
+  fprintf(f, "%sframework: %s; the trace holds %s\n", prefix, gm_escape(info->frameworks_text, e, sizeof e),
           info->holds);
   if (info->predicted[0])
-    fprintf(f, "%spredicted, not recorded: %s (gpurec predict)\n", prefix, info->predicted);
+    fprintf(f, "%spredicted, not recorded: %s (gpurec predict)\n", prefix, gm_escape(info->predicted, e, sizeof e));
   if (gmt_framework_single(info->frameworks) == 0 && info->frameworks)
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
@@ -145,7 +148,8 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
                     const int *order) {
   char b1[32], b2[32];
   const rp_result_t *r0 = res[0];
-  fprintf(f, "trace %s", info->path);
+  char path[1024];
+  fprintf(f, "trace %s", gm_escape(info->path, path, sizeof path));
   if (info->n_devices > 1) fprintf(f, ", device %d (of %d, each replayed alone)", r0->device, info->n_devices);
   fprintf(f, ": %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s", r0->events, r0->allocs,
           gm_format_size(r0->lower_bound_bytes, b1, sizeof b1));
@@ -217,10 +221,11 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
                  gm_format_size(r->range_high_bytes, hi, sizeof hi));
       snprintf(range, sizeof range, "%-29s", t);
     }
+    char pol[1024];
     fprintf(f, "%4d  %13s  %10s  %9.3f  %12" PRIu64 "  %7" PRIu64 "  %6" PRIu64 "  %s%s%s\n", i + 1,
             gm_format_size(r->peak_reserved_bytes, b1, sizeof b1), over, r->fragmentation_at_peak,
             r->device_alloc_calls + r->device_free_calls, r->alloc_retries, r->ooms, range, oom,
-            r->policy);
+            gm_escape(r->policy, pol, sizeof pol));
   }
 }
 

@@ -13,7 +13,7 @@ fi
 work=${TEST_TMPDIR:-$(mktemp -d)}/$target
 mkdir -p "$work/corpus"
 srcs="formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c
-      formats/gmt_writer.c base/gm_err.c base/gm_input.c base/gm_log.c base/gm_opts.c base/gm_size.c"
+      formats/gmt_writer.c base/gm_err.c base/gm_esc.c base/gm_input.c base/gm_log.c base/gm_opts.c base/gm_size.c"
 # shellcheck disable=SC2086
 if ! "$clang" -g -O1 -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -o "$work/$target" "tests/fuzz/$target.c" $srcs -lzstd -lm \
