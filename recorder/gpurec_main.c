@@ -356,8 +356,9 @@ static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet
     gm_status_t cs = snap_import_file_prov(snaps[i].path, out, NULL, has_prov ? &prov : NULL, &st, &err);
     gmt_header_free(&prov);
     if (cs < 0) {
-      char e2[GM_ERR_MSG_MAX * 4];
-      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot: %s\n", gm_escape(err.msg, e2, sizeof e2));
+      char e1[1024], e2[GM_ERR_MSG_MAX * 4];
+      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot '%s': %s\n", gm_escape(snaps[i].path, e1, sizeof e1),
+              gm_escape(err.msg, e2, sizeof e2));
       continue;
     }
     if (n == 1 && snaps[i].rank < 0) {

@@ -464,11 +464,9 @@ gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
   if (!snap_is_pickle(buf, len)) {
     s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)",
                    pickle_path);
-  } else if ((s = snap_pickle_parse(buf, len, &doc, err)) != GM_OK) {
-    gm_err_wrap(err, "'%s'", pickle_path);
-  } else if ((s = snap_import_doc(snap_doc_root(doc), out_path, opts, prov, st, err)) != GM_OK) {
-    gm_err_wrap(err, "'%s'", pickle_path);
-  }
+  } else if ((s = snap_pickle_parse(buf, len, &doc, err)) == GM_OK) {
+    s = snap_import_doc(snap_doc_root(doc), out_path, opts, prov, st, err);
+  } /* the caller names the file: "cannot import 'x.pickle': <this message>" */
   snap_doc_free(doc);
   free(buf);
   return s;

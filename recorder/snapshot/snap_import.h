@@ -30,7 +30,8 @@ typedef struct snap_import_stats {
 int snap_is_pickle(const void *buf, size_t len);
 
 /* Convert the snapshot at pickle_path into a trace at out_path. Not a snapshot, truncated, or
- * holding anything but plain data (no globals, no reduce): GM_ERR_FORMAT with one clear line. */
+ * holding anything but plain data (no globals, no reduce): GM_ERR_FORMAT with one clear line
+ * (which does not repeat the file's name: the caller says which file it was). */
 gm_status_t snap_import_file(const char *pickle_path, const char *out_path,
                              const gmt_writer_opts_t *opts, snap_import_stats_t *st, gm_err_t *err);
 
