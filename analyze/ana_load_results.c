@@ -72,8 +72,9 @@ static gm_status_t insert_timeline(ana_db_t *db, sqlite3_stmt *st, int64_t run_i
     sqlite3_bind_int64(st, 2, (int64_t)i);
     for (int k = 0; k < 4; k++) {
       json_t *v = json_array_get(arr[k], i);
-      if (!json_is_integer(v))
-        return gm_err_set(err, GM_ERR_FORMAT, "run %zu: timeline.%s[%zu] is not an integer", run, names[k], i);
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return gm_err_set(err, GM_ERR_FORMAT, "run %zu: timeline.%s[%zu] is not an integer from 0 to %" PRId64, run,
+                          names[k], i, INT64_MAX);
       sqlite3_bind_int64(st, 3 + k, (int64_t)json_integer_value(v));
     }
     int rc = sqlite3_step(st);
@@ -100,17 +101,24 @@ static gm_status_t insert_run(ana_db_t *db, sqlite3_stmt *st, sqlite3_stmt *tst,
   else sqlite3_bind_null(st, i++);
   for (size_t k = 0; k < N_INT; k++) {
     int64_t v = -1;
+    int may_be_none = strstr(int_cols[k].key, "oom_") != NULL; /* first_oom_*: -1 = none */
     if (int_cols[k].required) {
       gm_status_t s = need_int(run, int_cols[k].key, &v, idx, err);
       if (s < 0) return s;
     } else {
-      v = opt_int(run, int_cols[k].key, strstr(int_cols[k].key, "oom") ? -1 : 0);
+      v = opt_int(run, int_cols[k].key, may_be_none ? -1 : 0);
     }
+    /* bytes and counts: validated where they enter, never a negative size in a report */
+    if (v < (may_be_none ? -1 : 0))
+      return gm_err_set(err, GM_ERR_FORMAT, "run %zu: '%s' is %" PRId64 " (accepted: an integer from %d to %" PRId64 ")",
+                        idx, int_cols[k].key, v, may_be_none ? -1 : 0, INT64_MAX);
     sqlite3_bind_int64(st, i++, v);
   }
   double frag = 0;
   gm_status_t s = need_num(run, "fragmentation_at_peak", &frag, idx, err);
   if (s < 0) return s;
+  if (!(frag >= 0.0 && frag <= 1.0))
+    return gm_err_set(err, GM_ERR_FORMAT, "run %zu: 'fragmentation_at_peak' is %g (accepted: a number from 0 to 1)", idx, frag);
   sqlite3_bind_double(st, i++, frag);
   sqlite3_bind_double(st, i++, opt_num(run, "fragmentation_mean", frag));
   sqlite3_bind_double(st, i++, opt_num(run, "replay_seconds", 0));

@@ -108,7 +108,7 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
 /* A policy spec as users paste it: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" (or
  * PYTORCH_ALLOC_CONF=) -> "pytorch:expandable_segments:True"; backend:cudaMallocAsync ->
  * "async". Other specs are copied as they are. */
-void gr_policy_from_env(const char *spec, char *out, size_t n);
+int gr_policy_from_env(const char *spec, char *out, size_t n); /* -1: does not fit in n */
 
 /* The sweep grid: NULL-terminated specs. gr_sweep_grid is PyTorch's (and the grid of a trace
  * whose framework is not recorded); gr_sweep_grid_for gives a framework's (one GMT_FW_* bit,

@@ -74,7 +74,7 @@ static const gm_opt_t kOpts[] = {
      "allocations after the program freed the block (default 1)", offsetof(opts_t, late_mallocs)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs), 1, 256},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
-     "policies (auto: when several policies and it fits in 2 GiB)", offsetof(opts_t, preload)},
+     "policies (auto: when several policies and it fits in 2 GiB and 32x the file)", offsetof(opts_t, preload)},
     {"output", 'o', GM_OPT_STR, "RESULTS", "write the results file (replay/RESULTS.md) here",
      offsetof(opts_t, output)},
     {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
@@ -151,7 +151,7 @@ static gm_status_t no_free_async(void *ctx, uint64_t addr, uint64_t stream) {
 }
 static gm_status_t no_pool_trim(void *ctx, uint64_t keep) { return GM_ERR_UNSUPPORTED; }
 
-void gr_policy_from_env(const char *spec, char *out, size_t n) {
+int gr_policy_from_env(const char *spec, char *out, size_t n) {
   static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     size_t l = strlen(vars[i]);
@@ -163,10 +163,11 @@ void gr_policy_from_env(const char *spec, char *out, size_t n) {
       conf++;
       cl -= 2;
     }
-    if (strstr(conf, "backend:cudaMallocAsync")) snprintf(out, n, "async");
-    else if (cl == 0) snprintf(out, n, "pytorch");
-    else snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
-    return;
+    int w;
+    if (strstr(conf, "backend:cudaMallocAsync")) w = snprintf(out, n, "async");
+    else if (cl == 0) w = snprintf(out, n, "pytorch");
+    else w = snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
+    return w >= 0 && (size_t)w < n ? 0 : -1;
   }
   /* JAX's and TensorFlow's variables (and TF's GPUOptions fields) are their policies' own
    * words: the whole line is the conf, "A=1 B=2" as a shell exports it. */
@@ -179,10 +180,11 @@ void gr_policy_from_env(const char *spec, char *out, size_t n) {
   };
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
     if (strncmp(spec, words[i].prefix, strlen(words[i].prefix)) == 0) {
-      snprintf(out, n, "%s:%s", words[i].policy, spec);
-      return;
+      int w = snprintf(out, n, "%s:%s", words[i].policy, spec);
+      return w >= 0 && (size_t)w < n ? 0 : -1;
     }
-  snprintf(out, n, "%s", spec);
+  int w = snprintf(out, n, "%s", spec);
+  return w >= 0 && (size_t)w < n ? 0 : -1; /* never a spec cut short: a cut token reads as another */
 }
 
 /* Create the policy once against a simulator: a bad key is reported before any replay. */
@@ -360,7 +362,12 @@ static int gpureplay(int argc, char **argv, char **pos) {
   int n = 0;
   uint64_t vtotal = o.device_memory ? o.device_memory : o.capacity ? o.capacity : (80ull << 30);
   for (int i = 0; i < o.policy.n; i++) {
-    gr_policy_from_env(o.policy.v[i], given[i], sizeof given[i]);
+    if (gr_policy_from_env(o.policy.v[i], given[i], sizeof given[i]) < 0) {
+      char m[256];
+      snprintf(m, sizeof m, "bad --policy '%.60s...' (%zu bytes): longer than %zu bytes (the limit of a policy spec)",
+               o.policy.v[i], strlen(o.policy.v[i]), sizeof given[i] - 1);
+      return usage_error(m);
+    }
     gm_status_t st = validate(given[i], vtotal, cfg.cuda_ordinal >= 0, &err);
     if (st == GM_ERR_INVAL) {
       /* the reason goes last and must survive: a spec of 512 tokens is longer than a message */

@@ -5,7 +5,8 @@
  * `direct` is cheap, an expandable pytorch run is not, so a static split would idle cores).
  *
  * Where the events come from: when several policies replay one trace and the decoded events
- * fit in memory (gmt_event_t is 56 bytes: 1 M events = 56 MB), the trace is decoded once
+ * fit in memory (gmt_event_t is 56 bytes: 1 M events = 56 MB; at most 2 GiB and 32 times the
+ * file, so a small file of millions of identical events is not blown up), the trace is decoded once
  * and every job reads the shared array; otherwise each job opens its own reader over the
  * file (decoding costs each job again, memory stays flat). bench/replay measures both.
  *
@@ -16,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,6 +116,8 @@ gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err) 
 
 #define BATCH 4096
 #define PRELOAD_MAX_BYTES (2ull << 30)
+#define PRELOAD_RATIO 32                 /* decoded bytes per byte of file, at most */
+#define PRELOAD_FLOOR_BYTES (64ull << 20) /* below this, preload whatever the ratio */
 
 typedef struct job {
   const gr_config_t *cfg;
@@ -402,7 +406,9 @@ static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, s
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open(&r, path, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
-  size_t cap = hint ? (size_t)hint : 65536, len = 0;
+  /* the index's count is a hint from the file: it sizes the first allocation, never more than
+   * what auto preloading allows */
+  size_t cap = hint && hint <= PRELOAD_MAX_BYTES / sizeof(gmt_event_t) ? (size_t)hint : 65536, len = 0;
   gmt_event_t *evs = malloc(cap * sizeof *evs);
   while (evs) {
     if (len == cap) {
@@ -578,9 +584,16 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   int n = cfg->n_policies;
   gmt_event_t *evs = NULL;
   size_t n_evs = 0;
+  /* Preloading holds 56 bytes per event: fine for a real trace (2-5 bytes per event on disk),
+   * not for a small file that decodes to millions of identical events (or an index that
+   * claims them): auto preloads only what is within PRELOAD_RATIO times the file's size. */
+  struct stat sb;
+  uint64_t file_bytes = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+  uint64_t decoded = info->events_in_index * sizeof(gmt_event_t);
   int want_preload = cfg->preload > 0 ||
                      (cfg->preload < 0 && n > 1 && info->events_in_index > 0 &&
-                      info->events_in_index * sizeof(gmt_event_t) <= PRELOAD_MAX_BYTES);
+                      decoded <= PRELOAD_MAX_BYTES &&
+                      (decoded <= PRELOAD_FLOOR_BYTES || decoded / PRELOAD_RATIO <= file_bytes));
   if (want_preload && (st = preload(path, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
     return st;
   pool_t p;

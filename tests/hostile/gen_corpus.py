@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """gen_corpus.py: writes the hostile-input corpus (tests/RELIABILITY.md) into a folder.
 
-    gen_corpus.py OUT_DIR [--large]
+    gen_corpus.py OUT_DIR [--large] [--by-tools]
 
 Every case is built byte by byte here, from the formats' own specifications (a pickle writer
 for plain data, CSV text, and the trace container of formats/SPEC.md written with the
 project's tools where a valid part is needed), so the corpus is reproducible and each input
 says in code what is hostile about it. The small cases are also checked in under
 tests/hostile/cases/ (regenerate: tests/hostile/gen_corpus.py tests/hostile/cases); --large
-adds the inputs of tens of MB that are made at test time instead of checked in.
+adds the inputs of tens of MB that are made at test time instead of checked in; --by-tools
+writes the text of the three checked-in traces made with gpurec import (by_tools says how).
 No third-party module; Python 3.7+.
 """
 import os
@@ -287,7 +288,7 @@ def small(out):
            "1000,alloc,0,0,0x1000,4096,device,0x0,1,1,0\n2000,alloc,0,0,0x2000,8192,device,0x0,2,2,0\n"
            "3000,alloc,0,0,0x3000,8192,device,0x0,3,3,0\n4000,alloc,0,0,0x4000,8192,device,0x0,4,4,0\n").encode())
     # item 2: hostile allocator_settings
-    write(out, "settings_deep.pickle", pk_settings_deep(200000))
+    write(out, "settings_deep.pickle", pk_settings_deep(100))
     write(out, "settings_self.pickle", pk_settings_self())
     write(out, "settings_wide.pickle", pk_settings_wide(4, 200))
     # item 7: sizes in the pickle
@@ -301,7 +302,31 @@ def small(out):
     write(out, "zeros.zst", b"\0" * 4096)
 
 
+def results(runs_json):
+    return ('{"format":"gpumem-results","version":1,"tool":"gpureplay 0.1.0","runs":[' + runs_json + ']}').encode()
+
+
+RUN = ('{"trace":"%s","policy":"%s","backend":"sim","events":1,"peak_reserved_bytes":%s,'
+       '"peak_allocated_bytes":4096,"peak_requested_bytes":4096,"lower_bound_bytes":4096,'
+       '"fragmentation_at_peak":0.5,"device_alloc_calls":1,"device_free_calls":0,"alloc_retries":0,'
+       '"ooms":0,"replay_seconds":0.001,"events_per_second":1000}')
+
+
+def small_json(out):
+    # results files are input too: a policy name that drives a terminal or a spreadsheet,
+    # numbers out of range, nesting beyond any results file
+    write(out, "results_escapes.json", results(RUN % ("esc.zst", "\\u001b]0;pwned\\u0007=cmd|' /C calc'!A0", "2097152")))
+    write(out, "results_negative.json", results(RUN % ("x.zst", "pytorch", "-1")))
+    write(out, "results_overflow.json", results(RUN % ("x.zst", "bfc", "18446744073709551616")))
+    write(out, "results_float.json", results(RUN % ("x.zst", "bfc", "1e400")))
+    write(out, "results_nan.json", results(RUN % ("x.zst", "bfc", "NaN")))
+    write(out, "results_deep.json", b"[" * 5000 + b"]" * 5000)
+    write(out, "results_not_json.json", b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+
+
 def large(out):
+    write(out, "settings_deep.pickle", pk_settings_deep(200000))  # the old printer's recursion
+    write(out, "results_wide.json", b"[" + b"0," * (8 << 20) + b"0]")
     # item 3: memory bounded by what the input holds
     write(out, "many_none.pickle", pk_many_none(20 << 20))
     write(out, "shared_entries.pickle", pk_shared_entries(8 << 20))
@@ -311,14 +336,43 @@ def large(out):
     write(out, "tiny_entries.pickle", pk_tiny_entries(3 << 20))
 
 
+def by_tools(out):
+    """The text the checked-in traces made by the tools come from (`gpurec import X.csv -o
+    cases/X.zst`): strings_bomb (8 chunks of 63 distinct strings of 1 MiB each: 528 MB of text
+    in a 36 KB trace), live_bomb (a million allocations never freed: 4.6 KB) and
+    alloc_size_max (allocs of 2^64-1 and 2^48+1 bytes in the binary form, which the text form
+    refuses since issue 12: made with that check disabled)."""
+    with open(os.path.join(out, "strings_bomb.csv"), "w") as f:
+        f.write(CSV_HEAD)
+        sid = 1
+        for _ in range(8):
+            for _ in range(63):
+                f.write("#string.%d=%s%d\n" % (sid, "a" * ((1 << 20) - 10), sid))
+                f.write("%d,alloc,0,0,0x%x,1024,device,0x0,0,%d,0\n" % (sid * 1000, sid * 4096, sid))
+                sid += 1
+            f.write("#dropped=0\n")
+    with open(os.path.join(out, "live_bomb.csv"), "w") as f:
+        f.write(CSV_HEAD)
+        for i in range(1000000):
+            f.write("%d,alloc,0,0,0x%x,512,device,0x0,0,0,0\n" % (i, 0x7f0000000000 + i * 512))
+    write(out, "alloc_size_max.csv", csv_rows("1000,alloc,0,7,0x7f0000000000,4096,device,0x0,1,0,0",
+                                              "2000,alloc,0,7,0x7f0000100000,18446744073709551615,device,0x0,2,0,0",
+                                              "3000,alloc,0,7,0x7f0000200000,281474976710657,device,0x0,3,0,0",
+                                              "4000,free,0,7,0x7f0000100000,18446744073709551615,device,0x0,2,0,0",
+                                              "5000,free,0,7,0x7f0000000000,4096,device,0x0,1,0,0"))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: gen_corpus.py OUT_DIR [--large]")
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     small(out)
+    small_json(out)
     if "--large" in sys.argv[2:]:
         large(out)
+    if "--by-tools" in sys.argv[2:]:
+        by_tools(out)
 
 
 if __name__ == "__main__":

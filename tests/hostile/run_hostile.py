@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""run_hostile.py: the hostile-input corpus against every tool and subcommand that reads input.
+
+    run_hostile.py --gpurec P --gpureplay P --gpuanalyze P --cases DIR --manifest FILE
+                   --gen gen_corpus.py [--no-large] [--report FILE]
+
+Each MANIFEST line runs one command (tests/RELIABILITY.md says what each case is) and checks:
+  - the exit code (a number, or '*': 0 or 1, for inputs whose verdict another issue decides);
+  - no crash (no signal), no hang (TIMEOUT seconds);
+  - on failure, exactly one error line on stderr (a usage error's "try '... --help'" aside)
+    matching the case's pattern; on success, the pattern somewhere in the output;
+  - nothing in stdout or stderr that a terminal acts on: no control character but newline,
+    nothing that is not UTF-8, no C1 control;
+  - a memory ceiling (ulimit -v, i.e. RLIMIT_AS) of 64 x the size of the case's inputs plus
+    256 MiB, or the case's own ceiling where RELIABILITY.md explains why. ASan builds reserve
+    terabytes of address space for their shadow memory, so there the ceiling is not set (the
+    sanitizers check what they check; the optimized build checks the ceiling).
+The small cases are checked in (tests/hostile/cases); the generator must reproduce them byte
+for byte, and makes the large ones at test time. Peak memory (RSS) of every run is printed.
+"""
+import argparse
+import os
+import re
+import resource
+import shlex
+import subprocess
+import sys
+import threading
+import time
+
+MiB = 1 << 20
+TIMEOUT = 120
+KEEP = 4 * MiB  # bytes of each stream kept for the pattern; all of it is scanned
+
+
+def is_asan(path):
+    with open(path, "rb") as f:
+        return b"AddressSanitizer" in f.read()
+
+
+class Stream:
+    """Drains a pipe, keeps its head, and finds what a terminal would act on."""
+
+    def __init__(self, pipe):
+        self.head = bytearray()
+        self.bad = None
+        self.tail = b""  # an incomplete UTF-8 sequence at a chunk's end
+        self.t = threading.Thread(target=self.run, args=(pipe,))
+        self.t.start()
+
+    def check(self, data, offset):
+        data = self.tail + data
+        cut = len(data)
+        # keep up to 3 trailing bytes of a sequence that may continue in the next chunk
+        for k in range(1, 4):
+            if k <= len(data) and (data[-k] & 0xC0) == 0xC0:
+                need = 2 if data[-k] < 0xE0 else 3 if data[-k] < 0xF0 else 4
+                if need > k:
+                    cut = len(data) - k
+                break
+        body, self.tail = data[:cut], data[cut:]
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return "bytes that are not UTF-8 at offset %d: %r" % (offset + e.start, body[e.start:e.start + 8])
+        m = re.search(r"[\x00-\x09\x0b-\x1f\x7f\x80-\x9f]", text)
+        if m:
+            return "control character %r at offset %d: %r" % (m.group(0), offset + m.start(), text[max(0, m.start() - 20):m.start() + 20])
+        return None
+
+    def run(self, pipe):
+        offset = 0
+        while True:
+            data = pipe.read(1 << 16)
+            if not data:
+                break
+            if len(self.head) < KEEP:
+                self.head += data[:KEEP - len(self.head)]
+            if self.bad is None:
+                self.bad = self.check(data, offset)
+            offset += len(data)
+        if self.bad is None and self.tail:
+            self.bad = "output ends inside a UTF-8 sequence"
+
+    def text(self):
+        self.t.join()
+        return self.head.decode("utf-8", "replace")
+
+
+def run_case(argv, ceiling, env):
+    def limit():
+        if ceiling:
+            resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling))
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=limit, env=env)
+    out, err = Stream(p.stdout), Stream(p.stderr)
+    killer = threading.Timer(TIMEOUT, p.kill)
+    killer.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    killer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (
+        -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    secs = time.monotonic() - t0
+    return p.returncode, out, err, ru.ru_maxrss * 1024, secs, secs >= TIMEOUT
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ("gpurec", "gpureplay", "gpuanalyze", "cases", "manifest", "gen"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("--no-large", action="store_true")
+    ap.add_argument("--report")
+    a = ap.parse_args()
+    tools = {k: os.path.abspath(getattr(a, k)) for k in ("gpurec", "gpureplay", "gpuanalyze")}
+    cases = os.path.abspath(a.cases)
+    work = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "hostile")
+    gen = os.path.join(work, "gen")
+    wdir = os.path.join(work, "w")
+    os.makedirs(wdir, exist_ok=True)
+    failures = []
+
+    # the checked-in small cases are what the generator makes
+    subprocess.run([sys.executable, a.gen, os.path.join(gen, "small")], check=True)
+    for name in sorted(os.listdir(os.path.join(gen, "small"))):
+        with open(os.path.join(gen, "small", name), "rb") as f1:
+            mine = f1.read()
+        try:
+            with open(os.path.join(cases, name), "rb") as f2:
+                if f2.read() != mine:
+                    failures.append("cases/%s differs from what gen_corpus.py makes (regenerate it)" % name)
+        except FileNotFoundError:
+            failures.append("cases/%s is missing (gen_corpus.py makes it)" % name)
+    if not a.no_large:
+        subprocess.run([sys.executable, a.gen, os.path.join(gen, "large"), "--large"], check=True)
+
+    asan = any(is_asan(t) for t in tools.values())
+    subst = dict(tools, c=cases, g=os.path.join(gen, "large"), w=wdir, esc="\x1b")
+    env = dict(os.environ, GPUREPLAY=tools["gpureplay"], LC_ALL="C.UTF-8")
+    rows = []
+    with open(a.manifest) as mf:
+        lines = [l.rstrip("\n") for l in mf if l.strip() and not l.startswith("#")]
+    for line in lines:
+        name, rc_want, pattern, inputs, cmd = line.split("\t")
+        if a.no_large and "{g}" in cmd:
+            continue
+        argv = [x.format(**subst) for x in shlex.split(cmd)]
+        tool = os.path.basename(argv[0])
+        if inputs.startswith("ceiling="):
+            ceiling = int(inputs.split("=", 1)[1]) * MiB
+            in_bytes = 0
+        else:
+            in_bytes = sum(os.path.getsize(x.format(**subst)) for x in inputs.split(",")) if inputs != "-" else 0
+            ceiling = 64 * in_bytes + 256 * MiB
+        rc, out, err, rss, secs, timed_out = run_case(argv, 0 if asan else ceiling, env)
+        o, e = out.text(), err.text()
+        why = []
+        if timed_out:
+            why.append("hung: killed after %d s" % TIMEOUT)
+        elif rc < 0:
+            why.append("killed by signal %d" % -rc)
+        elif rc_want == "*":
+            if rc not in (0, 1):
+                why.append("exit %d, want 0 or 1" % rc)
+        elif rc != int(rc_want):
+            why.append("exit %d, want %s" % (rc, rc_want))
+        if out.bad:
+            why.append("stdout: " + out.bad)
+        if err.bad:
+            why.append("stderr: " + err.bad)
+        errs = [l for l in e.splitlines() if l.strip() and not re.match(r"try '.*--help'$", l)]
+        if rc > 0 and not timed_out:
+            lines_err = [l for l in errs if re.match(r"(gpurec|gpureplay|gpuanalyze): ", l)]
+            if len(errs) != 1:
+                why.append("%d lines on stderr, want one error line: %r" % (len(errs), errs[:4]))
+            elif pattern != "-" and not re.search(pattern, errs[0]):
+                why.append("error line %r does not match %r" % (errs[0], pattern))
+            elif not lines_err:
+                why.append("error line %r does not name the tool" % errs[0])
+        elif rc == 0 and pattern != "-" and not re.search(pattern, o + e):
+            why.append("output does not match %r: %r" % (pattern, (o + e)[:300]))
+        rows.append((name, tool, rc, rss, ceiling, secs))
+        status = "ok" if not why else "FAIL"
+        print("%-4s %-34s exit %-3s %8.1f MiB peak (ceiling %s) %6.2f s" %
+              (status, name, rc, rss / MiB, "off (ASan)" if asan else "%.0f MiB" % (ceiling / MiB), secs))
+        for w in why:
+            print("       " + w)
+            failures.append("%s: %s" % (name, w))
+    if a.report:
+        with open(a.report, "w") as f:
+            f.write("| case | tool | exit | peak RSS MiB | ceiling MiB | seconds |\n|---|---|---:|---:|---:|---:|\n")
+            for n, t, rc, rss, c, s in rows:
+                f.write("| %s | %s | %d | %.1f | %.0f | %.2f |\n" % (n, t, rc, rss / MiB, c / MiB, s))
+    print("\n%d cases, %d failures%s" % (len(rows), len(failures), " (ASan build: no memory ceiling)" if asan else ""))
+    for f in failures:
+        print("FAIL " + f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
