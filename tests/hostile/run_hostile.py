@@ -150,7 +150,9 @@ def main():
             ceiling = int(inputs.split("=", 1)[1]) * MiB
             in_bytes = 0
         else:
-            in_bytes = sum(os.path.getsize(x.format(**subst)) for x in inputs.split(",")) if inputs != "-" else 0
+            # an input an earlier case failed to make counts 0 (that case has failed already)
+            in_bytes = sum(os.path.getsize(x.format(**subst)) for x in inputs.split(",")
+                           if os.path.exists(x.format(**subst))) if inputs != "-" else 0
             ceiling = 64 * in_bytes + 256 * MiB
         rc, out, err, rss, secs, timed_out = run_case(argv, 0 if asan else ceiling, env)
         o, e = out.text(), err.text()

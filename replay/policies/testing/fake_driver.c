@@ -122,20 +122,43 @@ static gm_status_t fk_map(void *ctx, uint64_t addr, uint64_t size) {
   return push(f, b);
 }
 
+/* The mapping that holds byte at, or -1. */
+static int find_holding(rp_fake_driver_t *f, uint64_t at) {
+  for (int i = 0; i < f->nblocks; i++)
+    if (f->blocks[i].kind == RP_FAKE_MAP && at >= f->blocks[i].addr && at - f->blocks[i].addr < f->blocks[i].size)
+      return i;
+  return -1;
+}
+
+/* Pages are mapped one handle each on a real device (cuMemCreate per granule: replay/cuda
+ * and torch's ExpandableSegment alike), so any granule-aligned range that is mapped all
+ * through may be unmapped, part of one map call or several: the mappings it cuts are split.
+ * A range with a hole, or not aligned, is misuse; nothing changes then. */
 static gm_status_t fk_unmap(void *ctx, uint64_t addr, uint64_t size) {
   rp_fake_driver_t *f = ctx;
   f->calls.unmap++;
-  int i = find(f, addr, RP_FAKE_MAP);
-  /* An unmap may cover several adjacent mappings; split bookkeeping keeps it simple: the
-   * range must be exactly tiled by mappings. */
-  uint64_t at = addr, end = addr + size;
-  if (i < 0) return f->errors++, GM_ERR_INVAL;
-  while (at < end) {
-    i = find(f, at, RP_FAKE_MAP);
-    if (i < 0 || f->blocks[i].addr + f->blocks[i].size > end) return f->errors++, GM_ERR_INVAL;
-    at += f->blocks[i].size;
-    f->used -= f->blocks[i].size;
+  uint64_t g = f->drv.granularity, end = addr + size;
+  if (size == 0 || addr % g || size % g || end < addr) return f->errors++, GM_ERR_INVAL;
+  for (uint64_t at = addr; at < end;) {
+    int i = find_holding(f, at);
+    if (i < 0) return f->errors++, GM_ERR_INVAL;
+    at = f->blocks[i].addr + f->blocks[i].size;
+  }
+  for (uint64_t at = addr; at < end;) {
+    int i = find_holding(f, at);
+    rp_fake_block_t m = f->blocks[i];
+    uint64_t lo = m.addr < addr ? addr : m.addr, hi = m.addr + m.size > end ? end : m.addr + m.size;
     drop(f, i);
+    f->used -= hi - lo;
+    if (m.addr < lo) { /* the part before the range stays mapped */
+      rp_fake_block_t b = {m.addr, lo - m.addr, lo - m.addr, RP_FAKE_MAP, 0};
+      if (push(f, b) < 0) return GM_ERR_NOMEM;
+    }
+    if (hi < m.addr + m.size) { /* and the part after it */
+      rp_fake_block_t b = {hi, m.addr + m.size - hi, m.addr + m.size - hi, RP_FAKE_MAP, 0};
+      if (push(f, b) < 0) return GM_ERR_NOMEM;
+    }
+    at = hi;
   }
   return GM_OK;
 }
