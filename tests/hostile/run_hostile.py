@@ -29,7 +29,7 @@ import threading
 import time
 
 MiB = 1 << 20
-TIMEOUT = 120
+TIMEOUT = int(os.environ.get("HOSTILE_TIMEOUT", "120"))  # seconds before a run counts as hung
 KEEP = 4 * MiB  # bytes of each stream kept for the pattern; all of it is scanned
 
 
@@ -87,13 +87,13 @@ class Stream:
         return self.head.decode("utf-8", "replace")
 
 
-def run_case(argv, ceiling, env):
+def run_case(argv, ceiling, env, cwd):
     def limit():
         if ceiling:
             resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling))
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=limit, env=env)
+                         preexec_fn=limit, env=env, cwd=cwd)  # in {w}: what a command writes beside it stays there
     out, err = Stream(p.stdout), Stream(p.stderr)
     killer = threading.Timer(TIMEOUT, p.kill)
     killer.start()
@@ -154,7 +154,7 @@ def main():
             in_bytes = sum(os.path.getsize(x.format(**subst)) for x in inputs.split(",")
                            if os.path.exists(x.format(**subst))) if inputs != "-" else 0
             ceiling = 64 * in_bytes + 256 * MiB
-        rc, out, err, rss, secs, timed_out = run_case(argv, 0 if asan else ceiling, env)
+        rc, out, err, rss, secs, timed_out = run_case(argv, 0 if asan else ceiling, env, wdir)
         o, e = out.text(), err.text()
         why = []
         if timed_out:
