@@ -34,8 +34,11 @@ KEEP = 4 * MiB  # bytes of each stream kept for the pattern; all of it is scanne
 
 
 def is_asan(path):
+    """gcc links libasan dynamically (its symbols' names are in the binary), clang statically
+    (the runtime's own strings are)."""
     with open(path, "rb") as f:
-        return b"AddressSanitizer" in f.read()
+        b = f.read()
+    return b"__asan_" in b or b"AddressSanitizer" in b
 
 
 class Stream:
