@@ -90,24 +90,29 @@ size_t ana_scan_timeline(const ana_scan_t *s, uint64_t *ts, uint64_t *live, size
 int ana_counts_as_device(unsigned mem_kind);
 
 /* Read a whole trace once: summary and the reader's integrity stats. *hdr is a copy (free it
- * with gmt_header_free). */
-gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
-                                gmt_reader_stats_t *rs, gm_err_t *err);
+ * with gmt_header_free). flags: GMT_READ_* (salvage or strict). damage (may be NULL) gets the
+ * first damage a salvaging reader skipped, or "". */
+gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
+                                gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err);
 
 /* "2026-11-21 12:53:04.277 UTC" for ns since the epoch ("unknown" for 0). Returns buf. */
 char *ana_format_wallclock(uint64_t ns, char *buf, size_t n);
 
-/* `gpuanalyze info`: the summary as text. */
+/* `gpuanalyze info`: the summary as text. damage: as ana_trace_summarize gives it. */
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
-                    const gmt_reader_stats_t *rs);
+                    const gmt_reader_stats_t *rs, const char *damage);
 
 /* ---- database ------------------------------------------------------------------------------ */
 
 typedef struct ana_db ana_db_t;
 
 /* Open or create path (":memory:" works). Creates the schema on an empty database; refuses a
- * database that is not ours or has a newer schema version. */
+ * database that is not ours or has a newer schema version. While another process writes to it,
+ * waits up to wait_ms for its write lock, then fails saying the database is busy (readers do
+ * not wait: the write-ahead log shows them the database as it was). */
+#define ANA_DEFAULT_WAIT_MS 30000
 gm_status_t ana_db_open(ana_db_t **out, const char *path, gm_err_t *err);
+gm_status_t ana_db_open_wait(ana_db_t **out, const char *path, int wait_ms, gm_err_t *err);
 void ana_db_close(ana_db_t *db);
 /* The underlying sqlite3* (for tests and the report writers). */
 void *ana_db_sqlite(ana_db_t *db);
@@ -115,14 +120,21 @@ void *ana_db_sqlite(ana_db_t *db);
 const char *ana_schema_sql(void);
 
 typedef struct ana_load_opts {
+  unsigned read_flags;         /* GMT_READ_*: strict (0) or salvage damaged traces */
   uint64_t fault_after_events; /* test hook: fail the load after this many events (0: off) */
   /* Called about every million events of a trace (NULL: none); main() shows it on a terminal. */
   void (*progress)(void *ctx, const char *input, uint64_t events);
   void *progress_ctx;
+  /* Test hook: called after each batch of events is in (inside the transaction); NULL: none. */
+  void (*batch_done)(void *ctx, uint64_t events);
+  /* Called with one line for the user (a damaged trace salvaged, a trace replaced); NULL: none. */
+  void (*warn)(void *ctx, const char *msg);
+  void *warn_ctx;
 } ana_load_opts_t;
 
 typedef struct ana_load_stats {
   uint64_t traces_loaded, traces_skipped; /* skipped: same content already in the db */
+  uint64_t traces_partial;                /* loaded from a damaged trace, some events lost */
   uint64_t results_loaded, results_skipped;
   uint64_t events, runs;
   double seconds;

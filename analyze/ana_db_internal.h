@@ -14,7 +14,14 @@ extern "C" {
 struct ana_db {
   sqlite3 *h;
   const char *path;
+  int wait_ms; /* busy timeout */
 };
+
+/* Trailing columns added to schema version 1 (ana_schema.c), NULL-terminated. */
+typedef struct ana_added_column {
+  const char *table, *column, *decl;
+} ana_added_column_t;
+extern const ana_added_column_t ana_added_columns[];
 
 gm_status_t ana_sql_err(sqlite3 *h, gm_err_t *err, const char *what);
 gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);

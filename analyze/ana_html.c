@@ -86,7 +86,8 @@ static const char css[] =
     "pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}"
     "h2{border-bottom:2px solid #ddd;margin-top:2em}"
     ".note{color:#666;font-size:13px}.legend{font-size:13px;min-height:3em;margin-bottom:1em}"
-    ".kv td:first-child{text-align:left;font-weight:bold}";
+    ".kv td:first-child{text-align:left;font-weight:bold}"
+    ".partial{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}";
 
 static void cell_html(FILE *out, sqlite3_stmt *st, int c) {
   char cell[256];
@@ -262,11 +263,40 @@ static const char chart_js[] =
     "o.textContent=d.labels[2+2*r].replace(/ reserved$/,'')+': reserved and allocated';sel.appendChild(o);}"
     "sel.onchange=function(){show(sel.value);};sel.value=n>1?'0':'all';show(sel.value);});";
 
+/* A trace salvaged from damage: say so above its figures, not only in its table. */
+static void partial_banner(ana_db_t *db, FILE *out, int64_t id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT damaged_chunks, lost_events, uncounted_chunks, index_damaged, events"
+                         " FROM traces WHERE trace_id=? AND (partial OR index_damaged)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    gmt_reader_stats_t rs = {0};
+    rs.damaged_chunks = (uint64_t)sqlite3_column_int64(st, 0);
+    rs.lost_events = (uint64_t)sqlite3_column_int64(st, 1);
+    rs.uncounted_chunks = (uint64_t)sqlite3_column_int64(st, 2);
+    rs.index_damaged = sqlite3_column_int(st, 3);
+    char what[256];
+    fprintf(out, "<p class=\"partial\">%s: the trace is damaged: %s. %s</p>\n",
+            gmt_stats_partial(&rs) ? "PARTIAL" : "Note", gmt_stats_damage_text(&rs, what, sizeof what),
+            gmt_stats_partial(&rs) ? "The figures cover the events that could be read." : "No event was lost.");
+  }
+  sqlite3_finalize(st);
+}
+
 gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
-  FILE *out = fopen(path, "w");
-  if (!out) return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  /* Written whole or not at all: a temporary file renamed over path (gm_out). */
+  gm_out_t *o = NULL;
+  if ((s = gm_out_open(&o, path, err)) < 0) return gm_err_wrap(err, "cannot write the HTML report");
+  FILE *out = gm_out_file(o);
+  if (!out) {
+    gm_out_abort(o);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
   fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                "<title>gpumem report</title>\n<style>%s</style>\n"
                "<script>/* dygraphs 2.2.1, MIT licence, from Debian's libjs-dygraphs */\n",
@@ -302,6 +332,7 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
             id, id, id, id);
     s = chart_json(db, out, id, err);
     fputs("</script>\n", out);
+    partial_banner(db, out, id);
     for (const ana_table_t *t = ana_tables; t->name && s >= 0; t++)
       if (strcmp(t->name, "ranks") != 0) html_table(db, out, t, id);
     fputs("</section>\n", out);
@@ -312,6 +343,9 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
       if (strcmp(t->name, "ranks") == 0) html_table(db, out, t, -1);
     fprintf(out, "<script>%s</script>\n</body></html>\n", chart_js);
   }
-  if (fclose(out) != 0 && s >= 0) s = gm_err_set(err, GM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-  return s < 0 ? gm_err_wrap(err, "cannot write the HTML report '%s'", path) : GM_OK;
+  if (s < 0) {
+    gm_out_abort(o);
+    return gm_err_wrap(err, "cannot write the HTML report '%s'", path);
+  }
+  return gm_out_commit(o, err) < 0 ? gm_err_wrap(err, "cannot write the HTML report") : GM_OK;
 }

@@ -1,19 +1,21 @@
 /* ana_info.c: `gpuanalyze info`: what a trace is (its provenance header) and what is in it
  * (duration, events by kind, devices, streams, peak live requested bytes), and how whole it is
- * (truncation, sequence gaps, records the source dropped, record kinds this reader skipped).
- * A reader never hides damage, so neither does this summary. */
+ * (truncation, sequence gaps, records the source dropped, record kinds this reader skipped,
+ * damaged chunks a salvaging reader skipped). A reader never hides damage, so neither does
+ * this summary. */
 #include "analyze/ana.h"
 
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
 
-gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary_t *sum,
-                                gmt_reader_stats_t *rs, gm_err_t *err) {
+gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
+                                gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   ana_scan_t *s = NULL;
   gmt_header_init(hdr);
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  if (damage && damage_n) damage[0] = '\0';
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st < 0) return gm_err_wrap(err, "cannot open '%s'", path);
   st = gmt_header_copy(hdr, gmt_reader_header(r), err);
   if (st >= 0) st = ana_scan_new(&s, NULL, NULL, err);
@@ -38,6 +40,7 @@ gm_status_t ana_trace_summarize(const char *path, gmt_header_t *hdr, ana_summary
     *sum = *ana_scan_summary(s);
     snprintf(sum->failed_callsite_text, sizeof sum->failed_callsite_text, "%s", failed_cs);
     *rs = *gmt_reader_stats(r);
+    if (damage && damage_n && gmt_reader_damage(r)) snprintf(damage, damage_n, "%s", gmt_reader_damage(r));
     st = GM_OK;
   } else {
     gm_err_wrap(err, "cannot read '%s'", path);
@@ -103,7 +106,7 @@ static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t 
 }
 
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
-                    const gmt_reader_stats_t *rs) {
+                    const gmt_reader_stats_t *rs, const char *damage) {
   char b1[32];
   char e1[512], e2[512];
   put(out, "trace:          ", path);
@@ -174,6 +177,14 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
                " records dropped by the source, %" PRIu64 " unknown records skipped\n",
           rs->truncated ? "TRUNCATED" : "complete", rs->has_index ? "present" : "missing",
           rs->seq_gaps, rs->dropped, rs->unknown_records);
+  if (gmt_stats_damaged(rs)) {
+    char what[256];
+    fprintf(out, "damage:         %s%s", gmt_stats_partial(rs) ? "PARTIAL: " : "",
+            gmt_stats_damage_text(rs, what, sizeof what));
+    if (rs->damaged_bytes) fprintf(out, " (%" PRIu64 " bytes skipped)", rs->damaged_bytes);
+    fputc('\n', out);
+    if (damage && *damage) fprintf(out, "first damage:   %s\n", damage);
+  }
   if (s->unknown_free || s->double_alloc)
     fprintf(out, "anomalies:      %" PRIu64 " frees of unknown addresses, %" PRIu64
                  " allocs over a live address\n", s->unknown_free, s->double_alloc);

@@ -123,6 +123,7 @@ static gm_status_t insert_run(ana_db_t *db, sqlite3_stmt *st, sqlite3_stmt *tst,
   sqlite3_bind_double(st, i++, opt_num(run, "fragmentation_mean", frag));
   sqlite3_bind_double(st, i++, opt_num(run, "replay_seconds", 0));
   sqlite3_bind_double(st, i++, opt_num(run, "events_per_second", 0));
+  sqlite3_bind_int(st, i++, json_is_true(json_object_get(run, "partial"))); /* replayed from a damaged trace */
   /* Everything but the timeline, verbatim. */
   json_t *copy = json_copy(run);
   if (!copy) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
@@ -238,8 +239,8 @@ gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *s
                     "capacity_bytes,events,peak_reserved_bytes,peak_allocated_bytes,peak_requested_bytes,"
                     "lower_bound_bytes,device_alloc_calls,device_free_calls,alloc_retries,ooms,"
                     "first_oom_event,first_oom_ts_ns,fragmentation_at_peak,fragmentation_mean,"
-                    "replay_seconds,events_per_second,summary_json)"
-                    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "replay_seconds,events_per_second,trace_partial,summary_json)"
+                    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     err);
   if (s >= 0) s = ana_prepare(db, &tst, "INSERT INTO run_timeline VALUES(?,?,?,?,?,?)", err);
   for (size_t i = 0; s >= 0 && i < json_array_size(runs); i++) {

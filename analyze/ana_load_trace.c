@@ -1,7 +1,12 @@
 /* ana_load_trace.c: load one trace into the database (inside the caller's transaction).
  *
- * The file is read once into memory: its bytes give the identity hash (the same trace loaded
- * twice is skipped) and the reader decodes from the same buffer. Events go in through
+ * Identity (SCHEMA.md "Identity and loading"): a trace is its bytes. The file is read once into
+ * memory: its bytes give the identity hash (the same bytes loaded twice, from any path, are
+ * skipped) and the reader decodes from the same buffer. A path names one trace: loading a
+ * path whose file has changed since (recorded again under the same name) replaces the trace
+ * loaded from it, and the replay runs that joined only that trace, with a warning; two
+ * traces of one report would otherwise give two answers for one job. A damaged trace is
+ * salvaged when the options say so, and its row says what was lost. Events go in through
  * multi-row prepared INSERTs (ROWS rows per statement: 2-3x single-row, per
  * research/anchors-performance.md §4.2). Each batch is scanned before it is inserted, so the
  * scanner's alloc/free pairing lands in the same row as the event that ends an allocation
@@ -10,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -185,14 +192,15 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s) {
   else sqlite3_bind_null(st, i);
 }
 
-static gm_status_t insert_header(loader_t *L, const char *path, const char *hash,
-                                 const gmt_header_t *h, gm_err_t *err) {
+static gm_status_t insert_header(loader_t *L, const char *path, const char *real, uint64_t size,
+                                 const char *hash, const gmt_header_t *h, gm_err_t *err) {
   sqlite3_stmt *st = NULL;
   gm_status_t s = ana_prepare(L->db, &st,
                               "INSERT INTO traces(content_hash,path,format_version,min_reader,capture_mode,"
                               "tool,host,pid,rank,world_size,start_time_ns,gpu_name,gpu_uuid,gpu_total_mem,"
-                              "driver_version,cuda_version,cupti_version,command_line,loaded_unix_ns)"
-                              " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                              "driver_version,cuda_version,cupti_version,command_line,loaded_unix_ns,"
+                              "real_path,file_size)"
+                              " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                               err);
   if (s < 0) return s;
   struct timespec now;
@@ -219,6 +227,8 @@ static gm_status_t insert_header(loader_t *L, const char *path, const char *hash
   bind_text(st, i++, h->cupti_version);
   bind_text(st, i++, h->command_line);
   sqlite3_bind_int64(st, i++, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+  bind_text(st, i++, real);
+  bind_u64(st, i++, size);
   s = step(L->db, st, err);
   sqlite3_finalize(st);
   if (s < 0) return s;
@@ -244,7 +254,9 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       "UPDATE traces SET events=?,duration_ns=?,first_ev_id=?,last_ev_id=?,"
       "requested_bytes_total=?,peak_live_bytes=?,peak_live_seq=?,peak_live_ts_ns=?,"
       "live_bytes_at_end=?,peak_segment_bytes=?,n_devices=?,n_streams=?,chunks=?,seq_gaps=?,"
-      "dropped=?,unknown_records=?,truncated=?,has_index=?,unknown_free=?,double_alloc=? WHERE trace_id=?",
+      "dropped=?,unknown_records=?,truncated=?,has_index=?,unknown_free=?,double_alloc=?,"
+      "damaged_chunks=?,lost_events=?,uncounted_chunks=?,damaged_bytes=?,index_damaged=?,partial=?"
+      " WHERE trace_id=?",
       err);
   if (s < 0) return s;
   int i = 1;
@@ -268,6 +280,12 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   sqlite3_bind_int(st, i++, rs->has_index);
   bind_u64(st, i++, m->unknown_free);
   bind_u64(st, i++, m->double_alloc);
+  bind_u64(st, i++, rs->damaged_chunks);
+  bind_u64(st, i++, rs->lost_events);
+  bind_u64(st, i++, rs->uncounted_chunks);
+  bind_u64(st, i++, rs->damaged_bytes);
+  sqlite3_bind_int(st, i++, rs->index_damaged);
+  sqlite3_bind_int(st, i++, gmt_stats_partial(rs));
   sqlite3_bind_int64(st, i++, L->trace_id);
   s = step(L->db, st, err);
   sqlite3_finalize(st);
@@ -372,27 +390,108 @@ gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, in
   return GM_OK;
 }
 
+static void warn(const ana_load_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(const ana_load_opts_t *o, const char *fmt, ...) {
+  if (!o || !o->warn) return;
+  char msg[GM_ERR_MSG_MAX + 512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  o->warn(o->warn_ctx, msg);
+}
+
+static gm_status_t exec_id(ana_db_t *db, const char *sql, int64_t id, gm_err_t *err) {
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(db, &st, sql, err);
+  if (s < 0) return s;
+  int n = sqlite3_bind_parameter_count(st);
+  for (int k = 1; k <= n; k++) sqlite3_bind_int64(st, k, id);
+  s = step(db, st, err);
+  sqlite3_finalize(st);
+  return s;
+}
+
+/* Remove trace id and every row that belongs to it, with the replay runs that joined it and no
+ * other trace (and their results file once it has no run left). */
+static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
+  static const char *const sql[] = {
+      "DELETE FROM events WHERE ev_id BETWEEN (SELECT first_ev_id FROM traces WHERE trace_id=?1)"
+      " AND (SELECT last_ev_id FROM traces WHERE trace_id=?1)",
+      "DELETE FROM open_allocs WHERE trace_id=?1",
+      "DELETE FROM trace_kv WHERE trace_id=?1",
+      "DELETE FROM trace_devices WHERE trace_id=?1",
+      "DELETE FROM trace_kinds WHERE trace_id=?1",
+      "DELETE FROM strings WHERE trace_id=?1",
+      "DELETE FROM trace_timeline WHERE trace_id=?1",
+      "DELETE FROM size_histogram WHERE trace_id=?1",
+      "DELETE FROM lifetime_histogram WHERE trace_id=?1",
+      "CREATE TEMP TABLE IF NOT EXISTS gone_runs(run_id INTEGER PRIMARY KEY, results_id INTEGER)",
+      "DELETE FROM temp.gone_runs WHERE ?1 IS NOT NULL",
+      "INSERT INTO temp.gone_runs SELECT r.run_id, r.results_id FROM runs r JOIN traces t"
+      " ON t.trace_id=?1 AND r.trace_start_time_ns=t.start_time_ns AND r.trace_pid=t.pid"
+      " WHERE NOT EXISTS (SELECT 1 FROM traces o WHERE o.trace_id<>?1"
+      " AND o.start_time_ns=r.trace_start_time_ns AND o.pid=r.trace_pid)",
+      "DELETE FROM run_timeline WHERE run_id IN (SELECT run_id FROM temp.gone_runs) AND ?1 IS NOT NULL",
+      "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM temp.gone_runs) AND ?1 IS NOT NULL",
+      "DELETE FROM results WHERE results_id IN (SELECT results_id FROM temp.gone_runs)"
+      " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.results_id=results.results_id) AND ?1 IS NOT NULL",
+      "DELETE FROM traces WHERE trace_id=?1",
+      NULL};
+  gm_status_t s = GM_OK;
+  for (const char *const *q = sql; *q && s >= 0; q++) s = exec_id(db, *q, id, err);
+  return s;
+}
+
+/* What the database already holds of this trace: GM_END to skip it (same bytes); GM_OK to load
+ * it, after replacing what was loaded from the same path. */
+static gm_status_t check_identity(ana_db_t *db, const char *path, const char *real, const char *hash,
+                                  const ana_load_opts_t *o, gm_err_t *err) {
+  sqlite3_stmt *q = NULL;
+  gm_status_t s = ana_prepare(db, &q, "SELECT trace_id FROM traces WHERE content_hash=?", err);
+  if (s < 0) return s;
+  bind_text(q, 1, hash);
+  int seen = sqlite3_step(q) == SQLITE_ROW;
+  sqlite3_finalize(q);
+  if (seen) return GM_END;
+  if ((s = ana_prepare(db, &q, "SELECT trace_id, path, loaded_unix_ns, events FROM traces WHERE real_path=?", err)) < 0)
+    return s;
+  bind_text(q, 1, real);
+  while (s >= 0 && sqlite3_step(q) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(q, 0);
+    time_t when = (time_t)(sqlite3_column_int64(q, 2) / 1000000000);
+    char stamp[64] = "?";
+    struct tm tm;
+    if (localtime_r(&when, &tm)) strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    warn(o, "'%s' has changed since it was loaded on %s (trace %lld, %lld events): replacing that trace and its replay runs",
+         path, stamp, (long long)id, (long long)sqlite3_column_int64(q, 3));
+    s = delete_trace(db, id, err);
+  }
+  sqlite3_finalize(q);
+  return s;
+}
+
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *stats, gm_err_t *err) {
   void *buf = NULL;
   size_t len = 0;
   gm_status_t s = read_file(path, &buf, &len, err);
   if (s < 0) return gm_err_wrap(err, "cannot open '%s'", path);
-  char hash[32];
+  char hash[32], *real = realpath(path, NULL);
   snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
-  sqlite3_stmt *q = NULL;
-  int seen = 0;
-  if ((s = ana_prepare(db, &q, "SELECT 1 FROM traces WHERE content_hash=?", err)) < 0) goto out_unmap;
-  bind_text(q, 1, hash);
-  seen = sqlite3_step(q) == SQLITE_ROW;
-  sqlite3_finalize(q);
-  if (seen) {
+  s = check_identity(db, path, real ? real : path, hash, o, err);
+  if (s == GM_END) {
     stats->traces_skipped++;
+    s = GM_OK;
+    goto out_unmap;
+  }
+  if (s < 0) {
+    gm_err_wrap(err, "cannot load '%s'", path);
     goto out_unmap;
   }
 
   gmt_reader_t *r = NULL;
-  s = gmt_reader_open_mem(&r, buf, len, err);
+  s = gmt_reader_open_mem_flags(&r, buf, len, o ? o->read_flags : GMT_READ_STRICT, err);
   if (s < 0) {
     gm_err_wrap(err, "cannot open '%s'", path);
     goto out_unmap;
@@ -410,7 +509,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   if (s >= 0) s = ana_prepare(db, &L->open_ins, "INSERT INTO open_allocs VALUES(?,?)", err);
   if (s >= 0) s = ana_prepare(db, &L->str_ins, "INSERT INTO strings VALUES(?,?,?)", err);
   if (s >= 0) L->r = r;
-  if (s >= 0) s = insert_header(L, path, hash, gmt_reader_header(r), err);
+  if (s >= 0) s = insert_header(L, path, real ? real : path, len, hash, gmt_reader_header(r), err);
   if (s >= 0) s = ana_scan_new(&scan, on_pair, L, err);
   uint64_t done = 0;
   while (s >= 0) {
@@ -427,12 +526,21 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     done += n;
     if (s >= 0 && o && o->fault_after_events && done >= o->fault_after_events)
       s = gm_err_set(err, GM_ERR_IO, "fault injected after %" PRIu64 " events", done);
+    if (s >= 0 && o && o->batch_done) o->batch_done(o->progress_ctx, done);
   }
   if (s >= 0) s = ana_scan_finish(scan, err);
   if (s >= 0) s = insert_summary(L, r, scan, err);
   if (s >= 0) {
     stats->traces_loaded++;
     stats->events += done;
+    const gmt_reader_stats_t *rs = gmt_reader_stats(r);
+    if (gmt_stats_partial(rs)) stats->traces_partial++;
+    if (gmt_stats_damaged(rs)) {
+      char what[256];
+      warn(o, "'%s' is damaged (%s): %s; loaded what could be read%s", path,
+           gmt_reader_damage(r) ? gmt_reader_damage(r) : "?", gmt_stats_damage_text(rs, what, sizeof what),
+           gmt_stats_partial(rs) ? ", marked partial" : "");
+    }
     s = GM_OK;
   } else {
     gm_err_wrap(err, "cannot load '%s'", path);
@@ -450,5 +558,6 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   gmt_reader_close(r);
 out_unmap:
   if (len) munmap(buf, len);
+  free(real);
   return s;
 }

@@ -273,11 +273,24 @@ static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
 /* A damaged trace undercounts: say so next to the numbers drawn from it. */
 static void warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT truncated, seq_gaps, dropped, unknown_free FROM traces WHERE trace_id=?",
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT truncated, seq_gaps, dropped, unknown_free, damaged_chunks, lost_events,"
+                         " uncounted_chunks, index_damaged FROM traces WHERE trace_id=?",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);
   if (sqlite3_step(st) == SQLITE_ROW) {
+    gmt_reader_stats_t rs = {0};
+    rs.damaged_chunks = (uint64_t)sqlite3_column_int64(st, 4);
+    rs.lost_events = (uint64_t)sqlite3_column_int64(st, 5);
+    rs.uncounted_chunks = (uint64_t)sqlite3_column_int64(st, 6);
+    rs.index_damaged = sqlite3_column_int(st, 7);
+    char what[256];
+    if (gmt_stats_partial(&rs))
+      fprintf(out, "  warning: PARTIAL: the trace is damaged (%s): the figures cover the events that could be read\n",
+              gmt_stats_damage_text(&rs, what, sizeof what));
+    else if (rs.index_damaged)
+      fprintf(out, "  note: the trace's index is damaged; every chunk was found by scanning, no event lost\n");
     if (sqlite3_column_int64(st, 0))
       fprintf(out, "  warning: the trace is truncated (its process died?): the figures cover what was recorded\n");
     if (sqlite3_column_int64(st, 1))

@@ -25,7 +25,8 @@ const ana_table_t ana_tables[] = {
      " requested_bytes_total AS requested_total_bytes,"
      " (SELECT count FROM trace_kinds k WHERE k.trace_id = traces.trace_id AND k.kind = 'alloc_failed')"
      "   AS recorded_failures,"
-     " truncated, seq_gaps, dropped FROM traces WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id",
+     " truncated, seq_gaps, dropped, partial, damaged_chunks, lost_events, index_damaged"
+     " FROM traces WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id",
      0},
     {"runs", "Policies side by side (replay runs)",
      "SELECT trace_id, policy, backend, capacity_bytes, peak_reserved_bytes, peak_allocated_bytes,"
@@ -259,12 +260,19 @@ static void csv_field(FILE *f, const char *s, int is_text) {
   fputc('"', f);
 }
 
+/* Each CSV file is written whole or not at all (gm_out: a temporary file renamed over it). */
 static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sqlite3_stmt *st,
                              gm_err_t *err) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.csv", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  gm_out_t *o = NULL;
+  gm_status_t s = gm_out_open(&o, path, err);
+  if (s < 0) return s;
+  FILE *f = gm_out_file(o);
+  if (!f) {
+    gm_out_abort(o);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
   int nc = sqlite3_column_count(st);
   for (int c = 0; c < nc; c++) {
     if (c) fputc(',', f);
@@ -280,15 +288,17 @@ static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sq
     }
     fputc('\n', f);
   }
-  gm_status_t s = GM_OK;
-  if (rc != SQLITE_DONE) s = ana_sql_err(db->h, err, name);
-  if (fclose(f) != 0 && s >= 0) s = gm_err_set(err, GM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-  return s;
+  if (rc != SQLITE_DONE) {
+    gm_out_abort(o);
+    return ana_sql_err(db->h, err, name);
+  }
+  return gm_out_commit(o, err);
 }
 
 gm_status_t ana_report_csv(ana_db_t *db, const char *dir, gm_err_t *err) {
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-    return gm_err_set(err, GM_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+    return gm_err_set(err, GM_ERR_IO, "cannot write CSV into '%s': cannot create the directory: %s", dir,
+                      strerror(errno));
   gm_status_t s = ana_report_prepare(db, err);
   for (const ana_table_t *t = ana_tables; t->name && s >= 0; t++) {
     sqlite3_stmt *st = NULL;

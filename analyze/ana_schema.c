@@ -9,7 +9,7 @@
  * cost a third of the load time. Memory kinds 0 (unknown) and 1 (device) are GPU memory. Unsigned 64-bit values (addresses, ns timestamps) are stored as SQLite's signed
  * integers, bit for bit; no real address or timestamp reaches 2^63. Streams and callsites that
  * are absent are NULL. */
-#include "analyze/ana.h"
+#include "analyze/ana_db_internal.h"
 
 static const char schema_sql[] =
     "CREATE TABLE schema_version(\n"
@@ -157,3 +157,19 @@ static const char schema_sql[] =
     "    AND a.ev_id <= t.first_ev_id + t.peak_live_seq AND a.mem_kind IN (0, 1);\n";
 
 const char *ana_schema_sql(void) { return schema_sql; }
+
+/* Columns added to version 1 after it first shipped, in order: not in the DDL above, so that a
+ * fresh database and an older file get them the same way (ALTER TABLE ... ADD COLUMN in
+ * ana_db_open). Trailing columns do not change the schema version (SCHEMA.md "Versioning"). */
+const ana_added_column_t ana_added_columns[] = {
+    /* the salvaging reader's account of a damaged trace (formats/SPEC.md "Salvage") */
+    {"traces", "damaged_chunks", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "lost_events", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "uncounted_chunks", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "damaged_bytes", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "index_damaged", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "partial", "INTEGER NOT NULL DEFAULT 0"},   /* damaged chunks skipped: events lost */
+    {"traces", "real_path", "TEXT"},                       /* canonical path: a reload replaces */
+    {"traces", "file_size", "INTEGER"},
+    {"runs", "trace_partial", "INTEGER NOT NULL DEFAULT 0"}, /* replayed from a damaged trace */
+    {NULL, NULL, NULL}};

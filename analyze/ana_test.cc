@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "analyze/ana.h"
+#include "formats/gmt_salvage_check.h"
 
 namespace {
 
@@ -616,4 +617,162 @@ TEST(Recommend, TheSimulatedPoolIsShownNeverAdvised) {
   EXPECT_NE(rec.find("pytorch:expandable_segments:True: 200 B..240 B, the driver's stream-ordered pool simulated"),
             std::string::npos) << rec;
   EXPECT_EQ(rec.find("ranked by the high end"), std::string::npos) << rec;
+}
+
+// ---- identity, salvage, concurrency (issue 12) -------------------------------------------------
+
+namespace {
+
+std::vector<std::string> g_warnings;
+void Collect(void *, const char *msg) { g_warnings.push_back(msg); }
+
+std::string Rec(ana_db_t *db) {
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  gm_err_t err = {};
+  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK) << err.msg;
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  return rec;
+}
+
+}  // namespace
+
+TEST(Identity, SamePathWithNewContentReplacesTheTraceAndItsRuns) {
+  std::string t = Unique("same") + ".zst", copy = Unique("copy") + ".zst", js = Unique("same") + ".json";
+  std::string dbp = Unique("ident") + ".db", fresh = Unique("fresh") + ".db";
+  WriteTrace(t, RandomProgram(7, 3000), "python a.py", -1, 1111);
+  WriteFile(js, ResultsJson(t, 1111, {"pytorch", "direct"}, {300, 150}, 120));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  ana_load_opts_t o = {};
+  o.warn = Collect;
+  g_warnings.clear();
+  const char *first[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, first, 2, &o, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM v_runs WHERE trace_id IS NOT NULL"), 2);
+  // The same bytes under another name are the same trace: skipped.
+  WriteFile(copy, [&] { std::ifstream f(t, std::ios::binary); std::stringstream s; s << f.rdbuf(); return s.str(); }());
+  const char *c[] = {copy.c_str()};
+  st = {};
+  ASSERT_EQ(ana_db_load(db, c, 1, &o, &st, &err), GM_OK);
+  EXPECT_EQ(st.traces_skipped, 1u);
+  EXPECT_TRUE(g_warnings.empty());
+  // Recorded again under the same name: the old trace and the runs that replayed it go.
+  WriteTrace(t, RandomProgram(8, 2000), "python a.py", -1, 2222);
+  const char *again[] = {t.c_str()};
+  st = {};
+  ASSERT_EQ(ana_db_load(db, again, 1, &o, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st.traces_loaded, 1u);
+  ASSERT_EQ(g_warnings.size(), 1u);
+  EXPECT_NE(g_warnings[0].find("' has changed since it was loaded on "), std::string::npos) << g_warnings[0];
+  EXPECT_NE(g_warnings[0].find("(trace 1, 3000 events): replacing that trace and its replay runs"), std::string::npos)
+      << g_warnings[0];
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM traces"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT start_time_ns FROM traces"), 2222);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM runs"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM results"), 0);
+  // Nothing of the old trace is left: the same as a fresh database with the new trace alone.
+  std::string replaced = Fingerprint(db);
+  ana_db_close(db);
+  ASSERT_EQ(ana_db_open(&db, fresh.c_str(), &err), GM_OK);
+  ASSERT_EQ(ana_db_load(db, again, 1, nullptr, &st, &err), GM_OK);
+  EXPECT_EQ(Fingerprint(db), replaced);
+  ana_db_close(db);
+}
+
+TEST(Salvage, DamagedTraceLoadsWhatIsLeftMarkedPartialAndStrictRefuses) {
+  std::string t = Unique("dmg") + ".zst", dbp = Unique("dmg") + ".db";
+  auto evs = RandomProgram(9, 5000);
+  WriteTrace(t, evs, "python d.py", -1, 3333);
+  std::string bytes = [&] { std::ifstream f(t, std::ios::binary); std::stringstream s; s << f.rdbuf(); return s.str(); }();
+  gmt_test::TraceMap m;
+  ASSERT_TRUE(gmt_test::MapTrace(bytes, &m));
+  ASSERT_EQ(m.chunks.size(), 5u);
+  WriteFile(t, gmt_test::Flip(bytes, m.chunks[2].off + m.chunks[2].len / 2));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  std::string before = Fingerprint(db);
+  const char *in[] = {t.c_str()};
+  ana_load_stats_t st = {};
+  EXPECT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_ERR_CORRUPT);  // strict by default
+  EXPECT_NE(std::string(err.msg).find("chunk 2 at offset"), std::string::npos) << err.msg;
+  EXPECT_EQ(Fingerprint(db), before);
+  ana_load_opts_t o = {};
+  o.read_flags = GMT_READ_SALVAGE;
+  o.warn = Collect;
+  g_warnings.clear();
+  ASSERT_EQ(ana_db_load(db, in, 1, &o, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(st.traces_partial, 1u);
+  EXPECT_EQ(Scalar(db, "SELECT events FROM traces"), 4000);
+  EXPECT_EQ(Scalar(db, "SELECT partial FROM traces"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT damaged_chunks FROM traces"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT lost_events FROM traces"), 1000);
+  EXPECT_EQ(Scalar(db, "SELECT index_damaged FROM traces"), 0);
+  ASSERT_EQ(g_warnings.size(), 1u);
+  EXPECT_NE(g_warnings[0].find("is damaged (chunk 2 at offset " + std::to_string(m.chunks[2].off) +
+                               ": checksum mismatch): 1 damaged chunk skipped, 1000 events lost; loaded what could "
+                               "be read, marked partial"),
+            std::string::npos)
+      << g_warnings[0];
+  EXPECT_NE(Rec(db).find("warning: PARTIAL: the trace is damaged (1 damaged chunk skipped, 1000 events lost)"),
+            std::string::npos)
+      << Rec(db);
+  ana_db_close(db);
+}
+
+TEST(Schema, OlderDatabaseGainsTheNewColumnsAndWal) {
+  std::string dbp = Unique("old") + ".db";
+  sqlite3 *h = nullptr;
+  ASSERT_EQ(sqlite3_open(dbp.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, ana_schema_sql(), nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "INSERT INTO schema_version VALUES(1, 'gpuanalyze 0.1.0')", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM pragma_table_info('traces') WHERE name IN"
+                       " ('partial','damaged_chunks','lost_events','uncounted_chunks','damaged_bytes',"
+                       "'index_damaged','real_path','file_size')"),
+            8);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name='trace_partial'"), 1);
+  sqlite3_stmt *st = nullptr;
+  sqlite3_prepare_v2(static_cast<sqlite3 *>(ana_db_sqlite(db)), "PRAGMA journal_mode", -1, &st, nullptr);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char *>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  ana_db_close(db);
+}
+
+TEST(Concurrency, ReaderReadsWhileAWriterHoldsItAndASecondWriterIsToldWhy) {
+  std::string t = Unique("c1") + ".zst", t2 = Unique("c2") + ".zst", dbp = Unique("conc") + ".db";
+  WriteTrace(t, RandomProgram(10, 1000), "python c.py", -1, 4444);
+  WriteTrace(t2, RandomProgram(11, 1000), "python c.py", -1, 5555);
+  gm_err_t err = {};
+  ana_db_t *w = nullptr, *r = nullptr;
+  ASSERT_EQ(ana_db_open(&w, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(w, in, 1, nullptr, &st, &err), GM_OK);
+  // The writer holds a write transaction with a change not committed yet.
+  sqlite3 *wh = static_cast<sqlite3 *>(ana_db_sqlite(w));
+  ASSERT_EQ(sqlite3_exec(wh, "BEGIN IMMEDIATE; DELETE FROM events;", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(ana_db_open_wait(&r, dbp.c_str(), 300, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(r, "SELECT COUNT(*) FROM events"), 1000);  // as it was before the writer began
+  const char *in2[] = {t2.c_str()};
+  EXPECT_EQ(ana_db_load(r, in2, 1, nullptr, &st, &err), GM_ERR_IO);
+  EXPECT_NE(std::string(err.msg).find("' is busy: another process (a gpuanalyze load?) is writing to it; waited 0.3 s"),
+            std::string::npos)
+      << err.msg;
+  ASSERT_EQ(sqlite3_exec(wh, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(ana_db_load(r, in2, 1, nullptr, &st, &err), GM_OK) << err.msg;  // free again
+  EXPECT_EQ(Scalar(r, "SELECT COUNT(*) FROM traces"), 2);
+  ana_db_close(r);
+  ana_db_close(w);
 }

@@ -9,7 +9,10 @@
  * TRACE.db, writes the HTML and prints the
  * recommendation, naming every file it writes; run again on the same bytes it reuses the
  * replays. Given a snapshot pickle or a CSV trace it imports it first (gpurec import), given a
- * database it reports on it; any other kind of file is refused with the command that takes it. */
+ * database it reports on it; any other kind of file is refused with the command that takes it.
+ * Damaged traces are salvaged (formats/SPEC.md "Salvage") unless --strict: what was lost is a
+ * warning on stderr and a mark in the output; --strict refuses them (exit 1). stdout is
+ * checked at the end, so output that could not be written (a full disk) fails the command. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 #include <jansson.h>
@@ -36,8 +40,8 @@ static int progress_shown; /* a \r progress line is on stderr and needs its newl
 
 typedef struct config {
   int help, version, verbose, quiet;
-  int csv;
-  uint64_t limit;
+  int csv, strict;
+  uint64_t limit, wait; /* wait: UINT64_MAX until given (--wait=0 is a choice) */
   const char *db, *html, *csv_dir, *gpureplay, *gpurec;
   uint64_t gpu_memory, jobs;
   int tune;
@@ -50,17 +54,23 @@ typedef struct config {
   {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(config_t, quiet)}
 
 #define DB_OPT {"db", 0, GM_OPT_STR, "FILE", "SQLite database (default gpumem.db)", offsetof(config_t, db)}
+#define STRICT_OPT                                                                               \
+  {"strict", 0, GM_OPT_FLAG, NULL, "refuse a damaged trace instead of salvaging its good chunks", \
+   offsetof(config_t, strict)}
+#define WAIT_OPT                                                                                 \
+  {"wait", 0, GM_OPT_U64, "SECONDS", "wait this long for another process writing to the database " \
+   "(default 30)", offsetof(config_t, wait)}
 
 static const gm_opt_t base_opts[] = {BASE_OPTS, {0}};
-static const gm_opt_t info_opts[] = {BASE_OPTS, {0}};
+static const gm_opt_t info_opts[] = {BASE_OPTS, STRICT_OPT, {0}};
 static const gm_opt_t dump_opts[] = {
-    BASE_OPTS,
+    BASE_OPTS, STRICT_OPT,
     {"csv", 0, GM_OPT_FLAG, NULL, "the CSV text form (formats/SPEC.md) instead of lines", offsetof(config_t, csv)},
     {"limit", 'n', GM_OPT_U64, "N", "stop after N events (lines only)", offsetof(config_t, limit)},
     {0}};
-static const gm_opt_t load_opts[] = {BASE_OPTS, DB_OPT, {0}};
+static const gm_opt_t load_opts[] = {BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT, {0}};
 static const gm_opt_t report_opts[] = {
-    BASE_OPTS, DB_OPT,
+    BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT,
     {"html", 0, GM_OPT_STR, "FILE", "write the self-contained HTML report to FILE", offsetof(config_t, html)},
     {"tune", 0, GM_OPT_FLAG, NULL, "run gpureplay --tune instead of the sweep: a search past the grid, and "
      "the advice is its choice with its driver time and the smallest GPU it fits (runs again each time)",
@@ -71,7 +81,7 @@ static const gm_opt_t report_opts[] = {
     {"gpu-memory", 0, GM_OPT_SIZE, "SIZE", "a snapshot pickle's GPU memory (gpurec import --gpu-memory), e.g. 80GiB", offsetof(config_t, gpu_memory)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
     {0}};
-static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, {0}};
+static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
 
 typedef struct command {
   const char *name, *usage, *what;
@@ -82,7 +92,7 @@ typedef struct command {
 static const command_t commands[] = {
     {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
-    {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped.", load_opts, 1, 1000},
+    {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped, a trace whose file changed since it was loaded is replaced.", load_opts, 1, 1000},
     {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
@@ -148,17 +158,25 @@ static int fail(gm_err_t *err) {
   return 1;
 }
 
-static int cmd_info(const char *path) {
+static unsigned read_flags(const config_t *c) { return c->strict ? GMT_READ_STRICT : GMT_READ_SALVAGE; }
+
+static int wait_ms(const config_t *c) {
+  if (c->wait == UINT64_MAX) return ANA_DEFAULT_WAIT_MS;
+  return c->wait > 86400 ? 86400 * 1000 : (int)c->wait * 1000;
+}
+
+static int cmd_info(const config_t *c, const char *path) {
   gm_err_t err = {0};
   if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
   gmt_header_t h;
   ana_summary_t s;
   gmt_reader_stats_t rs;
-  if (ana_trace_summarize(path, &h, &s, &rs, &err) < 0) {
+  char damage[GM_ERR_MSG_MAX];
+  if (ana_trace_summarize(path, read_flags(c), &h, &s, &rs, damage, sizeof damage, &err) < 0) {
     gmt_header_free(&h);
     return fail(&err);
   }
-  ana_info_print(stdout, path, &h, &s, &rs);
+  ana_info_print(stdout, path, &h, &s, &rs, damage);
   gmt_header_free(&h);
   return 0;
 }
@@ -167,7 +185,7 @@ static int cmd_dump(const config_t *c, const char *path) {
   gm_err_t err = {0};
   if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
   gmt_reader_t *r = NULL;
-  if (gmt_reader_open(&r, path, &err) < 0) {
+  if (gmt_reader_open_flags(&r, path, read_flags(c), &err) < 0) {
     gm_err_wrap(&err, "cannot open '%s'", path);
     return fail(&err);
   }
@@ -190,16 +208,36 @@ static int cmd_dump(const config_t *c, const char *path) {
       if (rs->dropped) gm_log(GM_LOG_WARN, "'%s': the source dropped %" PRIu64 " records", path, rs->dropped);
     }
   }
+  if (st >= 0 && gmt_stats_damaged(gmt_reader_stats(r))) {
+    char what[256];
+    gm_log(GM_LOG_WARN, "'%s' is damaged (%s): %s%s", path, gmt_reader_damage(r),
+           gmt_stats_damage_text(gmt_reader_stats(r), what, sizeof what),
+           gmt_stats_partial(gmt_reader_stats(r)) ? ": the dump is partial" : "");
+  }
   gmt_reader_close(r);
   if (st < 0) {
     gm_err_wrap(&err, "cannot read '%s'", path);
     return fail(&err);
   }
-  return fflush(stdout) == 0 ? 0 : 1;
+  return 0; /* stdout is checked in main */
 }
 
-/* Test hook: GPUANALYZE_FAULT_AFTER_EVENTS=N makes a load fail after N events (to prove an
- * interrupted load leaves the database as it was). */
+/* Test hooks: GPUANALYZE_FAULT_AFTER_EVENTS=N makes a load fail after N events (to prove an
+ * interrupted load leaves the database as it was); GPUANALYZE_TEST_HOLD_MS=N makes it hold its
+ * write transaction N ms after its first batch of events, saying so on stderr (to run a
+ * second process against a database that a load holds). */
+static void hold_transaction(void *ctx, uint64_t events) {
+  static int held;
+  const char *ms = getenv("GPUANALYZE_TEST_HOLD_MS");
+  if (held++ || !ms) return;
+  fprintf(stderr, "gpuanalyze: test hook: holding the load's transaction for %s ms after %" PRIu64 " events\n", ms, events);
+  fflush(stderr);
+  long v = strtol(ms, NULL, 10);
+  struct timespec ts = {v / 1000, (v % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 static void show_progress(void *ctx, const char *input, uint64_t events) {
   (void)ctx;
   char e[512];
@@ -213,12 +251,21 @@ static void end_progress(void) {
   progress_shown = 0;
 }
 
-static ana_load_opts_t load_opts_from_env(void) {
+static void show_warning(void *ctx, const char *msg) {
+  (void)ctx;
+  end_progress();
+  gm_log(GM_LOG_WARN, "%s", msg);
+}
+
+static ana_load_opts_t load_opts_from_env(const config_t *c) {
   ana_load_opts_t o = {0};
+  o.read_flags = read_flags(c);
+  o.warn = show_warning;
   /* Progress only for a person watching: never into a log or a pipe. */
   if (isatty(STDERR_FILENO) && gm_log_level() >= GM_LOG_INFO) o.progress = show_progress;
   const char *f = getenv("GPUANALYZE_FAULT_AFTER_EVENTS");
   if (f) o.fault_after_events = strtoull(f, NULL, 10);
+  if (getenv("GPUANALYZE_TEST_HOLD_MS")) o.batch_done = hold_transaction;
   return o;
 }
 
@@ -227,8 +274,8 @@ static int cmd_load(const config_t *c, char **pos, int npos) {
   for (int i = 0; i < npos; i++)
     if (wrong_kind(pos[i], GM_WANT(GM_FILE_TRACE) | GM_WANT(GM_FILE_RESULTS))) return 1;
   ana_db_t *db = NULL;
-  if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
-  ana_load_opts_t o = load_opts_from_env();
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
+  ana_load_opts_t o = load_opts_from_env(c);
   ana_load_stats_t st = {0};
   gm_status_t s = ana_db_load(db, (const char *const *)pos, npos, &o, &st, &err);
   end_progress();
@@ -298,11 +345,12 @@ static int run_tool(char *const *argv, gm_err_t *err) {
 }
 
 static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
-                     gm_err_t *err) {
+                     int strict, gm_err_t *err) {
   char j[32];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   /* --tune replays the sweep's grid too, and searches past it (issue 13). */
-  char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json, NULL};
+  char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json,
+                  strict ? "--strict" : NULL, NULL};
   return run_tool(argv, err);
 }
 
@@ -389,7 +437,7 @@ static int report_trace(config_t *c, const char *trace) {
   int64_t runs = -1, others = 0;
   if (existed) {
     ana_db_t *db = NULL;
-    if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+    if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
     gm_status_t s = ana_trace_replayed(db, trace, &runs, &others, &err);
     ana_db_close(db);
     if (s < 0) return fail(&err);
@@ -415,7 +463,7 @@ static int report_trace(config_t *c, const char *trace) {
       if (isatty(STDERR_FILENO))
         say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
                     : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-      if (run_sweep(replay, trace, json, jobs, c->tune, &err) < 0) {
+      if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, &err) < 0) {
         unlink(json);
         gm_err_wrap(&err, "cannot replay '%s'", trace);
         return fail(&err);
@@ -434,12 +482,12 @@ static int report_trace(config_t *c, const char *trace) {
       existed = 0;
     }
     ana_db_t *db = NULL;
-    if (ana_db_open(&db, c->db, &err) < 0) {
+    if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) {
       if (*json) unlink(json);
       return fail(&err);
     }
     const char *inputs[2] = {trace, json};
-    ana_load_opts_t o = load_opts_from_env();
+    ana_load_opts_t o = load_opts_from_env(c);
     ana_load_stats_t st = {0};
     gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
     end_progress();
@@ -449,7 +497,7 @@ static int report_trace(config_t *c, const char *trace) {
     say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
   }
   ana_db_t *db = NULL;
-  if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
   if (s >= 0) s = ana_report_html(db, html, &err);
   if (s >= 0) say("wrote %s (the report)", html);
@@ -502,7 +550,7 @@ static int cmd_report(config_t *c, char **pos, int npos) {
   if (!c->db) c->db = "gpumem.db";
   if (need_db(c->db)) return 1;
   ana_db_t *db = NULL;
-  if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
   gm_status_t s = GM_OK;
   if (!c->html && !c->csv_dir) s = ana_report_text(db, stdout, &err);
   if (s >= 0 && c->html) {
@@ -522,7 +570,7 @@ static int cmd_recommend(const config_t *c) {
   gm_err_t err = {0};
   if (need_db(c->db)) return 1;
   ana_db_t *db = NULL;
-  if (ana_db_open(&db, c->db, &err) < 0) return fail(&err);
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
   ana_db_close(db);
   return s < 0 ? fail(&err) : 0;
@@ -531,6 +579,7 @@ static int cmd_recommend(const config_t *c) {
 static int run(int argc, char **argv, char **pos) {
   if (argc < 2) return usage_error("missing command");
   config_t c = {0};
+  c.wait = UINT64_MAX;
   gm_err_t err = {0};
   int npos = 0;
   /* The command is the first word that is not an option: options may come before it
@@ -584,7 +633,7 @@ static int run(int argc, char **argv, char **pos) {
   }
   if (!c.db && strcmp(cmd->name, "report") != 0) c.db = "gpumem.db";
   int rc;
-  if (strcmp(cmd->name, "info") == 0) rc = cmd_info(pos[0]);
+  if (strcmp(cmd->name, "info") == 0) rc = cmd_info(&c, pos[0]);
   else if (strcmp(cmd->name, "dump") == 0) rc = cmd_dump(&c, pos[0]);
   else if (strcmp(cmd->name, "load") == 0) rc = cmd_load(&c, pos, npos);
   else if (strcmp(cmd->name, "report") == 0) rc = cmd_report(&c, pos, npos);
@@ -598,5 +647,10 @@ int main(int argc, char **argv) {
   if (!pos) return 1;
   int rc = run(argc, argv, pos);
   free(pos);
+  gm_err_t err = {0};
+  if (gm_stdout_close(&err) < 0) {
+    gm_log_err(&err);
+    if (rc == 0) rc = 1;
+  }
   return rc;
 }

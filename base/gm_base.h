@@ -1,6 +1,6 @@
 /* gm_base.h: what every gpumem component shares: status codes with a cause chain, logging,
- * size and fraction parsing, and the option table that feeds both a tool's parser and its
- * --help. libc only; nothing here prints unless asked to (logging is for main() and tools).
+ * size and fraction parsing, output files written atomically, and the option table that feeds
+ * both a tool's parser and its --help. libc only; nothing here prints unless asked to (logging is for main() and tools).
  *
  * Errors: a library function returns a gm_status_t and, on failure, fills a caller-owned
  * gm_err_t. Each layer that passes the failure up adds its context in front with
@@ -102,6 +102,34 @@ gm_status_t gm_parse_fraction(const char *s, double *out, gm_err_t *err);
 gm_status_t gm_parse_u64(const char *s, uint64_t *out, gm_err_t *err);
 /* "1.50 GiB", "512 B": human form for tables. Returns buf. */
 char *gm_format_size(uint64_t bytes, char *buf, size_t n);
+
+/* ---- output files ------------------------------------------------------------------------- */
+
+/* An output file that is either its old self or complete, whatever happens (gm_out.c): the bytes
+ * go to a temporary file in the target's directory, renamed over the target by gm_out_commit
+ * only when every write succeeded (after fsync); on any failure the target is left as it was.
+ * A target that exists and is not a regular file (/dev/stdout, /dev/full, a FIFO) is written in
+ * place, still checked. Every tool writes its output files through this. */
+typedef struct gm_out gm_out_t;
+
+/* Errors name path and the reason ("cannot write 'r.html': cannot create a file in '.':
+ * Permission denied"). */
+gm_status_t gm_out_open(gm_out_t **out, const char *path, gm_err_t *err);
+/* A stdio stream on it (made on the first call; NULL only when out of memory). Every write
+ * through it is checked at commit, with its errno. */
+FILE *gm_out_file(gm_out_t *o);
+/* The descriptor, for a writer that calls write() itself and checks each call (not mixed with
+ * gm_out_file). */
+int gm_out_fd(gm_out_t *o);
+const char *gm_out_path(const gm_out_t *o);
+/* Flush, check, fsync, close, rename over the target. On failure: GM_ERR_IO naming the target
+ * and the reason, the temporary file removed, the target as it was. Frees o either way. */
+gm_status_t gm_out_commit(gm_out_t *o, gm_err_t *err);
+/* Give up: the temporary file is removed, the target left as it was. Frees o; NULL is fine. */
+void gm_out_abort(gm_out_t *o);
+/* Flush and close stdout, checking that everything written reached it (a full disk, a closed
+ * pipe): what main() calls last, so that `tool > /dev/full` fails instead of exiting 0. */
+gm_status_t gm_stdout_close(gm_err_t *err);
 
 /* ---- option tables ------------------------------------------------------------------------ */
 

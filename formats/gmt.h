@@ -199,6 +199,12 @@ typedef struct gmt_writer_opts {
 /* Create path (truncating) and write the header frame. opts may be NULL. */
 gm_status_t gmt_writer_open(gmt_writer_t **out, const char *path, const gmt_header_t *h,
                             const gmt_writer_opts_t *opts, gm_err_t *err);
+/* Same, but path is replaced only when the trace is complete: the trace goes to a temporary
+ * file beside path, renamed over it by a successful gmt_writer_close (base's gm_out). A failed
+ * close or gmt_writer_abandon leaves path as it was. For outputs made in one go (imports,
+ * conversions); a recorder that must leave a readable trace when killed uses gmt_writer_open. */
+gm_status_t gmt_writer_open_atomic(gmt_writer_t **out, const char *path, const gmt_header_t *h,
+                                   const gmt_writer_opts_t *opts, gm_err_t *err);
 /* Same, on an already open file descriptor (the writer takes ownership). */
 gm_status_t gmt_writer_open_fd(gmt_writer_t **out, int fd, const char *name, const gmt_header_t *h,
                                const gmt_writer_opts_t *opts, gm_err_t *err);
@@ -214,7 +220,8 @@ void gmt_writer_add_dropped(gmt_writer_t *w, uint64_t n);
 gm_status_t gmt_writer_flush(gmt_writer_t *w, gm_err_t *err);
 /* Flush, write the index and the footer, close. Frees w whatever the outcome. */
 gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err);
-/* Close without the index (what a killed process leaves): for tests. Frees w. */
+/* Close without the index (what a killed process leaves): for tests. Frees w. An atomic
+ * writer's temporary file is removed instead. */
 void gmt_writer_abandon(gmt_writer_t *w);
 uint64_t gmt_writer_events(const gmt_writer_t *w);
 uint64_t gmt_writer_bytes(const gmt_writer_t *w); /* bytes written to the file so far */
@@ -232,13 +239,47 @@ typedef struct gmt_reader_stats {
   uint64_t unknown_records; /* records of kinds this reader does not know, skipped */
   int truncated;            /* the file ended before its index/footer (process killed) */
   int has_index;
+  /* Damage a salvaging reader (GMT_READ_SALVAGE) skipped instead of failing; always 0 for a
+   * strict one. SPEC.md "Salvage" has the rules. */
+  uint64_t damaged_chunks;   /* chunks skipped because they failed a check */
+  uint64_t lost_events;      /* events of those chunks, where known (the index says) */
+  uint64_t uncounted_chunks; /* of damaged_chunks, those whose event count is unknown */
+  uint64_t damaged_bytes;    /* bytes of the file skipped as damaged */
+  int index_damaged;         /* the index or footer failed its check: chunks were found by scanning */
 } gmt_reader_stats_t;
+
+/* Some recorded events may be missing: a damaged chunk was skipped. Results drawn from such a
+ * trace are partial (a damaged index alone loses nothing; truncation is reported apart). */
+static inline int gmt_stats_partial(const gmt_reader_stats_t *s) { return s->damaged_chunks > 0; }
+/* Did the reader skip anything (a partial read, or a damaged index or footer)? */
+static inline int gmt_stats_damaged(const gmt_reader_stats_t *s) {
+  return s->damaged_chunks > 0 || s->damaged_bytes > 0 || s->index_damaged;
+}
+/* What a salvaging reader skipped, in words, for every tool alike: "1 damaged chunk skipped,
+ * 4096 events lost", "... its events uncounted (no usable index)", "the index is damaged
+ * (chunks found by scanning)", joined by "; "; "no damage" if nothing. Returns buf. */
+char *gmt_stats_damage_text(const gmt_reader_stats_t *s, char *buf, size_t n);
+
+/* How a reader meets damage inside a trace whose header is good:
+ * GMT_READ_STRICT (the default) stops at the first damaged chunk or a damaged index with a
+ * GM_ERR_CORRUPT; GMT_READ_SALVAGE skips a damaged chunk (by the index, or by scanning for the
+ * next chunk that passes its checks), reads on past a damaged index, and counts what it skipped
+ * in the stats. Neither ever returns an event from a chunk that failed a check. */
+#define GMT_READ_STRICT 0u
+#define GMT_READ_SALVAGE 1u
 
 /* Open a file or a memory buffer (buffer must outlive the reader). Reads and checks the
  * header: "not a gpumem trace" (GM_ERR_FORMAT), newer minimum reader (GM_ERR_VERSION). */
 gm_status_t gmt_reader_open(gmt_reader_t **out, const char *path, gm_err_t *err);
 gm_status_t gmt_reader_open_mem(gmt_reader_t **out, const void *buf, size_t len, gm_err_t *err);
+/* The same with GMT_READ_* flags (gmt_reader_open is flags 0: strict). */
+gm_status_t gmt_reader_open_flags(gmt_reader_t **out, const char *path, unsigned flags, gm_err_t *err);
+gm_status_t gmt_reader_open_mem_flags(gmt_reader_t **out, const void *buf, size_t len, unsigned flags,
+                                      gm_err_t *err);
 void gmt_reader_close(gmt_reader_t *r);
+/* The first damage a salvaging reader skipped, as a strict reader would have reported it
+ * ("chunk 3 at offset 1048576: checksum mismatch"), or NULL if none so far. Valid until close. */
+const char *gmt_reader_damage(const gmt_reader_t *r);
 
 const gmt_header_t *gmt_reader_header(const gmt_reader_t *r);
 /* The string for a callsite id of the current chunk's events, or NULL (GMT_NO_STRING, or not

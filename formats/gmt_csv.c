@@ -407,6 +407,7 @@ gm_status_t gmt_csv_import(FILE *in, const char *in_name, const char *out_path, 
   ssize_t len;
   uint64_t lineno = 0;
   gm_status_t s = GM_OK;
+  int output_failed = 0; /* the output could not be created: not the fault of a line */
   while (s == GM_OK && (len = getline(&line, &cap, in)) >= 0) {
     lineno++;
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
@@ -426,13 +427,14 @@ gm_status_t gmt_csv_import(FILE *in, const char *in_name, const char *out_path, 
       s = import_columns(&im, line, err);
       if (s == GM_OK) {
         if (!im.have_mode) im.h.capture_mode = GMT_CAPTURE_IMPORT; /* hand-written text */
-        s = gmt_writer_open(&im.w, out_path, &im.h, opts, err);
-        if (s < 0) gm_err_wrap(err, "cannot create '%s'", out_path);
+        s = gmt_writer_open_atomic(&im.w, out_path, &im.h, opts, err);
+        output_failed = s < 0;
+
       }
     } else {
       s = import_row(&im, line, err);
     }
-    if (s < 0) gm_err_wrap(err, "%s:%" PRIu64, in_name ? in_name : "(csv)", lineno);
+    if (s < 0 && !output_failed) gm_err_wrap(err, "%s:%" PRIu64, in_name ? in_name : "(csv)", lineno);
   }
   free(line);
   if (s == GM_OK && ferror(in)) s = gm_err_set(err, GM_ERR_IO, "%s: read error", in_name ? in_name : "(csv)");
@@ -440,10 +442,7 @@ gm_status_t gmt_csv_import(FILE *in, const char *in_name, const char *out_path, 
     s = gm_err_set(err, GM_ERR_INVAL, "%s: no column line (not a gpumem trace in text form)", in_name ? in_name : "(csv)");
   }
   if (s == GM_OK) s = gmt_writer_close(im.w, err);
-  else if (im.w) {
-    gmt_writer_abandon(im.w);
-    remove(out_path); /* never leave half an import behind */
-  }
+  else gmt_writer_abandon(im.w); /* the output is as it was: never half an import, never deleted */
   gmt_header_free(&im.h);
   return s;
 }

@@ -39,6 +39,7 @@ typedef struct idx_entry {
 
 struct gmt_writer {
   int fd;
+  gm_out_t *atomic; /* gmt_writer_open_atomic: the temporary file that close renames; owns fd */
   char *name;
   gmt_writer_opts_t o;
   gmt_header_t hdr;
@@ -126,6 +127,29 @@ gm_status_t gmt_writer_open(gmt_writer_t **out, const char *path, const gmt_head
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
   return gmt_writer_open_fd(out, fd, path, h, opts, err);
+}
+
+gm_status_t gmt_writer_open_atomic(gmt_writer_t **out, const char *path, const gmt_header_t *h,
+                                   const gmt_writer_opts_t *opts, gm_err_t *err) {
+  *out = NULL;
+  gm_out_t *o = NULL;
+  gm_status_t s = gm_out_open(&o, path, err);
+  if (s != GM_OK) return s;
+  /* The writer gets a duplicate to close as it always does; gm_out keeps its own for the
+   * fsync and the rename. */
+  int fd = dup(gm_out_fd(o));
+  if (fd < 0) {
+    s = gm_err_set(err, GM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    gm_out_abort(o);
+    return s;
+  }
+  s = gmt_writer_open_fd(out, fd, path, h, opts, err);
+  if (s != GM_OK) {
+    gm_out_abort(o);
+    return s;
+  }
+  (*out)->atomic = o;
+  return GM_OK;
 }
 
 /* Compress the current chunk and write descriptor + zstd frame. */
@@ -353,6 +377,11 @@ gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err) {
   gm_status_t s = cut(w, err);
   if (s == GM_OK) s = write_index(w, err);
   if (close(w->fd) != 0 && s == GM_OK) s = gm_err_set(err, GM_ERR_IO, "close: %s", strerror(errno));
+  if (w->atomic) {
+    /* the complete trace takes the name; anything less leaves the old file as it was */
+    if (s == GM_OK) s = gm_out_commit(w->atomic, err);
+    else gm_out_abort(w->atomic);
+  }
   destroy(w);
   return s;
 }
@@ -360,6 +389,7 @@ gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err) {
 void gmt_writer_abandon(gmt_writer_t *w) {
   if (!w) return;
   close(w->fd);
+  gm_out_abort(w->atomic); /* an atomic writer leaves nothing behind */
   destroy(w);
 }
 

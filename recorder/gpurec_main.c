@@ -586,6 +586,18 @@ static int cmd_record(config_t *cfg, char **cmd) {
   return code;
 }
 
+/* gpurec's own stdout (help, version) reached its destination; a failure is exit 1 unless the
+ * command already failed (the recorded job's status passes through untouched otherwise). */
+static int close_stdout(int code) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (gm_stdout_close(&err) != GM_OK) {
+    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    if (code == 0) code = 1;
+  }
+  return code;
+}
+
 int main(int argc, char **argv) {
   gm_log_init("gpurec", GM_LOG_WARN);
   if (argc >= 2 && strcmp(argv[1], "import") == 0) return gpurec_import(argc - 1, argv + 1);
@@ -602,9 +614,9 @@ int main(int argc, char **argv) {
     code = usage_error(err.msg);
   } else if (cfg.help) {
     gm_opts_help(stdout, k_usage, k_desc, k_opts);
-    code = 0;
+    code = close_stdout(0);
   } else if (cfg.version) {
-    code = cmd_version();
+    code = close_stdout(cmd_version());
   } else if (npos == 0) {
     code = usage_error("no command to run (gpurec [options] -- CMD ARGS...)");
   } else {

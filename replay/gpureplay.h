@@ -40,6 +40,7 @@ typedef struct gr_config {
   int timing_range;      /* frees that wait on stream events: replay early and late too */
   int event_timing;      /* RP_EVENTS_* of the main replay (--event-timing) */
   uint64_t late_mallocs; /* late: events pending at this many mallocs (0: 1) */
+  unsigned read_flags;   /* GMT_READ_SALVAGE (default) or GMT_READ_STRICT (--strict) */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
@@ -75,6 +76,8 @@ typedef struct gr_trace_info {
   uint64_t recorded_device_free;
   char failure_callsite[512];
   char capacity_note[512];
+  gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
+  char damage[GM_ERR_MSG_MAX]; /* the first damage a salvaging reader skipped, or "" */
 } gr_trace_info_t;
 
 /* The device memory a replay assumes when neither the trace nor the command line gives it. */

@@ -20,7 +20,7 @@
 #include "replay/rp_cuda.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check, quiet, tune, no_capacity;
+  int help, version, sweep, json, check, quiet, tune, no_capacity, strict;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers, *tune_mode,
       *event_timing;
@@ -82,6 +82,8 @@ static const gm_opt_t kOpts[] = {
     {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
      offsetof(opts_t, check)},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(opts_t, quiet)},
+    {"strict", 0, GM_OPT_FLAG, NULL, "refuse a damaged trace instead of replaying its good chunks "
+     "(results marked partial)", offsetof(opts_t, strict)},
     {"version", 0, GM_OPT_FLAG, NULL, "print versions and exit", offsetof(opts_t, version)},
     {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(opts_t, help)},
     {NULL, 0, 0, NULL, NULL, 0},
@@ -241,6 +243,12 @@ static int tune(gr_config_t *cfg, const opts_t *o) {
     memset(&tn, 0, sizeof tn);
     if (cfg->progress) fprintf(stderr, "gpureplay: tuning %s ...\r", cfg->traces[i]);
     gm_status_t st = gr_trace_load(cfg, cfg->traces[i], &lt, &err);
+    if (st == GM_OK && gmt_stats_damaged(&lt.info.stats)) {
+      char what[256];
+      gm_log(GM_LOG_WARN, "'%s' is damaged (%s): %s%s", cfg->traces[i], lt.info.damage,
+             gmt_stats_damage_text(&lt.info.stats, what, sizeof what),
+             gmt_stats_partial(&lt.info.stats) ? "; results marked partial (--strict refuses damaged traces)" : "");
+    }
     gr_config_t run = *cfg;
     rp_result_t *r0 = st == GM_OK ? malloc(sizeof *r0) : NULL;
     if (st == GM_OK && !r0) st = gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
@@ -330,6 +338,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   }
   cfg.jobs = o.jobs ? (int)o.jobs : 1;
   cfg.check = o.check;
+  cfg.read_flags = o.strict ? GMT_READ_STRICT : GMT_READ_SALVAGE;
   cfg.progress = isatty(2) && !o.json;
   cfg.preload = -1;
   if (!o.sync_allocs || strcmp(o.sync_allocs, "auto") == 0) cfg.sync_allocs = GR_SYNC_AUTO;
@@ -492,6 +501,12 @@ static int gpureplay(int argc, char **argv, char **pos) {
         rc = 1;
         break;
       }
+      if (di == 0 && gmt_stats_damaged(&info.stats)) { /* once per trace, not per device */
+        char what[256];
+        gm_log(GM_LOG_WARN, "'%s' is damaged (%s): %s%s", cfg.traces[t], info.damage,
+               gmt_stats_damage_text(&info.stats, what, sizeof what),
+               gmt_stats_partial(&info.stats) ? "; results marked partial (--strict refuses damaged traces)" : "");
+      }
       if (o.json) {
         if (!o.quiet) gr_print_failure(stderr, "gpureplay: ", &info, res[0]);
         for (int i = 0; i < n; i++) gr_print_json(stdout, &info, res[i]);
@@ -513,7 +528,6 @@ static int gpureplay(int argc, char **argv, char **pos) {
   } else if (rc == 0 && rs && !o.quiet) {
     fprintf(stderr, "gpureplay: wrote %s\n", o.output); /* every file written is named */
   }
-  if (fflush(stdout) != 0 && rc == 0) rc = 1;
   gr_results_free(rs);
   for (int i = 0; res && i < n_max; i++) free(res[i]);
   free(res);
@@ -527,5 +541,11 @@ int main(int argc, char **argv) {
   if (!pos) return 1;
   int rc = gpureplay(argc, argv, pos);
   free(pos);
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (gm_stdout_close(&err) != GM_OK) { /* the table or the JSON lines did not all get out */
+    gm_log_err(&err);
+    if (rc == 0) rc = 1;
+  }
   return rc;
 }

@@ -175,6 +175,12 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
     fprintf(f, "anomalies: %" PRIu64 " allocs of more than %llu bytes (no device has that much): an OOM "
                "under every policy, left out of the lower bound\n", s->oversize, (unsigned long long)RP_REQUEST_MAX);
   if (info->truncated) fprintf(f, "note: the trace is truncated (replayed up to its last complete chunk)\n");
+  if (gmt_stats_damaged(&info->stats)) {
+    char what[256];
+    fprintf(f, "%s: the trace is damaged (%s): %s%s\n", gmt_stats_partial(&info->stats) ? "PARTIAL" : "note",
+            info->damage, gmt_stats_damage_text(&info->stats, what, sizeof what),
+            gmt_stats_partial(&info->stats) ? ": the replay is of what could be read" : "");
+  }
   if (info->seq_gaps || info->dropped)
     fprintf(f, "note: the trace misses %" PRIu64 " chunks (sequence gaps) and its source dropped %" PRIu64
                " records: the replay is of what remains\n", info->seq_gaps, info->dropped);
@@ -280,6 +286,8 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
     }
     json_object_set_new(o, "peak_reserved_range", t);
   }
+  /* true: replayed from a damaged trace, some of its events were lost (formats/SPEC.md "Salvage") */
+  json_object_set_new(o, "partial", json_boolean(gmt_stats_partial(&info->stats)));
   return o;
 }
 
@@ -347,6 +355,11 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(ti, "truncated", json_boolean(info->truncated));
   json_object_set_new(ti, "seq_gaps", json_integer((json_int_t)info->seq_gaps));
   json_object_set_new(ti, "dropped", json_integer((json_int_t)info->dropped));
+  json_object_set_new(ti, "damaged_chunks", json_integer((json_int_t)info->stats.damaged_chunks));
+  json_object_set_new(ti, "lost_events", json_integer((json_int_t)info->stats.lost_events));
+  json_object_set_new(ti, "uncounted_chunks", json_integer((json_int_t)info->stats.uncounted_chunks));
+  json_object_set_new(ti, "index_damaged", json_boolean(info->stats.index_damaged));
+  if (info->damage[0]) json_object_set_new(ti, "damage", json_string(info->damage));
   json_object_set_new(o, "trace_integrity", ti);
   json_object_set_new(o, "requests", json_integer((json_int_t)(r->allocs + r->frees + r->empty_caches)));
   json_object_set_new(o, "splits", json_integer((json_int_t)r->splits));
@@ -428,8 +441,17 @@ gm_status_t gr_results_write(gr_results_t *rs, const char *path, gm_err_t *err) 
   json_object_set_new(doc, "created_unix_ns",
                       json_integer((json_int_t)now.tv_sec * 1000000000 + now.tv_nsec));
   json_object_set(doc, "runs", rs->runs);
-  int rc = json_dump_file(doc, path, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  /* Whole or not at all (gm_out: a temporary file renamed over path once complete). */
+  char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(doc);
-  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot write '%s'", path);
-  return GM_OK;
+  if (!text) return gm_err_set(err, GM_ERR_NOMEM, "cannot write '%s': out of memory", path);
+  gm_out_t *o = NULL;
+  gm_status_t s = gm_out_open(&o, path, err);
+  if (s == GM_OK) {
+    FILE *f = gm_out_file(o);
+    if (f) fprintf(f, "%s\n", text);
+    s = f ? gm_out_commit(o, err) : (gm_out_abort(o), gm_err_set(err, GM_ERR_NOMEM, "out of memory"));
+  }
+  free(text);
+  return s;
 }

@@ -84,7 +84,8 @@ const char *const *gr_sweep_grid_for(unsigned framework) {
 gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   *n = 0;
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  /* Every good chunk's devices: a damaged trace is for the replay to refuse (--strict) or salvage. */
+  gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   uint64_t seen[1024] = {0}; /* a bit per device ordinal (uint16_t) */
   gmt_event_t buf[4096];
@@ -107,7 +108,8 @@ gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_er
 
 gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err) {
   gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  /* The header only: a damaged index is for the replay to refuse (--strict) or salvage. */
+  gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   *set = gmt_header_frameworks(gmt_reader_header(r));
   gmt_reader_close(r);
@@ -132,6 +134,7 @@ typedef struct job {
   int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
   int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
+  char damage[GM_ERR_MSG_MAX];
   int has_reader_stats;
   rp_result_t *res;
   gm_status_t st;
@@ -248,15 +251,21 @@ static gm_status_t feed_ring(rp_engine_t *e, gmt_reader_t *r, const char *path, 
   return st;
 }
 
-static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, int ahead,
-                             gmt_reader_stats_t *stats, gm_err_t *err) {
+static void keep_damage(const gmt_reader_t *r, char *damage) {
+  const char *d = gmt_reader_damage(r);
+  snprintf(damage, GM_ERR_MSG_MAX, "%s", d ? d : "");
+}
+
+static gm_status_t feed_file(rp_engine_t *e, const char *path, unsigned flags, pool_t *p, int ahead,
+                             gmt_reader_stats_t *stats, char *damage, gm_err_t *err) {
   gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   if (ahead) {
     st = feed_ring(e, r, path, p, err);
     if (st != GM_ERR_UNSUPPORTED) {
       *stats = *gmt_reader_stats(r);
+      keep_damage(r, damage);
       gmt_reader_close(r);
       return st;
     }
@@ -282,6 +291,7 @@ static gm_status_t feed_file(rp_engine_t *e, const char *path, pool_t *p, int ah
   }
   free(buf);
   *stats = *gmt_reader_stats(r);
+  keep_damage(r, damage);
   gmt_reader_close(r);
   return st;
 }
@@ -313,7 +323,7 @@ static void run_job(job_t *j, pool_t *p) {
         if (p) atomic_fetch_add(&p->events, k);
       }
     } else {
-      j->st = feed_file(e, j->path, p, j->decode_ahead, &j->reader_stats, err);
+      j->st = feed_file(e, j->path, j->cfg->read_flags, p, j->decode_ahead, &j->reader_stats, j->damage, err);
       j->has_reader_stats = 1;
     }
     if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
@@ -353,10 +363,10 @@ static int scan_async_alloc(gmt_reader_t *r) {
 
 /* Read the header and what the index says; for a requests trace, whether it has async
  * allocations (which decides how its synchronous ones are read). */
-static gm_status_t probe(const char *path, int sync_allocs, int vmm_buffers, gr_trace_info_t *info,
+static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int vmm_buffers, gr_trace_info_t *info,
                          gm_err_t *err) {
   gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   const gmt_header_t *h = gmt_reader_header(r);
   info->path = path;
@@ -401,10 +411,10 @@ static gm_status_t probe(const char *path, int sync_allocs, int vmm_buffers, gr_
 }
 
 /* Decode the whole trace into one array (the shared input of all jobs). */
-static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, size_t *n,
+static gm_status_t preload(const char *path, unsigned flags, uint64_t hint, gmt_event_t **out, size_t *n,
                            gr_trace_info_t *info, gm_err_t *err) {
   gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open(&r, path, err);
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   /* the index's count is a hint from the file: it sizes the first allocation, never more than
    * what auto preloading allows */
@@ -432,6 +442,8 @@ static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, s
   info->truncated = s->truncated;
   info->seq_gaps = s->seq_gaps;
   info->dropped = s->dropped;
+  info->stats = *s;
+  keep_damage(r, info->damage);
   gmt_reader_close(r);
   if (!evs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory decoding '%s'", path);
   *out = evs;
@@ -443,7 +455,7 @@ static gm_status_t preload(const char *path, uint64_t hint, gmt_event_t **out, s
 static void callsite_text(const char *path, uint32_t id, char *out, size_t n) {
   out[0] = '\0';
   gmt_reader_t *r = NULL;
-  if (gmt_reader_open(&r, path, NULL) != GM_OK) return;
+  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return; /* best effort: past damage */
   gmt_event_t buf[512];
   const char *s = gmt_reader_string(r, id);
   while (!s) {
@@ -570,7 +582,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
-  gm_status_t st = probe(path, cfg->sync_allocs, cfg->vmm_buffers, info, err);
+  gm_status_t st = probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err);
   if (st != GM_OK) return st;
   /* What the frameworks multiply their fractions by is cuMemGetInfo's total, which the
    * recorder writes when it can (gpu_mem_info_total; cuDeviceTotalMem can be 1 MiB less). */
@@ -594,7 +606,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
                      (cfg->preload < 0 && n > 1 && info->events_in_index > 0 &&
                       decoded <= PRELOAD_MAX_BYTES &&
                       (decoded <= PRELOAD_FLOOR_BYTES || decoded / PRELOAD_RATIO <= file_bytes));
-  if (want_preload && (st = preload(path, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
+  if (want_preload && (st = preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
     return st;
   pool_t p;
   memset(&p, 0, sizeof p);
@@ -624,6 +636,8 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
       info->truncated = p.jobs[i].reader_stats.truncated;
       info->seq_gaps = p.jobs[i].reader_stats.seq_gaps;
       info->dropped = p.jobs[i].reader_stats.dropped;
+      info->stats = p.jobs[i].reader_stats;
+      snprintf(info->damage, sizeof info->damage, "%s", p.jobs[i].damage);
       break;
     }
   st = GM_OK;
@@ -649,7 +663,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err) {
   memset(lt, 0, sizeof *lt);
   gr_trace_info_t *info = &lt->info;
-  gm_status_t st = probe(path, cfg->sync_allocs, cfg->vmm_buffers, info, err);
+  gm_status_t st = probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err);
   if (st != GM_OK) return st;
   uint64_t total_memory = cfg->device_memory ? cfg->device_memory
                           : cfg->capacity    ? cfg->capacity
@@ -658,7 +672,7 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
   info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
   lt->total_memory = total_memory;
-  return preload(path, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+  return preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
 }
 
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,

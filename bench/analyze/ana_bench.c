@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   ana_summary_t sum;
   gmt_reader_stats_t rs;
   t = start();
-  check(ana_trace_summarize(trace, &h, &sum, &rs, &err), &err, "summarize");
+  check(ana_trace_summarize(trace, GMT_READ_STRICT, &h, &sum, &rs, NULL, 0, &err), &err, "summarize");
   t = stop(t);
   uint64_t hstart = h.start_time_ns;
   unsigned hpid = h.pid;

@@ -401,7 +401,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
   gmt_writer_t *w = NULL;
   cs_cache_t *cache = NULL;
   if ((s = fill_header(&h, root, &ps, prov, err)) == GM_OK &&
-      (s = gmt_writer_open(&w, out_path, &h, opts, err)) == GM_OK) {
+      (s = gmt_writer_open_atomic(&w, out_path, &h, opts, err)) == GM_OK) {
     for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
       snap_event_t *e = ps.evs[k];
       if (e->marker == SNAP_MARK_SNAPSHOT) {

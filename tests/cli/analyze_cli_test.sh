@@ -55,8 +55,12 @@ run 1 "$GA" report --db corrupt.db; one_line; has err "cannot open database 'cor
 echo '{"format":"gpumem-results","version":1,"runs":[{"policy":"pytorch"' > broken.json
 run 1 "$GA" load --db y.db broken.json; one_line; has err "cannot load 'broken.json'"
 
-# --- the invalid vectors of traces/invalid: damage is reported, never hidden
-run 1 "$GA" info "$FLIP"; one_line; has err "checksum mismatch"
+# --- the invalid vectors of traces/invalid: damage is reported, never hidden; salvaged by
+# default, refused with --strict
+run 0 "$GA" info "$FLIP"; has out "damage:         PARTIAL: 1 damaged chunk skipped, 40 events lost"
+has out "first damage:   chunk 1 at offset 600: checksum mismatch"; has out "events:         110 in 3 chunks"
+run 1 "$GA" info --strict "$FLIP"; one_line
+has err "gpuanalyze: error: cannot read '$FLIP': chunk 1 at offset 600: checksum mismatch"
 run 1 "$GA" info "$FUTURE"; one_line; has err "format version"
 run 0 "$GA" info "$TRUNC"; has out "TRUNCATED, index missing"
 run 0 "$GA" dump "$TRUNC"; has err "is truncated"
@@ -81,18 +85,18 @@ diff -r before again > /dev/null || fail "reloading changed the database"
 GPUANALYZE_FAULT_AFTER_EVENTS=1000 run 1 "$GA" load --db a.db r0.zst r1.zst; one_line; has err "fault injected"
 run 0 "$GA" report --db a.db --csv after
 diff -r before after > /dev/null || fail "an interrupted load changed the database"
-# A load killed outright (SIGKILL, no chance to roll back): SQLite's hot journal restores the
-# database at the next open.
+# A load killed outright (SIGKILL, no chance to roll back) while it holds its transaction (the
+# test hook says when): it never committed, so the write-ahead log holds nothing the next open
+# uses.
 "$MK" trace big.zst 60000 3 || exit 1
-"$GA" load -q --db a.db big.zst 2>/dev/null &
+GPUANALYZE_TEST_HOLD_MS=20000 "$GA" load -q --db a.db big.zst 2>hold.err &
 pid=$!
-for _ in $(seq 1 100); do [ -e a.db-journal ] && break; sleep 0.02; done
-sleep 0.2
+for _ in $(seq 1 500); do grep -q "test hook: holding" hold.err 2>/dev/null && break; sleep 0.02; done
 kill -9 "$pid" 2>/dev/null
 wait "$pid"
 krc=$?
 if [ "$krc" = 137 ]; then
-  [ -e a.db-journal ] || fail "no journal left by the killed load"
+  [ -e a.db-wal ] || fail "no write-ahead log left by the killed load"
   run 0 "$GA" report --db a.db --csv killed
   diff -r before killed > /dev/null || fail "a killed load changed the database"
 else
@@ -100,9 +104,9 @@ else
   run 0 "$GA" load --db a.db big.zst  # keep going on a consistent db
   rm -f a.db && run 0 "$GA" load --db a.db fx.zst fx.json
 fi
-run 1 "$GA" load --db a.db r0.zst "$FLIP"; one_line; has err "checksum mismatch"
+run 1 "$GA" load --strict --db a.db r0.zst "$FLIP"; one_line; has err "checksum mismatch"
 run 0 "$GA" report --db a.db --csv after2
-diff -r before after2 > /dev/null || fail "a load that met a corrupt chunk changed the database"
+diff -r before after2 > /dev/null || fail "a --strict load that met a corrupt chunk changed the database"
 run 0 "$GA" load --db a.db r0.zst r1.zst
 run 0 "$GA" report --db a.db --csv ranks
 [ "$(wc -l < ranks/ranks.csv)" = 3 ] || fail "ranks.csv: $(cat ranks/ranks.csv)"

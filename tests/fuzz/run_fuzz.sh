@@ -14,7 +14,7 @@ if ! command -v "$clang" >/dev/null 2>&1; then
 fi
 work=${TEST_TMPDIR:-$(mktemp -d)}/$target
 mkdir -p "$work/corpus"
-base="base/gm_err.c base/gm_esc.c base/gm_input.c base/gm_log.c base/gm_opts.c base/gm_size.c"
+base="base/gm_err.c base/gm_esc.c base/gm_input.c base/gm_log.c base/gm_opts.c base/gm_out.c base/gm_size.c"
 case $target in
   fuzz_policy_spec) srcs="$base $(ls replay/policies/*.c replay/policies/pytorch/*.c) replay/policies/testing/fake_driver.c" ;;
   fuzz_cli_numbers) srcs="$base" ;;
