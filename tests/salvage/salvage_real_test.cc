@@ -41,7 +41,7 @@ void Find(const std::string &dir, const std::string &ext, std::vector<std::strin
   std::sort(out->begin(), out->end());
 }
 
-// The same header, events and strings, cut into chunks of 64 events, or into 128 chunks when
+// The same header, events and strings, cut into chunks of 64 events, or into 48 chunks when
 // that is fewer (the check costs chunks x events); strings keep their ids.
 std::string Recut(const std::string &path) {
   gmt_reader_t *r = nullptr;
@@ -56,7 +56,7 @@ std::string Recut(const std::string &path) {
     if (x.callsite && gmt_reader_string(r, x.callsite)) strs[x.callsite] = gmt_reader_string(r, x.callsite);
   std::string out = TempPath("recut.zst");
   gmt_writer_opts_t o = {};
-  o.chunk_events = std::max<uint32_t>(64, (uint32_t)(evs.size() / 128 + 1));
+  o.chunk_events = std::max<uint32_t>(64, (uint32_t)(evs.size() / 48 + 1));
   gmt_writer_t *w = nullptr;
   EXPECT_EQ(gmt_writer_open(&w, out.c_str(), gmt_reader_header(r), &o, &err), GM_OK) << err.msg;
   gmt_reader_close(r);
