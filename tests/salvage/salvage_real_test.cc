@@ -1,9 +1,9 @@
 // salvage_real_test.cc: salvage (SPEC.md "Salvage") on every real trace in traces/: the
-// gpurec recordings (traces/recorded, both captures), the bundled example, the valid vectors,
-// and the 30 PyTorch snapshots of traces/snapshots imported into traces. Each is checked as it
-// is and re-cut into small chunks (real events, many chunks): every chunk, the index and
-// the footer damaged in turn; every other chunk's events come back, the lost counts are right
-// (formats/gmt_salvage_check.h).
+// gpurec recordings (traces/recorded: PyTorch in both captures, JAX and CuPy), the bundled
+// example, the valid vectors, and the 30 PyTorch snapshots of traces/snapshots imported into
+// traces. Each is checked as it is and re-cut into small chunks (real events, many chunks):
+// every chunk, the index and the footer damaged in turn; every other chunk's events come back,
+// the lost counts are right (formats/gmt_salvage_check.h).
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -86,7 +86,7 @@ TEST(SalvageRealTraces, EveryChunkOfEveryRecordedTrace) {
   files.erase(std::remove_if(files.begin(), files.end(),
                              [](const std::string &f) { return f.find("/invalid/") != std::string::npos; }),
               files.end());
-  ASSERT_GE(files.size(), 18u) << "traces/recorded, traces/recorded/callbacks, traces/examples, traces/valid";
+  ASSERT_GE(files.size(), 31u) << "traces/recorded (and its callbacks/, jax/), traces/examples, traces/valid";
   int traces = 0, reads = 0;
   for (auto &f : files) CheckFile(f, f, &traces, &reads);
   printf("%d traces, %d damaged reads\n", traces, reads);
