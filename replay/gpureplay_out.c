@@ -126,7 +126,8 @@ void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, 
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
   uint64_t lb = r0->lower_bound_bytes;
-  if (r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
+  /* A torch-mode trace holds PyTorch's segments beside its requests by design: no warning. */
+  if (info->capture_mode != GMT_CAPTURE_TORCH && r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
     fprintf(f, "%swarning: the requests replayed peak at %s live, but the recorded run also mapped "
                "%s that is not replayed as requests (its allocator's segments or VMM pages): %s\n",
             prefix, gm_format_size(lb, b1, sizeof b1),
