@@ -403,6 +403,7 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
     case GMT_EV_ALLOC:
       if (!wanted(e, ev)) return GM_OK;
       if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) return ext_alloc(e, ev, err);
+      rp_events_alloc_seen(e, ev);
       st = rp_events_due(e, 0, err); /* process_events() at the start of malloc() */
       if (st == GM_OK) st = do_alloc(e, ev, err);
       break;
@@ -529,8 +530,9 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->peak_requested_plus_external_bytes = e->peak_need;
   r->recorded_failures = e->failures;
   r->recorded_failures_served = e->failures_served;
-  r->event_frees = e->event_frees;
-  r->event_frees_requested = e->event_frees_requested;
+  /* A free still waiting at the end waited on an event too (its block never came back). */
+  r->event_frees = e->event_frees + rp_events_never_freed(e);
+  r->event_frees_requested = e->event_frees_requested + rp_events_never_freed(e);
   r->event_timing = e->opts.event_timing;
   r->late_mallocs = e->opts.late_mallocs ? e->opts.late_mallocs : 1;
   r->first_failure_event = e->ff_event;

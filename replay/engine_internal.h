@@ -82,7 +82,10 @@ struct rp_engine {
   /* engine_events.c: frees that wait on stream events. */
   rp_map_t pending;          /* torch: trace addr -> (allocs at its free_requested, freed early) */
   int req_valid, req_early;  /* the last request event was this free_requested */
-  uint64_t req_addr, req_allocs;
+  uint64_t req_addr, req_allocs, req_ts;
+  uint64_t first_stream;     /* the stream of the first allocation (if stream_seen) */
+  int stream_seen, multi_stream;          /* allocations on two streams or more: record_stream is possible */
+  uint64_t ontime_frees;     /* torch: event frees found by their delay (engine_events.c) */
   struct rp_held *held;      /* late timing: blocks the program freed, not yet given back */
   size_t n_held, cap_held;
   uint64_t event_frees, event_frees_requested;
@@ -113,6 +116,10 @@ gm_status_t rp_events_due(rp_engine_t *e, int all, gm_err_t *err);
 /* Any other request event: a free_requested just before it waits on events. */
 gm_status_t rp_events_other(rp_engine_t *e, gm_err_t *err);
 void rp_events_free_all(rp_engine_t *e);
+/* Every allocation, before it is served: notes whether the trace allocates on several streams. */
+void rp_events_alloc_seen(rp_engine_t *e, const gmt_event_t *ev);
+/* Frees the program requested that never completed by the end of the trace (torch traces). */
+uint64_t rp_events_never_freed(const rp_engine_t *e);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);

@@ -794,6 +794,46 @@ TEST(EngineEvents, BackToBackFreeNeedsNoEventAndIsNeverDelayed) {
   EXPECT_EQ(PeakUnder(v, RP_EVENTS_EARLY), 1 * MiB);
 }
 
+// A block whose event completed in time comes back in the next malloc's process_events():
+// its free follows its free_requested with nothing between, but tens of microseconds later,
+// where a plain free_block() is in the same call. In a multi-stream trace that delay marks
+// a waiting free (on time here, possibly late in another run); one stream never does.
+TEST(EngineEvents, TorchFreeOnTimeAtTheNextMallocIsFoundByItsDelay) {
+  gmt_event_t side = A(1, 0xc, MiB);
+  side.stream = 9;
+  std::vector<gmt_event_t> v = {A(0, 0xa, MiB), side,         Req(1000, 0xa),
+                                Fr(31000, 0xa), A(31500, 0xb, MiB), Fr(40000, 0xb),
+                                Fr(41000, 0xc)};
+  uint64_t n = 0;
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_RECORDED, 0, &n), 2 * MiB);  // b reuses a
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_EARLY), 2 * MiB);
+  EXPECT_EQ(PeakUnder(v, RP_EVENTS_LATE), 3 * MiB);  // a still pending at b's malloc
+  // The same delay in a trace of one stream: a plain free (record_stream needs a second one).
+  std::vector<gmt_event_t> one = v;
+  one[1].stream = 0;
+  EXPECT_EQ(PeakUnder(one, RP_EVENTS_LATE, 0, &n), 2 * MiB);
+  EXPECT_EQ(n, 0u);
+  // Two streams, but the free 2 us after its request: free_block() in the same call.
+  std::vector<gmt_event_t> quick = v;
+  quick[3].ts_ns = 3000;
+  EXPECT_EQ(PeakUnder(quick, RP_EVENTS_LATE, 0, &n), 2 * MiB);
+  EXPECT_EQ(n, 0u);
+}
+
+// A free still waiting when the trace ends (no malloc after the event completed, so PyTorch
+// never logged its free_completed) waited on an event: it counts, and early gives it back.
+TEST(EngineEvents, TorchFreeNeverCompletedCountsAsWaiting) {
+  for (int timing : {RP_EVENTS_RECORDED, RP_EVENTS_EARLY}) {
+    Replay run(kCache, 0, 1, "", 0, 0, 0, timing, 0);
+    ASSERT_EQ(run.Feed({A(0, 0xa, MiB), Req(1, 0xa), A(2, 0xb, MiB), Fr(3, 0xb)}), GM_OK);
+    run.Finish();
+    EXPECT_EQ(run.r->event_frees, 1u);
+    EXPECT_EQ(run.r->event_frees_requested, 1u);
+    EXPECT_EQ(run.r->peak_reserved_bytes, timing == RP_EVENTS_EARLY ? 1 * MiB : 2 * MiB);
+  }
+}
+
 TEST(EngineEvents, RequestsTraceFreeOnAnotherStreamWaits) {
   gmt_event_t other = FA(3, 0xa);
   other.stream = 9;  // freed on another stream than the one it was allocated on
