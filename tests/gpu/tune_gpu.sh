@@ -36,6 +36,8 @@ grid = sorted((r for r in fam if r.get("tune", {}).get("from_grid") and r["ooms"
               key=lambda r: r["peak_reserved_bytes"])
 if grid: pick.append(grid[0]["policy"])
 pick.append("pytorch:expandable_segments:True")
+# and two fixed grid settings, so every trace has at least four distinct settings
+pick += ["pytorch:max_split_size_mb:128", "pytorch:roundup_power2_divisions:4"]
 seen = []
 for p in pick:
     if p not in seen: seen.append(p)
@@ -44,7 +46,7 @@ EOF
   while read -r spec; do
     for dev in sim cuda:0; do
       for i in 1 2 3; do
-        "$GR" "$t" --device=$dev -p "$spec" --json >>"$OUT/$w.$dev.jsonl" || rc=1
+        "$GR" "$t" --device=$dev -p "$spec" --json >>"$OUT/$w.${dev/:/}.jsonl" || rc=1
       done
     done
   done <"$OUT/$w.specs"
@@ -58,7 +60,7 @@ for w in ("train_ckpt", "two_streams"):
     est = {r["policy"]: r for r in json.load(open(f"{out}/{w}.tune.json"))["runs"]}
     best = {}
     for dev in ("sim", "cuda:0"):
-        for line in open(f"{out}/{w}.{dev}.jsonl"):
+        for line in open(f"{out}/{w}.{dev.replace(':', '')}.jsonl"):
             r = json.loads(line)
             k = (r["policy"], dev)
             best[k] = min(best.get(k, 1e9), r["replay_seconds"])
