@@ -278,6 +278,22 @@ static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
     e->rec_segments -= ev->size < e->rec_segments ? ev->size : e->rec_segments;
 }
 
+/* The driver's stream-ordered pool is one contiguous range of virtual addresses whose backing
+ * grows at its top in whole 32 MiB chunks (measured on an H100, tests/gpu/pool_probe.py,
+ * traces/recorded/PREDICTION.md "The async pool"), so what a recorded run's pool reserved at
+ * its peak is its allocations' address extent rounded up to the chunk: exact on the four
+ * recorded runs. This tracks the extent of the stream-ordered allocations of the replayed
+ * device as the driver placed them (the recorded addresses). */
+#define RP_POOL_CHUNK (32ull << 20)
+
+static void track_pool(rp_engine_t *e, const gmt_event_t *ev) {
+  if (!(ev->flags & GMT_F_ASYNC) || ev->mem_kind != GMT_MEM_DEVICE || !ev->size) return;
+  uint64_t lo = ev->addr & ~(RP_POOL_CHUNK - 1), hi = ev->addr + ev->size;
+  if (hi < ev->addr) return;
+  if (!e->pool_hi || lo < e->pool_lo) e->pool_lo = lo;
+  if (hi > e->pool_hi) e->pool_hi = hi;
+}
+
 /* A request that failed in the recorded run: described (the first), and with
  * opts.serve_failed asked of the policy at its moment and given back at once. A failed
  * synchronous allocation in a trace read with external memory is a library's own: asked of
@@ -404,6 +420,7 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       if (!wanted(e, ev)) return GM_OK;
       if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) return ext_alloc(e, ev, err);
       rp_events_alloc_seen(e, ev);
+      track_pool(e, ev);
       st = rp_events_due(e, 0, err); /* process_events() at the start of malloc() */
       if (st == GM_OK) st = do_alloc(e, ev, err);
       break;
@@ -544,6 +561,8 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->first_failure_live_bytes = e->ff_live;
   r->first_failure_recorded_reserved_bytes = e->ff_rec_reserved;
   r->recorded_mapped_peak_bytes = e->rec_peak;
+  r->recorded_pool_reserved_bytes =
+      e->pool_hi ? (e->pool_hi - e->pool_lo + RP_POOL_CHUNK - 1) / RP_POOL_CHUNK * RP_POOL_CHUNK : 0;
   r->first_failure_reserved_bytes = e->ff_reserved;
   r->end_reserved_bytes = e->reserved;
   r->end_allocated_bytes = s.allocated_bytes;

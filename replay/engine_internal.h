@@ -67,6 +67,7 @@ struct rp_engine {
   uint64_t peak_need;       /* peak of requested + ext_live */
   uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
   uint64_t rec_peak;        /* ... and their peak */
+  uint64_t pool_lo, pool_hi; /* the recorded stream-ordered allocations' address extent */
   uint64_t failures, failures_served;
   int64_t ff_event;         /* first recorded failure (-1: none) */
   uint64_t ff_ts, ff_size, ff_stream, ff_live, ff_rec_reserved, ff_reserved;

@@ -748,6 +748,23 @@ TEST(EngineVmm, OffByDefault) {
   EXPECT_EQ(run.r->recorded_mapped_peak_bytes, 2 * MiB);
 }
 
+// The recorded run's own pool reservation: its stream-ordered allocations' address extent, from
+// the 32 MiB-aligned start of the pool, rounded up to the 32 MiB chunk; synchronous ones are not
+// the pool's.
+TEST(Engine, RecordedPoolReservationIsTheAddressExtentInChunks) {
+  Replay run(kDirect);
+  const uint64_t base = 0x302000000ull;  // 32 MiB aligned, as the driver's pool was
+  ASSERT_EQ(run.Feed({AA(0, base, 20 * MiB), AA(1, base + 40 * MiB, 20 * MiB), FA(2, base),
+                      A(3, 0x7f0000000000ull, 300 * MiB)}),
+            GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->recorded_pool_reserved_bytes, 64 * MiB);  // extent 60 MiB -> two chunks
+  Replay none(kDirect);
+  ASSERT_EQ(none.Feed({A(0, base, 20 * MiB)}), GM_OK);
+  none.Finish();
+  EXPECT_EQ(none.r->recorded_pool_reserved_bytes, 0u);
+}
+
 // ---- frees that wait on stream events (engine_events.c) --------------------------------
 
 namespace {

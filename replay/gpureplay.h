@@ -133,7 +133,7 @@ int gr_timing_sensitive_any(rp_result_t *const *res, int n);
  * was replayed, else gr_timing_sensitive_any. */
 void gr_print_timing(FILE *f, const char *prefix, const rp_result_t *r0, int sensitive);
 /* The line on the simulated async pool's range. */
-void gr_print_pool(FILE *f, const char *prefix);
+void gr_print_pool(FILE *f, const char *prefix, uint64_t recorded_pool);
 
 /* Output. order[] ranks results (best first) for the table. */
 void gr_rank(rp_result_t *const *res, int n, int *order);

@@ -43,12 +43,18 @@ void gr_print_timing(FILE *f, const char *prefix, const rp_result_t *r0, int sen
                     : "the figure does not move within these timings");
 }
 
-void gr_print_pool(FILE *f, const char *prefix) {
+void gr_print_pool(FILE *f, const char *prefix, uint64_t recorded_pool) {
   fprintf(f, "%sasync pool (simulated): the driver's pool grows by 32 MiB chunks and never shrinks "
              "on its own (PyTorch's release threshold); how it fits blocks and whether another stream "
              "reuses a free depends on timing, so its figure is a range, not exact: best fit with "
              "every free reusable at once (the figure), ideal packing (low), reuse on the freeing "
              "stream only (high); --device=cuda:N measures one run\n", prefix);
+  if (recorded_pool) {
+    char b[32];
+    fprintf(f, "%sthe recorded run's own pool reserved %s at its peak (the extent of the addresses "
+               "the driver gave, rounded up to its chunk: exact on every recorded run checked)\n",
+            prefix, gm_format_size(recorded_pool, b, sizeof b));
+  }
 }
 
 /* ---- ranking and the table ---------------------------------------------------------------- */
@@ -193,7 +199,7 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   gr_print_timing(f, "", r0, ev_sensitive);
   for (int i = 0; i < n; i++)
     if (res[i]->range_kind == RP_RANGE_POOL) {
-      gr_print_pool(f, "");
+      gr_print_pool(f, "", r0->recorded_pool_reserved_bytes);
       break;
     }
   /* The policy goes last: sweep specs are long, and the numbers should line up. */
@@ -249,6 +255,8 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
   json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)r->peak_allocated_bytes));
   json_object_set_new(o, "peak_requested_bytes", json_integer((json_int_t)r->peak_requested_bytes));
+  if (r->recorded_pool_reserved_bytes)
+    json_object_set_new(o, "recorded_pool_reserved_bytes", json_integer((json_int_t)r->recorded_pool_reserved_bytes));
   json_object_set_new(o, "lower_bound_bytes", json_integer((json_int_t)r->lower_bound_bytes));
   json_object_set_new(o, "fragmentation_at_peak", json_real(r->fragmentation_at_peak));
   json_object_set_new(o, "device_alloc_calls", json_integer((json_int_t)r->device_alloc_calls));
@@ -351,6 +359,8 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(sk, "vmm_buffers_as_requests", json_integer((json_int_t)r->skipped.vmm_buffers));
   json_object_set_new(sk, "vmm_pages", json_integer((json_int_t)r->skipped.vmm_pages));
   json_object_set_new(o, "recorded_mapped_peak_bytes", json_integer((json_int_t)r->recorded_mapped_peak_bytes));
+  if (r->recorded_pool_reserved_bytes)
+    json_object_set_new(o, "recorded_pool_reserved_bytes", json_integer((json_int_t)r->recorded_pool_reserved_bytes));
   json_object_set_new(o, "skipped", sk);
   json_t *ti = json_object();
   json_object_set_new(ti, "truncated", json_boolean(info->truncated));

@@ -42,6 +42,16 @@ def load_runs(path):
     return runs
 
 
+def load_recorded(path):
+    """The reservation each recorded run itself reported (runs whose source says so)."""
+    rec = {}
+    for line in open(path):
+        r = json.loads(line)
+        if "the recorded run itself" in r.get("source", "") and r.get("rc", 0) == 0:
+            rec[r["job"]] = r["result"]["max_memory_reserved"]
+    return rec
+
+
 def replay(gr, trace, spec, *extra):
     out = subprocess.run([gr, trace, "--policy=" + spec, "--json", "-q", *extra], check=True,
                          capture_output=True, text=True).stdout
@@ -82,7 +92,7 @@ def events_rows(gr, d, runs):
     return rows
 
 
-def async_rows(gr, d, runs):
+def async_rows(gr, d, runs, recorded):
     rows = []
     for trace in sorted(glob.glob(os.path.join(d, "*.requests.zst"))):
         job = os.path.basename(trace)[: -len(".requests.zst")]
@@ -93,8 +103,12 @@ def async_rows(gr, d, runs):
         rng = r.get("peak_reserved_range") or {}
         point = r["peak_reserved_bytes"]
         lo, hi = rng.get("low_bytes", point), rng.get("high_bytes", point)
-        rows.append("| %s | %s | %s | %s | %s | %s |" % (
-            job, mib(lo), mib(point), mib(hi), ", ".join(mib(x) for x in real), verdict(real, lo, hi)))
+        own = r.get("recorded_pool_reserved_bytes", 0)
+        rec = recorded.get(job)
+        check = "-" if not own or rec is None else ("equal" if own == rec else "differs (%s)" % mib(rec))
+        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            job, mib(lo), mib(point), mib(hi), ", ".join(mib(x) for x in real), verdict(real, lo, hi),
+            mib(own) if own else "-", check))
     return rows
 
 
@@ -108,12 +122,13 @@ def table(gr, d, runs_path):
                 "| job | setting | timing | event frees | recorded | early | late 1 | late all | "
                 "real max_memory_reserved | inside [early..late 1] | inside [early..late all] |",
                 "|---|---|---|---:|---:|---:|---:|---:|---|---|---|"] + ev + [""]
-    asy = async_rows(gr, d, runs)
+    asy = async_rows(gr, d, runs, load_recorded(runs_path))
     if asy:
         out += ["The async pool, simulated (MiB; low: ideal packing, figure: one heap, best fit, "
                 "any-stream reuse; high: 32 MiB chunks, same-stream reuse):", "",
-                "| workload | low | figure | high | real max_memory_reserved (backend:cudaMallocAsync) | inside |",
-                "|---|---:|---:|---:|---|---|"] + asy + [""]
+                "| workload | low | figure | high | real max_memory_reserved (backend:cudaMallocAsync) | inside "
+                "| the recorded run's pool, from its addresses | vs that run's max_memory_reserved |",
+                "|---|---:|---:|---:|---|---|---:|---|"] + asy + [""]
     return "\n".join(out)
 
 

@@ -208,6 +208,9 @@ typedef struct rp_result {
   /* Peak of what the recorded run's own allocator held that is not replayed as requests
    * (SEGMENT_ALLOC and VMM maps not taken as requests): a native trace's reservation. */
   uint64_t recorded_mapped_peak_bytes;
+  /* What the recorded run's stream-ordered pool reserved at its peak, from the addresses the
+   * driver gave (extent rounded up to its 32 MiB chunk); 0: no stream-ordered allocation. */
+  uint64_t recorded_pool_reserved_bytes;
   uint64_t first_failure_reserved_bytes; /* this policy's reserved + external just after it */
   uint64_t end_reserved_bytes, end_allocated_bytes, end_requested_bytes;
   double fragmentation_at_peak; /* 1 - allocated/reserved at the (first) reserved peak */
