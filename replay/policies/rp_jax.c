@@ -31,12 +31,6 @@
 
 #define JAX_GRANULARITY (2ull << 20) /* the VMM granularity XLA rounds its memory limit to */
 
-typedef struct jax_policy {
-  const rp_policy_ops_t *inner_ops;
-  rp_policy_t *inner;
-  char spec[256];
-} jax_policy_t;
-
 typedef struct jax_conf {
   int preallocate;     /* XLA_PYTHON_CLIENT_PREALLOCATE, default true */
   double fraction;     /* 0: default 0.75 */
@@ -133,68 +127,17 @@ static gm_status_t jax_create(const char *conf, const rp_driver_t *drv, rp_polic
     limit = (limit + JAX_GRANULARITY - 1) / JAX_GRANULARITY * JAX_GRANULARITY;
     snprintf(inner, sizeof inner, "prealloc:size=%" PRIu64 "%s", limit, c.preallocate ? "" : ",growth");
   }
-  jax_policy_t *p = calloc(1, sizeof *p);
-  if (!p) return gm_err_set(err, GM_ERR_NOMEM, "jax: out of host memory");
-  st = rp_policy_create(inner, drv, &p->inner_ops, &p->inner, err);
-  if (st < 0) {
-    free(p);
-    return gm_err_wrap(err, "jax");
-  }
-  snprintf(p->spec, sizeof p->spec, "jax%s%s", *conf ? ":" : "", conf);
-  *out = (rp_policy_t *)p;
-  return GM_OK;
+  const rp_policy_ops_t *ops;
+  rp_policy_t *in;
+  st = rp_policy_create(inner, drv, &ops, &in, err);
+  if (st < 0) return gm_err_wrap(err, "jax");
+  return rp_wrap_new("jax", conf, ops, in, out, err);
 }
-
-static void pol_destroy(rp_policy_t *p) {
-  jax_policy_t *j = (jax_policy_t *)p;
-  if (!j) return;
-  j->inner_ops->destroy(j->inner);
-  free(j);
-}
-
-static gm_status_t pol_alloc(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
-  jax_policy_t *j = (jax_policy_t *)p;
-  return j->inner_ops->alloc(j->inner, size, stream, addr, err);
-}
-
-static gm_status_t pol_free(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
-  jax_policy_t *j = (jax_policy_t *)p;
-  return j->inner_ops->free(j->inner, addr, err);
-}
-
-static gm_status_t pol_empty_cache(rp_policy_t *p, gm_err_t *err) {
-  jax_policy_t *j = (jax_policy_t *)p;
-  return j->inner_ops->empty_cache(j->inner, err);
-}
-
-static gm_status_t pol_release_all(rp_policy_t *p, gm_err_t *err) {
-  jax_policy_t *j = (jax_policy_t *)p;
-  return j->inner_ops->release_all(j->inner, err);
-}
-
-static void pol_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
-  const jax_policy_t *j = (const jax_policy_t *)p;
-  j->inner_ops->stats(j->inner, out);
-}
-
-static gm_status_t pol_check(const rp_policy_t *p, gm_err_t *err) {
-  const jax_policy_t *j = (const jax_policy_t *)p;
-  return j->inner_ops->check ? j->inner_ops->check(j->inner, err) : GM_OK;
-}
-
-static const char *pol_spec(const rp_policy_t *p) { return ((const jax_policy_t *)p)->spec; }
 
 const rp_policy_ops_t rp_jax_ops = {
     .name = "jax",
     .description = "JAX/XLA in JAX's words (jax:XLA_PYTHON_CLIENT_PREALLOCATE=false,"
                    "XLA_PYTHON_CLIENT_MEM_FRACTION=.5,XLA_PYTHON_CLIENT_ALLOCATOR=platform)",
     .create = jax_create,
-    .destroy = pol_destroy,
-    .alloc = pol_alloc,
-    .free = pol_free,
-    .empty_cache = pol_empty_cache,
-    .release_all = pol_release_all,
-    .stats = pol_stats,
-    .check = pol_check,
-    .spec = pol_spec,
+    RP_WRAP_FORWARD,
 };

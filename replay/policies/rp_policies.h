@@ -30,6 +30,24 @@ uint64_t rp_bfc_tf_default_limit(uint64_t total);
 gm_status_t rp_bfc_policy_new(const char *name, const char *conf, const rp_driver_t *drv, const rp_bfc_opts_t *opts,
                               rp_policy_t **out, gm_err_t *err);
 
+/* A policy that forwards every operation to `inner` (created with inner_ops) and whose spec()
+ * is "name[:conf]" (rp_wrap.c): jax and tf, which speak their framework's words over another
+ * policy. Takes inner: on failure it is destroyed. Their ops tables use RP_WRAP_FORWARD. */
+gm_status_t rp_wrap_new(const char *name, const char *conf, const rp_policy_ops_t *inner_ops,
+                        rp_policy_t *inner, rp_policy_t **out, gm_err_t *err);
+void rp_wrap_destroy(rp_policy_t *p);
+gm_status_t rp_wrap_alloc(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err);
+gm_status_t rp_wrap_free(rp_policy_t *p, uint64_t addr, gm_err_t *err);
+gm_status_t rp_wrap_empty_cache(rp_policy_t *p, gm_err_t *err);
+gm_status_t rp_wrap_release_all(rp_policy_t *p, gm_err_t *err);
+void rp_wrap_stats(const rp_policy_t *p, rp_policy_stats_t *out);
+gm_status_t rp_wrap_check(const rp_policy_t *p, gm_err_t *err);
+const char *rp_wrap_spec(const rp_policy_t *p);
+#define RP_WRAP_FORWARD                                                                         \
+  .destroy = rp_wrap_destroy, .alloc = rp_wrap_alloc, .free = rp_wrap_free,                    \
+  .empty_cache = rp_wrap_empty_cache, .release_all = rp_wrap_release_all, .stats = rp_wrap_stats, \
+  .check = rp_wrap_check, .spec = rp_wrap_spec
+
 #ifdef __cplusplus
 }
 #endif

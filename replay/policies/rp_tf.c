@@ -69,12 +69,6 @@ static const rp_conf_key_t tf_keys[] = {
     {NULL, RP_CONF_FLAG, 0},
 };
 
-typedef struct tf_policy {
-  const rp_policy_ops_t *ops; /* the inner policy's: bfc, async or direct */
-  rp_policy_t *inner;
-  char spec[256];
-} tf_policy_t;
-
 #define BAD(key, ...) gm_err_set(err, GM_ERR_INVAL, "tf: bad value for '" key "': " __VA_ARGS__)
 
 /* TF's env switches compare with strcmp against "true" and "false" and nothing else. */
@@ -182,84 +176,30 @@ static gm_status_t tf_create(const char *conf, const rp_driver_t *drv, rp_policy
   st = tf_limit(&c, drv->total_memory, &o.memory_limit, err);
   if (st < 0) return st;
 
-  tf_policy_t *p = calloc(1, sizeof *p);
-  if (!p) return gm_err_set(err, GM_ERR_NOMEM, "tf: out of host memory");
-  if (*conf)
-    snprintf(p->spec, sizeof p->spec, "tf:%s", conf);
-  else
-    snprintf(p->spec, sizeof p->spec, "tf");
+  const rp_policy_ops_t *ops; /* the inner policy's: bfc, async or direct */
+  rp_policy_t *in = NULL;
   if (kind == BFC) {
-    p->ops = &rp_bfc_ops;
-    st = rp_bfc_policy_new("tf", conf, drv, &o, &p->inner, err);
+    ops = &rp_bfc_ops;
+    st = rp_bfc_policy_new("tf", conf, drv, &o, &in, err);
   } else if (kind == ASYNC) {
     char inner[64];
     snprintf(inner, sizeof inner, "release_threshold=%" PRIu64, o.memory_limit);
-    p->ops = &rp_async_ops;
-    st = rp_async_ops.create(inner, drv, &p->inner, err);
+    ops = &rp_async_ops;
+    st = rp_async_ops.create(inner, drv, &in, err);
     if (st < 0) gm_err_wrap(err, "tf: TF_GPU_ALLOCATOR=cuda_malloc_async (the async policy)");
   } else {
-    p->ops = &rp_direct_ops;
-    st = rp_direct_ops.create("", drv, &p->inner, err);
+    ops = &rp_direct_ops;
+    st = rp_direct_ops.create("", drv, &in, err);
     if (st < 0) gm_err_wrap(err, "tf: TF_GPU_ALLOCATOR=cuda_malloc (the direct policy)");
   }
-  if (st < 0) {
-    free(p);
-    return st;
-  }
-  *out = (rp_policy_t *)p;
-  return GM_OK;
+  if (st < 0) return st;
+  return rp_wrap_new("tf", conf, ops, in, out, err);
 }
-
-static void tf_destroy(rp_policy_t *pp) {
-  tf_policy_t *p = (tf_policy_t *)pp;
-  if (!p) return;
-  p->ops->destroy(p->inner);
-  free(p);
-}
-
-static gm_status_t tf_alloc(rp_policy_t *pp, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
-  tf_policy_t *p = (tf_policy_t *)pp;
-  return p->ops->alloc(p->inner, size, stream, addr, err);
-}
-
-static gm_status_t tf_free(rp_policy_t *pp, uint64_t addr, gm_err_t *err) {
-  tf_policy_t *p = (tf_policy_t *)pp;
-  return p->ops->free(p->inner, addr, err);
-}
-
-static gm_status_t tf_empty_cache(rp_policy_t *pp, gm_err_t *err) {
-  tf_policy_t *p = (tf_policy_t *)pp;
-  return p->ops->empty_cache(p->inner, err);
-}
-
-static gm_status_t tf_release_all(rp_policy_t *pp, gm_err_t *err) {
-  tf_policy_t *p = (tf_policy_t *)pp;
-  return p->ops->release_all(p->inner, err);
-}
-
-static void tf_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
-  const tf_policy_t *p = (const tf_policy_t *)pp;
-  p->ops->stats(p->inner, out);
-}
-
-static gm_status_t tf_check(const rp_policy_t *pp, gm_err_t *err) {
-  const tf_policy_t *p = (const tf_policy_t *)pp;
-  return p->ops->check(p->inner, err);
-}
-
-static const char *tf_spec(const rp_policy_t *pp) { return ((const tf_policy_t *)pp)->spec; }
 
 const rp_policy_ops_t rp_tf_ops = {
     .name = "tf",
     .description = "TensorFlow in its own words (tf[:TF_FORCE_GPU_ALLOW_GROWTH=true,memory_limit=MiB,"
                    "per_process_gpu_memory_fraction=F,TF_GPU_ALLOCATOR=cuda_malloc_async,...])",
     .create = tf_create,
-    .destroy = tf_destroy,
-    .alloc = tf_alloc,
-    .free = tf_free,
-    .empty_cache = tf_empty_cache,
-    .release_all = tf_release_all,
-    .stats = tf_stats,
-    .check = tf_check,
-    .spec = tf_spec,
+    RP_WRAP_FORWARD,
 };
