@@ -69,6 +69,10 @@ typedef enum gmt_mem_kind {
 #define GMT_F_ASYNC 0x1u      /* stream-ordered (cudaMallocAsync / cudaFreeAsync) */
 #define GMT_F_FROM_POOL 0x2u  /* served from a memory pool */
 #define GMT_F_SYNTHETIC 0x4u  /* made up by a converter (e.g. an implied free), not observed */
+/* Memory beside the allocator whose requests the trace holds: a library's own driver allocation
+ * (NCCL, a cuBLAS workspace outside PyTorch's pool) in a torch-history trace, whose requests
+ * come from PyTorch's history. A replay keeps it out of the policy (external memory). */
+#define GMT_F_EXTERNAL 0x8u
 
 #define GMT_STREAM_NONE UINT64_MAX /* the operation has no stream (synchronous) */
 #define GMT_NO_STRING 0u           /* callsite id meaning "none" */
@@ -110,7 +114,11 @@ typedef enum gmt_capture_mode {
   GMT_CAPTURE_NATIVE = 2,   /* the application's own allocator, as is */
   GMT_CAPTURE_TORCH = 3,    /* PyTorch memory history (snapshot) */
   GMT_CAPTURE_IMPORT = 4,   /* converted from CSV or another tool's file */
-  GMT_CAPTURE_SYNTHETIC = 5 /* generated (tests, benchmarks) */
+  GMT_CAPTURE_SYNTHETIC = 5, /* generated (tests, benchmarks) */
+  /* gpurec's default for PyTorch: PyTorch's own history (its requests, allocator as the user
+   * set it) merged with the CUPTI trace of the same process (other libraries' driver calls,
+   * GMT_F_EXTERNAL) on the CUPTI trace's clock */
+  GMT_CAPTURE_TORCH_HISTORY = 6
 } gmt_capture_mode_t;
 
 const char *gmt_capture_mode_name(unsigned mode);

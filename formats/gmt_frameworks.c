@@ -45,7 +45,8 @@ unsigned gmt_header_frameworks(const gmt_header_t *h) {
   unsigned set = 0;
   for (size_t i = 0; i < N_FWS; i++)
     if (gmt_header_framework_version(h, fws[i].bit)) set |= fws[i].bit;
-  if (!set && h->capture_mode == GMT_CAPTURE_TORCH) set = GMT_FW_PYTORCH;
+  if (!set && (h->capture_mode == GMT_CAPTURE_TORCH || h->capture_mode == GMT_CAPTURE_TORCH_HISTORY))
+    set = GMT_FW_PYTORCH;
   return set;
 }
 
@@ -81,6 +82,9 @@ const char *gmt_trace_holds(const gmt_header_t *h, int vmm_requests, int has_asy
     return "requests: buffers mapped one by one through the VMM API (XLA's platform allocator), "
            "each rounded up to the 2 MiB granularity";
   if (h->capture_mode == GMT_CAPTURE_TORCH) return "requests: PyTorch's own allocator history";
+  if (h->capture_mode == GMT_CAPTURE_TORCH_HISTORY)
+    return "requests: PyTorch's own allocator history, with its segments and the other libraries' "
+           "driver allocations beside them (not replayed as requests)";
   if (has_async_alloc) return "requests: stream-ordered allocations, exact sizes";
   if (h->capture_mode == GMT_CAPTURE_NATIVE && (fw & GMT_FW_CUPY))
     return "pool blocks: CuPy's memory pool asked the driver for these, not the arrays "

@@ -38,7 +38,8 @@ unsigned gmt_mem_kind_from_name(const char *name) {
   return 0;
 }
 
-static const char *const mode_names[] = {"unknown", "requests", "native", "torch", "import", "synthetic"};
+static const char *const mode_names[] = {"unknown", "requests", "native", "torch", "import", "synthetic",
+                                             "torch-history"};
 #define N_MODES (sizeof mode_names / sizeof mode_names[0])
 
 const char *gmt_capture_mode_name(unsigned mode) { return mode < N_MODES ? mode_names[mode] : NULL; }

@@ -11,7 +11,8 @@
  * rp_sync_is_external), a synchronous device allocation is a library's own cudaMalloc beside
  * the framework's allocator (cuBLAS workspaces and the like): PyTorch's native allocator would
  * never have seen it, so it is kept in a map of its own and counted apart, and its free is
- * matched there.
+ * matched there. An allocation flagged GMT_F_EXTERNAL (a torch-history trace: another
+ * library's driver call beside PyTorch's history) is external memory whatever the rule.
  *
  * Workload: tens of millions of events; per event one hash lookup and one policy call.
  * Memory: the map follows the live blocks, the timeline is fixed (RP_TIMELINE_MAX buckets),
@@ -271,6 +272,7 @@ static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *er
 static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
   if (e->device >= 0 && ev->device != (unsigned)e->device) return;
   if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return;
+  if (ev->flags & GMT_F_EXTERNAL) return; /* another library's, not the recorded allocator's */
   if (ev->kind == GMT_EV_SEGMENT_ALLOC || ev->kind == GMT_EV_VMM_MAP) {
     e->rec_segments += ev->size;
     if (e->rec_segments > e->rec_peak) e->rec_peak = e->rec_segments;
@@ -316,7 +318,7 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
   }
   uint64_t ooms = e->ooms, addr = 0;
   gm_status_t st = GM_OK;
-  if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) {
+  if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC))) {
     /* Counted as asked for, served or not, as ext_alloc counts external memory. */
     st = ext_take(e, ev, &addr, err);
     if (st != GM_OK) return st;
@@ -418,7 +420,8 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   switch (ev->kind) {
     case GMT_EV_ALLOC:
       if (!wanted(e, ev)) return GM_OK;
-      if (e->external_sync && !(ev->flags & GMT_F_ASYNC)) return ext_alloc(e, ev, err);
+      if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC)))
+        return ext_alloc(e, ev, err);
       rp_events_alloc_seen(e, ev);
       track_pool(e, ev);
       st = rp_events_due(e, 0, err); /* process_events() at the start of malloc() */

@@ -132,8 +132,9 @@ void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, 
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
   uint64_t lb = r0->lower_bound_bytes;
-  /* A torch-mode trace holds PyTorch's segments beside its requests by design: no warning. */
-  if (info->capture_mode != GMT_CAPTURE_TORCH && r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
+  /* A torch-mode or torch-history trace holds PyTorch's segments beside its requests by design: no warning. */
+  if (info->capture_mode != GMT_CAPTURE_TORCH && info->capture_mode != GMT_CAPTURE_TORCH_HISTORY &&
+      r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
     fprintf(f, "%swarning: the requests replayed peak at %s live, but the recorded run also mapped "
                "%s that is not replayed as requests (its allocator's segments or VMM pages): %s\n",
             prefix, gm_format_size(lb, b1, sizeof b1),
@@ -164,10 +165,11 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   fprintf(f, ", backend %s\n", r0->backend);
   gr_print_content(f, "", info, r0);
   gr_print_failure(f, "", info, r0);
-  if (r0->external_sync && r0->external_allocs)
-    fprintf(f, "external: %" PRIu64 " synchronous allocs outside the framework's allocator, peak %s "
+  if (r0->external_allocs)
+    fprintf(f, "external: %" PRIu64 " %sallocs outside the framework's allocator, peak %s "
                "(not replayed; not in peak reserved nor the lower bound); needs at least %s (both together)\n",
-            r0->external_allocs, gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
+            r0->external_allocs, r0->external_sync ? "synchronous " : "",
+            gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
             gm_format_size(r0->peak_requested_plus_external_bytes, b2, sizeof b2));
   if (info->device_memory_assumed)
     fprintf(f, "device memory: %s assumed%s, the trace does not say which GPU it came from "

@@ -69,13 +69,14 @@ static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
 /* Callsite ids by frames list: entries that share one list through the pickle's memo (a
  * hostile pickle can make a million entries share a million-frame list in a few MB) make
  * its string once. */
-typedef struct cs_cache {
+typedef struct snap_cs_cache cs_cache_t;
+struct snap_cs_cache {
   const snap_val_t *frames;
   uint32_t id;
   UT_hash_handle hh;
-} cs_cache_t;
+};
 
-static void cs_cache_free(cs_cache_t **c) {
+void snap_cs_cache_free(cs_cache_t **c) {
   cs_cache_t *e, *t;
   HASH_ITER(hh, *c, e, t) {
     HASH_DEL(*c, e);
@@ -121,6 +122,21 @@ static gm_status_t callsite(gmt_writer_t *w, cs_cache_t **cache, const snap_val_
   e->frames = frames;
   e->id = *id;
   HASH_ADD_PTR(*cache, frames, e);
+  return GM_OK;
+}
+
+gm_status_t snap_event_strings(gmt_writer_t *w, cs_cache_t **cache, snap_event_t *e, gm_err_t *err) {
+  if (e->marker == SNAP_MARK_SNAPSHOT) return gmt_writer_intern(w, "torch.snapshot", &e->ev.callsite, err);
+  if (e->marker == SNAP_MARK_ANNOTATION) {
+    /* "STAGE name", cut to 16 + 400 bytes */
+    char text[420];
+    const snap_val_t *nm = e->frames, *sg = e->stage;
+    int sl = sg ? (int)(sg->len > 16 ? 16 : sg->len) : 0;
+    int nl = (int)(nm->len > 400 ? 400 : nm->len);
+    snprintf(text, sizeof text, "%.*s%s%.*s", sl, sl ? sg->s : "", sl ? " " : "", nl, nm->s);
+    return gmt_writer_intern(w, text, &e->ev.callsite, err);
+  }
+  if (e->frames) return callsite(w, cache, e->frames, &e->ev.callsite, err);
   return GM_OK;
 }
 
@@ -308,7 +324,7 @@ gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
   return GM_OK;
 }
 
-static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
+gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
                                const gmt_header_t *prov, gm_err_t *err) {
   gm_status_t st;
   if (prov && (st = gmt_header_copy(h, prov, err))) return st;
@@ -358,7 +374,7 @@ static gm_status_t fill_header(gmt_header_t *h, const snap_val_t *root, const sn
 
 /* ---- the whole conversion ------------------------------------------------------------------ */
 
-static gm_status_t read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err) {
+gm_status_t snap_read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return gm_err_set(err, GM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
   size_t cap = 1 << 20, n = 0;
@@ -400,23 +416,11 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
   gmt_header_init(&h);
   gmt_writer_t *w = NULL;
   cs_cache_t *cache = NULL;
-  if ((s = fill_header(&h, root, &ps, prov, err)) == GM_OK &&
+  if ((s = snap_fill_header(&h, root, &ps, prov, err)) == GM_OK &&
       (s = gmt_writer_open_atomic(&w, out_path, &h, opts, err)) == GM_OK) {
     for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
       snap_event_t *e = ps.evs[k];
-      if (e->marker == SNAP_MARK_SNAPSHOT) {
-        s = gmt_writer_intern(w, "torch.snapshot", &e->ev.callsite, err);
-      } else if (e->marker == SNAP_MARK_ANNOTATION) {
-        /* "STAGE name", cut to 16 + 400 bytes */
-        char text[420];
-        const snap_val_t *nm = e->frames, *sg = e->stage;
-        int sl = sg ? (int)(sg->len > 16 ? 16 : sg->len) : 0;
-        int nl = (int)(nm->len > 400 ? 400 : nm->len);
-        snprintf(text, sizeof text, "%.*s%s%.*s", sl, sl ? sg->s : "", sl ? " " : "", nl, nm->s);
-        s = gmt_writer_intern(w, text, &e->ev.callsite, err);
-      } else if (e->frames) {
-        s = callsite(w, &cache, e->frames, &e->ev.callsite, err);
-      }
+      s = snap_event_strings(w, &cache, e, err);
       if (s == GM_OK) s = gmt_writer_append(w, &e->ev, err);
     }
     if (s == GM_OK) {
@@ -442,7 +446,7 @@ gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
     }
     st->synthetic = ps.synthetic;
   }
-  cs_cache_free(&cache);
+  snap_cs_cache_free(&cache);
   gmt_header_free(&h);
   snap_plan_free(&ps);
   return s;
@@ -458,7 +462,7 @@ gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
                                   snap_import_stats_t *st, gm_err_t *err) {
   uint8_t *buf = NULL;
   size_t len = 0;
-  gm_status_t s = read_file(pickle_path, &buf, &len, err);
+  gm_status_t s = snap_read_file(pickle_path, &buf, &len, err);
   if (s) return s;
   snap_doc_t *doc = NULL;
   if (!snap_is_pickle(buf, len)) {

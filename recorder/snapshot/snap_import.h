@@ -43,6 +43,25 @@ gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
                                   const gmt_writer_opts_t *opts, const gmt_header_t *prov,
                                   snap_import_stats_t *st, gm_err_t *err);
 
+typedef struct snap_merge_stats {
+  uint64_t entries;        /* history entries read from the pickle */
+  uint64_t history_events; /* events made from them (the synthetic initial state included) */
+  uint64_t segments;       /* of those, PyTorch's segment allocs and frees */
+  uint64_t segments_seen;  /* ... that the CUPTI trace saw (matched by address and size) */
+  uint64_t external;       /* CUPTI events kept as other libraries' memory (GMT_F_EXTERNAL) */
+  uint64_t cupti_dropped;  /* CUPTI events left out: PyTorch's own driver calls, failed
+                              device allocations, pool trims */
+  int cupti_truncated;     /* the CUPTI trace ended early (it is merged as far as it goes) */
+} snap_merge_stats_t;
+
+/* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at
+ * pickle_path (the process's own history, dumped at exit) merged with the CUPTI trace the same
+ * process wrote at cupti_path, into out_path (which may be cupti_path: it is read whole first and
+ * replaced only when the merged trace is complete). stacks: "none" or "python", for the header. */
+gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
+                            const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                            gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

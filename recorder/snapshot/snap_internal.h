@@ -61,6 +61,18 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err);
 void snap_plan_free(snap_pass_t *ps);
 /* allocator_settings -> an equivalent PYTORCH_CUDA_ALLOC_CONF string ("" for the defaults). */
 gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
+/* The trace header of a snapshot: prov's provenance (may be NULL), capture mode torch, the
+ * history's start time, allocator_settings and snapshot facts as kv pairs. */
+gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
+                             const gmt_header_t *prov, gm_err_t *err);
+/* Callsite strings by frames list, interned once per list (snap_event_strings). */
+typedef struct snap_cs_cache snap_cs_cache_t;
+void snap_cs_cache_free(snap_cs_cache_t **cache);
+/* Intern e's string (its callsite, the snapshot marker's or an annotation's name) into w and set
+ * e->ev.callsite; cache starts NULL. */
+gm_status_t snap_event_strings(gmt_writer_t *w, snap_cs_cache_t **cache, snap_event_t *e, gm_err_t *err);
+/* The whole file into *buf (malloc'd). */
+gm_status_t snap_read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err);
 /* Import from an already parsed tree (tests and fuzzing use it). */
 gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
                             const gmt_writer_opts_t *opts, const gmt_header_t *prov,

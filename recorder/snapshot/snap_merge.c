@@ -1,0 +1,375 @@
+/* snap_merge.c: gpurec's default capture for PyTorch (capture mode torch-history): PyTorch's own
+ * memory history of a process, merged with the CUPTI trace the same process wrote, into one
+ * trace.
+ *
+ * Why two sources: the history holds PyTorch's requests exactly (the caching allocator left as
+ * the user configured it, which a request-level CUPTI capture cannot do), but knows nothing of
+ * the memory other libraries take from the driver beside it (NCCL's buffers and VMM maps,
+ * workspaces outside PyTorch's pool, pinned host memory). The CUPTI trace sees every driver call
+ * but, for PyTorch, only its segments. So:
+ *   - the history's events come as `gpurec import` makes them (same order, same fields: a replay
+ *     of the merged trace is the replay of a torch-mode trace), their times moved from PyTorch's
+ *     wall clock (µs) onto the CUPTI trace's clock (its start_time_ns);
+ *   - CUPTI events that are PyTorch's own driver calls (an alloc/free whose address and size are
+ *     a segment of the history, a VMM call on a range the history mapped) are left out, and the
+ *     history's segment events they match take their correlation id and context: the check that
+ *     the driver saw each segment (header torch_history.segments_seen_by_cupti);
+ *   - failed driver allocations and pool trims are left out too: PyTorch retries a failed
+ *     cudaMalloc after freeing its cache, and its history says which requests failed;
+ *   - every other CUPTI event is kept, merged by time, its allocations and frees and VMM calls
+ *     flagged GMT_F_EXTERNAL (another library's memory: external to a replay).
+ * The header is the CUPTI trace's (host, GPU, versions, command line, environment) with the
+ * snapshot's settings added and capture mode torch-history. */
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "recorder/snapshot/snap_import.h"
+#include "recorder/snapshot/snap_internal.h"
+
+/* One CUPTI event with its string (copied: the reader keeps one chunk's strings). */
+typedef struct cev {
+  gmt_event_t ev;
+  char *str;
+  int pytorch; /* one of PyTorch's own driver calls (matched to the history) */
+} cev_t;
+
+typedef struct cupti_side {
+  cev_t *v;
+  size_t n, cap;
+  gmt_header_t header;
+  uint64_t dropped_records; /* CUPTI's own drop count */
+  int truncated;
+} cupti_side_t;
+
+static void cupti_free(cupti_side_t *c) {
+  for (size_t i = 0; i < c->n; i++) free(c->v[i].str);
+  free(c->v);
+  gmt_header_free(&c->header);
+}
+
+static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
+  if (st != GM_OK) return st;
+  st = gmt_header_copy(&c->header, gmt_reader_header(r), err);
+  gmt_event_t ev;
+  while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    if (c->n == c->cap) {
+      size_t cap = c->cap ? c->cap * 2 : 1024;
+      cev_t *nv = realloc(c->v, cap * sizeof *nv);
+      if (!nv) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      c->v = nv;
+      c->cap = cap;
+    }
+    cev_t *e = &c->v[c->n++];
+    memset(e, 0, sizeof *e);
+    e->ev = ev;
+    const char *s = ev.callsite != GMT_NO_STRING ? gmt_reader_string(r, ev.callsite) : NULL;
+    if (s && !(e->str = strdup(s))) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
+  if (st == GM_END) st = GM_OK;
+  const gmt_reader_stats_t *rs = gmt_reader_stats(r);
+  c->dropped_records = rs->dropped;
+  c->truncated = rs->truncated || gmt_stats_partial(rs);
+  gmt_reader_close(r);
+  return st;
+}
+
+/* ---- matching CUPTI's driver calls to the history's segments -------------------------------- */
+
+typedef struct seg_key {
+  uint64_t addr, size;
+  uint8_t kind; /* GMT_EV_ALLOC or GMT_EV_FREE: the CUPTI side's kind */
+} seg_key_t;
+
+/* The CUPTI events of one (kind, address, size), in time order, for the history's segment events
+ * to claim one by one. */
+typedef struct seg_q {
+  seg_key_t key;
+  size_t *idx, n, cap, next;
+  UT_hash_handle hh;
+} seg_q_t;
+
+static seg_q_t *q_find(seg_q_t *h, uint8_t kind, uint64_t addr, uint64_t size) {
+  seg_key_t k;
+  memset(&k, 0, sizeof k);
+  k.addr = addr;
+  k.size = size;
+  k.kind = kind;
+  seg_q_t *q;
+  HASH_FIND(hh, h, &k, sizeof k, q);
+  return q;
+}
+
+static seg_q_t *q_get(seg_q_t **h, uint8_t kind, uint64_t addr, uint64_t size) {
+  seg_q_t *q = q_find(*h, kind, addr, size);
+  if (q) return q;
+  if (!(q = calloc(1, sizeof *q))) return NULL;
+  q->key.addr = addr;
+  q->key.size = size;
+  q->key.kind = kind;
+  HASH_ADD(hh, *h, key, sizeof q->key, q);
+  return q;
+}
+
+static int q_push(seg_q_t *q, size_t i) {
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : 4;
+    size_t *ni = realloc(q->idx, cap * sizeof *ni);
+    if (!ni) return -1;
+    q->idx = ni;
+    q->cap = cap;
+  }
+  q->idx[q->n++] = i;
+  return 0;
+}
+
+static void q_free_all(seg_q_t **h) {
+  seg_q_t *q, *t;
+  HASH_ITER(hh, *h, q, t) {
+    HASH_DEL(*h, q);
+    free(q->idx);
+    free(q);
+  }
+}
+
+/* Address ranges the history mapped (expandable segments), sorted and joined. */
+typedef struct range {
+  uint64_t lo, hi;
+} range_t;
+
+static int range_cmp(const void *a, const void *b) {
+  const range_t *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int ranges_overlap(const range_t *r, size_t n, uint64_t lo, uint64_t hi) {
+  size_t a = 0, b = n; /* the first range with r.hi > lo */
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (r[m].hi <= lo) a = m + 1;
+    else b = m;
+  }
+  return a < n && r[a].lo < hi;
+}
+
+static int device_mem(const gmt_event_t *e) {
+  return e->mem_kind == GMT_MEM_DEVICE || e->mem_kind == GMT_MEM_UNKNOWN;
+}
+
+static int is_vmm(unsigned k) {
+  return k == GMT_EV_VMM_RESERVE || k == GMT_EV_VMM_MAP || k == GMT_EV_VMM_UNMAP || k == GMT_EV_VMM_RELEASE;
+}
+
+/* Mark the CUPTI events that are PyTorch's own (or left out), queue the segment calls for the
+ * history to claim, flag the rest external. */
+static gm_status_t classify(const snap_pass_t *ps, cupti_side_t *c, seg_q_t **queues, uint64_t *dropped,
+                            uint64_t *external, gm_err_t *err) {
+  seg_q_t *segs = NULL; /* (addr, size) of the history's segments: a set */
+  range_t *maps = NULL;
+  size_t nmaps = 0;
+  gm_status_t st = GM_OK;
+  for (size_t k = 0; k < ps->n && st == GM_OK; k++) {
+    const gmt_event_t *e = &ps->evs[k]->ev;
+    if (e->kind == GMT_EV_SEGMENT_ALLOC || e->kind == GMT_EV_SEGMENT_FREE) {
+      if (!q_get(&segs, 0, e->addr, e->size)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    } else if ((e->kind == GMT_EV_VMM_MAP || e->kind == GMT_EV_VMM_UNMAP) && e->size) {
+      range_t *nm = realloc(maps, (nmaps + 1) * sizeof *nm);
+      if (!nm) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      maps = nm;
+      maps[nmaps].lo = e->addr;
+      maps[nmaps].hi = e->addr + e->size;
+      nmaps++;
+    }
+  }
+  if (nmaps) {
+    qsort(maps, nmaps, sizeof *maps, range_cmp);
+    size_t j = 0;
+    for (size_t i = 1; i < nmaps; i++) {
+      if (maps[i].lo <= maps[j].hi) {
+        if (maps[i].hi > maps[j].hi) maps[j].hi = maps[i].hi;
+      } else {
+        maps[++j] = maps[i];
+      }
+    }
+    nmaps = j + 1;
+  }
+  /* CUPTI addresses that are PyTorch segments now (n = 1 while live, next = the size): the
+   * free is matched by the address its alloc had */
+  seg_q_t *live = NULL;
+  for (size_t i = 0; i < c->n && st == GM_OK; i++) {
+    cev_t *ce = &c->v[i];
+    gmt_event_t *e = &ce->ev;
+    int drop = 0;
+    if (e->kind == GMT_EV_ALLOC && device_mem(e) && q_find(segs, 0, e->addr, e->size)) {
+      seg_q_t *q = q_get(queues, GMT_EV_ALLOC, e->addr, e->size), *l = q_get(&live, 0, e->addr, 0);
+      if (!q || !l || q_push(q, i) < 0) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      } else {
+        l->n = 1;
+        l->next = (size_t)e->size;
+      }
+      ce->pytorch = drop = 1;
+    } else if (e->kind == GMT_EV_FREE && device_mem(e)) {
+      seg_q_t *l = q_find(live, 0, e->addr, 0);
+      if (l && l->n) {
+        uint64_t size = (uint64_t)l->next;
+        seg_q_t *q = q_get(queues, GMT_EV_FREE, e->addr, size);
+        if (!q || q_push(q, i) < 0) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        l->n = 0;
+        ce->pytorch = drop = 1;
+      }
+    } else if (is_vmm(e->kind) && device_mem(e) && nmaps &&
+               ranges_overlap(maps, nmaps, e->addr, e->addr + (e->size ? e->size : 1))) {
+      ce->pytorch = drop = 1;
+    } else if ((e->kind == GMT_EV_ALLOC_FAILED && device_mem(e)) || e->kind == GMT_EV_EMPTY_CACHE) {
+      drop = 1;
+    }
+    if (drop) {
+      (*dropped)++;
+      e->kind = 0; /* left out */
+    } else if (e->kind == GMT_EV_ALLOC || e->kind == GMT_EV_FREE || is_vmm(e->kind) ||
+               e->kind == GMT_EV_ALLOC_FAILED) {
+      e->flags |= GMT_F_EXTERNAL;
+      (*external)++;
+    }
+  }
+  q_free_all(&live);
+  q_free_all(&segs);
+  free(maps);
+  return st;
+}
+
+/* A history segment event takes the identity of the CUPTI call it matches. */
+static int claim(seg_q_t *queues, const cupti_side_t *c, gmt_event_t *e) {
+  uint8_t kind = e->kind == GMT_EV_SEGMENT_ALLOC ? GMT_EV_ALLOC : GMT_EV_FREE;
+  seg_q_t *q = q_find(queues, kind, e->addr, e->size);
+  if (!q || q->next >= q->n) return 0;
+  const gmt_event_t *ce = &c->v[q->idx[q->next++]].ev;
+  e->corr_id = ce->corr_id;
+  e->context = ce->context;
+  return 1;
+}
+
+/* ---- the merge -------------------------------------------------------------------------------- */
+
+static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *err) {
+  char b[32];
+  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+  return gmt_header_kv_set(h, k, b, err);
+}
+
+static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
+                             const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
+  snap_pass_t ps;
+  gm_status_t s = snap_plan(root, &ps, err);
+  if (s) return s;
+  seg_q_t *queues = NULL;
+  uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
+  gmt_header_t h;
+  gmt_header_init(&h);
+  gmt_writer_t *w = NULL;
+  snap_cs_cache_t *cache = NULL;
+  s = classify(&ps, c, &queues, &dropped, &external, err);
+  for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
+    gmt_event_t *e = &ps.evs[k]->ev;
+    if (e->kind != GMT_EV_SEGMENT_ALLOC && e->kind != GMT_EV_SEGMENT_FREE) continue;
+    segments++;
+    seen += (uint64_t)claim(queues, c, e);
+  }
+  if (s == GM_OK) s = snap_fill_header(&h, root, &ps, &c->header, err);
+  if (s == GM_OK) {
+    h.capture_mode = GMT_CAPTURE_TORCH_HISTORY;
+    h.start_time_ns = c->header.start_time_ns; /* the CUPTI trace's clock */
+    char tool[64];
+    snprintf(tool, sizeof tool, "gpurec %s", GM_VERSION);
+    if ((s = gmt_header_set(&h.tool, tool, err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.stacks", stacks ? stacks : "none", err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.cupti_dropped", dropped, err)) == GM_OK && c->truncated)
+      s = gmt_header_kv_set(&h, "torch_history.cupti_truncated", "1", err);
+  }
+  if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
+  if (s == GM_OK) {
+    gmt_writer_add_dropped(w, c->dropped_records);
+    /* History time (ns since ps.start_time_ns) onto the CUPTI clock (ns since its start). */
+    int64_t shift = ps.has_time ? (int64_t)(ps.start_time_ns - c->header.start_time_ns) : 0;
+    uint64_t last = 0;
+    size_t i = 0, k = 0;
+    while (s == GM_OK && (i < c->n || k < ps.n)) {
+      while (i < c->n && c->v[i].ev.kind == 0) i++;
+      uint64_t ht = 0;
+      if (k < ps.n) {
+        int64_t t = (int64_t)ps.evs[k]->ev.ts_ns + shift;
+        ht = t > 0 ? (uint64_t)t : 0;
+        if (ht < last) ht = last;
+      }
+      if (k < ps.n && (i >= c->n || ht <= c->v[i].ev.ts_ns)) {
+        snap_event_t *e = ps.evs[k++];
+        e->ev.ts_ns = last = ht;
+        s = snap_event_strings(w, &cache, e, err);
+        if (s == GM_OK) s = gmt_writer_append(w, &e->ev, err);
+      } else if (i < c->n) {
+        cev_t *ce = &c->v[i++];
+        if (ce->ev.ts_ns < last) ce->ev.ts_ns = last;
+        last = ce->ev.ts_ns;
+        ce->ev.callsite = GMT_NO_STRING;
+        if (ce->str) s = gmt_writer_intern(w, ce->str, &ce->ev.callsite, err);
+        if (s == GM_OK) s = gmt_writer_append(w, &ce->ev, err);
+      }
+    }
+    if (s == GM_OK) s = gmt_writer_close(w, err);
+    else gmt_writer_abandon(w);
+  }
+  if (ms) {
+    ms->entries = ps.entries;
+    ms->history_events = ps.n;
+    ms->segments = segments;
+    ms->segments_seen = seen;
+    ms->external = external;
+    ms->cupti_dropped = dropped;
+    ms->cupti_truncated = c->truncated;
+  }
+  snap_cs_cache_free(&cache);
+  q_free_all(&queues);
+  gmt_header_free(&h);
+  snap_plan_free(&ps);
+  return s;
+}
+
+gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
+                            const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                            gm_err_t *err) {
+  if (st) memset(st, 0, sizeof *st);
+  cupti_side_t c;
+  memset(&c, 0, sizeof c);
+  gmt_header_init(&c.header);
+  gm_status_t s = cupti_read(cupti_path, &c, err);
+  if (s) {
+    gm_err_wrap(err, "cannot read the CUPTI trace '%s'", cupti_path);
+    cupti_free(&c);
+    return s;
+  }
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  snap_doc_t *doc = NULL;
+  if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
+    if (!snap_is_pickle(buf, len))
+      s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)", pickle_path);
+    else if ((s = snap_pickle_parse(buf, len, &doc, err)) == GM_OK)
+      s = merge_doc(snap_doc_root(doc), &c, out_path, stacks, opts, st, err);
+  }
+  snap_doc_free(doc);
+  free(buf);
+  cupti_free(&c);
+  return s;
+}
