@@ -216,6 +216,12 @@ static void hook_final(void *ctx) { g.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_F
 /* GPU name, UUID and memory from the driver already in the process (never loaded by us). */
 static void hook_fill(void *ctx, gmt_header_t *h) {
   rec_frameworks_fill(h);
+  /* auto mode switches every framework to per-request allocation but PyTorch, whose requests
+   * come from its own history (merged by the launcher): this trace alone holds its segments */
+  const char *m = getenv(REC_ENV_MODE);
+  if (m && strcmp(m, "auto") == 0 && h->capture_mode == GMT_CAPTURE_REQUESTS &&
+      gmt_header_framework_version(h, GMT_FW_PYTORCH))
+    h->capture_mode = GMT_CAPTURE_NATIVE;
   char buf[256];
   if (g.selftest) {
     gmt_header_set(&h->gpu_name, "selftest (no GPU)", NULL);
@@ -685,7 +691,9 @@ static void selftest(long n) {
 
 static unsigned env_mode(void) {
   const char *m = getenv(REC_ENV_MODE);
-  if (m && strcmp(m, "requests") == 0) return GMT_CAPTURE_REQUESTS;
+  /* auto: JAX, TF and CuPy switched, a process without a framework asks per request anyway;
+   * a PyTorch process is made native when the header is filled (hook_fill) */
+  if (m && (strcmp(m, "requests") == 0 || strcmp(m, "auto") == 0)) return GMT_CAPTURE_REQUESTS;
   return GMT_CAPTURE_NATIVE; /* native, torch (whose CUPTI side is native), or unset */
 }
 

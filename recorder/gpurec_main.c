@@ -5,7 +5,14 @@
  * job starts (torchrun workers, multiprocessing children) records its own trace, named by rank
  * and pid; a lone trace is renamed to the -o name. The mode decides what the frameworks send to
  * the driver (DESIGN.md "Capture modes"):
- *   requests (default) PYTORCH_CUDA_ALLOC_CONF gets backend:cudaMallocAsync (the user's other
+ *   auto (default)     per framework, the cheapest faithful capture that leaves PyTorch's
+ *                      allocator as the user set it: PyTorch's own memory history (without
+ *                      stacks unless --stacks=python; rec_torch.c), dumped at exit and merged
+ *                      with the process's CUPTI trace into the one trace -o names (capture mode
+ *                      torch-history, snap_merge.c); JAX, TensorFlow and CuPy switched as in
+ *                      requests mode; a process with no framework: its CUPTI trace (its driver
+ *                      calls are its requests);
+ *   requests           PYTORCH_CUDA_ALLOC_CONF gets backend:cudaMallocAsync (the user's other
  *                      keys are kept and recorded; a backend key of theirs is replaced),
  *                      TF_GPU_ALLOCATOR=cuda_malloc_async, XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async
  *                      with XLA_PYTHON_CLIENT_PREALLOCATE=false, CuPy's pool -> MemoryAsyncPool
@@ -47,6 +54,7 @@ typedef struct config {
   const char *output;
   const char *mode;
   const char *capture;
+  const char *stacks;
   uint64_t max_entries;
   int quiet, help, version;
 } config_t;
@@ -56,13 +64,19 @@ static const gm_opt_t k_opts[] = {
      "trace file (default gpumem-%p.zst; %p = pid); several CUDA processes: PATH.rankR.pidP.zst",
      offsetof(config_t, output)},
     {"mode", 0, GM_OPT_STR, "MODE",
-     "requests (default: frameworks allocate per request from the driver) | native | torch",
+     "auto (default: PyTorch's own history merged with the CUPTI trace, its allocator as you set "
+     "it; JAX, TF, CuPy per request) | requests (every framework allocates per request from the "
+     "driver) | native | torch",
      offsetof(config_t, mode)},
+    {"stacks", 0, GM_OPT_STR, "HOW",
+     "auto and torch modes: PyTorch history's stacks: none (auto's default, ~35 ns per entry) | "
+     "python (callsites, ~800 ns per entry; torch's default)",
+     offsetof(config_t, stacks)},
     {"capture", 0, GM_OPT_STR, "HOW",
      "callbacks (default: driver-API callbacks, cheapest) | activity (CUPTI MEMORY2 records: "
      "also module globals and CUPTI's pool records); default from GPUMEM_CAPTURE",
      offsetof(config_t, capture)},
-    {"max-entries", 0, GM_OPT_U64, "N", "torch mode: PyTorch history ring size (default 1000000)",
+    {"max-entries", 0, GM_OPT_U64, "N", "auto and torch modes: PyTorch history ring size (default 1000000)",
      offsetof(config_t, max_entries), 1, INT32_MAX /* torch takes an int */},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "no mode line and no summary on stderr",
      offsetof(config_t, quiet)},
@@ -185,7 +199,34 @@ static int check_alloc_conf(void) {
   return warned;
 }
 
-static int set_mode_env(const char *mode, int quiet) {
+/* JAX: XLA's cuda_async allocator asks cuMemAllocFromPoolAsync for each buffer with its
+ * exact size and stream (the platform allocator maps each through the VMM API, rounded up
+ * to 2 MiB); without preallocation, since cuda_async would otherwise take and return one
+ * pool-sized block first. CuPy: our sitecustomize switches its pool to MemoryAsyncPool. */
+static int set_other_frameworks_env(void) {
+  if (set_env("TF_GPU_ALLOCATOR", "cuda_malloc_async") < 0 ||
+      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async") < 0 ||
+      set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false") < 0 ||
+      set_env("GPUMEM_CUPY_ALLOCATOR", "async") < 0)
+    return -1;
+  return 0;
+}
+
+static int set_mode_env(const char *mode, const char *stacks, int quiet) {
+  if (strcmp(mode, "auto") == 0) {
+    /* PyTorch untouched: its history gives the requests of the allocator the user runs. */
+    if (set_other_frameworks_env() < 0) return -1;
+    if (!quiet)
+      fprintf(stderr,
+              "gpurec: mode auto: PyTorch's allocator left as it is (PYTORCH_CUDA_ALLOC_CONF%s%s), its "
+              "memory history recorded %s; set TF_GPU_ALLOCATOR=cuda_malloc_async, "
+              "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, XLA_PYTHON_CLIENT_PREALLOCATE=false, CuPy's "
+              "allocator to MemoryAsyncPool (--mode=native leaves them)\n",
+              getenv("PYTORCH_CUDA_ALLOC_CONF") ? "=" : " unset",
+              getenv("PYTORCH_CUDA_ALLOC_CONF") ? getenv("PYTORCH_CUDA_ALLOC_CONF") : "",
+              strcmp(stacks, "python") == 0 ? "with Python stacks" : "without stacks");
+    return 0;
+  }
   if (strcmp(mode, "requests") != 0) {
     if (!quiet)
       fprintf(stderr, "gpurec: mode %s: allocator settings left as they are%s\n", mode,
@@ -206,15 +247,7 @@ static int set_mode_env(const char *mode, int quiet) {
     snprintf(said + l, sizeof said - l, "%s=%s, ", vars[i], v);
     free(v);
   }
-  /* JAX: XLA's cuda_async allocator asks cuMemAllocFromPoolAsync for each buffer with its
-   * exact size and stream (the platform allocator maps each through the VMM API, rounded up
-   * to 2 MiB); without preallocation, since cuda_async would otherwise take and return one
-   * pool-sized block first. CuPy: our sitecustomize switches its pool to MemoryAsyncPool. */
-  if (set_env("TF_GPU_ALLOCATOR", "cuda_malloc_async") < 0 ||
-      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async") < 0 ||
-      set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false") < 0 ||
-      set_env("GPUMEM_CUPY_ALLOCATOR", "async") < 0)
-    return -1;
+  if (set_other_frameworks_env() < 0) return -1;
   if (!quiet)
     fprintf(stderr,
             "gpurec: mode requests: set %sTF_GPU_ALLOCATOR=cuda_malloc_async, "
@@ -377,6 +410,79 @@ static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet
                     "use torch.cuda?)\n");
 }
 
+/* Which of the run's traces process pid wrote (-1: none). */
+static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
+  for (int i = 0; i < n; i++) {
+    gmt_reader_t *rd = NULL;
+    if (gmt_reader_open(&rd, traces[i], NULL) < 0) continue;
+    const gmt_header_t *h = gmt_reader_header(rd);
+    int match = (long)h->pid == pid;
+    if (has_torch) *has_torch = gmt_header_framework_version(h, GMT_FW_PYTORCH) != NULL;
+    gmt_reader_close(rd);
+    if (match) return i;
+  }
+  return -1;
+}
+
+/* Auto mode: each PyTorch process's history merged into its own CUPTI trace, which it replaces
+ * (snap_merge.c): the one trace of the process. A history without a CUPTI trace (CUPTI missing
+ * or held by a profiler) becomes a trace on its own; a PyTorch process's CUPTI trace without a
+ * history (killed by SIGKILL, or os._exit) stays as CUPTI saw it, and the user is told. */
+static void merge_torch(const char *dir, const char *want, const char *stacks, run_t *r, int quiet) {
+  rec_torch_snap_t snaps[64];
+  int n = rec_torch_list(dir, snaps, 64);
+  int ncupti = r->ntraces;
+  char merged[MAX_TRACES] = {0};
+  for (int i = 0; i < n; i++) {
+    gm_err_t err;
+    gm_err_clear(&err);
+    char e1[1024], e2[GM_ERR_MSG_MAX * 4];
+    int t = trace_of_pid(r->traces, ncupti, snaps[i].pid, NULL);
+    if (t >= 0) {
+      snap_merge_stats_t ms;
+      if (snap_merge_file(snaps[i].path, r->traces[t], r->traces[t], stacks, NULL, &ms, &err) < 0) {
+        fprintf(stderr, "gpurec: error: cannot merge PyTorch's memory history '%s' into %s (kept as CUPTI "
+                        "saw it): %s\n", gm_escape(snaps[i].path, e1, sizeof e1), r->traces[t],
+                gm_escape(err.msg, e2, sizeof e2));
+        continue;
+      }
+      merged[t] = 1;
+      if (!quiet)
+        fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
+                        "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries\n",
+                r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,
+                (unsigned long long)ms.segments, (unsigned long long)ms.external);
+      continue;
+    }
+    char out[4200];
+    if (ncupti == 0 && n == 1 && snaps[i].rank < 0) {
+      snprintf(out, sizeof out, "%s", want);
+    } else if (rec_trace_name(want, snaps[i].rank, snaps[i].pid, out, sizeof out, &err) < 0) {
+      fprintf(stderr, "gpurec: error: %s\n", err.msg);
+      continue;
+    }
+    snap_import_stats_t st;
+    if (snap_import_file(snaps[i].path, out, NULL, &st, &err) < 0) {
+      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot '%s': %s\n",
+              gm_escape(snaps[i].path, e1, sizeof e1), gm_escape(err.msg, e2, sizeof e2));
+      continue;
+    }
+    if (!quiet)
+      fprintf(stderr, "gpurec: %s: PyTorch's history only (no CUPTI trace of process %ld to merge it with)\n",
+              out, snaps[i].pid);
+    if (r->ntraces < MAX_TRACES) r->traces[r->ntraces++] = strdup(out);
+  }
+  for (int t = 0; t < ncupti && !quiet; t++) {
+    int torch = 0;
+    if (merged[t]) continue;
+    trace_of_pid(&r->traces[t], 1, -2, &torch);
+    if (torch)
+      fprintf(stderr, "gpurec: %s: PyTorch's memory history was not dumped (the process was killed "
+                      "by SIGKILL, or left through os._exit): the trace holds what CUPTI saw, PyTorch's "
+                      "segments, not its requests\n", r->traces[t]);
+  }
+}
+
 static void remove_tree(const char *dir) {
   char cmd[4200];
   /* our own mkdtemp directory with a handful of files: unlink them one by one */
@@ -435,12 +541,26 @@ static int cmd_version(void) {
 }
 
 static int cmd_record(config_t *cfg, char **cmd) {
-  if (!cfg->mode) cfg->mode = "requests";
-  if (strcmp(cfg->mode, "requests") && strcmp(cfg->mode, "native") && strcmp(cfg->mode, "torch")) {
+  if (!cfg->mode) cfg->mode = "auto";
+  if (strcmp(cfg->mode, "auto") && strcmp(cfg->mode, "requests") && strcmp(cfg->mode, "native") &&
+      strcmp(cfg->mode, "torch")) {
     char m[256];
-    snprintf(m, sizeof m, "unknown --mode '%.100s' (requests, native or torch)", cfg->mode);
+    snprintf(m, sizeof m, "unknown --mode '%.100s' (auto, requests, native or torch)", cfg->mode);
     return usage_error(m);
   }
+  int history = strcmp(cfg->mode, "auto") == 0 || strcmp(cfg->mode, "torch") == 0;
+  if (cfg->stacks && strcmp(cfg->stacks, "none") && strcmp(cfg->stacks, "python")) {
+    char m[256];
+    snprintf(m, sizeof m, "unknown --stacks '%.100s' (none or python)", cfg->stacks);
+    return usage_error(m);
+  }
+  if (cfg->stacks && !history) {
+    char m[256];
+    snprintf(m, sizeof m, "--stacks is for --mode=auto and --mode=torch (PyTorch's history), not %.100s",
+             cfg->mode);
+    return usage_error(m);
+  }
+  if (!cfg->stacks) cfg->stacks = strcmp(cfg->mode, "torch") == 0 ? "python" : "none";
   if (cfg->capture && strcmp(cfg->capture, "callbacks") && strcmp(cfg->capture, "activity")) {
     char m[256];
     snprintf(m, sizeof m, "unknown --capture '%.100s' (callbacks or activity)", cfg->capture);
@@ -475,11 +595,11 @@ static int cmd_record(config_t *cfg, char **cmd) {
   snprintf(manifest, sizeof manifest, "%s/manifest", dir);
   if (recording) {
     if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
-        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->quiet) < 0 ||
+        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->stacks, cfg->quiet) < 0 ||
         (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0))
       return 1;
   }
-  if (recording && (strcmp(cfg->mode, "torch") == 0 || strcmp(cfg->mode, "requests") == 0)) {
+  if (recording && strcmp(cfg->mode, "native") != 0) {
     gm_err_t err;
     gm_err_clear(&err);
     if (rec_torch_write_site(dir, &err) < 0) {
@@ -495,8 +615,8 @@ static int cmd_record(config_t *cfg, char **cmd) {
     if (!v) return 1;
     snprintf(v, n, "%s%s%s", dir, pp && *pp ? ":" : "", pp && *pp ? pp : "");
     if (set_env("PYTHONPATH", v) < 0 ||
-        (strcmp(cfg->mode, "torch") == 0 && (set_env("GPUMEM_TORCH_DIR", dir) < 0 ||
-                                             set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0)))
+        (history && (set_env("GPUMEM_TORCH_DIR", dir) < 0 || set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0 ||
+                     set_env("GPUMEM_TORCH_STACKS", cfg->stacks) < 0)))
       return 1;
     free(v);
   }
@@ -566,6 +686,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
     read_manifest(manifest, &r);
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) convert_torch(dir, want, &r, cfg->quiet);
+    else if (strcmp(cfg->mode, "auto") == 0) merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),

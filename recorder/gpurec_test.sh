@@ -40,10 +40,13 @@ check "exit status 7 passes through" '[[ $rc == 7 ]]'
 check "single process: trace named as asked" '[[ -f run.zst && $(ls run*.zst | wc -l) == 1 ]]'
 check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=1001 "*"truncated=0"* ]]'
 check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
+check "default mode is auto, PyTorch's allocator left alone" '[[ $err == *"gpurec: mode auto: PyTorch'"'"'s allocator left as it is (PYTORCH_CUDA_ALLOC_CONF unset)"* && $err != *"backend:cudaMallocAsync"* ]]'
+check "auto mode in the header" '[[ $("$CSV" run.zst | grep "^#kv.gpurec_mode=") == "#kv.gpurec_mode=auto" ]]'
+err=$("$GPUREC" --mode=requests -o req.zst -- "$APP" 2>&1)
 check "requests mode says what it set" '[[ $err == *"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"* ]]'
 
 # requests mode keeps the user's other allocator keys, replaces their backend
-err=$(PYTORCH_CUDA_ALLOC_CONF="backend:native,expandable_segments:True" "$GPUREC" -o merge.zst -- "$APP" 2>&1)
+err=$(PYTORCH_CUDA_ALLOC_CONF="backend:native,expandable_segments:True" "$GPUREC" --mode=requests -o merge.zst -- "$APP" 2>&1)
 check "user's PYTORCH_CUDA_ALLOC_CONF merged" '[[ $err == *"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,expandable_segments:True,"* ]]'
 check "merged value recorded in the header" '[[ $("$CSV" merge.zst | grep "^#kv.PYTORCH_CUDA_ALLOC_CONF=") == "#kv.PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,expandable_segments:True" ]]'
 err=$("$GPUREC" --mode=native -o native.zst -- "$APP" 2>&1)
@@ -121,5 +124,64 @@ check "import pickle --gpu-memory: the header carries it" '[[ $rc == 0 && "$("$C
 check "import pickle --gpu-memory: same events" '[[ "$("$CSV" snapmem.zst | grep -v "^#")" == "$("$CSV" snap.zst | grep -v "^#")" ]]'
 err=$("$GPUREC" import run.csv --gpu-memory=80GiB -o x.zst 2>&1); rc=$?
 check "import CSV --gpu-memory: usage error, exit 2" '[[ $rc == 2 && $err == *"--gpu-memory is for PyTorch snapshots"* ]]'
+# The default mode (auto) with a fake torch: PyTorch's history without stacks, the allocator
+# setting untouched, the history merged with the process's own CUPTI trace into the one trace
+# -o names (capture mode torch-history), whose replay is torch mode's: the real run's peak.
+FT=(env PYTHONPATH="$R/testdata/faketorch" FAKE_TORCH_INJECT=1 GPUMEM_SELFTEST=1000)
+rm -f auto*.zst
+out=$("${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" -o auto.zst -- python3 "$R/testdata/torch_auto.py" 2>auto.err); rc=$?
+err=$(<auto.err)
+check "auto: script ran" '[[ $rc == 0 ]]'
+check "auto: PYTORCH_CUDA_ALLOC_CONF left unset" '[[ $out == *"PYTORCH_CUDA_ALLOC_CONF=<unset>"* ]]'
+check "auto: history without stacks (context=None)" '[[ $out == *"history=[(1000000, '"'"'python'"'"')] context=[None]"* ]]'
+check "auto: one trace, the -o name" '[[ $(ls auto*.zst) == "auto.zst" ]]'
+check "auto: header capture torch-history, stacks none" '[[ "$("$CSV" auto.zst)" == *"#capture_mode=torch-history"* && "$("$CSV" auto.zst)" == *"#kv.torch_history.stacks=none"* && "$("$CSV" auto.zst)" == *"#kv.gpurec_mode=auto"* ]]'
+check "auto: merge said on stderr" '[[ $err == *"auto.zst: PyTorch'"'"'s history ("*" entries, stacks none) merged with the CUPTI trace"*"1001 events of other libraries"* ]]'
+"$GPUREC" import "$SNAP" -o plain.zst 2>/dev/null
+# the history's events, all fields but time and CUPTI's ids, in the same order as the import's
+hist() { "$CSV" "$1" | grep -v '^#' | awk -F, 'NR > 1 && $8 !~ /^0x[0-9a-f]*[89a-f]$/ { print $2","$3","$4","$5","$6","$7","$8","$10 }'; }
+check "auto: PyTorch's events identical to the import's" '[[ -n "$(hist plain.zst)" && "$(hist auto.zst)" == "$(hist plain.zst)" ]]'
+nh=$(stats plain.zst | sed 's/.*events=\([0-9]*\).*/\1/'); na=$(stats auto.zst | sed 's/.*events=\([0-9]*\).*/\1/')
+check "auto: the CUPTI events kept beside them" '[[ $((na - nh)) == 1001 ]]'
+check "auto: timestamps never run backwards" '[[ $("$CSV" auto.zst | grep -v "^#" | awk -F, "NR > 1 && \$1 < p { b++ } NR > 1 { p = \$1 } END { print b + 0 }") == 0 ]]'
+REPLAY=$RUNROOT/replay/gpureplay
+peak() { "$REPLAY" "$1" --policy="$2" --json 2>/dev/null | sed -n 's/.*"peak_reserved_bytes": *\([0-9]*\).*/\1/p' | head -1; }
+check "auto: replay = the import's = the real max_memory_reserved (two_streams)" '[[ $(peak auto.zst pytorch) == 440401920 && $(peak plain.zst pytorch) == 440401920 ]]'
+out=$("$REPLAY" auto.zst --policy=pytorch 2>&1)
+check "auto: replay says what the trace holds and the external memory" '[[ $out == *"PyTorch'"'"'s own allocator history, with its segments and the other libraries'"'"' driver allocations beside them"* && $out == *"external: 500 allocs outside the framework'"'"'s allocator"* ]]'
+# the other workloads of the corpus under their own settings, to the byte of the real run
+while IFS=$'\t' read -r file wl setting conf frac total alloc reserved; do
+  [[ $file == \#* ]] && continue
+  case $file in train_amp.default.pickle|infer_varlen.default.pickle|train_ckpt.default.pickle|train_amp.expandable.pickle|infer_varlen.maxsplit64.pickle) ;; *) continue ;; esac
+  pol=pytorch; [[ $conf != - ]] && pol="pytorch:$conf"
+  rm -f w.zst
+  "${FT[@]}" FAKE_TORCH_SNAPSHOT="$RUNROOT/traces/snapshots/$file" "$GPUREC" -q -o w.zst -- python3 "$R/testdata/torch_auto.py" >/dev/null 2>&1
+  got=$(peak w.zst "$pol")
+  check "auto: $file replays at the real max_memory_reserved $reserved" '[[ "$got" == "$reserved" ]]'
+done < "$RUNROOT/traces/snapshots/MANIFEST.tsv"
+
+# the user's allocator setting is theirs; --stacks=python gives callsites at PyTorch's cost
+out=$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --stacks=python -o st.zst -- python3 "$R/testdata/torch_auto.py" 2>st.err); rc=$?
+check "auto: the user's PYTORCH_CUDA_ALLOC_CONF untouched" '[[ $rc == 0 && $out == *"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"* && $(<st.err) == *"(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)"* ]]'
+check "auto --stacks=python: history with stacks, said in the header" '[[ $out == *"context=['"'"'all'"'"']"* && "$("$CSV" st.zst)" == *"#kv.torch_history.stacks=python"* ]]'
+err=$("$GPUREC" --stacks=python --mode=native -- true 2>&1); rc=$?
+check "--stacks outside auto/torch: exit 2" '[[ $rc == 2 && $err == *"--stacks is for --mode=auto and --mode=torch"* ]]'
+err=$("$GPUREC" --stacks=full -- true 2>&1); rc=$?
+check "--stacks=full: exit 2 naming it" '[[ $rc == 2 && $err == *"unknown --stacks '"'"'full'"'"'"* ]]'
+
+# SIGTERM: Python exits through SystemExit, the history is dumped, the trace is merged
+rm -f term2*.zst
+"${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" FAKE_SLEEP=20 "$GPUREC" -o term2.zst -- python3 "$R/testdata/torch_auto.py" >/dev/null 2>&1 & gp=$!
+sleep 2; kill -TERM $gp; wait $gp; rc=$?
+check "auto SIGTERM: exit 143" '[[ $rc == 143 ]]'
+check "auto SIGTERM: the history merged, complete" '[[ "$("$CSV" term2.zst)" == *"#capture_mode=torch-history"* && $(stats term2.zst) == *"truncated=0"* ]]'
+# SIGKILL loses the history: the CUPTI trace stays, and the user is told
+mkdir -p site/torch/lib && cp "$R/testdata/libfakefw.so" site/torch/lib/libtorch_cuda.so
+rm -f kill2*.zst
+err=$("${FT[@]}" FAKE_TORCH_LIB="$T/site/torch/lib/libtorch_cuda.so" FAKE_TORCH_SNAPSHOT="$SNAP" FAKE_SLEEP=1.2 FAKE_KILL=9 \
+      "$GPUREC" -o kill2.zst -- python3 "$R/testdata/torch_auto.py" 2>&1 >/dev/null); rc=$?
+check "auto SIGKILL: exit 137, the CUPTI trace readable" '[[ $rc == 137 && $(stats kill2.zst) == *"events=1001 "*"truncated=1"* ]]'
+check "auto SIGKILL: the lost history is said" '[[ $err == *"kill2.zst: PyTorch'"'"'s memory history was not dumped"* ]]'
+
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

@@ -16,8 +16,9 @@
  *     the driver saw each segment (header torch_history.segments_seen_by_cupti);
  *   - failed driver allocations and pool trims are left out too: PyTorch retries a failed
  *     cudaMalloc after freeing its cache, and its history says which requests failed;
- *   - every other CUPTI event is kept, merged by time, its allocations and frees and VMM calls
- *     flagged GMT_F_EXTERNAL (another library's memory: external to a replay).
+ *   - every other CUPTI event is kept, merged by time, flagged GMT_F_EXTERNAL (a marker excepted):
+ *     another library's memory (its allocations, frees, VMM calls, pool records), external to a
+ *     replay.
  * The header is the CUPTI trace's (host, GPU, versions, command line, environment) with the
  * snapshot's settings added and capture mode torch-history. */
 #include <stdlib.h>
@@ -235,8 +236,7 @@ static gm_status_t classify(const snap_pass_t *ps, cupti_side_t *c, seg_q_t **qu
     if (drop) {
       (*dropped)++;
       e->kind = 0; /* left out */
-    } else if (e->kind == GMT_EV_ALLOC || e->kind == GMT_EV_FREE || is_vmm(e->kind) ||
-               e->kind == GMT_EV_ALLOC_FAILED) {
+    } else if (e->kind != GMT_EV_MARKER) {
       e->flags |= GMT_F_EXTERNAL;
       (*external)++;
     }
@@ -259,6 +259,22 @@ static int claim(seg_q_t *queues, const cupti_side_t *c, gmt_event_t *e) {
 }
 
 /* ---- the merge -------------------------------------------------------------------------------- */
+
+/* Where the history's time 0 falls on the CUPTI trace's clock. Both are wall-clock times of the
+ * same process (PyTorch's time_us, the recorder's start_time_ns); the history starts when CUDA
+ * is first initialised, after the CUPTI trace began. A history that would start more than a
+ * second before it (clocks that disagree, or a snapshot of another process) keeps its own
+ * timing from the trace's time 0. */
+#define SNAP_CLOCK_SLACK_NS 1000000000ll
+
+static int clock_aligned(const snap_pass_t *ps, const gmt_header_t *cupti) {
+  if (!ps->has_time || !ps->start_time_ns || !cupti->start_time_ns) return 0;
+  return (int64_t)(ps->start_time_ns - cupti->start_time_ns) >= -SNAP_CLOCK_SLACK_NS;
+}
+
+static int64_t clock_shift(const snap_pass_t *ps, const gmt_header_t *cupti) {
+  return clock_aligned(ps, cupti) ? (int64_t)(ps->start_time_ns - cupti->start_time_ns) : 0;
+}
 
 static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *err) {
   char b[32];
@@ -295,14 +311,18 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
         (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
-        (s = kv_u64(&h, "torch_history.cupti_dropped", dropped, err)) == GM_OK && c->truncated)
+        (s = kv_u64(&h, "torch_history.cupti_dropped", dropped, err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.clock", !ps.has_time ? "none"
+                                                       : clock_aligned(&ps, &c->header) ? "cupti" : "own",
+                               err)) == GM_OK &&
+        c->truncated)
       s = gmt_header_kv_set(&h, "torch_history.cupti_truncated", "1", err);
   }
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
     gmt_writer_add_dropped(w, c->dropped_records);
     /* History time (ns since ps.start_time_ns) onto the CUPTI clock (ns since its start). */
-    int64_t shift = ps.has_time ? (int64_t)(ps.start_time_ns - c->header.start_time_ns) : 0;
+    int64_t shift = clock_shift(&ps, &c->header);
     uint64_t last = 0;
     size_t i = 0, k = 0;
     while (s == GM_OK && (i < c->n || k < ps.n)) {

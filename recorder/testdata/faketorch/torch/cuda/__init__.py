@@ -1,4 +1,11 @@
-"""Fake torch.cuda: lazy initialisation as torch does it (a module-level _lazy_init)."""
+"""Fake torch.cuda: lazy initialisation as torch does it (a module-level _lazy_init). With
+FAKE_TORCH_INJECT=1 it also does what the CUDA driver does at cuInit (loads the injection library
+named in CUDA_INJECTION64_PATH, whose GPUMEM_SELFTEST mode then records synthetic events into this
+process's CUPTI trace); FAKE_TORCH_LIB names a copy of a shared library laid out as
+.../torch/lib/libtorch_cuda.so, loaded first so the recorder sees PyTorch in the process."""
+import ctypes
+import os
+
 from . import memory  # noqa: F401
 
 _initialized = False
@@ -10,4 +17,9 @@ def is_initialized():
 
 def _lazy_init():
     global _initialized
+    if not _initialized and os.environ.get("FAKE_TORCH_LIB"):
+        ctypes.CDLL(os.environ["FAKE_TORCH_LIB"])
+    if not _initialized and os.environ.get("FAKE_TORCH_INJECT") == "1":
+        lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+        lib.InitializeInjection()
     _initialized = True

@@ -4,10 +4,12 @@ import os
 import shutil
 
 history = []
+contexts = []
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kw):
     history.append((max_entries, stacks))
+    contexts.append(context)
 
 
 def _dump_snapshot(path):
