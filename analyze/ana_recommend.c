@@ -186,7 +186,8 @@ static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *
     sqlite3_finalize(st);
   }
   if (n > 1) return FW_MIXED;
-  if (n == 0 && capture_mode && !strcmp(capture_mode, "torch")) return FW_PYTORCH;
+  if (n == 0 && capture_mode && (!strcmp(capture_mode, "torch") || !strcmp(capture_mode, "torch-history")))
+    return FW_PYTORCH;
   return fw;
 }
 

@@ -1,0 +1,191 @@
+// Tests of the torch-history merge (snap_merge.c): a real snapshot of the corpus merged with a
+// CUPTI trace made to look like the one the same process would have written (PyTorch's segment
+// calls as the driver saw them, a little later than the history says, plus other libraries'
+// memory), checked event by event against the plain import.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "formats/gmt.h"
+#include "recorder/snapshot/snap_import.h"
+
+namespace {
+
+std::string TmpPath(const std::string &name) {
+  const char *d = getenv("TEST_TMPDIR");
+  return std::string(d ? d : "/tmp") + "/" + name;
+}
+
+std::string Corpus(const char *name) {
+  const char *src = getenv("TEST_SRCDIR");
+  return std::string(src ? src : ".") + "/gpumem/traces/snapshots/" + name;
+}
+
+struct Trace {
+  gmt_header_t h;
+  std::vector<gmt_event_t> ev;
+  explicit Trace(const std::string &path) {
+    gmt_header_init(&h);
+    gm_err_t err{};
+    gmt_reader_t *r = nullptr;
+    if (gmt_reader_open(&r, path.c_str(), &err) != GM_OK) {
+      ADD_FAILURE() << err.msg;
+      return;
+    }
+    gmt_header_copy(&h, gmt_reader_header(r), &err);
+    gmt_event_t e;
+    while (gmt_reader_next(r, &e, &err) == GM_OK) ev.push_back(e);
+    gmt_reader_close(r);
+  }
+  ~Trace() { gmt_header_free(&h); }
+  std::string kv(const char *k) const {
+    const char *v = gmt_header_kv_get(&h, k);
+    return v ? v : "(absent)";
+  }
+};
+
+const uint64_t kLater = 5000000000ull;  // the history starts 5 s after the CUPTI trace
+const uint64_t kNccl = 0x10000000ull, kForeignMap = 0x20000000ull;
+
+// The CUPTI trace of the process: each segment call of the import as the driver saw it (300 ns
+// after the history's time), and other libraries' memory: an NCCL buffer, pinned host memory, a
+// VMM map of a range PyTorch never had, a failed 2 GiB cudaMalloc, a pool trim.
+void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls) {
+  gmt_header_t h;
+  gmt_header_init(&h);
+  h.capture_mode = GMT_CAPTURE_NATIVE;
+  h.pid = 4242;
+  h.start_time_ns = imp.h.start_time_ns - kLater;
+  gmt_header_set(&h.gpu_name, "fake GPU", nullptr);
+  gmt_header_set(&h.command_line, "python3 train.py", nullptr);
+  gmt_header_kv_set(&h, "gpurec_mode", "auto", nullptr);
+  gmt_header_kv_set(&h, "framework.pytorch", "2.11.0", nullptr);
+  gmt_writer_t *w = nullptr;
+  gm_err_t err{};
+  ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+  std::vector<gmt_event_t> out;
+  auto ev = [&](uint64_t ts, unsigned kind, uint64_t addr, uint64_t size, unsigned mem) {
+    gmt_event_t e{};
+    e.ts_ns = ts;
+    e.kind = (uint8_t)kind;
+    e.addr = addr;
+    e.size = size;
+    e.stream = GMT_STREAM_NONE;
+    e.mem_kind = (uint8_t)mem;
+    e.corr_id = out.size() + 1;
+    e.context = 1;
+    out.push_back(e);
+  };
+  *segment_calls = 0;
+  ev(1000, GMT_EV_ALLOC, kNccl, 64 << 20, GMT_MEM_DEVICE);
+  ev(2000, GMT_EV_ALLOC, 0x30000000ull, 1 << 20, GMT_MEM_PINNED);
+  ev(3000, GMT_EV_VMM_MAP, kForeignMap, 2 << 20, GMT_MEM_DEVICE);
+  for (const gmt_event_t &e : imp.ev) {
+    unsigned kind = 0;
+    if (e.kind == GMT_EV_SEGMENT_ALLOC) kind = GMT_EV_ALLOC;
+    if (e.kind == GMT_EV_SEGMENT_FREE) kind = GMT_EV_FREE;
+    if (e.kind == GMT_EV_VMM_MAP || e.kind == GMT_EV_VMM_UNMAP) kind = e.kind;
+    if (!kind || (e.flags & GMT_F_SYNTHETIC)) continue;
+    ev(kLater + e.ts_ns + 300, kind, e.addr, e.size, GMT_MEM_DEVICE);
+    (*segment_calls)++;
+  }
+  uint64_t end = out.back().ts_ns;
+  ev(end + 10, GMT_EV_ALLOC_FAILED, 0, 2ull << 30, GMT_MEM_DEVICE);
+  ev(end + 20, GMT_EV_EMPTY_CACHE, 0, 0, GMT_MEM_DEVICE);
+  ev(end + 30, GMT_EV_FREE, kNccl, 64 << 20, GMT_MEM_DEVICE);
+  ASSERT_EQ(gmt_writer_append_n(w, out.data(), out.size(), &err), GM_OK) << err.msg;
+  ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+  gmt_header_free(&h);
+}
+
+void CheckMerge(const char *pickle, bool vmm) {
+  std::string snap = Corpus(pickle), plain = TmpPath(std::string(pickle) + ".plain.zst"),
+              cupti = TmpPath(std::string(pickle) + ".cupti.zst");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  size_t calls = 0;
+  WriteCupti(cupti, imp, &calls);
+  ASSERT_GT(calls, 0u);
+  snap_merge_stats_t ms;
+  // out == the CUPTI trace: it is read whole, then replaced (what gpurec does)
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK)
+      << err.msg;
+  Trace m(cupti);
+  EXPECT_EQ(m.h.capture_mode, (uint32_t)GMT_CAPTURE_TORCH_HISTORY);
+  EXPECT_STREQ(gmt_capture_mode_name(m.h.capture_mode), "torch-history");
+  EXPECT_EQ(m.h.start_time_ns, imp.h.start_time_ns - kLater);  // the CUPTI trace's clock
+  EXPECT_EQ(m.h.pid, 4242u);                                    // its provenance
+  EXPECT_STREQ(m.h.gpu_name, "fake GPU");
+  EXPECT_EQ(m.kv("torch_history.stacks"), "none");
+  EXPECT_EQ(m.kv("torch_history.clock"), "cupti");
+  EXPECT_EQ(m.kv("gpurec_mode"), "auto");
+  EXPECT_EQ(m.kv("torch.snapshot.devices"), imp.kv("torch.snapshot.devices"));  // the snapshot's
+  EXPECT_EQ(gmt_header_frameworks(&m.h), GMT_FW_PYTORCH);
+  // every segment call of PyTorch matched; the failed cudaMalloc and the trim left out
+  EXPECT_EQ(ms.cupti_dropped, calls + 2);
+  EXPECT_EQ(ms.external, 4u);  // NCCL alloc + free, pinned, the foreign map
+  EXPECT_EQ(m.kv("torch_history.segments_seen_by_cupti"), m.kv("torch_history.segments"));
+  EXPECT_EQ(m.kv("torch_history.external_events"), "4");
+  // the history's events, in the import's order, fields as the import's, times moved 5 s on
+  std::vector<gmt_event_t> hist, ext;
+  for (const gmt_event_t &e : m.ev) (e.flags & GMT_F_EXTERNAL ? ext : hist).push_back(e);
+  ASSERT_EQ(hist.size(), imp.ev.size());
+  uint64_t prev = 0;
+  size_t seg_ids = 0;
+  for (size_t i = 0; i < hist.size(); i++) {
+    const gmt_event_t &a = hist[i], &b = imp.ev[i];
+    ASSERT_EQ(a.kind, b.kind) << i;
+    ASSERT_EQ(a.addr, b.addr) << i;
+    ASSERT_EQ(a.size, b.size) << i;
+    ASSERT_EQ(a.stream, b.stream) << i;
+    ASSERT_EQ(a.flags, b.flags) << i;
+    ASSERT_EQ(a.callsite, b.callsite) << i;
+    ASSERT_EQ(a.ts_ns, b.ts_ns + kLater) << i;
+    bool seg = a.kind == GMT_EV_SEGMENT_ALLOC || a.kind == GMT_EV_SEGMENT_FREE;
+    if (seg && !(a.flags & GMT_F_SYNTHETIC)) {
+      EXPECT_NE(a.corr_id, 0u) << "segment " << i << " carries the driver call's correlation id";
+      seg_ids++;
+    }
+  }
+  EXPECT_EQ(vmm, seg_ids == 0);  // expandable segments map instead
+  for (const gmt_event_t &e : m.ev) {
+    EXPECT_GE(e.ts_ns, prev);
+    prev = e.ts_ns;
+  }
+  ASSERT_EQ(ext.size(), 4u);
+  EXPECT_EQ(ext[0].addr, kNccl);
+  EXPECT_EQ(ext[0].kind, GMT_EV_ALLOC);
+  EXPECT_EQ(ext[2].kind, GMT_EV_VMM_MAP);
+  EXPECT_EQ(ext[3].kind, GMT_EV_FREE);
+  EXPECT_EQ(ext[3].addr, kNccl);
+}
+
+TEST(SnapMerge, SegmentsMatchedOthersExternal) { CheckMerge("train_amp.default.pickle", false); }
+
+TEST(SnapMerge, ExpandableSegmentsVmmMatched) { CheckMerge("train_amp.expandable.pickle", true); }
+
+TEST(SnapMerge, MissingInputsAreErrors) {
+  gm_err_t err{};
+  std::string out = TmpPath("never.zst");
+  EXPECT_NE(snap_merge_file(Corpus("two_streams.default.pickle").c_str(), "/nonexistent/t.zst", out.c_str(),
+                            "none", nullptr, nullptr, &err),
+            GM_OK);
+  EXPECT_NE(std::string(err.msg).find("cannot read the CUPTI trace '/nonexistent/t.zst'"), std::string::npos)
+      << err.msg;
+  // a CUPTI trace, but no pickle: nothing written
+  std::string cupti = TmpPath("plain_for_err.zst");
+  snap_import_stats_t st;
+  ASSERT_EQ(snap_import_file(Corpus("two_streams.default.pickle").c_str(), cupti.c_str(), nullptr, &st, &err), GM_OK);
+  EXPECT_EQ(snap_merge_file(cupti.c_str(), cupti.c_str(), out.c_str(), "none", nullptr, nullptr, &err),
+            GM_ERR_FORMAT);
+  EXPECT_NE(std::string(err.msg).find("is not a pickle"), std::string::npos) << err.msg;
+  EXPECT_NE(access(out.c_str(), F_OK), 0);
+}
+
+}  // namespace
