@@ -52,7 +52,7 @@ static void import_notes(const char *in_path, const char *out_path, const snap_i
                     "torch.cuda.memory._record_memory_history()): the trace holds only the %llu allocations "
                     "and segments alive when it was taken, nothing to replay. Record the history with "
                     "torch.cuda.memory._record_memory_history(max_entries=1000000) before the job allocates, or "
-                    "record the job with `gpurec --mode=torch -- python train.py`\n",
+                    "record the job with `gpurec -- python train.py` (its default records this history)\n",
             in, (unsigned long long)st->synthetic);
   if (st->failed) {
     fprintf(stderr, "gpurec: %s: the recorded run ran out of memory: %llu failed request%s, the first %s on stream %llu%s%s%s; "

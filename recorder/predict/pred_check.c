@@ -103,8 +103,8 @@ gm_status_t pred_check_same_job(const pred_rec_t *r, size_t n, gm_err_t *err) {
                         r[j].path ? r[j].path : "input", an, (unsigned long long)r[j].failed, r[j].failed == 1 ? "" : "s");
     if (!r[j].n_alloc)
       return gm_err_set(err, GM_ERR_INVAL, "'%s' holds no allocation requests%s", r[j].path ? r[j].path : "input",
-                        r[j].skipped ? " (only the allocator's segments: record with gpurec --mode=torch or the default "
-                                       "requests mode)" : "");
+                        r[j].skipped ? " (only the allocator's segments: record with gpurec's default mode or "
+                                       "--mode=torch)" : "");
   }
   return GM_OK;
 }

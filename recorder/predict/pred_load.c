@@ -76,7 +76,10 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
   return a;
 }
 
-static int kept(unsigned kind) {
+/* The events a prediction works on: the requests and markers. Another library's memory beside
+ * them (GMT_F_EXTERNAL, a torch-history trace) is not the job's allocator's: left out. */
+static int kept(unsigned kind, unsigned flags) {
+  if (flags & GMT_F_EXTERNAL) return 0;
   return kind == GMT_EV_ALLOC || kind == GMT_EV_FREE || kind == GMT_EV_FREE_REQUESTED || kind == GMT_EV_MARKER ||
          kind == GMT_EV_EMPTY_CACHE;
 }
@@ -140,7 +143,7 @@ gm_status_t pred_rec_from_events(pred_rec_t *r, const gmt_event_t *ev, size_t n,
   if (!r->ev) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     if (ev[i].kind == GMT_EV_ALLOC_FAILED) r->failed++;
-    if (kept(ev[i].kind)) r->ev[r->n_ev++] = ev[i];
+    if (kept(ev[i].kind, ev[i].flags)) r->ev[r->n_ev++] = ev[i];
     else r->skipped++;
   }
   return index_events(r, err);
@@ -169,7 +172,7 @@ gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_st
     for (size_t i = 0; i < n; i++) {
       const gmt_event_t *e = &v[i];
       if (e->kind == GMT_EV_ALLOC_FAILED) r->failed++;
-      if (!kept(e->kind)) {
+      if (!kept(e->kind, e->flags)) {
         r->skipped++;
         continue;
       }

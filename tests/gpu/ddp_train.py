@@ -1,5 +1,8 @@
 """Two-rank DDP training loop for gpurec's torchrun check (one CUDA process per GPU).
-Run: torchrun --nproc_per_node=2 tests/gpu/ddp_train.py  (NCCL, NVLink multicast off)."""
+Run: torchrun --nproc_per_node=2 tests/gpu/ddp_train.py  (NCCL, NVLink multicast off).
+Each rank prints `GPUMEM_RESULT {json}` with its own max_memory_reserved / max_memory_allocated
+(tests/gpu/defmode_gpu.sh compares them with the replay of that rank's trace)."""
+import json
 import os
 
 import torch
@@ -22,6 +25,10 @@ def main():
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     print("rank", dist.get_rank(), "device", torch.cuda.current_device(), "ok", flush=True)
+    print("GPUMEM_RESULT " + json.dumps({
+        "rank": dist.get_rank(), "pid": os.getpid(), "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "max_memory_allocated": torch.cuda.max_memory_allocated()}), flush=True)
     dist.destroy_process_group()
 
 
