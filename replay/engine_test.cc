@@ -509,6 +509,28 @@ TEST(Engine, WithoutTheRuleSyncAllocsAreRequests) {
   EXPECT_EQ(run.r->peak_reserved_plus_external_bytes, run.r->peak_reserved_bytes);
 }
 
+// A torch-history trace (capture mode 6): PyTorch's requests from its history (synchronous
+// allocs, no flag), another library's memory flagged GMT_F_EXTERNAL (even a stream-ordered one),
+// and its VMM map: external without the requests rule, never in the recorded allocator's figure.
+TEST(Engine, ExternalFlagIsExternalWithoutTheRule) {
+  std::vector<gmt_event_t> v = {AS(0, 0x1000, 100), AS(1, 0x9000, 64 * MiB), AA(2, 0xa000, 32 * MiB),
+                                Ev(GMT_EV_VMM_MAP, 3, 0xb000, 2 * MiB), AS(4, 0x2000, 200), Fr(5, 0x1000),
+                                Fr(6, 0x9000), FA(7, 0xa000), Fr(8, 0x2000)};
+  for (size_t i : {1, 2, 3, 6, 7}) v[i].flags |= GMT_F_EXTERNAL;
+  Replay run(kDirect);
+  ASSERT_EQ(run.Feed(v), GM_OK) << run.err.msg;
+  run.Finish();
+  EXPECT_EQ(run.r->external_sync, 0);
+  EXPECT_EQ(run.r->external_allocs, 2u);
+  EXPECT_EQ(run.r->external_frees, 2u);
+  EXPECT_EQ(run.r->external_peak_bytes, 96 * MiB);
+  EXPECT_EQ(run.r->allocs, 2u);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 300u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 300u);
+  EXPECT_EQ(run.r->skipped.unknown_free, 0u);
+  EXPECT_EQ(run.r->recorded_mapped_peak_bytes, 0u);  // the map was another library's
+}
+
 TEST(Engine, ExternalAnomaliesKeepTheCountHonest) {
   Replay run(kDirect, 0, 1, "", 1);
   ASSERT_EQ(run.Feed({AA(0, 0x1000, 10), AS(1, 0x9000, 100), AS(2, 0x9000, 300),  // missed free
