@@ -128,6 +128,10 @@ check "import CSV --gpu-memory: usage error, exit 2" '[[ $rc == 2 && $err == *"-
 # setting untouched, the history merged with the process's own CUPTI trace into the one trace
 # -o names (capture mode torch-history), whose replay is torch mode's: the real run's peak.
 FT=(env PYTHONPATH="$R/testdata/faketorch" FAKE_TORCH_INJECT=1 GPUMEM_SELFTEST=1000)
+# An ASan build of the injection library loads into python only behind a preloaded runtime
+# (python's own leaks are not ours to report).
+asan=$(ldd "$R/libgpumem_inject.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+[[ -n $asan ]] && FT+=(LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0)
 rm -f auto*.zst
 out=$("${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" -o auto.zst -- python3 "$R/testdata/torch_auto.py" 2>auto.err); rc=$?
 err=$(<auto.err)
@@ -171,8 +175,9 @@ check "--stacks=full: exit 2 naming it" '[[ $rc == 2 && $err == *"unknown --stac
 
 # SIGTERM: Python exits through SystemExit, the history is dumped, the trace is merged
 rm -f term2*.zst
-"${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" FAKE_SLEEP=20 "$GPUREC" -o term2.zst -- python3 "$R/testdata/torch_auto.py" >/dev/null 2>&1 & gp=$!
-sleep 2; kill -TERM $gp; wait $gp; rc=$?
+"${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" FAKE_SLEEP=20 "$GPUREC" -o term2.zst -- python3 "$R/testdata/torch_auto.py" >term2.out 2>&1 & gp=$!
+for _ in $(seq 100); do grep -q '^history=' term2.out && break; sleep 0.2; done  # history on
+sleep 0.5; kill -TERM $gp; wait $gp; rc=$?
 check "auto SIGTERM: exit 143" '[[ $rc == 143 ]]'
 check "auto SIGTERM: the history merged, complete" '[[ "$("$CSV" term2.zst)" == *"#capture_mode=torch-history"* && $(stats term2.zst) == *"truncated=0"* ]]'
 # SIGKILL loses the history: the CUPTI trace stays, and the user is told
