@@ -43,12 +43,13 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
+#include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
 #include "recorder/gpurec_predict.h"
 #include "recorder/snapshot/snap_import.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
 
-#define MAX_TRACES 256
+#define MAX_TRACES GPUREC_MAX_TRACES
 
 typedef struct config {
   const char *output;
@@ -292,11 +293,7 @@ static char *absolute(const char *p) {
 
 /* ---- after the run -------------------------------------------------------------------------- */
 
-typedef struct run {
-  char *traces[MAX_TRACES];
-  int ntraces;
-  char notes[2048];
-} run_t;
+typedef gpurec_run_t run_t; /* the traces a run wrote (gpurec_history.h) */
 
 static void read_manifest(const char *path, run_t *r) {
   FILE *f = fopen(path, "r");
@@ -352,134 +349,6 @@ static void print_summary(const char *path) {
     fprintf(stderr, " at t=%.3f s%s%s%s; `gpuanalyze report %s` says which setting would have served it\n",
             (double)s.failed_ts / 1e9, s.failed_callsite[0] ? " (" : "", s.failed_callsite,
             s.failed_callsite[0] ? ")" : "", path);
-  }
-}
-
-/* The header of the CUPTI trace this run wrote for process pid (host, GPU, versions, command
- * line): the provenance its PyTorch snapshot lacks. 0 if there is none. */
-static int cupti_header_for(char *const *traces, int n, long pid, gmt_header_t *out) {
-  for (int i = 0; i < n; i++) {
-    gmt_reader_t *rd = NULL;
-    if (gmt_reader_open(&rd, traces[i], NULL) < 0) continue;
-    const gmt_header_t *h = gmt_reader_header(rd);
-    int match = (long)h->pid == pid && gmt_header_copy(out, h, NULL) == GM_OK;
-    gmt_reader_close(rd);
-    if (match) return 1;
-  }
-  return 0;
-}
-
-static void convert_torch(const char *dir, const char *tmpl, run_t *r, int quiet) {
-  rec_torch_snap_t snaps[64];
-  int n = rec_torch_list(dir, snaps, 64);
-  int ncupti = r->ntraces; /* the CUPTI traces come first; torch traces are appended below */
-  for (int i = 0; i < n; i++) {
-    char out[4200];
-    gm_err_t err;
-    gm_err_clear(&err);
-    if (rec_trace_name_tag(tmpl, "torch", snaps[i].rank, snaps[i].pid, out, sizeof out, &err) < 0) {
-      fprintf(stderr, "gpurec: error: %s\n", err.msg);
-      continue;
-    }
-    snap_import_stats_t st;
-    memset(&st, 0, sizeof st);
-    gmt_header_t prov;
-    gmt_header_init(&prov);
-    int has_prov = cupti_header_for(r->traces, ncupti, snaps[i].pid, &prov);
-    gm_status_t cs = snap_import_file_prov(snaps[i].path, out, NULL, has_prov ? &prov : NULL, &st, &err);
-    gmt_header_free(&prov);
-    if (cs < 0) {
-      char e1[1024], e2[GM_ERR_MSG_MAX * 4];
-      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot '%s': %s\n", gm_escape(snaps[i].path, e1, sizeof e1),
-              gm_escape(err.msg, e2, sizeof e2));
-      continue;
-    }
-    if (n == 1 && snaps[i].rank < 0) {
-      /* "<stem>.torch.zst" */
-      char want[4200];
-      snprintf(want, sizeof want, "%s", tmpl);
-      size_t l = strlen(want);
-      if (l >= 4 && strcmp(want + l - 4, ".zst") == 0) want[l - 4] = '\0';
-      strncat(want, ".torch.zst", sizeof want - strlen(want) - 1);
-      if (rename(out, want) == 0) snprintf(out, sizeof out, "%s", want);
-    }
-    if (r->ntraces < MAX_TRACES) r->traces[r->ntraces++] = strdup(out);
-  }
-  if (n == 0 && !quiet)
-    fprintf(stderr, "gpurec: torch mode: no PyTorch memory snapshot was written (did the program "
-                    "use torch.cuda?)\n");
-}
-
-/* Which of the run's traces process pid wrote (-1: none). */
-static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
-  for (int i = 0; i < n; i++) {
-    gmt_reader_t *rd = NULL;
-    if (gmt_reader_open(&rd, traces[i], NULL) < 0) continue;
-    const gmt_header_t *h = gmt_reader_header(rd);
-    int match = (long)h->pid == pid;
-    if (has_torch) *has_torch = gmt_header_framework_version(h, GMT_FW_PYTORCH) != NULL;
-    gmt_reader_close(rd);
-    if (match) return i;
-  }
-  return -1;
-}
-
-/* Auto mode: each PyTorch process's history merged into its own CUPTI trace, which it replaces
- * (snap_merge.c): the one trace of the process. A history without a CUPTI trace (CUPTI missing
- * or held by a profiler) becomes a trace on its own; a PyTorch process's CUPTI trace without a
- * history (killed by SIGKILL, or os._exit) stays as CUPTI saw it, and the user is told. */
-static void merge_torch(const char *dir, const char *want, const char *stacks, run_t *r, int quiet) {
-  rec_torch_snap_t snaps[64];
-  int n = rec_torch_list(dir, snaps, 64);
-  int ncupti = r->ntraces;
-  char merged[MAX_TRACES] = {0};
-  for (int i = 0; i < n; i++) {
-    gm_err_t err;
-    gm_err_clear(&err);
-    char e1[1024], e2[GM_ERR_MSG_MAX * 4];
-    int t = trace_of_pid(r->traces, ncupti, snaps[i].pid, NULL);
-    if (t >= 0) {
-      snap_merge_stats_t ms;
-      if (snap_merge_file(snaps[i].path, r->traces[t], r->traces[t], stacks, NULL, &ms, &err) < 0) {
-        fprintf(stderr, "gpurec: error: cannot merge PyTorch's memory history '%s' into %s (kept as CUPTI "
-                        "saw it): %s\n", gm_escape(snaps[i].path, e1, sizeof e1), r->traces[t],
-                gm_escape(err.msg, e2, sizeof e2));
-        continue;
-      }
-      merged[t] = 1;
-      if (!quiet)
-        fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
-                        "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries\n",
-                r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,
-                (unsigned long long)ms.segments, (unsigned long long)ms.external);
-      continue;
-    }
-    char out[4200];
-    if (ncupti == 0 && n == 1 && snaps[i].rank < 0) {
-      snprintf(out, sizeof out, "%s", want);
-    } else if (rec_trace_name(want, snaps[i].rank, snaps[i].pid, out, sizeof out, &err) < 0) {
-      fprintf(stderr, "gpurec: error: %s\n", err.msg);
-      continue;
-    }
-    snap_import_stats_t st;
-    if (snap_import_file(snaps[i].path, out, NULL, &st, &err) < 0) {
-      fprintf(stderr, "gpurec: error: cannot convert the PyTorch snapshot '%s': %s\n",
-              gm_escape(snaps[i].path, e1, sizeof e1), gm_escape(err.msg, e2, sizeof e2));
-      continue;
-    }
-    if (!quiet)
-      fprintf(stderr, "gpurec: %s: PyTorch's history only (no CUPTI trace of process %ld to merge it with)\n",
-              out, snaps[i].pid);
-    if (r->ntraces < MAX_TRACES) r->traces[r->ntraces++] = strdup(out);
-  }
-  for (int t = 0; t < ncupti && !quiet; t++) {
-    int torch = 0;
-    if (merged[t]) continue;
-    trace_of_pid(&r->traces[t], 1, -2, &torch);
-    if (torch)
-      fprintf(stderr, "gpurec: %s: PyTorch's memory history was not dumped (the process was killed "
-                      "by SIGKILL, or left through os._exit): the trace holds what CUPTI saw, PyTorch's "
-                      "segments, not its requests\n", r->traces[t]);
   }
 }
 
@@ -685,8 +554,8 @@ static int cmd_record(config_t *cfg, char **cmd) {
   if (recording) {
     read_manifest(manifest, &r);
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
-    if (strcmp(cfg->mode, "torch") == 0) convert_torch(dir, want, &r, cfg->quiet);
-    else if (strcmp(cfg->mode, "auto") == 0) merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
+    if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
+    else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),
