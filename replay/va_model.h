@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-typedef enum rp_va_policy { RP_VA_DRIVER = 0, RP_VA_BUMP = 1 } rp_va_policy_t;
+typedef enum rp_va_policy { RP_VA_BUMP = 0, RP_VA_DRIVER = 1 } rp_va_policy_t;
 
 typedef struct rp_va_opts {
   rp_va_policy_t policy;
