@@ -47,6 +47,7 @@
 #include "replay/cuda_driver.h"
 #include "replay/rp_cuda.h"
 #include "replay/rp_map.h"
+#include "replay/va_model.h"
 
 /* The driver functions we use (cuda_driver.h), resolved once by their exported names. */
 typedef struct cu_api {
@@ -97,6 +98,7 @@ typedef struct cuda_be {
   /* Simulator addresses (opts.sim_addresses): what the policy sees -> what the driver gave. */
   int sim_addr;
   uint64_t next_virt;
+  rp_va_t *va;      /* segments under the simulator's driver model; NULL: from next_virt */
   rp_map_t segs;    /* virtual segment address -> (real address, size) */
   struct resv {
     uint64_t virt, real, size;
@@ -160,8 +162,12 @@ static gm_status_t cb_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   c->used += phys;
   *addr = (uint64_t)p;
   if (c->sim_addr) {
-    uint64_t v = virt_take(c, size);
-    if (rp_map_put(&c->segs, v, (uint64_t)p, size) != 0) {
+    uint64_t v = 0;
+    int bad = 0;
+    if (c->va) bad = rp_va_alloc(c->va, phys, &v) != GM_OK;
+    else v = virt_take(c, size);
+    if (bad || rp_map_put(&c->segs, v, (uint64_t)p, size) != 0) {
+      if (c->va && !bad) rp_va_release(c->va, v);
       api.cuMemFree(p);
       c->used -= phys;
       return GM_ERR_NOMEM;
@@ -179,6 +185,7 @@ static gm_status_t cb_mem_free(void *ctx, uint64_t addr, uint64_t size) {
       snprintf(c->b.last_error, sizeof c->b.last_error, "mem_free of an address never allocated");
       return GM_ERR_INVAL;
     }
+    if (c->va) rp_va_release(c->va, addr);
     addr = m->a;
     rp_map_remove(&c->segs, m);
   }
@@ -422,6 +429,7 @@ static void cb_destroy(rp_backend_t *b) {
   rp_map_free(&c->streams);
   rp_map_free(&c->asyncs);
   rp_map_free(&c->segs);
+  rp_va_free_all(c->va);
   free(c->resv);
   free(c);
 }
@@ -491,6 +499,14 @@ gm_status_t rp_cuda_backend_create(int ordinal, const rp_cuda_opts_t *opts, rp_b
   c->capacity = o.capacity;
   c->sim_addr = !o.real_addresses;
   c->next_virt = SIM_BASE;
+  if (c->sim_addr && o.addresses == RP_VA_DRIVER) {
+    rp_va_opts_t vo = {RP_VA_DRIVER, SIM_BASE, c->gran ? c->gran : (2ull << 20), 0, 0, 0};
+    if (!(c->va = rp_va_new(&vo))) {
+      api.cuDevicePrimaryCtxRelease(dev);
+      free(c);
+      return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    }
+  }
   rp_driver_t *d = &c->b.drv;
   d->ctx = c;
   d->mem_alloc = cb_mem_alloc;

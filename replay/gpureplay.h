@@ -26,6 +26,7 @@ typedef struct gr_config {
   int sweep;
   int cuda_ordinal;      /* -1: sim */
   int cuda_real_addresses; /* cuda: policies see the driver's addresses, not the simulator's */
+  int addresses;           /* simulated segment addresses: rp_va_policy_t (0 bump, 1 driver model) */
   uint64_t capacity;     /* 0: unlimited */
   uint64_t device_memory;/* total memory the policies see; 0: capacity / trace / device / 80 GiB */
   uint64_t granularity;  /* sim only; 0: 2 MiB */

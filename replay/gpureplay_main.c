@@ -18,11 +18,12 @@
 #include "replay/gpureplay.h"
 #include "replay/gpureplay_tune.h"
 #include "replay/rp_cuda.h"
+#include "replay/va_model.h"
 
 typedef struct opts {
   int help, version, sweep, json, check, quiet, tune, no_capacity, strict;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses, *sync_allocs, *vmm_buffers, *tune_mode,
+  const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *tune_mode,
       *event_timing;
   double budget;
   uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
@@ -47,6 +48,9 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, no_capacity)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(opts_t, device)},
+    {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: a bump "
+     "pointer (default) or the CUDA driver's placement as modelled (PyTorch breaks ties by address)",
+     offsetof(opts_t, addresses)},
     {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
      "(default: the same decisions as sim) or the driver's own", offsetof(opts_t, cuda_addresses)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
@@ -324,6 +328,11 @@ static int gpureplay(int argc, char **argv, char **pos) {
   if (cfg.cuda_ordinal == -2) {
     snprintf(err.msg, sizeof err.msg, "bad --device '%s' (sim or cuda:N)", o.device);
     return usage_error(err.msg);
+  }
+  if (o.addresses) {
+    int a = rp_va_policy_parse(o.addresses);
+    if (a < 0) return usage_error("bad --addresses (driver or bump)");
+    cfg.addresses = a;
   }
   if (o.cuda_addresses && strcmp(o.cuda_addresses, "real") == 0) cfg.cuda_real_addresses = 1;
   else if (o.cuda_addresses && strcmp(o.cuda_addresses, "sim") != 0)

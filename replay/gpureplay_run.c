@@ -152,12 +152,12 @@ typedef struct pool {
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
   if (c->cuda_ordinal >= 0) {
-    rp_cuda_opts_t o = {c->capacity, j->total_memory, c->cuda_real_addresses};
+    rp_cuda_opts_t o = {c->capacity, j->total_memory, c->cuda_real_addresses, c->addresses};
     gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
     if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
     return GM_OK;
   }
-  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory, j->pool_model, 0};
+  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory, j->pool_model, 0, c->addresses};
   return rp_sim_backend_create(&o, b, err);
 }
 

@@ -19,6 +19,7 @@ typedef struct rp_cuda_opts {
   uint64_t total_memory; /* what policies see as the total; 0: capacity, else the device's */
   int real_addresses;    /* 0: policies see the simulator's addresses (identical decisions on
                             both backends); 1: the driver's own addresses */
+  int addresses;         /* the simulator's segment address policy mirrored (rp_sim_opts_t) */
 } rp_cuda_opts_t;
 
 /* Open device `ordinal` through libcuda.so.1. No driver: GM_ERR_UNSUPPORTED "no CUDA driver

@@ -87,6 +87,8 @@ typedef struct rp_sim_opts {
   uint64_t total_memory; /* what policies see as the device's total; 0: capacity, else 80 GiB */
   int pool_model;        /* RP_POOL_* bits: the stream-ordered pool's model */
   uint64_t pool_chunk;   /* what the pool grows by; 0: 32 MiB */
+  int addresses;         /* segment addresses (rp_va_policy_t, replay/va_model.h): 0 a bump
+                            pointer (never reused), 1 the CUDA driver's placement model */
 } rp_sim_opts_t;
 
 /* The simulated stream-ordered pool (replay/sim_pool.c): the driver's pool is
@@ -98,8 +100,9 @@ typedef struct rp_sim_opts {
  * is IDEAL (low) to CHUNKS | SAME_STREAM (high). */
 enum { RP_POOL_HEAP = 0, RP_POOL_CHUNKS = 1, RP_POOL_SAME_STREAM = 2, RP_POOL_IDEAL = 4 };
 
-/* Virtual addresses from a bump allocator (deterministic: the same calls give the same
- * addresses); a model of the stream-ordered pool for `async`. */
+/* Virtual addresses: segments placed as the CUDA driver places them (replay/va_model.h) or from
+ * a bump pointer, VA reservations from a bump pointer (deterministic either way: the same calls
+ * give the same addresses); a model of the stream-ordered pool for `async`. */
 gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out, gm_err_t *err);
 
 /* ---- engine -------------------------------------------------------------------------------- */

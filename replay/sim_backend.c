@@ -3,10 +3,12 @@
  * Model: a device with a capacity (or none) and the driver's allocation granularity (2 MiB
  * on current NVIDIA GPUs unless told otherwise). cudaMalloc consumes whole granules of
  * physical memory, so a segment counts against the capacity rounded up to the granularity;
- * VMM maps are granule multiples by contract. Addresses come from a bump pointer in a
- * private 2^47 range and are never reused, so the same policy on the same trace always sees
- * the same addresses (deterministic results; policies that order by address behave the
- * same on every run). The stream-ordered pool (`async`) is a model of the driver's, with a
+ * VMM maps are granule multiples by contract. Segment addresses follow the CUDA driver's
+ * placement (--addresses=driver, replay/va_model.h: PyTorch breaks ties between equal-size free
+ * blocks by address, so the order matters), or by default from a bump pointer; VA reservations
+ * and pool blocks come from the bump pointer, which starts where the driver model's first
+ * region ends and only grows. Either way the same policy on the same trace always sees the
+ * same addresses (deterministic results). The stream-ordered pool (`async`) is a model of the driver's, with a
  * choice of how freed memory is reused (sim_pool.c); its reservation is the pool's chunks.
  *
  * One allocation (or map) larger than the device's total memory (and its capacity) fails
@@ -32,7 +34,9 @@ gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr) {
   uint64_t phys = round_up(size ? size : 1, s->gran);
   if (s->capacity && (phys > s->capacity || s->used > s->capacity - phys)) return GM_ERR_NOMEM;
   s->used += phys;
-  if (addr) {
+  if (addr && s->va) {
+    if (rp_va_alloc(s->va, phys, addr) != GM_OK) return GM_ERR_NOMEM;
+  } else if (addr) {
     *addr = s->next;
     s->next += phys; /* granule-aligned, so every address is 512-byte aligned too */
   }
@@ -55,7 +59,9 @@ static gm_status_t sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
 }
 
 static gm_status_t sim_mem_free(void *ctx, uint64_t addr, uint64_t size) {
-  sim_give(ctx, size);
+  sim_t *s = ctx;
+  if (s->va && rp_va_release(s->va, addr) != GM_OK) return GM_ERR_INVAL;
+  sim_give(s, size);
   return GM_OK;
 }
 
@@ -98,6 +104,7 @@ static gm_status_t sim_pool_trim_to(void *ctx, uint64_t keep) {
 static uint64_t sim_pool_bytes(rp_backend_t *b) { return sim_pool_reserved(((sim_t *)b)->pool); }
 
 static void sim_destroy(rp_backend_t *b) {
+  rp_va_free_all(((sim_t *)b)->va);
   sim_pool_free(((sim_t *)b)->pool);
   free(b);
 }
@@ -120,7 +127,19 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
     free(s);
     return gm_err_set(err, GM_ERR_INVAL, "unknown pool model %d", o.pool_model);
   }
+  if (o.addresses != RP_VA_DRIVER && o.addresses != RP_VA_BUMP) {
+    free(s);
+    return gm_err_set(err, GM_ERR_INVAL, "unknown address policy %d", o.addresses);
+  }
+  if (o.addresses == RP_VA_DRIVER) {
+    rp_va_opts_t vo = {RP_VA_DRIVER, SIM_BASE, s->gran, 0, 0, 0};
+    if (!(s->va = rp_va_new(&vo))) {
+      free(s);
+      return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    }
+  }
   if (!(s->pool = sim_pool_new(o.pool_model, o.pool_chunk))) {
+    rp_va_free_all(s->va);
     free(s);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }

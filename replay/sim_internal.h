@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "replay/rp_engine.h"
+#include "replay/va_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,7 @@ typedef struct sim {
   rp_backend_t b; /* first: the backend handle is the sim */
   uint64_t capacity, gran, used, next;
   sim_pool_t *pool;
+  rp_va_t *va; /* segment addresses under the driver model; NULL: from `next` */
 } sim_t;
 
 /* Physical memory: size rounded up to the granularity, against the capacity; *addr (if not

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "recorder/snapshot/snap_import.h"
+#include "tests/fidelity/fid_addresses.h"
 #include "tests/fidelity/fid_manifest.h"
 #include "tests/fidelity/fid_replay.h"
 
@@ -31,6 +32,8 @@ static void extra_for(const fid_entry_t *e, char *buf, size_t n) {
   buf[0] = 0;
   if (e->fraction[0]) snprintf(buf, n, "per_process_memory_fraction:%s", e->fraction);
 }
+
+static fid_addr_t table_addrs = FID_ADDR_DRIVER;
 
 static int table(const char *dir) {
   fid_entry_t *m;
@@ -60,7 +63,7 @@ static int table(const char *dir) {
       extra_for(&m[j], extra, sizeof(extra));
       fid_result_t r;
       /* the default trace, the other run's settings (verbatim) and fraction */
-      if (fid_replay(trace, m[j].alloc_conf, extra[0] ? extra : NULL, m[j].total_memory, 0,
+      if (fid_replay(trace, m[j].alloc_conf, extra[0] ? extra : NULL, m[j].total_memory, table_addrs,
                      &r, &err) != GM_OK) {
         printf("| %s | %s | `%s` | error: %s | %" PRIu64 " | | |\n", m[j].workload, m[j].setting,
                m[j].alloc_conf, err.msg, m[j].max_reserved);
@@ -85,6 +88,56 @@ static int table(const char *dir) {
   return fails ? 1 : 0;
 }
 
+/* The address policies' scores on every cudaMalloc snapshot of DIR (fid_addresses.h). */
+static int addresses(const char *dir) {
+  fid_entry_t *m;
+  size_t n;
+  gm_err_t err = {0};
+  char mp[1024];
+  snprintf(mp, sizeof(mp), "%s/MANIFEST.tsv", dir);
+  if (fid_manifest_read(mp, &m, &n, &err) != GM_OK) {
+    fprintf(stderr, "predict: error: %s\n", err.msg);
+    return 1;
+  }
+  fid_addr_stats_t tot[2] = {{0}};
+  printf("| snapshot | segments | exact: driver | exact: bump | step: driver | step: bump | same-size pairs | in order: driver | in order: bump |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (size_t k = 0; k < n; k++) {
+    if (strstr(m[k].alloc_conf, "expandable_segments:True")) continue; /* maps, not cuMemAlloc */
+    char trace[1200];
+    fid_addr_stats_t st[2] = {{0}};
+    if (import(dir, m[k].file, trace, sizeof(trace), &err) ||
+        fid_address_check(trace, RP_VA_DRIVER, &st[0], &err) ||
+        fid_address_check(trace, RP_VA_BUMP, &st[1], &err)) {
+      fprintf(stderr, "predict: error: %s: %s\n", m[k].file, err.msg);
+      free(m);
+      return 1;
+    }
+    remove(trace);
+    printf("| %s | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64
+           " | %" PRIu64 " | %" PRIu64 " |\n",
+           m[k].file, st[0].segments, st[0].exact, st[1].exact, st[0].step, st[1].step,
+           st[0].pairs, st[0].pairs_same,
+           st[1].pairs_same);
+    for (int j = 0; j < 2; j++) {
+      tot[j].segments += st[j].segments;
+      tot[j].exact += st[j].exact;
+      tot[j].step += st[j].step;
+      tot[j].pairs += st[j].pairs;
+      tot[j].pairs_same += st[j].pairs_same;
+    }
+  }
+  for (int j = 0; j < 2; j++)
+    printf("%s%s: %" PRIu64 " of %" PRIu64 " segment addresses exact (%.1f %%), %" PRIu64
+           " at the real offset from the one before (%.1f %%), %" PRIu64 " of %" PRIu64
+           " same-size pairs in the real order (%.1f %%)\n",
+           j ? "" : "\n", j ? "bump" : "driver", tot[j].exact, tot[j].segments,
+           tot[j].segments ? 100.0 * tot[j].exact / tot[j].segments : 0, tot[j].step,
+           tot[j].segments ? 100.0 * tot[j].step / tot[j].segments : 0, tot[j].pairs_same,
+           tot[j].pairs, tot[j].pairs ? 100.0 * tot[j].pairs_same / tot[j].pairs : 0);
+  free(m);
+  return 0;
+}
+
 static void around(const char *what, const fid_seq_t *s, int64_t at) {
   int64_t lo = at - 4 < 0 ? 0 : at - 4, hi = at + 4;
   printf("%s:\n", what);
@@ -93,7 +146,7 @@ static void around(const char *what, const fid_seq_t *s, int64_t at) {
            fid_op_name(s->v[k].op), s->v[k].size, s->v[k].device, s->v[k].req);
 }
 
-static int one(const char *dir, const char *file, const char *conf, int oracle) {
+static int one(const char *dir, const char *file, const char *conf, fid_addr_t addrs) {
   fid_entry_t *m;
   size_t n;
   gm_err_t err = {0};
@@ -115,7 +168,7 @@ static int one(const char *dir, const char *file, const char *conf, int oracle) 
   extra_for(e, extra, sizeof(extra));
   fid_result_t r;
   if (import(dir, file, trace, sizeof(trace), &err) ||
-      fid_replay(trace, conf, conf ? NULL : (extra[0] ? extra : NULL), e->total_memory, oracle, &r, &err)) {
+      fid_replay(trace, conf, conf ? NULL : (extra[0] ? extra : NULL), e->total_memory, addrs, &r, &err)) {
     fprintf(stderr, "predict: error: %s\n", err.msg);
     free(m);
     return 1;
@@ -146,9 +199,15 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 3 && !strcmp(argv[1], "table")) return table(argv[2]);
-  if (argc == 4 && !strcmp(argv[1], "one")) return one(argv[2], argv[3], NULL, 1);
-  if (argc == 4 && !strcmp(argv[1], "bump")) return one(argv[2], argv[3], NULL, 0);
-  if (argc == 5 && !strcmp(argv[1], "as")) return one(argv[2], argv[3], argv[4], 1);
+  if (argc == 3 && !strcmp(argv[1], "addresses")) return addresses(argv[2]);
+  if (argc == 4 && !strcmp(argv[1], "table") && !strcmp(argv[2], "--addresses=bump")) {
+    table_addrs = FID_ADDR_BUMP;
+    return table(argv[3]);
+  }
+  if (argc == 4 && !strcmp(argv[1], "one")) return one(argv[2], argv[3], NULL, FID_ADDR_ORACLE);
+  if (argc == 4 && !strcmp(argv[1], "bump")) return one(argv[2], argv[3], NULL, FID_ADDR_BUMP);
+  if (argc == 4 && !strcmp(argv[1], "driver")) return one(argv[2], argv[3], NULL, FID_ADDR_DRIVER);
+  if (argc == 5 && !strcmp(argv[1], "as")) return one(argv[2], argv[3], argv[4], FID_ADDR_ORACLE);
   fprintf(stderr, "predict: bad usage\ntry 'predict --help'\n");
   return 2;
 }

@@ -12,6 +12,7 @@
 
 #include "formats/gmt.h"
 #include "replay/policies/rp_policy.h"
+#include "replay/va_model.h"
 
 #define FID_MAX_DEV 64
 
@@ -73,7 +74,8 @@ typedef struct rec_drv {
   uint64_t *total_cur, *total_peak; /* over all devices */
   const uint64_t *req;
   seg_list_t *segs; /* the replay's cudaMalloc segments (all devices) */
-  int oracle_addrs;
+  fid_addr_t addr_mode;
+  rp_va_t *va; /* FID_ADDR_DRIVER */
   int nomem;
 } rec_drv_t;
 
@@ -133,7 +135,12 @@ static gm_status_t d_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   if (d->cur + size > d->drv.total_memory) return GM_ERR_NOMEM;
   const fid_seq_t *ex = &d->res->expected;
   size_t at = d->res->actual.n;
-  if (d->oracle_addrs && at < ex->n && ex->v[at].op == FID_SEG_ALLOC && ex->v[at].size == size &&
+  if (d->addr_mode == FID_ADDR_DRIVER) {
+    if (rp_va_alloc(d->va, size, addr) != GM_OK) {
+      d->nomem = 1;
+      return GM_ERR_IO;
+    }
+  } else if (d->addr_mode == FID_ADDR_ORACLE && at < ex->n && ex->v[at].op == FID_SEG_ALLOC && ex->v[at].size == size &&
       ex->v[at].device == d->device)
     *addr = ex->v[at].addr; /* the address the CUDA driver gave the real run */
   else
@@ -144,6 +151,10 @@ static gm_status_t d_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
 static gm_status_t d_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   rec_drv_t *d = ctx;
   segs_kill(d->segs, addr);
+  if (d->va && rp_va_release(d->va, addr) != GM_OK) {
+    d->nomem = 1;
+    return GM_ERR_IO;
+  }
   return rec(ctx, FID_SEG_FREE, size, addr);
 }
 static gm_status_t d_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
@@ -222,7 +233,7 @@ static gm_status_t pick_conf(const gmt_header_t *h, const char *conf, const char
 }
 
 gm_status_t fid_replay(const char *trace_path, const char *conf, const char *extra_conf,
-                       uint64_t total_memory, int oracle_addrs, fid_result_t *res, gm_err_t *err) {
+                       uint64_t total_memory, fid_addr_t addr_mode, fid_result_t *res, gm_err_t *err) {
   memset(res, 0, sizeof(*res));
   res->diverge = -1;
   res->place_diverge = -1;
@@ -293,7 +304,15 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
       d->total_peak = &tpeak;
       d->req = &req;
       d->segs = &asegs;
-      d->oracle_addrs = oracle_addrs;
+      d->addr_mode = addr_mode;
+      if (addr_mode == FID_ADDR_DRIVER) {
+        /* one address space per device, the first region's top 2^44 apart */
+        rp_va_opts_t vo = {RP_VA_DRIVER, ((uint64_t)ev.device + 2) << 44, 2u << 20, 0, 0};
+        if (!(d->va = rp_va_new(&vo))) {
+          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+          break;
+        }
+      }
       if ((st = rp_policy_create(spec, &d->drv, &ops[ev.device], &pol[ev.device], err))) {
         gm_err_wrap(err, "policy '%s'", spec);
         break;
@@ -364,8 +383,10 @@ gm_status_t fid_replay(const char *trace_path, const char *conf, const char *ext
     HASH_DEL(map, m);
     free(m);
   }
-  for (int k = 0; k < FID_MAX_DEV; k++)
+  for (int k = 0; k < FID_MAX_DEV; k++) {
     if (pol[k]) ops[k]->destroy(pol[k]);
+    rp_va_free_all(drv[k].va);
+  }
   free(reqs);
   free(esegs.v);
   free(asegs.v);

@@ -57,16 +57,21 @@ typedef struct fid_result {
   char place_detail[512];
 } fid_result_t;
 
-/* Replay trace_path with policy spec "pytorch:<conf>". oracle_addrs: the driver returns the real
- * run's address for a cudaMalloc whose place and size in the sequence match the snapshot's
- * (the CUDA driver's address choice is outside the allocator, yet torch's best fit breaks ties
- * between equal-size free blocks by address, so exact equality needs the real addresses);
- * otherwise addresses come from a bump pointer, as in a prediction. conf NULL: the trace's own settings
+/* Where the replay's driver puts segments. torch's best fit breaks ties between equal-size free
+ * blocks by address, so the address choice, made by the CUDA driver outside the allocator, can
+ * change the allocator's decisions.
+ *   FID_ADDR_BUMP    ascending from a bump pointer, never reused (the older prediction);
+ *   FID_ADDR_ORACLE  the real run's address for a cudaMalloc whose place and size in the sequence
+ *                    match the snapshot's (bump otherwise): exact equality needs it;
+ *   FID_ADDR_DRIVER  the driver's placement model (replay/va_model.h), as a prediction has. */
+typedef enum fid_addr { FID_ADDR_BUMP = 0, FID_ADDR_ORACLE = 1, FID_ADDR_DRIVER = 2 } fid_addr_t;
+
+/* Replay trace_path with policy spec "pytorch:<conf>", segment addresses as addr_mode says. conf NULL: the trace's own settings
  * (header "torch.alloc_conf", else "PYTORCH_CUDA_ALLOC_CONF"), with `extra_conf` (e.g.
  * "per_process_memory_fraction:0.01", may be NULL) appended. total_memory: what the driver
  * reports as the device's memory (the fraction is of it). */
 gm_status_t fid_replay(const char *trace_path, const char *conf, const char *extra_conf,
-                       uint64_t total_memory, int oracle_addrs, fid_result_t *res, gm_err_t *err);
+                       uint64_t total_memory, fid_addr_t addr_mode, fid_result_t *res, gm_err_t *err);
 void fid_result_free(fid_result_t *res);
 const char *fid_op_name(unsigned op);
 

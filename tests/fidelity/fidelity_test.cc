@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
 #include "tests/fidelity/fid_manifest.h"
+#include "tests/fidelity/fid_addresses.h"
 #include "tests/fidelity/fid_replay.h"
 
 namespace {
@@ -64,7 +66,7 @@ TEST(FidelityHarness, AgreesWithACorrectOracle) {
                              "");
   fid_result_t r;
   gm_err_t err{};
-  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, FID_ADDR_ORACLE, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.diverge, -1) << r.detail;
   EXPECT_EQ(r.requests, 5u);
   EXPECT_EQ(r.expected.n, 3u);
@@ -81,7 +83,7 @@ TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
                              "");
   fid_result_t r;
   gm_err_t err{};
-  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(p.c_str(), nullptr, nullptr, 80ULL << 30, FID_ADDR_ORACLE, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.diverge, 1);
   std::string d = r.detail;
   EXPECT_NE(d.find("snapshot segment_alloc 4194304 B"), std::string::npos) << d;
@@ -90,7 +92,7 @@ TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
   fid_result_free(&r);
   // The settings come from the trace: with expandable segments the same requests map pages.
   std::string q = WriteTrace("exp.zst", {Ev(GMT_EV_ALLOC, 1 << 30, 3 * M)}, "expandable_segments:True");
-  ASSERT_EQ(fid_replay(q.c_str(), nullptr, nullptr, 80ULL << 30, 1, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(fid_replay(q.c_str(), nullptr, nullptr, 80ULL << 30, FID_ADDR_ORACLE, &r, &err), GM_OK) << err.msg;
   EXPECT_STREQ(r.conf, "expandable_segments:True");
   ASSERT_EQ(r.actual.n, 1u);
   EXPECT_EQ(r.actual.v[0].op, FID_MAP);
@@ -127,7 +129,7 @@ TEST_P(Corpus, ReplayMatchesTheRealAllocatorSegmentForSegment) {
   std::string extra = e.fraction[0] ? std::string("per_process_memory_fraction:") + e.fraction : "";
   fid_result_t r;
   ASSERT_EQ(fid_replay(out.c_str(), nullptr, extra.empty() ? nullptr : extra.c_str(), e.total_memory,
-                       1, &r, &err),
+                       FID_ADDR_ORACLE, &r, &err),
             GM_OK)
       << err.msg;
   // The oracle is consistent with what torch reported for the run.
@@ -167,13 +169,14 @@ TEST(FidelityCorpus, HasTheSixKindsOfTheIssue) {
 namespace {
 
 // The cross-policy table (traces/snapshots/PREDICTION.md): the default-allocator snapshot of each
-// workload, replayed under every other setting of the corpus with bump-pointer addresses (a
-// prediction cannot know the driver's addresses), predicts torch's max_memory_reserved of the
-// real run under that setting within 2 %.
-TEST(Prediction, DefaultTracePredictsEverySettingWithinTwoPercent) {
+// workload, replayed under every other setting of the corpus with the driver model's addresses (a
+// prediction cannot know the real ones: replay/va_model.h), predicts torch's max_memory_reserved
+// of the real run under that setting exactly in all rows but one (train_amp / gc06, an address
+// tie the model orders wrongly), and that one within 1.2 % (bump addresses: 28 exact, 1.13 %).
+TEST(Prediction, DefaultTracePredictsEverySettingExactButOne) {
   auto m = Manifest();
   ASSERT_FALSE(m.empty());
-  int rows = 0;
+  int rows = 0, exact = 0;
   for (auto &d : m) {
     if (std::string(d.setting) != "default") continue;
     std::string trace = Tmp(std::string("pred-") + d.file + ".zst");
@@ -186,17 +189,67 @@ TEST(Prediction, DefaultTracePredictsEverySettingWithinTwoPercent) {
       std::string extra = e.fraction[0] ? std::string("per_process_memory_fraction:") + e.fraction : "";
       fid_result_t r;
       ASSERT_EQ(fid_replay(trace.c_str(), e.alloc_conf, extra.empty() ? nullptr : extra.c_str(),
-                           e.total_memory, 0, &r, &err),
+                           e.total_memory, FID_ADDR_DRIVER, &r, &err),
                 GM_OK)
           << err.msg;
       double rel = ((double)r.actual_peak - (double)e.max_reserved) / (double)e.max_reserved;
-      EXPECT_LE(std::abs(rel), 0.02) << e.workload << " " << e.setting << ": predicted "
-                                     << r.actual_peak << ", real " << e.max_reserved;
+      EXPECT_LE(std::abs(rel), 0.012) << e.workload << " " << e.setting << ": predicted "
+                                      << r.actual_peak << ", real " << e.max_reserved;
+      exact += r.actual_peak == e.max_reserved;
       rows++;
       fid_result_free(&r);
     }
   }
-  EXPECT_GE(rows, 20);
+  EXPECT_GE(rows, 30);
+  EXPECT_GE(exact, rows - 1);
+}
+
+// Each snapshot replayed under its own settings with the simulator's own (model) addresses, as a
+// prediction has them: the segment sequence is the real one in 29 of the 30 (bump addresses: 27).
+TEST(Prediction, OwnSettingsWithModelAddressesMatchTheRealSegments) {
+  int n = 0, same = 0;
+  std::string bad;
+  for (auto &e : Manifest()) {
+    std::string out = Tmp(std::string("own-") + e.file + ".zst");
+    gm_err_t err{};
+    ASSERT_EQ(snap_import_file((CorpusDir() + e.file).c_str(), out.c_str(), nullptr, nullptr, &err),
+              GM_OK)
+        << err.msg;
+    std::string extra = e.fraction[0] ? std::string("per_process_memory_fraction:") + e.fraction : "";
+    fid_result_t r;
+    ASSERT_EQ(fid_replay(out.c_str(), nullptr, extra.empty() ? nullptr : extra.c_str(), e.total_memory,
+                         FID_ADDR_DRIVER, &r, &err),
+              GM_OK)
+        << err.msg;
+    n++;
+    if (r.diverge == -1) same++;
+    else bad += std::string(" ") + e.file;
+    fid_result_free(&r);
+  }
+  EXPECT_EQ(n, 30);
+  EXPECT_GE(same, 29) << "diverging:" << bad;
+}
+
+// How well the address policies order real segments (fid_addresses.h): the driver model puts
+// more same-size segment pairs in the real order than the bump pointer, and more segments at the
+// real offset from the one before.
+TEST(Addresses, DriverModelOrdersRealSegmentsBetterThanBump) {
+  fid_addr_stats_t d{}, b{};
+  for (auto &e : Manifest()) {
+    if (strstr(e.alloc_conf, "expandable_segments:True")) continue;
+    std::string out = Tmp(std::string("va-") + e.file + ".zst");
+    gm_err_t err{};
+    ASSERT_EQ(snap_import_file((CorpusDir() + e.file).c_str(), out.c_str(), nullptr, nullptr, &err),
+              GM_OK)
+        << err.msg;
+    ASSERT_EQ(fid_address_check(out.c_str(), RP_VA_DRIVER, &d, &err), GM_OK) << err.msg;
+    ASSERT_EQ(fid_address_check(out.c_str(), RP_VA_BUMP, &b, &err), GM_OK) << err.msg;
+  }
+  ASSERT_EQ(d.segments, 804u);
+  ASSERT_EQ(d.pairs, 2246u);
+  EXPECT_GE(d.pairs_same * 100, d.pairs * 66) << d.pairs_same << " of " << d.pairs;
+  EXPECT_GT(d.pairs_same, b.pairs_same);
+  EXPECT_GT(d.step, b.step);
 }
 
 }  // namespace
