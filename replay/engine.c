@@ -138,11 +138,24 @@ static void observe(rp_engine_t *e, uint64_t ts) {
   rp_timeline_add(&e->tl, ts, e->reserved, e->allocated, e->requested);
 }
 
-static void note_oom(rp_engine_t *e, const gmt_event_t *ev) {
+/* A failed request; the first is described: the request, what was live, and the policy's
+ * own account of its free bytes (asked at once, before the next event changes them). */
+static void note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
   e->ooms++;
-  if (e->first_oom_event < 0) {
-    e->first_oom_event = (int64_t)e->events;
-    e->first_oom_ts = (int64_t)ev->ts_ns;
+  if (e->first_oom_event >= 0) return;
+  e->first_oom_event = (int64_t)e->events;
+  e->first_oom_ts = (int64_t)ev->ts_ns;
+  e->oom_size = ev->size;
+  e->oom_stream = ev->stream;
+  e->oom_callsite = ev->callsite;
+  e->oom_cause = cause;
+  e->oom_live = e->requested;
+  e->oom_ext = e->ext_live;
+  e->oom_reserved = e->reserved;
+  if (cause == RP_OOM_POLICY && e->ops->oom_report) {
+    memset(&e->oom_report, 0, sizeof e->oom_report);
+    e->ops->oom_report(e->pol, ev->size, ev->stream, &e->oom_report);
+    e->has_oom_report = 1;
   }
 }
 
@@ -175,7 +188,7 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     /* No device has it (a wrapped-around size, a cudaMalloc(-1)): an OOM whatever the policy,
      * and not a live request: counted in the lower bound it would make every figure absurd. */
     e->skipped.oversize++;
-    note_oom(e, ev);
+    note_oom(e, ev, RP_OOM_OVERSIZE);
     m->a = RP_NO_BLOCK;
     m->b = 0;
     e->allocs++;
@@ -190,7 +203,7 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     if (st == GM_OK) st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
   }
   if (st == GM_ERR_NOMEM) {
-    note_oom(e, ev);
+    note_oom(e, ev, RP_OOM_POLICY);
     addr = RP_NO_BLOCK; /* its FREE, if the trace has one, is then not an anomaly */
   } else if (st != GM_OK) {
     m->a = RP_NO_BLOCK; /* the replay stops; keep the map consistent anyway */
@@ -224,7 +237,7 @@ static gm_status_t ext_take(rp_engine_t *e, const gmt_event_t *ev, uint64_t *add
                             gm_err_t *err) {
   gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, ev->size ? ev->size : 1, addr);
   if (st == GM_ERR_NOMEM) {
-    note_oom(e, ev);
+    note_oom(e, ev, RP_OOM_EXTERNAL);
     *addr = RP_NO_BLOCK;
     return GM_OK;
   }
@@ -336,7 +349,7 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
     }
   } else {
     st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
-    if (st == GM_ERR_NOMEM) note_oom(e, ev);
+    if (st == GM_ERR_NOMEM) note_oom(e, ev, RP_OOM_POLICY);
     else if (st != GM_OK) return st;
     /* Asked for, served or not, like every request: in the lower bound at its moment. */
     e->requested += ev->size;
@@ -586,6 +599,15 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->merges = s.merges;
   r->first_oom_event = e->first_oom_event;
   r->first_oom_ts_ns = e->first_oom_ts;
+  r->first_oom_size = e->oom_size;
+  r->first_oom_stream = e->oom_stream;
+  r->first_oom_callsite = e->oom_callsite;
+  r->first_oom_cause = e->oom_cause;
+  r->first_oom_live_bytes = e->oom_live;
+  r->first_oom_external_bytes = e->oom_ext;
+  r->first_oom_reserved_bytes = e->oom_reserved;
+  r->has_oom_report = e->has_oom_report;
+  r->oom_report = e->oom_report;
   r->skipped = e->skipped;
   r->driver_used_at_peak = e->driver_used_at_peak;
   fill_latency(e, r);

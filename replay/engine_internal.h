@@ -64,6 +64,10 @@ struct rp_engine {
   uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
   uint64_t pool_allocs; /* alloc_async calls: the figure is the stream-ordered pool's */
   int64_t first_oom_event, first_oom_ts;
+  uint64_t oom_size, oom_stream, oom_live, oom_ext, oom_reserved;
+  uint32_t oom_callsite;
+  int oom_cause, has_oom_report;
+  rp_oom_report_t oom_report;
   uint64_t peak_need;       /* peak of requested + ext_live */
   uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
   uint64_t rec_peak;        /* ... and their peak */

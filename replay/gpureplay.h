@@ -100,6 +100,52 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err);
+/* ---- why a replay ran out of memory (gpureplay_oom.c) ---- */
+
+#define GR_OOM_TOP 8     /* callsites listed among the live bytes at the failure */
+#define GR_OOM_TEXT 512  /* bytes of a callsite's text kept */
+typedef struct gr_oom {
+  char policy[1024];         /* the setting replayed (canonical spec) */
+  char frameworks[128];      /* the trace's, as the header names them */
+  uint64_t capacity;         /* the device it was replayed within (0: unlimited) */
+  uint64_t device_memory;    /* the total the policies saw */
+  char capacity_note[512];   /* how the capacity was chosen ("" when given) */
+  uint64_t recorded_failures, recorded_served; /* the recorded run's failed requests */
+  uint64_t requests;         /* allocation requests replayed */
+  uint64_t needs_bytes;      /* peak live requested + external: no allocator needs less */
+  uint64_t peak_reserved;    /* this setting's peak reserved + external (up to the end) */
+  uint64_t ooms;             /* failed requests of this replay */
+  int found;                 /* it ran out of memory; the rest is about its first failure */
+  int64_t event;             /* index of the event in the trace */
+  uint64_t ts_ns, size, stream;
+  uint32_t callsite;
+  char callsite_text[GR_OOM_TEXT];
+  int cause;                 /* RP_OOM_* */
+  uint64_t live_bytes, external_bytes, reserved_bytes; /* just before (reserved: just after) */
+  int has_report;
+  rp_oom_report_t why;       /* the policy's account of its free bytes */
+  struct {
+    char text[GR_OOM_TEXT];
+    uint64_t bytes, allocs;
+  } top[GR_OOM_TOP];         /* live bytes by callsite, largest first */
+  int n_top;
+  uint64_t live_allocs, top_other_bytes, top_other_sites;
+  /* The smallest changes that make the trace fit. */
+  int live_exceeds;          /* the live bytes alone exceed the capacity ... */
+  uint64_t live_excess;      /* ... by this much: no setting helps */
+  int fix_found;             /* a setting of the same framework that fits the capacity */
+  char fix_spec[512];
+  uint64_t fix_peak;
+  const char *fix_from;      /* "the sweep grid", "the tuner's search" */
+  int grid_tried, grid_fit, tune_tried;
+  uint64_t fits_capacity;    /* the smallest capacity (2 MiB steps) this setting fits; 0: none */
+} gr_oom_t;
+/* Replay spec (NULL: the framework's default; the framework's own words are taken) over the
+ * trace at path within cfg->capacity (0: the recorded failure's, as gpureplay chooses it, or
+ * unlimited) and explain its first OOM. o->found == 0: no OOM (not an error). */
+gm_status_t gr_oom_explain(const gr_config_t *cfg, const char *path, const char *spec, gr_oom_t *o,
+                           gm_err_t *err);
+
 /* The recorded run's first failure's callsite text into lt->info (from a replay's result). */
 void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0);
 void gr_loaded_free(gr_loaded_t *lt);

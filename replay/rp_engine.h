@@ -133,6 +133,9 @@ typedef struct rp_engine_opts {
   uint64_t late_mallocs;
 } rp_engine_opts_t;
 
+/* What failed first: the policy (its OOM path ran), an external allocation beside it (the
+ * device had no room for a library's own cudaMalloc), a request larger than any device. */
+enum { RP_OOM_POLICY = 0, RP_OOM_EXTERNAL = 1, RP_OOM_OVERSIZE = 2 };
 enum { RP_EVENTS_RECORDED = 0, RP_EVENTS_EARLY = 1, RP_EVENTS_LATE = 2 };
 enum { RP_RANGE_NONE = 0, RP_RANGE_EVENTS = 1, RP_RANGE_POOL = 2 };
 
@@ -227,6 +230,16 @@ typedef struct rp_result {
   uint64_t alloc_retries, ooms, splits, merges; /* the policy's counters */
   int64_t first_oom_event;      /* index (from 0, over all events) of the first failed request */
   int64_t first_oom_ts_ns;
+  /* The first failed request of this replay (first_oom_event >= 0): what it asked, what was
+   * live, and (has_oom_report) the policy's account of its free bytes (rp_oom_report_t). */
+  uint64_t first_oom_size, first_oom_stream;
+  uint32_t first_oom_callsite;
+  int first_oom_cause;               /* RP_OOM_* */
+  uint64_t first_oom_live_bytes;     /* requested live just before it (external apart) */
+  uint64_t first_oom_external_bytes; /* external memory live then */
+  uint64_t first_oom_reserved_bytes; /* the policy's reserved (engine count) just after it */
+  int has_oom_report;
+  rp_oom_report_t oom_report;
   rp_skip_counts_t skipped;
   uint64_t driver_used_at_peak; /* cuda: cuMemGetInfo's used bytes at the reserved peak */
   int has_latency;

@@ -57,6 +57,29 @@ typedef struct rp_policy_stats {
 
 typedef struct rp_policy rp_policy_t; /* opaque per-policy state */
 
+/* What a policy held when a request failed, and why none of it could serve the request: the
+ * bytes that were reserved but free, split by the first rule that kept each free block from
+ * the request (a block counts once, in the first reason that applies, in this order). Filled
+ * by the policy's oom_report just after its whole OOM path ran (PyTorch's: after it released
+ * every cached segment it could), so the free bytes are those it could neither use nor give
+ * back. Sizes in bytes. */
+typedef struct rp_oom_report {
+  uint64_t rounded_size;      /* the request as the policy rounds it */
+  uint64_t segment_size;      /* what it asked the driver for last (0: it did not ask) */
+  uint64_t allocated_bytes;   /* in blocks handed out */
+  uint64_t free_bytes;        /* reserved but free, all reasons */
+  uint64_t free_blocks, largest_free;
+  uint64_t other_stream_bytes;   /* free on another stream: blocks never move between streams */
+  uint64_t other_pool_bytes;     /* free in the other size class (small <= 1 MiB / large) */
+  uint64_t too_small_bytes;      /* same stream and pool, each block smaller than the request */
+  uint64_t largest_too_small;
+  uint64_t not_splittable_bytes; /* large enough but the policy will not split it for this
+                                    request (PyTorch: max_split_size_mb, max_non_split_rounding_mb) */
+  uint64_t limit_bytes;          /* the policy's own limit (memory fraction, arena); 0: none */
+  int at_limit;                  /* the request failed against that limit, not the device */
+  char note[256];                /* one line particular to the policy, or "" */
+} rp_oom_report_t;
+
 /* The largest request a policy serves: 2^48 bytes (256 TiB), a thousand times the memory of
  * any GPU. Anything larger (a size that wrapped around, 2^64-1 from a cudaMalloc(-1)) is an
  * out-of-memory answer before any rounding, so that no policy's arithmetic can overflow on
@@ -87,6 +110,10 @@ typedef struct rp_policy_ops {
   gm_status_t (*check)(const rp_policy_t *p, gm_err_t *err);
   /* The canonical spec this instance runs ("pytorch:max_split_size_mb:128"), for results. */
   const char *(*spec)(const rp_policy_t *p);
+  /* Optional (NULL: the engine reports reserved and allocated only): called right after alloc
+   * returned GM_ERR_NOMEM for (size, stream), before anything else happens; fills *out
+   * (zeroed by the caller). Reads the policy's state, changes nothing. */
+  void (*oom_report)(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out);
 } rp_policy_ops_t;
 
 /* Registry (replay/policies/rp_registry.c). */

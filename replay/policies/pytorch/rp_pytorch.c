@@ -150,4 +150,5 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .stats = pt_stats,
     .check = pt_check_op,
     .spec = pt_spec,
+    .oom_report = pt_oom_report,
 };
