@@ -243,7 +243,7 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
  * single quote and is quoted; a text cell holding ';' or TAB is quoted too, so that a
  * spreadsheet splitting on those cannot start a formula in the middle of it. Numbers (our
  * integers and reals, negative ones too) are written as they are. */
-static void csv_field(FILE *f, const char *s, int is_text) {
+void ana_csv_field(FILE *f, const char *s, int is_text) {
   if (!s) return;
   /* OWASP names TAB and CR; any C0 control in front may be skipped by some reader, so all */
   int formula = is_text && s[0] && (strchr("=+-@", s[0]) || (unsigned char)s[0] < 0x20);
@@ -276,7 +276,7 @@ static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sq
   int nc = sqlite3_column_count(st);
   for (int c = 0; c < nc; c++) {
     if (c) fputc(',', f);
-    csv_field(f, sqlite3_column_name(st, c), 0);
+    ana_csv_field(f, sqlite3_column_name(st, c), 0);
   }
   fputc('\n', f);
   int rc;
@@ -284,7 +284,7 @@ static gm_status_t write_csv(ana_db_t *db, const char *dir, const char *name, sq
     for (int c = 0; c < nc; c++) {
       if (c) fputc(',', f);
       int text = sqlite3_column_type(st, c) == SQLITE_TEXT; /* before column_text converts it */
-      csv_field(f, (const char *)sqlite3_column_text(st, c), text);
+      ana_csv_field(f, (const char *)sqlite3_column_text(st, c), text);
     }
     fputc('\n', f);
   }

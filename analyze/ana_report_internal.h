@@ -24,6 +24,8 @@ gm_status_t ana_table_query(ana_db_t *db, const ana_table_t *t, int64_t trace_id
                             gm_err_t *err);
 int ana_col_is_bytes(const char *name);
 void ana_cell_text(sqlite3_stmt *st, int c, char *buf, size_t n);
+/* One CSV field (RFC 4180, text from the input neutralised for spreadsheets: ana_report.c). */
+void ana_csv_field(FILE *f, const char *s, int is_text);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,8 @@
 #include <jansson.h>
 
 #include "analyze/ana.h"
+#include "analyze/ana_diff.h"
+#include "analyze/ana_replayed.h"
 
 extern char **environ;
 
@@ -45,6 +47,9 @@ typedef struct config {
   const char *db, *html, *csv_dir, *gpureplay, *gpurec;
   uint64_t gpu_memory, jobs;
   int tune;
+  int json, no_replay;      /* oom, diff */
+  const char *policy;       /* oom */
+  uint64_t capacity, top;   /* oom; diff */
 } config_t;
 
 #define BASE_OPTS                                                                             \
@@ -82,6 +87,23 @@ static const gm_opt_t report_opts[] = {
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
     {0}};
 static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
+#define JSON_OPT {"json", 0, GM_OPT_FLAG, NULL, "one JSON object on stdout instead of text", offsetof(config_t, json)}
+#define JOBS_OPT {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)}
+static const gm_opt_t oom_opts[] = {
+    BASE_OPTS, STRICT_OPT, JSON_OPT, JOBS_OPT,
+    {"policy", 0, GM_OPT_STR, "SPEC", "the setting to replay, in gpureplay's or the framework's words "
+     "(default: the framework's default)", offsetof(config_t, policy)},
+    {"capacity", 'c', GM_OPT_SIZE, "SIZE", "a device of this size (default: what the recorded run had when it "
+     "failed, else unlimited)", offsetof(config_t, capacity)},
+    {0}};
+static const gm_opt_t diff_opts[] = {
+    BASE_OPTS, STRICT_OPT, JSON_OPT,
+    {"csv", 0, GM_OPT_STR, "DIR", "write diff_summary.csv, diff_callsites.csv (every callsite) and "
+     "diff_timeline.csv (both traces on one normalised time axis) into DIR", offsetof(config_t, csv_dir)},
+    {"top", 'n', GM_OPT_U64, "N", "callsites listed in the text (default 15)", offsetof(config_t, top)},
+    {"no-replay", 0, GM_OPT_FLAG, NULL, "skip the replay of each trace's default setting (peak reserved)",
+     offsetof(config_t, no_replay)},
+    {0}};
 
 typedef struct command {
   const char *name, *usage, *what;
@@ -93,7 +115,9 @@ static const command_t commands[] = {
     {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
     {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped, a trace whose file changed since it was loaded is replaced.", load_opts, 1, 1000},
-    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1},
+    {"report", "gpuanalyze report [options] [TRACE.zst... | SNAPSHOT.pickle | TRACE.csv | DB.db]", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
+    {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Replays through gpureplay's code.", oom_opts, 1, 1},
+    {"diff", "gpuanalyze diff [options] A.zst B.zst", "Two traces of the same job side by side: peak live, peak reserved (each framework's default setting, replayed), live bytes at each peak by callsite sorted by growth, callsites new in B or gone from A, and (--csv) both live timelines on one normalised time axis.", diff_opts, 2, 2},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
@@ -410,29 +434,12 @@ static int import_input(const config_t *c, const char *in, char *trace, size_t n
   return GM_OK;
 }
 
-/* `report TRACE`: the newcomer's one step. */
-static int report_trace(config_t *c, const char *trace) {
+/* One trace of `report TRACE...` into c->db: replayed under the sweep (or --tune) and loaded,
+ * unless the database already holds its replays. may_renew: c->db is the one this command
+ * named after the trace, made afresh when it holds an older recording of that name. */
+static int report_load(config_t *c, const char *trace, int may_renew) {
   gm_err_t err = {0};
-  char dbpath[PATH_MAX], json[PATH_MAX] = "", replay[PATH_MAX];
-  const char *html = c->html ? c->html : "report.html";
-  int db_defaulted = !c->db;
-  if (!c->db) {
-    /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
-    char dir[PATH_MAX], base[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", trace);
-    snprintf(base, sizeof base, "%s", trace);
-    if (access(dirname(dir), W_OK) == 0) {
-      snprintf(dbpath, sizeof dbpath, "%s.db", trace);
-    } else {
-      snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
-      say("'%s' is read-only: the database goes to %s", dir, dbpath);
-    }
-    c->db = dbpath;
-  }
-  /* Every output's directory is checked before the replays start, not after. */
-  if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
-      (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
-    return fail(&err);
+  char json[PATH_MAX] = "", replay[PATH_MAX];
   int existed = access(c->db, F_OK) == 0;
   int64_t runs = -1, others = 0;
   if (existed) {
@@ -445,56 +452,88 @@ static int report_trace(config_t *c, const char *trace) {
   /* TRACE.db made for an older recording of the same name: its figures are stale, and would
    * be reported beside the new ones. Made afresh (only the database this command names itself,
    * never one given with --db), once the new replays have succeeded. */
-  int fresh = runs < 0 && others > 0 && db_defaulted;
+  int fresh = runs < 0 && others > 0 && may_renew;
   if (runs > 0 && !c->tune) {
     say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
         runs, trace, c->db, c->db);
-  } else {
-    if (find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
-      /* .json: the loader tells results files from traces by their extension. */
-      snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-      int fd = mkstemps(json, 5);
-      if (fd < 0) {
-        gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
-        return fail(&err);
-      }
-      close(fd);
-      uint64_t jobs = c->jobs ? c->jobs : default_jobs();
-      if (isatty(STDERR_FILENO))
-        say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
-                    : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-      if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, &err) < 0) {
-        unlink(json);
-        gm_err_wrap(&err, "cannot replay '%s'", trace);
-        return fail(&err);
-      }
-    } else {
-      gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
-    }
-    if (fresh) {
-      static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
-      for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
-        char p[PATH_MAX + 16];
-        snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
-        unlink(p);
-      }
-      say("%s changed since %s was made: made it afresh", trace, c->db);
-      existed = 0;
-    }
-    ana_db_t *db = NULL;
-    if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) {
-      if (*json) unlink(json);
+    return 0;
+  }
+  if (find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+    /* .json: the loader tells results files from traces by their extension. */
+    snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemps(json, 5);
+    if (fd < 0) {
+      gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
       return fail(&err);
     }
-    const char *inputs[2] = {trace, json};
-    ana_load_opts_t o = load_opts_from_env(c);
-    ana_load_stats_t st = {0};
-    gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
-    end_progress();
+    close(fd);
+    uint64_t jobs = c->jobs ? c->jobs : default_jobs();
+    if (isatty(STDERR_FILENO))
+      say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
+                  : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
+    if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, &err) < 0) {
+      unlink(json);
+      gm_err_wrap(&err, "cannot replay '%s'", trace);
+      return fail(&err);
+    }
+  } else {
+    gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
+  }
+  if (fresh) {
+    static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+      char p[PATH_MAX + 16];
+      snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
+      unlink(p);
+    }
+    say("%s changed since %s was made: made it afresh", trace, c->db);
+    existed = 0;
+  }
+  ana_db_t *db = NULL;
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) {
     if (*json) unlink(json);
-    ana_db_close(db);
-    if (s < 0) return fail(&err);
-    say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
+    return fail(&err);
+  }
+  const char *inputs[2] = {trace, json};
+  ana_load_opts_t o = load_opts_from_env(c);
+  ana_load_stats_t st = {0};
+  gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
+  end_progress();
+  if (*json) unlink(json);
+  ana_db_close(db);
+  if (s < 0) return fail(&err);
+  say("wrote %s (the database: %s and its replays; %s)", c->db, trace, existed ? "added to it" : "new");
+  return 0;
+}
+
+/* `report TRACE...`: the newcomer's one step, for one trace or several (ranks, two runs). */
+static int report_traces(config_t *c, char **traces, int n) {
+  gm_err_t err = {0};
+  char dbpath[PATH_MAX];
+  const char *html = c->html ? c->html : "report.html";
+  int db_defaulted = !c->db;
+  if (!c->db && n > 1) {
+    c->db = "report.db";
+  } else if (!c->db) {
+    /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
+    char dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", traces[0]);
+    snprintf(base, sizeof base, "%s", traces[0]);
+    if (access(dirname(dir), W_OK) == 0) {
+      snprintf(dbpath, sizeof dbpath, "%s.db", traces[0]);
+    } else {
+      snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
+      say("'%s' is read-only: the database goes to %s", dir, dbpath);
+    }
+    c->db = dbpath;
+  }
+  /* Every output's directory is checked before the replays start, not after. */
+  if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
+      (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
+    return fail(&err);
+  for (int i = 0; i < n; i++) {
+    int rc = report_load(c, traces[i], db_defaulted && n == 1);
+    if (rc) return rc;
   }
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
@@ -517,35 +556,67 @@ static int need_db(const char *path) {
   return 1;
 }
 
+/* What `report` makes of one input: a trace (imported into one first if it is a pickle or a
+ * CSV trace: into buf), or a database (*is_db). 1: refused (said why). */
+static int report_input(config_t *c, const char *in, char *buf, size_t n, const char **trace, int *is_db) {
+  gm_err_t err = {0};
+  gm_file_kind_t k = gm_file_kind(in);
+  *is_db = 0;
+  switch (k) {
+    case GM_FILE_TRACE: *trace = in; return 0;
+    case GM_FILE_PICKLE:
+    case GM_FILE_CSV:
+      if (import_input(c, in, buf, n, &err) < 0) return fail(&err);
+      *trace = buf;
+      return 0;
+    case GM_FILE_DATABASE: *is_db = 1; return 0;
+    case GM_FILE_MISSING:
+    case GM_FILE_UNREADABLE:
+      gm_err_set(&err, GM_ERR_IO, "cannot open '%s': %s", in, strerror(errno ? errno : ENOENT));
+      return fail(&err);
+    default: {
+      char advice[GM_ERR_MSG_MAX];
+      if (!gm_file_advice(in, k, GM_WANT(GM_FILE_TRACE), advice, sizeof advice))
+        snprintf(advice, sizeof advice, "cannot open '%s': not a gpumem trace, snapshot pickle, CSV trace "
+                 "or database", in);
+      gm_log(GM_LOG_ERROR, "%s", advice);
+      return 1;
+    }
+  }
+}
+
 static int cmd_report(config_t *c, char **pos, int npos) {
   gm_err_t err = {0};
-  if (npos == 1) {
-    const char *in = pos[0];
-    gm_file_kind_t k = gm_file_kind(in);
-    char trace[PATH_MAX];
-    switch (k) {
-      case GM_FILE_TRACE: return report_trace(c, in);
-      case GM_FILE_PICKLE:
-      case GM_FILE_CSV:
-        if (import_input(c, in, trace, sizeof trace, &err) < 0) return fail(&err);
-        return report_trace(c, trace);
-      case GM_FILE_DATABASE:
-        if (c->db && strcmp(c->db, in) != 0) return usage_error("give the database once: as --db or as the argument");
-        c->db = in;
-        break;
-      case GM_FILE_MISSING:
-      case GM_FILE_UNREADABLE:
-        gm_err_set(&err, GM_ERR_IO, "cannot open '%s': %s", in, strerror(errno ? errno : ENOENT));
-        return fail(&err);
-      default: {
-        char advice[GM_ERR_MSG_MAX];
-        if (!gm_file_advice(in, k, GM_WANT(GM_FILE_TRACE), advice, sizeof advice))
-          snprintf(advice, sizeof advice, "cannot open '%s': not a gpumem trace, snapshot pickle, CSV trace "
-                   "or database", in);
-        gm_log(GM_LOG_ERROR, "%s", advice);
-        return 1;
+  if (npos >= 1) {
+    /* Every input is looked at (and imported) before anything is replayed. */
+    char (*bufs)[PATH_MAX] = calloc((size_t)npos, PATH_MAX);
+    char **traces = calloc((size_t)npos, sizeof *traces);
+    int rc = bufs && traces ? 0 : 1, n_db = 0;
+    for (int i = 0; i < npos && rc == 0; i++) {
+      const char *t = NULL;
+      int is_db = 0;
+      rc = report_input(c, pos[i], bufs[i], PATH_MAX, &t, &is_db);
+      if (rc == 0 && is_db) {
+        n_db++;
+        if (npos > 1) {
+          free(bufs);
+          free(traces);
+          return usage_error("a database is reported on alone: give it without traces (or as --db to add them to it)");
+        }
+        if (c->db && strcmp(c->db, pos[i]) != 0) {
+          free(bufs);
+          free(traces);
+          return usage_error("give the database once: as --db or as the argument");
+        }
+        c->db = pos[i];
+      } else if (rc == 0) {
+        traces[i] = (char *)t;
       }
     }
+    if (rc == 0 && !n_db) rc = report_traces(c, traces, npos);
+    free(bufs);
+    free(traces);
+    if (rc || !n_db) return rc;
   }
   if (!c->db) c->db = "gpumem.db";
   if (need_db(c->db)) return 1;
@@ -564,6 +635,58 @@ static int cmd_report(config_t *c, char **pos, int npos) {
   ana_db_close(db);
   if (s < 0) return fail(&err);
   return 0;
+}
+
+static ana_replay_opts_t replay_opts(const config_t *c) {
+  ana_replay_opts_t o = {0};
+  o.capacity = c->capacity;
+  o.read_flags = read_flags(c);
+  o.jobs = (int)(c->jobs ? c->jobs : default_jobs());
+  return o;
+}
+
+static int cmd_oom(const config_t *c, const char *path) {
+  gm_err_t err = {0};
+  if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
+  gr_oom_t *o = malloc(sizeof *o);
+  if (!o) return 1;
+  ana_replay_opts_t ro = replay_opts(c);
+  gm_status_t s = ana_oom_explain(path, c->policy, &ro, o, &err);
+  if (s == GM_ERR_INVAL && c->policy) {
+    free(o);
+    char msg[GM_ERR_MSG_MAX + 256];
+    snprintf(msg, sizeof msg, "bad --policy '%.200s': %s", c->policy, err.msg);
+    return usage_error(msg);
+  }
+  if (s >= 0 && c->json) s = ana_oom_print_json(stdout, path, o, &err);
+  else if (s >= 0) ana_oom_print_text(stdout, path, o);
+  free(o);
+  return s < 0 ? fail(&err) : 0;
+}
+
+static int cmd_diff(const config_t *c, char **pos) {
+  gm_err_t err = {0};
+  for (int i = 0; i < 2; i++)
+    if (wrong_kind(pos[i], GM_WANT(GM_FILE_TRACE))) return 1;
+  if (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0) return fail(&err);
+  ana_diff_t *d = malloc(sizeof *d);
+  if (!d) return 1;
+  gm_status_t s = ana_diff_traces(pos[0], pos[1], read_flags(c), d, &err);
+  ana_replay_opts_t ro = replay_opts(c);
+  for (int i = 0; i < 2 && s >= 0 && !c->no_replay; i++) {
+    s = ana_replay_default_peak(pos[i], &ro, &d->side[i].peak_reserved, d->side[i].policy,
+                                sizeof d->side[i].policy, &err);
+    d->side[i].has_reserved = s >= 0;
+  }
+  if (s >= 0 && c->json) s = ana_diff_print_json(stdout, d, &err);
+  else if (s >= 0) ana_diff_print_text(stdout, d, c->top ? (int)(c->top > 100000 ? 100000 : c->top) : 15);
+  if (s >= 0 && c->csv_dir) {
+    s = ana_diff_write_csv(d, c->csv_dir, &err);
+    if (s >= 0) say("wrote diff_summary.csv, diff_callsites.csv and diff_timeline.csv into %s/", c->csv_dir);
+  }
+  ana_diff_free(d);
+  free(d);
+  return s < 0 ? fail(&err) : 0;
 }
 
 static int cmd_recommend(const config_t *c) {
@@ -599,7 +722,7 @@ static int run(int argc, char **argv, char **pos) {
       if (near) snprintf(msg, sizeof msg, "unknown command '%.200s' (did you mean '%s'?)", argv[ci], near);
       else snprintf(msg, sizeof msg, "unknown command '%.200s'", argv[ci]);
       if (gm_file_kind(argv[ci]) != GM_FILE_MISSING)
-        snprintf(msg, sizeof msg, "missing command before '%.200s' (info, dump, load, report or recommend)", argv[ci]);
+        snprintf(msg, sizeof msg, "missing command before '%.200s' (info, dump, load, report, oom, diff or recommend)", argv[ci]);
       return usage_error(msg);
     }
     if (gm_opts_parse(base_opts, argc, argv, &c, pos, &npos, 0, &err) < 0) return usage_error(err.msg);
@@ -625,7 +748,10 @@ static int run(int argc, char **argv, char **pos) {
   if (c.version) return print_version(), 0;
   if (c.verbose) gm_log_set_level(GM_LOG_DEBUG);
   if (c.quiet) gm_log_set_level(GM_LOG_ERROR);
-  if (npos < cmd->min_pos) return usage_error(cmd->min_pos == 1 && cmd->max_pos == 1 ? "missing TRACE" : "missing INPUT");
+  if (npos < cmd->min_pos)
+    return usage_error(cmd->min_pos == 1 && cmd->max_pos == 1 ? "missing TRACE"
+                       : cmd->min_pos == 2                    ? "diff takes two traces: A.zst B.zst"
+                                                              : "missing INPUT");
   if (npos > cmd->max_pos) {
     char msg[256];
     snprintf(msg, sizeof msg, "unexpected argument '%.200s'", pos[cmd->max_pos]);
@@ -637,6 +763,8 @@ static int run(int argc, char **argv, char **pos) {
   else if (strcmp(cmd->name, "dump") == 0) rc = cmd_dump(&c, pos[0]);
   else if (strcmp(cmd->name, "load") == 0) rc = cmd_load(&c, pos, npos);
   else if (strcmp(cmd->name, "report") == 0) rc = cmd_report(&c, pos, npos);
+  else if (strcmp(cmd->name, "oom") == 0) rc = cmd_oom(&c, pos[0]);
+  else if (strcmp(cmd->name, "diff") == 0) rc = cmd_diff(&c, pos);
   else rc = cmd_recommend(&c);
   return rc;
 }

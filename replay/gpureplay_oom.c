@@ -67,7 +67,8 @@ static void strings_of(const char *path, const uint32_t *ids, int n, char (*out)
   free(buf);
 }
 
-/* The trace's requests live just before event idx on the replayed device, by callsite. */
+/* The trace's requests live just before event idx on the replayed device, by callsite (as the
+ * trace pairs them: ALLOC and FREE by address; VMM buffers read as requests are not listed). */
 static gm_status_t live_by_callsite(const gr_loaded_t *lt, int device, int64_t idx, gr_oom_t *o, gm_err_t *err) {
   rp_map_t live;
   rp_map_init(&live);
@@ -78,6 +79,8 @@ static gm_status_t live_by_callsite(const gr_loaded_t *lt, int device, int64_t i
     const gmt_event_t *ev = &lt->evs[i];
     if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) continue;
     if (device >= 0 && ev->device != (unsigned)device) continue;
+    /* External memory (libraries' own synchronous allocations) is counted apart. */
+    if (lt->info.external_sync && ev->kind == GMT_EV_ALLOC && !(ev->flags & GMT_F_ASYNC)) continue;
     if (ev->kind == GMT_EV_ALLOC) {
       if (rp_map_put(&live, ev->addr, ev->size, ev->callsite) < 0) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
@@ -198,8 +201,28 @@ static int same_family(const char *spec, const char *name) {
   return strncmp(spec, name, l) == 0 && (spec[l] == '\0' || spec[l] == ':');
 }
 
-/* A setting of the same framework that fits within cfg's capacity: the grid's least peak
- * reserved without an OOM, else (PyTorch) the tuner's best within the capacity. */
+/* Keys a spec sets ("pytorch" 0, "pytorch:a:1,b:2" 2): the size of the change. */
+static int keys(const char *spec) {
+  const char *c = strchr(spec, ':');
+  if (!c || !c[1]) return 0;
+  int n = 1;
+  for (int depth = 0; *c; c++) { /* commas inside [..] lists are one value */
+    if (*c == '[') depth++;
+    else if (*c == ']') depth--;
+    else if (*c == ',' && depth == 0) n++;
+  }
+  return n;
+}
+
+/* a is a smaller change than b: fewer keys set, then less peak reserved. */
+static int smaller_change(const char *a, uint64_t pa, const char *b, uint64_t pb) {
+  int ka = keys(a), kb = keys(b);
+  return ka != kb ? ka < kb : pa < pb;
+}
+
+/* A setting of the same framework that fits within cfg's capacity, the smallest change first
+ * (fewest keys, then least peak reserved): on the grid, else (PyTorch) among
+ * the points the tuner's search replayed within the capacity. */
 static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, const char *name, unsigned fw,
                                 gr_oom_t *o, gm_err_t *err) {
   const char *const *grid = gr_sweep_grid_for(fw);
@@ -217,13 +240,13 @@ static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, c
   for (int i = 0; st == GM_OK && i < n; i++) {
     if (res[i]->ooms) continue;
     o->grid_fit++;
-    if (best < 0 || res[i]->peak_reserved_plus_external_bytes < res[best]->peak_reserved_plus_external_bytes)
+    if (best < 0 || smaller_change(specs[i], res[i]->peak_reserved_bytes, specs[best], res[best]->peak_reserved_bytes))
       best = i;
   }
   if (best >= 0) {
     o->fix_found = 1;
     snprintf(o->fix_spec, sizeof o->fix_spec, "%s", specs[best]);
-    o->fix_peak = res[best]->peak_reserved_plus_external_bytes;
+    o->fix_peak = res[best]->peak_reserved_bytes;
     o->fix_from = "the sweep grid";
   }
   free(block);
@@ -234,10 +257,15 @@ static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, c
   gr_tune_opts_t to = {GR_TUNE_SEARCH, 0.01, 0};
   gr_config_t c = *cfg;
   st = gr_tune_run(&c, lt, &to, &t, err);
-  if (st == GM_OK && t.best >= 0 && t.best < t.n && t.pts[t.best].ok) {
+  int pick = -1;
+  for (int i = 0; st == GM_OK && i < t.n; i++)
+    if (t.pts[i].ok && (pick < 0 || smaller_change(t.pts[i].spec, t.pts[i].peak_reserved, t.pts[pick].spec,
+                                                   t.pts[pick].peak_reserved)))
+      pick = i;
+  if (pick >= 0) {
     o->fix_found = 1;
-    snprintf(o->fix_spec, sizeof o->fix_spec, "%s", t.pts[t.best].spec);
-    o->fix_peak = t.pts[t.best].peak_reserved;
+    snprintf(o->fix_spec, sizeof o->fix_spec, "%s", t.pts[pick].spec);
+    o->fix_peak = t.pts[pick].peak_reserved;
     o->fix_from = "the tuner's search";
   }
   o->tune_tried = t.n;
