@@ -1,5 +1,6 @@
-/* ana_load_results.c: load one gpureplay results file (replay/RESULTS.md, version 1) into
- * `results`, `runs` and `run_timeline`, inside the caller's transaction.
+/* ana_load_results.c: load one gpureplay results file (replay/RESULTS.md, version 1), or the
+ * JSON lines of `gpureplay --json`, into `results`, `runs` and `run_timeline`, inside the
+ * caller's transaction.
  *
  * The file is parsed whole with jansson before anything is written, and each run is checked
  * as it is inserted: a file broken anywhere fails the whole load, which the caller rolls back.
@@ -160,6 +161,33 @@ static int results_identity(json_t *root, char *hash, size_t n) {
   return 0;
 }
 
+/* What `gpureplay --json` writes: one run object per line (JSON lines; --sweep, several
+ * traces). Read as the results document those runs would make; NULL when the bytes are not
+ * a sequence of run objects (the caller reports the JSON error of the whole). */
+static json_t *json_lines(const char *buf, size_t len) {
+  json_t *runs = json_array(), *root = NULL;
+  size_t off = 0;
+  while (runs) {
+    while (off < len && (buf[off] == ' ' || buf[off] == '\t' || buf[off] == '\r' || buf[off] == '\n')) off++;
+    if (off == len) break;
+    json_error_t je;
+    json_t *run = json_loadb(buf + off, len - off, JSON_DISABLE_EOF_CHECK, &je);
+    if (!json_is_object(run) || !json_object_get(run, "policy") || je.position <= 0) {
+      json_decref(run);
+      json_decref(runs);
+      return NULL;
+    }
+    json_array_append_new(runs, run);
+    off += (size_t)je.position;
+  }
+  if (!runs || json_array_size(runs) == 0) {
+    json_decref(runs);
+    return NULL;
+  }
+  root = json_pack("{s:s, s:i, s:o}", "format", "gpumem-results", "version", 1, "runs", runs);
+  return root;
+}
+
 gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *stats, gm_err_t *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return gm_err_set(err, GM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -189,6 +217,7 @@ gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *s
   }
   json_error_t je;
   json_t *root = json_loadb(buf, len, 0, &je);
+  if (!root) root = json_lines(buf, len);
   free(buf);
   if (!root)
     return gm_err_set(err, GM_ERR_FORMAT, "cannot load '%s': not a results file: line %d column %d: %s",

@@ -108,6 +108,11 @@ void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
     fprintf(f, "%s: %s within %s%s%s%s\n", esc, o->policy, sz(o->capacity, a),
             o->capacity_note[0] ? " (" : " (given)", o->capacity_note, o->capacity_note[0] ? ")" : "");
   else fprintf(f, "%s: %s, unlimited device (no --capacity, and the trace recorded no failed request)\n", esc, o->policy);
+  if (!o->found && !o->requests) {
+    fprintf(f, "no out-of-memory: the trace holds no allocation request for the replay (no GPU allocation, "
+               "or frees only): nothing to run out of\n");
+    return;
+  }
   if (!o->found) {
     fprintf(f, "no out-of-memory: all %" PRIu64 " requests were served (peak reserved %s, needs at least %s)\n",
             o->requests, sz(o->peak_reserved, a), sz(o->needs_bytes, b));

@@ -39,6 +39,9 @@ gm_file_kind_t gm_file_kind_of(const void *buf, size_t n) {
   size_t i = 0;
   while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
   if (i < n && b[i] == '{' && memmem(b, n, "\"gpumem-results\"", 16)) return GM_FILE_RESULTS;
+  /* `gpureplay --json` writes one run object per line: loaded as a results file too. */
+  if (i < n && b[i] == '{' && memmem(b, n, "\"policy\":", 9) && memmem(b, n, "\"peak_reserved_bytes\":", 22))
+    return GM_FILE_RESULTS;
   /* A CSV trace without its comment line still has the column line. */
   if (memmem(b, n < 4096 ? n : 4096, "ts_ns,kind,", 11)) return GM_FILE_CSV;
   return GM_FILE_UNKNOWN;

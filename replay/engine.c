@@ -148,11 +148,11 @@ static void note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
   e->oom_size = ev->size;
   e->oom_stream = ev->stream;
   e->oom_callsite = ev->callsite;
-  e->oom_cause = cause;
+  e->oom_cause = ev->size > RP_REQUEST_MAX ? RP_OOM_OVERSIZE : cause; /* a served failed request too */
   e->oom_live = e->requested;
   e->oom_ext = e->ext_live;
   e->oom_reserved = e->reserved;
-  if (cause == RP_OOM_POLICY && e->ops->oom_report) {
+  if (e->oom_cause == RP_OOM_POLICY && e->ops->oom_report) {
     memset(&e->oom_report, 0, sizeof e->oom_report);
     e->ops->oom_report(e->pol, ev->size, ev->stream, &e->oom_report);
     e->has_oom_report = 1;

@@ -304,6 +304,13 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
 
 void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r) {
   json_t *o = summary(info, r);
+  /* What joins a run to its trace in gpuanalyze (as in the results file), so that the lines
+   * `--json` writes load as they are (`gpuanalyze load r.json`). */
+  json_object_set_new(o, "trace_start_time_ns", json_integer((json_int_t)info->start_time_ns));
+  json_object_set_new(o, "trace_pid", json_integer((json_int_t)info->pid));
+  json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
+  json_object_set_new(o, "first_oom_event", json_integer(r->first_oom_event));
+  json_object_set_new(o, "first_oom_ts_ns", json_integer(r->first_oom_ts_ns));
   json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
   fputc('\n', f);
   json_decref(o);
