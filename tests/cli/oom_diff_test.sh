@@ -1,0 +1,125 @@
+#!/bin/bash
+# oom_diff_test.sh: gpuanalyze oom, diff, report over several traces and load of gpureplay's
+# JSON lines (issue 14, items 4-6), on real traces (traces/recorded: PyTorch jobs recorded on an
+# H200 in requests mode). Exit codes, stdout and stderr are compared; every figure oom gives is
+# checked against gpureplay run on its own (the failing event, the capacity that fits, the
+# setting that fits), and diff's peaks against gpuanalyze info.
+# Usage: oom_diff_test.sh GPUANALYZE GPUREPLAY GPUREC TRAINCKPT DDP0 DDP1 VALID_FILE... (empty.zst among them)
+set -u
+GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); CKPT=$(realpath "$4"); D0=$(realpath "$5")
+D1=$(realpath "$6")
+shift 6
+EMPTY=
+for v in "$@"; do case "$v" in */empty.zst) EMPTY=$(realpath "$v");; esac; done
+[ -n "$EMPTY" ] || { echo "FAIL: traces/valid/empty.zst not given" >&2; exit 1; }
+T=${TEST_TMPDIR:-$(mktemp -d)}/oomdiff
+rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# run NAME WANT_RC CMD...: stdout in NAME.out, stderr in NAME.err
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$name.out" 2>"$name.err"
+  local rc=$?
+  [ "$rc" = "$want" ] || fail "$name: exit $rc, want $want: $(cat "$name.err")"
+}
+has() { grep -qF -- "$2" "$1" || fail "$1 lacks '$2': $(cat "$1")"; }
+empty() { [ ! -s "$1" ] || fail "$1 not empty: $(cat "$1")"; }
+json() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
+
+# No OOM: said plainly, exit 0.
+run none 0 "$GA" oom "$CKPT"
+empty none.err
+has none.out "no out-of-memory: all 2647 requests were served"
+
+# A capacity the default setting does not fit.
+run c700 0 "$GA" oom "$CKPT" --capacity=700MiB
+empty c700.err
+has c700.out "pytorch within 700.00 MiB (given)"
+has c700.out "failed request: 75.00 MiB on stream 7, event 2538"
+has c700.out "+ 128.25 MiB external"
+has c700.out "too small: each block smaller than the request"
+has c700.out "no setting of this framework fits 700.00 MiB"
+# The failing event and the OOM count are gpureplay's own.
+"$RP" "$CKPT" --policy=pytorch --capacity=700MiB --json >rp700.json 2>/dev/null || fail "gpureplay 700MiB"
+[ "$(json rp700.json "d['first_oom_event']")" = 2538 ] || fail "gpureplay's first OOM: $(cat rp700.json)"
+has c700.out "($(json rp700.json "d['ooms']") OOMs in all)"
+# The capacity oom gives fits, 2 MiB less does not (gpureplay, independently).
+cap=$(sed -n 's/^  capacity: \([0-9.]*\) MiB with pytorch.*/\1/p' c700.out)
+[ -n "$cap" ] || fail "no capacity line: $(cat c700.out)"
+mib=${cap%.*}
+"$RP" "$CKPT" --policy=pytorch --capacity=${mib}MiB --json >fit.json 2>/dev/null
+[ "$(json fit.json "d['ooms']")" = 0 ] || fail "gpureplay at ${mib} MiB: $(json fit.json "d['ooms']") OOMs"
+"$RP" "$CKPT" --policy=pytorch --capacity=$((mib - 2))MiB --json >nofit.json 2>/dev/null
+[ "$(json nofit.json "d['ooms']")" != 0 ] || fail "gpureplay at $((mib - 2)) MiB has no OOM: not the smallest"
+
+# A capacity a setting fits: --json, and the setting it names replays without an OOM.
+run c800 0 "$GA" oom "$CKPT" --capacity=800MiB --json
+empty c800.err
+[ "$(json c800.out "d['oom']")" = True ] || fail "c800: $(cat c800.out)"
+spec=$(json c800.out "d['fix']['setting']")
+[ -n "$spec" ] && [ "$spec" != None ] || fail "no setting for 800 MiB: $(cat c800.out)"
+"$RP" "$CKPT" --policy="$spec" --capacity=800MiB --json >fix.json 2>/dev/null || fail "gpureplay --policy=$spec"
+[ "$(json fix.json "d['ooms']")" = 0 ] || fail "the setting '$spec' has OOMs within 800 MiB"
+[ "$(json c800.out "d['request']['size_bytes']")" = 104857600 ] || fail "c800 request: $(cat c800.out)"
+
+# The live bytes alone exceed the device: no setting helps, by how much.
+run c500 0 "$GA" oom "$CKPT" --capacity=500MiB
+has c500.out "no setting helps: the live bytes alone exceed the device by 196.94 MiB (needs at least 696.94 MiB, has 500.00 MiB)"
+
+# Bad input: a trace without allocations; usage errors; a pickle.
+run emptyt 0 "$GA" oom "$EMPTY"
+empty emptyt.err
+has emptyt.out "the trace holds no allocation request"
+printf '# gpumem trace, text form 1\n#capture_mode=synthetic\nts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context\n1,free,0,7,0x1000,0,device,0x0,0,0,0\n2,free,0,7,0x2000,0,device,0x0,0,0,0\n' >frees.csv
+run nousage 2 "$GA" oom
+has nousage.err "gpuanalyze: missing TRACE"
+run badpol 2 "$GA" oom "$CKPT" --policy=nosuch
+has badpol.err "bad --policy 'nosuch': unknown policy 'nosuch'"
+run csvin 1 "$GA" oom frees.csv
+has csvin.err "'frees.csv' is a gpumem trace in CSV text form: convert it with \`gpurec import frees.csv -o frees.zst\`"
+"$GR" import frees.csv -o frees.zst 2>/dev/null || fail "gpurec import frees.csv"
+run frees 0 "$GA" oom frees.zst
+empty frees.err
+has frees.out "the trace holds no allocation request for the replay (no GPU allocation, or frees only)"
+run dfrees 0 "$GA" diff frees.zst "$EMPTY"
+has dfrees.out "note: A has no GPU allocation (2 events, frees only): its figures are 0"
+
+# diff: the two ranks of one DDP job; peaks are gpuanalyze info's.
+run diff 0 "$GA" diff "$D0" "$D1" --csv dcsv
+for i in 0 1; do
+  f=$D0; [ $i = 1 ] && f=$D1
+  peak=$("$GA" info "$f" | sed -n 's/^peak live: *\([^(]*\) (.*/\1/p' | sed 's/ *$//')
+  grep -q "^peak live .*$peak" diff.out || fail "diff lacks info's peak '$peak' of $f: $(cat diff.out)"
+done
+has diff.out "peak reserved"
+has diff.err "wrote diff_summary.csv, diff_callsites.csv and diff_timeline.csv into dcsv/"
+[ "$(wc -l <dcsv/diff_timeline.csv)" = 1001 ] || fail "timeline rows: $(wc -l <dcsv/diff_timeline.csv)"
+[ "$(head -1 dcsv/diff_timeline.csv)" = "t_share,a_ts_ns,b_ts_ns,a_live_bytes,b_live_bytes" ] || fail "timeline header"
+[ "$(wc -l <dcsv/diff_summary.csv)" = 3 ] || fail "summary rows"
+# The timeline's maximum is each trace's peak.
+max0=$(cut -d, -f4 dcsv/diff_timeline.csv | sort -n | tail -1)
+[ "$max0" = "$(sed -n 2p dcsv/diff_summary.csv | cut -d, -f6)" ] || fail "A's timeline max $max0 is not its peak"
+# A trace against itself: nothing grows, nothing new.
+run self 0 "$GA" diff "$CKPT" "$CKPT" --no-replay --json
+[ "$(json self.out "d['new_callsites'] + d['gone_callsites']")" = 0 ] || fail "self diff: $(cat self.out)"
+[ "$(json self.out "max(abs(c['growth_bytes']) for c in d['callsites'])")" = 0 ] || fail "self growth"
+run diff1 2 "$GA" diff "$D0"
+has diff1.err "diff takes two traces: A.zst B.zst"
+run diffe 0 "$GA" diff "$EMPTY" "$D0" --no-replay
+has diffe.out "note: A has no GPU allocation (0 events): its figures are 0"
+
+# report over two traces, one database; load reads what gpureplay --json writes.
+run rep 0 "$GA" report "$D0" "$D1" --gpureplay "$RP" --html two.html
+[ "$(grep -c '^  paste: ' rep.out)" = 2 ] || fail "report over two traces: $(cat rep.out)"
+has rep.err "wrote report.db"
+[ -s two.html ] || fail "two.html missing"
+"$RP" "$D0" --sweep --json >lines.json 2>/dev/null || fail "gpureplay --json"
+run lines 0 "$GA" load --db lines.db "$D0" lines.json
+has lines.err "1 results files (0 already there)"
+run lines2 0 "$GA" recommend --db lines.db
+has lines2.out "paste: "
+
+[ "$fails" = 0 ] && echo PASS
+exit $((fails > 0))
