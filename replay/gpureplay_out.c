@@ -274,6 +274,13 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
   json_object_set_new(o, "holds", json_string(info->holds));
   json_object_set_new(o, "device", json_integer(r->device));
+  /* What joins a run to its trace in gpuanalyze (the results file has them too), so that the
+   * lines `--json` writes load as they are (`gpuanalyze load r.json`, issue 14). */
+  json_object_set_new(o, "trace_start_time_ns", json_integer((json_int_t)info->start_time_ns));
+  json_object_set_new(o, "trace_pid", json_integer((json_int_t)info->pid));
+  json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
+  json_object_set_new(o, "first_oom_event", json_integer(r->first_oom_event));
+  json_object_set_new(o, "first_oom_ts_ns", json_integer(r->first_oom_ts_ns));
   if (info->predicted[0]) json_object_set_new(o, "predicted", json_string(info->predicted));
   /* Frees that wait on stream events (replay/engine_events.c): the timing this run replayed
    * and, where gpureplay replayed early and late too, the range peak reserved moves in. */
@@ -304,13 +311,6 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
 
 void gr_print_json(FILE *f, const gr_trace_info_t *info, const rp_result_t *r) {
   json_t *o = summary(info, r);
-  /* What joins a run to its trace in gpuanalyze (as in the results file), so that the lines
-   * `--json` writes load as they are (`gpuanalyze load r.json`). */
-  json_object_set_new(o, "trace_start_time_ns", json_integer((json_int_t)info->start_time_ns));
-  json_object_set_new(o, "trace_pid", json_integer((json_int_t)info->pid));
-  json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
-  json_object_set_new(o, "first_oom_event", json_integer(r->first_oom_event));
-  json_object_set_new(o, "first_oom_ts_ns", json_integer(r->first_oom_ts_ns));
   json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
   fputc('\n', f);
   json_decref(o);
