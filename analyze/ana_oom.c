@@ -42,7 +42,18 @@ gm_status_t ana_replay_default_peak(const char *path, const ana_replay_opts_t *o
   gr_loaded_t lt;
   gm_status_t st = gr_trace_load(&cfg, path, &lt, err);
   if (st != GM_OK) return st;
-  const char *spec[1] = {gr_sweep_grid_for(gmt_framework_single(lt.info.frameworks))[0]};
+  /* The setting the job ran with where the trace says it: a PyTorch memory history records
+   * the user's PYTORCH_CUDA_ALLOC_CONF (a requests-mode trace records the one gpurec set). */
+  char ran[1024] = "";
+  gmt_reader_t *rd = NULL;
+  if (lt.info.capture_mode == GMT_CAPTURE_TORCH && gmt_reader_open_flags(&rd, path, o->read_flags, NULL) == GM_OK) {
+    const char *v = gmt_header_kv_get(gmt_reader_header(rd), "PYTORCH_CUDA_ALLOC_CONF");
+    char line[1024];
+    if (v && *v && !strstr(v, "backend:") && (size_t)snprintf(line, sizeof line, "PYTORCH_CUDA_ALLOC_CONF=%s", v) < sizeof line)
+      gr_policy_from_env(line, ran, sizeof ran);
+    gmt_reader_close(rd);
+  }
+  const char *spec[1] = {ran[0] ? ran : gr_sweep_grid_for(gmt_framework_single(lt.info.frameworks))[0]};
   rp_result_t *r = malloc(sizeof *r);
   if (!r) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   if (st == GM_OK) st = gr_run_loaded(&cfg, &lt, spec, 1, &r, err);

@@ -34,8 +34,9 @@ gm_status_t ana_oom_explain(const char *path, const char *spec, const ana_replay
 void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o);
 gm_status_t ana_oom_print_json(FILE *f, const char *path, const gr_oom_t *o, gm_err_t *err);
 
-/* The peak reserved of the framework's default setting over the trace (peak reserved +
- * external), and that setting's spec. */
+/* The peak reserved (+ external) over the trace of the setting it ran with where the trace
+ * records it (a PyTorch memory history's PYTORCH_CUDA_ALLOC_CONF), else of its framework's
+ * default; and that setting's spec. */
 gm_status_t ana_replay_default_peak(const char *path, const ana_replay_opts_t *o, uint64_t *peak, char *policy,
                                     size_t n, gm_err_t *err);
 
