@@ -132,8 +132,9 @@ void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
               o->recorded_failures);
     return;
   }
-  fprintf(f, "failed request: %s on stream %s, event %" PRId64 " at %.3f s (%" PRIu64 " OOMs in all)\n",
-          sz(o->size, a), stream_text(o->stream, line, sizeof line), o->event, (double)o->ts_ns / 1e9, o->ooms);
+  fprintf(f, "failed request: %s on stream %s, event %" PRId64 " at %.3f s (%" PRIu64 " OOM%s in all)\n",
+          sz(o->size, a), stream_text(o->stream, line, sizeof line), o->event, (double)o->ts_ns / 1e9, o->ooms,
+          o->ooms == 1 ? "" : "s");
   fprintf(f, "  callsite: %s\n", one_line(o->callsite_text, esc, 240));
   if (o->cause == RP_OOM_OVERSIZE) {
     fprintf(f, "it asks for more than any device has (a size that wrapped around): no setting or capacity serves it\n");

@@ -436,8 +436,9 @@ static int import_input(const config_t *c, const char *in, char *trace, size_t n
 
 /* One trace of `report TRACE...` into c->db: replayed under the sweep (or --tune) and loaded,
  * unless the database already holds its replays. may_renew: c->db is the one this command
- * named after the trace, made afresh when it holds an older recording of that name. */
-static int report_load(config_t *c, const char *trace, int may_renew) {
+ * named after the trace, made afresh when it holds an older recording of that name; alone:
+ * the only trace of the command. */
+static int report_load(config_t *c, const char *trace, int may_renew, int alone) {
   gm_err_t err = {0};
   char json[PATH_MAX] = "", replay[PATH_MAX];
   int existed = access(c->db, F_OK) == 0;
@@ -502,7 +503,8 @@ static int report_load(config_t *c, const char *trace, int may_renew) {
   if (*json) unlink(json);
   ana_db_close(db);
   if (s < 0) return fail(&err);
-  say("wrote %s (the database: %s and its replays; %s)", c->db, trace, existed ? "added to it" : "new");
+  if (alone) say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
+  else say("wrote %s (the database: %s and its replays; %s)", c->db, trace, existed ? "added to it" : "new");
   return 0;
 }
 
@@ -532,7 +534,7 @@ static int report_traces(config_t *c, char **traces, int n) {
       (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
     return fail(&err);
   for (int i = 0; i < n; i++) {
-    int rc = report_load(c, traces[i], db_defaulted && n == 1);
+    int rc = report_load(c, traces[i], db_defaulted && n == 1, n == 1);
     if (rc) return rc;
   }
   ana_db_t *db = NULL;
