@@ -221,6 +221,7 @@ gm_status_t ana_oom_print_json(FILE *f, const char *path, const gr_oom_t *o, gm_
       set_u64(fr, "other_pool_bytes", w->other_pool_bytes);
       set_u64(fr, "not_splittable_bytes", w->not_splittable_bytes);
       set_u64(fr, "limit_bytes", w->limit_bytes);
+      json_object_set_new(fr, "at_limit", json_boolean(w->at_limit));
       json_object_set_new(j, "free", fr);
     }
     json_t *fx = json_object();

@@ -154,8 +154,7 @@ static void note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
   e->oom_reserved = e->reserved;
   if (e->oom_cause == RP_OOM_POLICY && e->ops->oom_report) {
     memset(&e->oom_report, 0, sizeof e->oom_report);
-    e->ops->oom_report(e->pol, ev->size, ev->stream, &e->oom_report);
-    e->has_oom_report = 1;
+    e->has_oom_report = e->ops->oom_report(e->pol, ev->size, ev->stream, &e->oom_report) != 0;
   }
 }
 

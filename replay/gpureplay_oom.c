@@ -153,45 +153,38 @@ static gr_config_t at_capacity(const gr_config_t *base, uint64_t fixed_total, ui
   return c;
 }
 
-/* The smallest capacity (2 MiB steps) in which spec replays without an OOM; 0: none up to
- * the unlimited run's own peak (a request larger than any device). */
+/* The smallest capacity (2 MiB steps) in which spec replays without an OOM, above `floor`
+ * (known not to fit), starting from what the job needs at least and doubling; 0: none within
+ * 256 times that (a policy that cannot serve a request at any size). */
 static gm_status_t smallest_capacity(const gr_config_t *base, const gr_loaded_t *lt, const char *spec,
-                                     uint64_t fixed_total, uint64_t floor, uint64_t *out, gm_err_t *err) {
+                                     uint64_t fixed_total, uint64_t floor, uint64_t needs, uint64_t *out,
+                                     gm_err_t *err) {
   rp_result_t *r = malloc(sizeof *r);
   if (!r) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   *out = 0;
-  gr_config_t c = at_capacity(base, fixed_total, 0);
-  c.device_memory = fixed_total ? fixed_total : lt->total_memory;
-  gm_status_t st = run_one(&c, lt, spec, r, err);
-  if (st != GM_OK || r->ooms) {
-    free(r);
-    return st;
+  uint64_t lo = floor / MiB2;                   /* in 2 MiB units; does not fit */
+  uint64_t hi = (needs + MiB2 - 1) / MiB2 + 1; /* nothing below the live bytes fits */
+  if (hi <= lo) hi = lo + 1;
+  gm_status_t st = GM_OK;
+  int fits = 0;
+  for (int tries = 0; tries < 9 && st == GM_OK && !fits; tries++) {
+    gr_config_t c = at_capacity(base, fixed_total, hi * MiB2);
+    st = run_one(&c, lt, spec, r, err);
+    fits = st == GM_OK && !r->ooms;
+    if (!fits) {
+      lo = hi;
+      hi *= 2;
+    }
   }
-  uint64_t hi = (r->peak_reserved_plus_external_bytes + MiB2 - 1) / MiB2 + 1; /* in 2 MiB units */
-  uint64_t lo = floor / MiB2;                                                /* does not fit */
-  if (lo >= hi) lo = 0;
-  /* hi fits by the unlimited run, unless a fraction of a smaller device changes the policy:
-   * make sure (doubling) before bisecting. */
-  for (int tries = 0; tries < 8; tries++) {
-    c = at_capacity(base, fixed_total, hi * MiB2);
-    if ((st = run_one(&c, lt, spec, r, err)) != GM_OK) break;
-    if (!r->ooms) break;
-    lo = hi;
-    hi *= 2;
-  }
-  if (st == GM_OK && r->ooms) {
-    free(r);
-    return GM_OK;
-  }
-  while (st == GM_OK && hi - lo > 1) {
+  while (st == GM_OK && fits && hi - lo > 1) {
     uint64_t mid = lo + (hi - lo) / 2;
-    c = at_capacity(base, fixed_total, mid * MiB2);
+    gr_config_t c = at_capacity(base, fixed_total, mid * MiB2);
     if ((st = run_one(&c, lt, spec, r, err)) != GM_OK) break;
     if (r->ooms) lo = mid;
     else hi = mid;
   }
   free(r);
-  if (st == GM_OK) *out = hi * MiB2;
+  if (st == GM_OK && fits) *out = hi * MiB2;
   return st;
 }
 
@@ -199,6 +192,14 @@ static gm_status_t smallest_capacity(const gr_config_t *base, const gr_loaded_t 
 static int same_family(const char *spec, const char *name) {
   size_t l = strlen(name);
   return strncmp(spec, name, l) == 0 && (spec[l] == '\0' || spec[l] == ':');
+}
+
+/* Settings that are never the advice, as in gpureplay --tune and gpuanalyze recommend: XLA's
+ * platform allocator (a driver call per buffer: the floor, like `direct`) and the driver's
+ * stream-ordered pool (a wide range on the simulator). */
+static int advisable(const char *spec) {
+  return !strstr(spec, "ALLOCATOR=platform") && !strstr(spec, "cuda_async") && !strstr(spec, "cuda_malloc_async") &&
+         strncmp(spec, "async", 5) != 0;
 }
 
 /* Keys a spec sets ("pytorch" 0, "pytorch:a:1,b:2" 2): the size of the change. */
@@ -221,15 +222,15 @@ static int smaller_change(const char *a, uint64_t pa, const char *b, uint64_t pb
 }
 
 /* A setting of the same framework that fits within cfg's capacity, the smallest change first
- * (fewest keys, then least peak reserved): on the grid, else (PyTorch) among
- * the points the tuner's search replayed within the capacity. */
+ * (fewest keys, then least peak reserved): on the grid, else among the points
+ * the tuner's search replayed within the capacity. */
 static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, const char *name, unsigned fw,
                                 gr_oom_t *o, gm_err_t *err) {
   const char *const *grid = gr_sweep_grid_for(fw);
   const char *specs[64];
   int n = 0;
   for (int i = 0; grid[i] && n < 64; i++)
-    if (same_family(grid[i], name) && strcmp(grid[i], o->policy) != 0) specs[n++] = grid[i];
+    if (same_family(grid[i], name) && strcmp(grid[i], o->policy) != 0 && advisable(grid[i])) specs[n++] = grid[i];
   o->grid_tried = n;
   rp_result_t *res[64];
   rp_result_t *block = n ? calloc((size_t)n, sizeof *block) : NULL;
@@ -250,8 +251,9 @@ static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, c
     o->fix_from = "the sweep grid";
   }
   free(block);
-  if (st != GM_OK || o->fix_found || strcmp(name, "pytorch") != 0) return st;
-  /* Nothing on the grid: the tuner searches PyTorch's whole setting space within the device. */
+  if (st != GM_OK || o->fix_found) return st;
+  /* Nothing on the grid: the tuner searches the framework's setting space within the device
+   * (PyTorch: coordinate descent; JAX, TensorFlow, CuPy: bisection on their fractions). */
   gr_tune_t t;
   memset(&t, 0, sizeof t);
   gr_tune_opts_t to = {GR_TUNE_SEARCH, 0.01, 0};
@@ -259,7 +261,7 @@ static gm_status_t find_setting(const gr_config_t *cfg, const gr_loaded_t *lt, c
   st = gr_tune_run(&c, lt, &to, &t, err);
   int pick = -1;
   for (int i = 0; st == GM_OK && i < t.n; i++)
-    if (t.pts[i].ok && (pick < 0 || smaller_change(t.pts[i].spec, t.pts[i].peak_reserved, t.pts[pick].spec,
+    if (t.pts[i].ok && same_family(t.pts[i].spec, name) && advisable(t.pts[i].spec) && (pick < 0 || smaller_change(t.pts[i].spec, t.pts[i].peak_reserved, t.pts[pick].spec,
                                                    t.pts[pick].peak_reserved)))
       pick = i;
   if (pick >= 0) {
@@ -341,7 +343,7 @@ gm_status_t gr_oom_explain(const gr_config_t *cfg_in, const char *path, const ch
     if (st == GM_OK && !o->live_exceeds && o->cause != RP_OOM_OVERSIZE)
       st = find_setting(&cfg, &lt, name, fw, o, err);
     if (st == GM_OK && o->cause != RP_OOM_OVERSIZE)
-      st = smallest_capacity(&cfg, &lt, o->policy, fixed_total, o->capacity, &o->fits_capacity, err);
+      st = smallest_capacity(&cfg, &lt, o->policy, fixed_total, o->capacity, o->needs_bytes, &o->fits_capacity, err);
   }
   free(r);
   gr_loaded_free(&lt);

@@ -167,6 +167,12 @@ static gm_status_t pol_check(const rp_policy_t *p, gm_err_t *err) {
 
 static const char *pol_spec(const rp_policy_t *p) { return ((const bfc_policy_t *)p)->spec; }
 
+static int pol_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *o) {
+  (void)stream;
+  rp_bfc_oom_report(((const bfc_policy_t *)p)->core, size, o);
+  return 1;
+}
+
 const rp_policy_ops_t rp_bfc_ops = {
     .name = "bfc",
     .description = "TensorFlow's best-fit-with-coalescing allocator in model words (bfc[:growth|:prealloc=FRACTION])",
@@ -179,6 +185,7 @@ const rp_policy_ops_t rp_bfc_ops = {
     .stats = pol_stats,
     .check = pol_check,
     .spec = pol_spec,
+    .oom_report = pol_oom_report,
 };
 
 const rp_policy_ops_t rp_prealloc_ops = {
@@ -193,4 +200,5 @@ const rp_policy_ops_t rp_prealloc_ops = {
     .stats = pol_stats,
     .check = pol_check,
     .spec = pol_spec,
+    .oom_report = pol_oom_report,
 };

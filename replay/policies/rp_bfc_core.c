@@ -455,6 +455,28 @@ void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
   out->cached_bytes = b->pool_bytes - b->st.allocated_bytes;
 }
 
+/* After a failed request: every free chunk (BFC has no streams and no size classes; a free
+ * chunk at least the rounded size would have been taken, so what is left is too small), and
+ * the memory limit, which a request fails against when the pool cannot be extended under it. */
+void rp_bfc_oom_report(const rp_bfc_t *b, uint64_t size, rp_oom_report_t *o) {
+  uint64_t rs = size > RP_REQUEST_MAX ? size : rounded_bytes(size);
+  o->rounded_size = rs;
+  o->allocated_bytes = b->st.allocated_bytes;
+  for (const region_t *r = b->regions; r; r = r->next)
+    for (const chunk_t *c = r->first; c; c = c->next) {
+      if (c->in_use) continue;
+      o->free_bytes += c->size;
+      o->free_blocks++;
+      if (c->size > o->largest_free) o->largest_free = c->size;
+      if (c->size < rs) {
+        o->too_small_bytes += c->size;
+        if (c->size > o->largest_too_small) o->largest_too_small = c->size;
+      }
+    }
+  o->limit_bytes = b->opts.memory_limit;
+  o->at_limit = b->pool_bytes + rs > b->opts.memory_limit;
+}
+
 uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b) { return b->pool_bytes; }
 uint64_t rp_bfc_next_region_bytes(const rp_bfc_t *b) { return b->curr_region_bytes; }
 int rp_bfc_region_count(const rp_bfc_t *b) { return b->nregions; }

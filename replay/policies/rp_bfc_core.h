@@ -56,6 +56,8 @@ gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err);
 gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err);
 void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out);
 gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err);
+/* The policy's account of its free chunks after a failed request (rp_oom_report_t). */
+void rp_bfc_oom_report(const rp_bfc_t *b, uint64_t size, rp_oom_report_t *o);
 /* Bytes taken from the driver (stats_.pool_bytes) and the next region size
  * (curr_region_allocation_bytes_), for tests. */
 uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b);

@@ -110,10 +110,10 @@ typedef struct rp_policy_ops {
   gm_status_t (*check)(const rp_policy_t *p, gm_err_t *err);
   /* The canonical spec this instance runs ("pytorch:max_split_size_mb:128"), for results. */
   const char *(*spec)(const rp_policy_t *p);
-  /* Optional (NULL: the engine reports reserved and allocated only): called right after alloc
-   * returned GM_ERR_NOMEM for (size, stream), before anything else happens; fills *out
-   * (zeroed by the caller). Reads the policy's state, changes nothing. */
-  void (*oom_report)(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out);
+  /* Optional (NULL, or 0 returned: the engine reports reserved and allocated only): called
+   * right after alloc returned GM_ERR_NOMEM for (size, stream), before anything else happens;
+   * fills *out (zeroed by the caller) and returns 1. Reads the policy's state, changes nothing. */
+  int (*oom_report)(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out);
 } rp_policy_ops_t;
 
 /* Registry (replay/policies/rp_registry.c). */

@@ -68,3 +68,9 @@ gm_status_t rp_wrap_check(const rp_policy_t *p, gm_err_t *err) {
 }
 
 const char *rp_wrap_spec(const rp_policy_t *p) { return ((const rp_wrap_t *)p)->spec; }
+
+/* The inner policy's account of an OOM, where it has one (bfc, prealloc: yes; direct, async: no). */
+int rp_wrap_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out) {
+  const rp_wrap_t *w = (const rp_wrap_t *)p;
+  return w->ops->oom_report ? w->ops->oom_report(w->inner, size, stream, out) : 0;
+}

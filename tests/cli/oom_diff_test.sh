@@ -4,11 +4,12 @@
 # H200 in requests mode). Exit codes, stdout and stderr are compared; every figure oom gives is
 # checked against gpureplay run on its own (the failing event, the capacity that fits, the
 # setting that fits), and diff's peaks against gpuanalyze info.
-# Usage: oom_diff_test.sh GPUANALYZE GPUREPLAY GPUREC TRAINCKPT DDP0 DDP1 VALID_FILE... (empty.zst among them)
+# Usage: oom_diff_test.sh GPUANALYZE GPUREPLAY GPUREC TRAINCKPT DDP0 DDP1 JAXTRACE VALID_FILE...
+#        (traces/valid/empty.zst among the VALID_FILEs)
 set -u
 GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); CKPT=$(realpath "$4"); D0=$(realpath "$5")
-D1=$(realpath "$6")
-shift 6
+D1=$(realpath "$6"); JAX=$(realpath "$7")
+shift 7
 EMPTY=
 for v in "$@"; do case "$v" in */empty.zst) EMPTY=$(realpath "$v");; esac; done
 [ -n "$EMPTY" ] || { echo "FAIL: traces/valid/empty.zst not given" >&2; exit 1; }
@@ -67,6 +68,19 @@ spec=$(json c800.out "d['fix']['setting']")
 # The live bytes alone exceed the device: no setting helps, by how much.
 run c500 0 "$GA" oom "$CKPT" --capacity=500MiB
 has c500.out "no setting helps: the live bytes alone exceed the device by 196.94 MiB (needs at least 696.94 MiB, has 500.00 MiB)"
+
+# JAX (the BFC inside XLA's arena): the default's own limit (75% of the device) is what fails,
+# and the setting oom names (the tuner's bisection on the memory fraction) replays without one.
+run jax 0 "$GA" oom "$JAX" --capacity=1500MiB --json
+[ "$(json jax.out "d['policy']")" = jax ] || fail "jax policy: $(cat jax.out)"
+[ "$(json jax.out "d['free']['at_limit'] and d['free']['limit_bytes'] < 1500 * 1048576")" = True ] ||
+  fail "jax: want the failure against the arena's limit: $(cat jax.out)"
+jspec=$(json jax.out "d['fix']['setting']")
+case "$jspec" in jax:XLA_PYTHON_CLIENT_MEM_FRACTION=*) ;; *) fail "jax setting: $jspec";; esac
+"$RP" "$JAX" --policy="$jspec" --capacity=1500MiB --json >jfix.json 2>/dev/null || fail "gpureplay $jspec"
+[ "$(json jfix.json "d['ooms']")" = 0 ] || fail "the setting '$jspec' has OOMs within 1500 MiB"
+"$RP" "$JAX" --policy=jax --capacity=1500MiB --json >jdef.json 2>/dev/null
+[ "$(json jdef.json "d['ooms']")" = "$(json jax.out "d['ooms']")" ] || fail "jax OOM count differs from gpureplay's"
 
 # Bad input: a trace without allocations; usage errors; a pickle.
 run emptyt 0 "$GA" oom "$EMPTY"

@@ -128,7 +128,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
 int pt_expand_release_segment(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
 
 /* pt_oom.c */
-void pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *o);
+int pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *o);
 
 /* pt_check.c */
 gm_status_t pt_check(const rp_policy_t *p, gm_err_t *err);

@@ -29,7 +29,7 @@ static void classify(const rp_policy_t *p, const pt_block_t *b, uint64_t rs, uin
     o->not_splittable_bytes += b->size;
 }
 
-void pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *o) {
+int pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *o) {
   uint64_t rs = size > RP_REQUEST_MAX ? size : rp_pytorch_round_size(&p->conf, size);
   int small = rs <= PT_SMALL_SIZE;
   o->rounded_size = rs;
@@ -47,4 +47,5 @@ void pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_
   if (p->conf.expandable_segments)
     snprintf(o->note, sizeof o->note, "expandable segments: a segment grows by mapping pages; "
              "free pages are unmapped on OOM, so what stays free is inside mapped pages");
+  return 1;
 }
