@@ -157,41 +157,6 @@ static gm_status_t no_free_async(void *ctx, uint64_t addr, uint64_t stream) {
 }
 static gm_status_t no_pool_trim(void *ctx, uint64_t keep) { return GM_ERR_UNSUPPORTED; }
 
-int gr_policy_from_env(const char *spec, char *out, size_t n) {
-  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    size_t l = strlen(vars[i]);
-    if (strncmp(spec, vars[i], l) != 0) continue;
-    const char *conf = spec + l;
-    /* A value pasted with its shell quotes. */
-    size_t cl = strlen(conf);
-    if (cl >= 2 && (conf[0] == '\'' || conf[0] == '"') && conf[cl - 1] == conf[0]) {
-      conf++;
-      cl -= 2;
-    }
-    int w;
-    if (strstr(conf, "backend:cudaMallocAsync")) w = snprintf(out, n, "async");
-    else if (cl == 0) w = snprintf(out, n, "pytorch");
-    else w = snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
-    return w >= 0 && (size_t)w < n ? 0 : -1;
-  }
-  /* JAX's and TensorFlow's variables (and TF's GPUOptions fields) are their policies' own
-   * words: the whole line is the conf, "A=1 B=2" as a shell exports it. */
-  static const struct {
-    const char *prefix, *policy;
-  } words[] = {
-      {"XLA_PYTHON_CLIENT_", "jax"},  {"XLA_CLIENT_MEM_FRACTION=", "jax"},
-      {"TF_", "tf"},                  {"per_process_gpu_memory_fraction=", "tf"},
-      {"memory_limit=", "tf"},
-  };
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strncmp(spec, words[i].prefix, strlen(words[i].prefix)) == 0) {
-      int w = snprintf(out, n, "%s:%s", words[i].policy, spec);
-      return w >= 0 && (size_t)w < n ? 0 : -1;
-    }
-  int w = snprintf(out, n, "%s", spec);
-  return w >= 0 && (size_t)w < n ? 0 : -1; /* never a spec cut short: a cut token reads as another */
-}
 
 /* Create the policy once against a simulator: a bad key is reported before any replay. */
 static gm_status_t validate(const char *spec, uint64_t total, int cuda, gm_err_t *err) {
