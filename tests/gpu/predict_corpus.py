@@ -238,12 +238,15 @@ def main():
     ap.add_argument("--budget", type=float, default=480)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--jobs", default=",".join(JOBS))
+    ap.add_argument("--device-memory", type=int, default=0, help="bytes (default: torch's figure for GPU 0)")
     ap.add_argument("--checked-in", default=os.path.join(HERE, "..", "..", "traces", "predicted"),
                     help="where gpt_batch's recordings are")
     a = ap.parse_args()
     c = Corpus(a)
-    import torch  # only for the device's memory
-    total = torch.cuda.get_device_properties(0).total_memory
+    total = a.device_memory
+    if not total:
+        import torch  # only for the device's memory
+        total = torch.cuda.get_device_properties(0).total_memory
     c.mem = Memory(int(0.92 * total))
     jobs = a.jobs.split(",")
     for job in jobs:
