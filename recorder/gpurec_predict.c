@@ -121,7 +121,7 @@ int gpurec_predict(int argc, char **argv) {
        offsetof(predict_config_t, min_confidence)},
       {"fit", 0, GM_OPT_STR, "SIZE|recorded", "instead of --at: the largest value that fits a device of SIZE, per setting",
        offsetof(predict_config_t, fit)},
-      {"policy", 'p', GM_OPT_LIST, "SPEC", "--fit: a setting to answer for (repeatable; default: the framework's grid)",
+      {"policy", 'p', GM_OPT_LIST, "SPEC", "--fit: a setting to answer for (default: the framework's grid)",
        offsetof(predict_config_t, policy)},
       {"other", 0, GM_OPT_STR, "SIZE", "--fit: memory on the device outside the framework (default 1GiB)",
        offsetof(predict_config_t, other)},
