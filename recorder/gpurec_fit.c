@@ -16,7 +16,6 @@
  * grows with the value), so it may answer below the true largest, never above it under the
  * margin. A value where the prediction refuses (low confidence) ends the setting's search
  * with that refusal: the answer is then a lower bound, and gpurec exits 3. */
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,62 +298,74 @@ static const char *state_name(ans_state_t st) {
   return names[st];
 }
 
-static gm_status_t print_json(const search_t *s, const answer_t *ans, uint64_t device, gm_err_t *err) {
-  const fit_cfg_t *c = s->cfg;
-  json_t *o = json_object(), *ins = json_array(), *sets = json_array(), *pts = json_array();
-  if (!o || !ins || !sets || !pts) {
-    json_decref(o);
-    json_decref(ins);
-    json_decref(sets);
-    json_decref(pts);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+/* A JSON string (RFC 8259 escapes; bytes >= 0x80 pass as they are: the inputs are UTF-8). */
+static void jstr(const char *s) {
+  putchar('"');
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') printf("\\%c", *c);
+    else if (*c == '\n') fputs("\\n", stdout);
+    else if (*c < 0x20) printf("\\u%04x", *c);
+    else putchar(*c);
   }
-  json_object_set_new(o, "name", json_string(c->name));
-  json_object_set_new(o, "device_bytes", json_integer((json_int_t)device));
-  json_object_set_new(o, "other_bytes", json_integer((json_int_t)c->other));
-  json_object_set_new(o, "margin", json_real(c->margin));
-  json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)s->capacity));
-  json_object_set_new(o, "step", json_real(c->step));
-  for (size_t j = 0; j < s->n_in; j++)
-    json_array_append_new(ins, json_pack("{s:s,s:f}", "path", s->in[j].path, "value", s->in[j].value));
-  json_object_set_new(o, "inputs", ins);
+  putchar('"');
+}
+
+/* One object: the inputs, the answer per setting, the curve (every point, every setting). */
+static void print_json(const search_t *s, const answer_t *ans, uint64_t device) {
+  const fit_cfg_t *c = s->cfg;
+  printf("{\"name\": ");
+  jstr(c->name);
+  printf(", \"device_bytes\": %llu, \"other_bytes\": %llu, \"margin\": %.6g, \"capacity_bytes\": %llu, \"step\": %.15g,\n",
+         (unsigned long long)device, (unsigned long long)c->other, c->margin, (unsigned long long)s->capacity, c->step);
+  printf(" \"inputs\": [");
+  for (size_t j = 0; j < s->n_in; j++) {
+    printf("%s{\"path\": ", j ? ", " : "");
+    jstr(s->in[j].path);
+    printf(", \"value\": %.15g}", s->in[j].value);
+  }
+  printf("],\n \"settings\": [\n");
   for (int i = 0; i < c->n_policies; i++) {
     const answer_t *a = &ans[i];
     const point_t *lo = a->lo ? find_point(s, a->lo) : NULL;
-    json_t *e = json_pack("{s:s,s:s}", "policy", c->policies[i], "state", state_name(a->state));
-    json_object_set_new(e, "largest", lo ? json_real(value_of(s, a->lo)) : json_null());
-    json_object_set_new(e, "peak_reserved_at_largest", lo ? json_integer((json_int_t)lo->peak[i]) : json_null());
-    json_object_set_new(e, "first_not_fitting", a->hi ? json_real(value_of(s, a->hi)) : json_null());
+    printf("  {\"policy\": ");
+    jstr(c->policies[i]);
+    printf(", \"state\": \"%s\", \"largest\": ", state_name(a->state));
+    if (lo) printf("%.15g, \"peak_reserved_at_largest\": %llu", value_of(s, a->lo), (unsigned long long)lo->peak[i]);
+    else printf("null, \"peak_reserved_at_largest\": null");
+    if (a->hi) printf(", \"first_not_fitting\": %.15g", value_of(s, a->hi));
+    else printf(", \"first_not_fitting\": null");
     if (a->state == ANS_REFUSED) {
-      json_object_set_new(e, "refused_at", json_real(value_of(s, s->pts[a->refused_at].k)));
-      json_object_set_new(e, "reason", json_string(s->pts[a->refused_at].reason));
-      json_object_set_new(e, "advice", json_string(s->pts[a->refused_at].advice));
+      const point_t *r = &s->pts[a->refused_at];
+      printf(", \"refused_at\": %.15g, \"reason\": ", value_of(s, r->k));
+      jstr(r->reason);
+      printf(", \"advice\": ");
+      jstr(r->advice);
     }
-    json_array_append_new(sets, e);
+    printf("}%s\n", i + 1 < c->n_policies ? "," : "");
   }
-  json_object_set_new(o, "settings", sets);
+  printf(" ],\n \"points\": [\n");
   for (int j = 0; j < s->n_pts; j++) {
     const point_t *p = &s->pts[j];
-    json_t *e = json_pack("{s:f,s:s,s:f}", "value", value_of(s, p->k), "source",
-                          p->recorded ? "recorded" : p->refused ? "refused" : "predicted", "confidence", p->confidence);
+    printf("  {\"value\": %.15g, \"source\": \"%s\", \"confidence\": %.4f", value_of(s, p->k),
+           p->recorded ? "recorded" : p->refused ? "refused" : "predicted", p->confidence);
     if (!p->refused) {
-      json_t *pk = json_object(), *ft = json_object();
+      printf(", \"peak_reserved_bytes\": {");
       for (int i = 0; i < c->n_policies; i++) {
-        json_object_set_new(pk, c->policies[i], json_integer((json_int_t)p->peak[i]));
-        json_object_set_new(ft, c->policies[i], json_boolean(p->fits[i]));
+        printf("%s", i ? ", " : "");
+        jstr(c->policies[i]);
+        printf(": %llu", (unsigned long long)p->peak[i]);
       }
-      json_object_set_new(e, "peak_reserved_bytes", pk);
-      json_object_set_new(e, "fits", ft);
+      printf("}, \"fits\": {");
+      for (int i = 0; i < c->n_policies; i++) {
+        printf("%s", i ? ", " : "");
+        jstr(c->policies[i]);
+        printf(": %s", p->fits[i] ? "true" : "false");
+      }
+      printf("}");
     }
-    json_array_append_new(pts, e);
+    printf("}%s\n", j + 1 < s->n_pts ? "," : "");
   }
-  json_object_set_new(o, "points", pts);
-  char *text = json_dumps(o, JSON_INDENT(1));
-  json_decref(o);
-  if (!text) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  printf("%s\n", text);
-  free(text);
-  return GM_OK;
+  printf(" ]}\n");
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
@@ -444,7 +455,7 @@ int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
           break;
         }
   if (strcmp(c->format, "csv") == 0) print_csv(&s, ans);
-  else if (strcmp(c->format, "json") == 0) st = print_json(&s, ans, device, &err);
+  else if (strcmp(c->format, "json") == 0) print_json(&s, ans, device);
   else print_text(&s, ans, device, (uint64_t)k0);
   int refused = 0;
   for (int i = 0; i < c->n_policies; i++) refused |= ans[i].state == ANS_REFUSED;

@@ -110,8 +110,14 @@ L10=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 
   awk -F, '$7 == "largest" {print $2}')
 [[ -n $L10 && $L10 -lt $L ]] && ok "--fit: --margin=0.1 answers $L10 < $L" || bad "--fit margin: '$L10' vs '$L'"
 js=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 --margin=0 -p pytorch --format=json)
-[[ $js == *"\"largest\": $L.0"* && $js == *'"capacity_bytes": 209715200'* && $js == *'"source": "recorded"'* ]] \
+[[ $js == *"\"largest\": $L,"* && $js == *'"capacity_bytes": 209715200,'* && $js == *'"source": "recorded"'* ]] \
   && ok "--fit --format=json: answer, capacity, points" || bad "--fit json: $js"
+# JSON that a parser takes, with a refusal's reason and a spec that needs escaping
+js=$("$GPUREC" predict -q quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
+echo "$js" | python3 -c 'import json, sys; o = json.load(sys.stdin); s = o["settings"][0]
+assert s["state"] == "refused" and s["largest"] == 16 and s["refused_at"] == 32 and "affine" in s["reason"], s
+assert [p["source"] for p in o["points"]] == ["recorded", "recorded", "refused"], o["points"]' \
+  && ok "--fit --format=json parses (a refusal)" || bad "--fit json refusal: $js"
 # quadratic sizes from two recordings: refused at the first value past them; the answer is a lower bound
 out=$("$GPUREC" predict quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
 [[ $rc == 3 && $out == *"      >= 16      66.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
