@@ -94,7 +94,8 @@ static const char k_desc[] =
     "CUPTI into a gpumem trace. The program runs unmodified; gpurec exits with its status.\n"
     "'gpurec import' converts a PyTorch memory snapshot (.pickle) or a trace in CSV text form\n"
     "('gpurec import --help'). 'gpurec predict' writes the trace of the job at a value it never ran\n"
-    "at, from recordings at two or more others ('gpurec predict --help').\n"
+    "at, from recordings at two or more others, or with --fit=SIZE finds the largest value that\n"
+    "fits a device, per allocator setting ('gpurec predict --help').\n"
     "The trace goes on to gpureplay and gpuanalyze.";
 
 static volatile sig_atomic_t g_child = 0;

@@ -1,5 +1,6 @@
 /* gpurec_predict.c: `gpurec predict A.zst@8 B.zst@16 --at=32 -o C.zst`: the trace of a run
- * nobody made (recorder/predict/pred.h). Inputs and the output's directory are checked before
+ * nobody made (recorder/predict/pred.h); with --fit=SIZE instead, the largest value that fits
+ * a device per setting (gpurec_fit.c). Inputs and the output's directory are checked before
  * anything is read; a refusal (the recordings cannot tell) says why and which recording to add,
  * and exits 3 so that scripts tell it from an error (1) and a usage mistake (2). */
 #include <stddef.h>
@@ -8,15 +9,24 @@
 #include <string.h>
 
 #include "base/gm_base.h"
+#include "recorder/gpurec_fit.h"
 #include "recorder/gpurec_predict.h"
 #include "recorder/predict/pred.h"
+#include "replay/gpureplay.h"
 
 typedef struct predict_config {
   const char *output;
   const char *at;
   const char *min_confidence;
+  const char *fit, *margin, *step, *max, *format, *name, *other;
+  gm_strlist_t policy;
   int quiet, help;
 } predict_config_t;
+
+/* --fit's defaults (README "Predicting a run you have not made" says why). */
+#define FIT_DEFAULT_OTHER (1ull << 30) /* CUDA context and libraries outside the allocator */
+#define FIT_DEFAULT_MARGIN 0.005
+#define FIT_DEFAULT_MAX_FACTOR 64 /* --max: this many times the largest recording */
 
 static int predict_usage_error(const char *msg) {
   fprintf(stderr, "gpurec: error: %s\ntry 'gpurec predict --help'\n", msg);
@@ -38,7 +48,69 @@ static const char k_predict_desc[] =
     "It refuses (exit 3, nothing written) when the recordings cannot tell: when less than\n"
     "--min-confidence of the bytes at the predicted peak come from allocations matched in every\n"
     "recording with a consistent fit, or when the steps or streams differ; it says why and which\n"
-    "recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.";
+    "recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
+    "\n"
+    "With --fit=SIZE instead of --at and -o: the largest value that fits a device of SIZE, per\n"
+    "allocator setting (--policy, repeatable, in gpureplay's or the framework's words; default:\n"
+    "the framework's sweep grid), and the peak reserved against the value, the recordings\n"
+    "among the points (--format=text, csv or json). SIZE is the device's memory as the\n"
+    "framework sees it (torch.cuda.get_device_properties(0).total_memory: 79.18 GiB on an\n"
+    "'80 GB' H100), or 'recorded' for the recordings' own GPU. A setting fits at a value when\n"
+    "the replay of the prediction completes within (SIZE - --other) / (1 + --margin): never an\n"
+    "answer above what the prediction, with its margin, says fits. Values are searched from the\n"
+    "largest recording up, on multiples of --step; where the prediction refuses, the setting's\n"
+    "answer is a lower bound and gpurec exits 3.";
+
+/* A positive number option; 0 when absent. -1 when bad. */
+static int positive(const char *s, double *out) {
+  if (!s) return 0;
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (!*s || *end || !(v > 0) || v > 1e15) return -1;
+  *out = v;
+  return 0;
+}
+
+/* --fit and its options into fc; a usage error's exit code (2) or 0. */
+static int parse_fit(const predict_config_t *cfg, const pred_input_t *in, int n, fit_cfg_t *fc,
+                     char specs[][512], const char **spec_ptr, gm_err_t *err) {
+  if (strcmp(cfg->fit, "recorded") == 0) fc->device = 0;
+  else if (gm_parse_size(cfg->fit, &fc->device, err) < 0 || fc->device == 0)
+    return predict_usage_error("--fit: give the device's memory, e.g. --fit=79GiB, or --fit=recorded");
+  fc->other = FIT_DEFAULT_OTHER;
+  if (cfg->other && gm_parse_size(cfg->other, &fc->other, err) < 0)
+    return predict_usage_error("--other: give a size, e.g. 1GiB or 0");
+  fc->margin = FIT_DEFAULT_MARGIN;
+  if (cfg->margin && gm_parse_fraction(cfg->margin, &fc->margin, err) < 0)
+    return predict_usage_error("--margin: give a fraction in [0, 1], e.g. 0.01");
+  fc->step = 1;
+  if (positive(cfg->step, &fc->step) < 0) return predict_usage_error("--step: the value must be a positive number");
+  double vmax = 0;
+  for (int i = 0; i < n; i++) vmax = in[i].value > vmax ? in[i].value : vmax;
+  fc->max = FIT_DEFAULT_MAX_FACTOR * vmax;
+  if (positive(cfg->max, &fc->max) < 0) return predict_usage_error("--max: the value must be a positive number");
+  if (fc->max / fc->step > 1e9) return predict_usage_error("--max: more than 10^9 steps of --step to search");
+  fc->format = cfg->format ? cfg->format : "text";
+  if (strcmp(fc->format, "text") && strcmp(fc->format, "csv") && strcmp(fc->format, "json"))
+    return predict_usage_error("--format: text, csv or json");
+  fc->name = cfg->name ? cfg->name : "value";
+  fc->quiet = cfg->quiet;
+  fc->n_policies = 0;
+  if (cfg->policy.n > FIT_MAX_POLICIES) return predict_usage_error("--policy: at most 32 settings");
+  for (int i = 0; i < cfg->policy.n; i++) {
+    if (gr_policy_from_env(cfg->policy.v[i], specs[i], 512) < 0) return predict_usage_error("--policy: spec too long");
+    spec_ptr[fc->n_policies++] = specs[i];
+  }
+  if (!fc->n_policies) { /* the framework's grid, from the first recording's header */
+    unsigned fw = 0;
+    gm_err_t e2;
+    if (gr_trace_frameworks(in[0].path, &fw, &e2) < 0) fw = 0;
+    const char *const *g = gr_sweep_grid_for(gmt_framework_single(fw));
+    for (int i = 0; g[i] && fc->n_policies < FIT_MAX_POLICIES; i++) spec_ptr[fc->n_policies++] = g[i];
+  }
+  fc->policies = spec_ptr;
+  return 0;
+}
 
 int gpurec_predict(int argc, char **argv) {
   static const gm_opt_t opts[] = {
@@ -47,6 +119,21 @@ int gpurec_predict(int argc, char **argv) {
       {"min-confidence", 0, GM_OPT_STR, "FRACTION",
        "refuse below this share of certain bytes at the predicted peak (default 0.95; 0: never for want of confidence)",
        offsetof(predict_config_t, min_confidence)},
+      {"fit", 0, GM_OPT_STR, "SIZE|recorded", "instead of --at: the largest value that fits a device of SIZE, per setting",
+       offsetof(predict_config_t, fit)},
+      {"policy", 'p', GM_OPT_LIST, "SPEC", "--fit: a setting to answer for (default: the framework's grid)",
+       offsetof(predict_config_t, policy)},
+      {"other", 0, GM_OPT_STR, "SIZE", "--fit: memory on the device outside the framework (default 1GiB)",
+       offsetof(predict_config_t, other)},
+      {"margin", 0, GM_OPT_STR, "FRACTION", "--fit: margin for the prediction's error (default 0.005)",
+       offsetof(predict_config_t, margin)},
+      {"step", 0, GM_OPT_STR, "VALUE", "--fit: search multiples of this (default 1; e.g. 32 for image sizes)",
+       offsetof(predict_config_t, step)},
+      {"max", 0, GM_OPT_STR, "VALUE", "--fit: largest value to try (default 64 x the largest recording)",
+       offsetof(predict_config_t, max)},
+      {"format", 0, GM_OPT_STR, "FORMAT", "--fit: text (default), csv (the curve) or json (everything)",
+       offsetof(predict_config_t, format)},
+      {"name", 0, GM_OPT_STR, "WORD", "--fit: what the value is (default 'value'; e.g. batch)", offsetof(predict_config_t, name)},
       {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors and refusals on stderr", offsetof(predict_config_t, quiet)},
       {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(predict_config_t, help)},
       {NULL, 0, 0, NULL, NULL, 0}};
@@ -63,7 +150,10 @@ int gpurec_predict(int argc, char **argv) {
   }
   if (cfg.help) {
     free(pos);
-    gm_opts_help(stdout, "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst", k_predict_desc, opts);
+    gm_opts_help(stdout,
+                 "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst\n"
+                 "       gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --fit=SIZE [--policy=SPEC...]",
+                 k_predict_desc, opts);
     return 0;
   }
   int rc = 0;
@@ -72,11 +162,19 @@ int gpurec_predict(int argc, char **argv) {
   pred_opts_t po = {0, -1, NULL};
   if (npos < 2) rc = predict_usage_error("predict needs at least two recordings, each as TRACE.zst@VALUE");
   else if (npos > PRED_MAX_INPUTS) rc = predict_usage_error("predict takes at most 8 recordings");
-  else if (!cfg.at) rc = predict_usage_error("predict needs --at=VALUE, the value to predict the job at");
-  else if (!cfg.output) rc = predict_usage_error("predict needs -o PREDICTED.zst");
+  else if (cfg.fit && (cfg.at || cfg.output)) rc = predict_usage_error("--fit searches the value itself: give it without --at and -o");
+  else if (!cfg.fit && (cfg.policy.n || cfg.margin || cfg.step || cfg.max || cfg.format || cfg.name || cfg.other))
+    rc = predict_usage_error("--policy, --other, --margin, --step, --max, --format and --name go with --fit");
+  else if (!cfg.fit && !cfg.at) rc = predict_usage_error("predict needs --at=VALUE, the value to predict the job at (or --fit=SIZE)");
+  else if (!cfg.fit && !cfg.output) rc = predict_usage_error("predict needs -o PREDICTED.zst");
   for (int i = 0; !rc && i < npos; i++)
     if (pred_parse_input(pos[i], paths[i], sizeof paths[i], &in[i], &err) < 0) rc = predict_usage_error(err.msg);
-  if (!rc) {
+  fit_cfg_t fc;
+  memset(&fc, 0, sizeof fc);
+  char specs[FIT_MAX_POLICIES][512];
+  const char *spec_ptr[FIT_MAX_POLICIES];
+  if (!rc && cfg.fit) rc = parse_fit(&cfg, in, npos, &fc, specs, spec_ptr, &err);
+  if (!rc && !cfg.fit) {
     char *end = NULL;
     po.target = strtod(cfg.at, &end);
     if (!*cfg.at || *end || !(po.target > 0)) rc = predict_usage_error("--at: the value must be a positive number");
@@ -101,6 +199,10 @@ int gpurec_predict(int argc, char **argv) {
       fprintf(stderr, "gpurec: error: %s; predict takes gpumem traces\n", advice);
       return 1;
     }
+  }
+  if (cfg.fit) {
+    fc.min_confidence = po.min_confidence;
+    return gpurec_fit(&fc, in, (size_t)npos);
   }
   if (gm_output_check(cfg.output, &err) < 0) {
     fprintf(stderr, "gpurec: error: %s\n", err.msg);

@@ -81,6 +81,42 @@ const char *const *gr_sweep_grid_for(unsigned framework) {
   }
 }
 
+int gr_policy_from_env(const char *spec, char *out, size_t n) {
+  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    size_t l = strlen(vars[i]);
+    if (strncmp(spec, vars[i], l) != 0) continue;
+    const char *conf = spec + l;
+    /* A value pasted with its shell quotes. */
+    size_t cl = strlen(conf);
+    if (cl >= 2 && (conf[0] == '\'' || conf[0] == '"') && conf[cl - 1] == conf[0]) {
+      conf++;
+      cl -= 2;
+    }
+    int w;
+    if (strstr(conf, "backend:cudaMallocAsync")) w = snprintf(out, n, "async");
+    else if (cl == 0) w = snprintf(out, n, "pytorch");
+    else w = snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
+    return w >= 0 && (size_t)w < n ? 0 : -1;
+  }
+  /* JAX's and TensorFlow's variables (and TF's GPUOptions fields) are their policies' own
+   * words: the whole line is the conf, "A=1 B=2" as a shell exports it. */
+  static const struct {
+    const char *prefix, *policy;
+  } words[] = {
+      {"XLA_PYTHON_CLIENT_", "jax"},  {"XLA_CLIENT_MEM_FRACTION=", "jax"},
+      {"TF_", "tf"},                  {"per_process_gpu_memory_fraction=", "tf"},
+      {"memory_limit=", "tf"},
+  };
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strncmp(spec, words[i].prefix, strlen(words[i].prefix)) == 0) {
+      int w = snprintf(out, n, "%s:%s", words[i].policy, spec);
+      return w >= 0 && (size_t)w < n ? 0 : -1;
+    }
+  int w = snprintf(out, n, "%s", spec);
+  return w >= 0 && (size_t)w < n ? 0 : -1; /* never a spec cut short: a cut token reads as another */
+}
+
 gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   *n = 0;
@@ -361,15 +397,8 @@ static int scan_async_alloc(gmt_reader_t *r) {
   }
 }
 
-/* Read the header and what the index says; for a requests trace, whether it has async
- * allocations (which decides how its synchronous ones are read). */
-static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int vmm_buffers, gr_trace_info_t *info,
-                         gm_err_t *err) {
-  gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
-  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
-  const gmt_header_t *h = gmt_reader_header(r);
-  info->path = path;
+/* What the header says, into info (no events read). */
+static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   info->start_time_ns = h->start_time_ns;
   info->pid = h->pid;
   info->gpu_total_mem = h->gpu_total_mem;
@@ -383,20 +412,19 @@ static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int 
              pin ? pin : "?", pconf ? pconf : "?");
   const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
   if (mi) gm_parse_u64(mi, &info->gpu_mem_info_total, NULL);
-  const char *xla_alloc = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_ALLOCATOR");
-  int platform = xla_alloc && strcmp(xla_alloc, "platform") == 0 &&
-                 (!info->frameworks || (info->frameworks & GMT_FW_JAX));
   const char *free_at_oom = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");
   if (free_at_oom) gm_parse_u64(free_at_oom, &info->recorded_device_free, NULL);
-  info->events_in_index = 0;
-  uint64_t nc = gmt_reader_chunk_count(r);
-  for (uint64_t i = 0; i < nc; i++) {
-    uint64_t ts = 0, ev = 0;
-    if (gmt_reader_chunk_info(r, i, &ts, &ev, NULL) == GM_OK) info->events_in_index += ev;
-  }
-  if ((sync_allocs == GR_SYNC_AUTO && info->capture_mode == GMT_CAPTURE_REQUESTS) ||
-      (vmm_buffers == GR_VMM_AUTO && platform))
-    info->has_async_alloc = scan_async_alloc(r);
+}
+
+/* XLA's platform allocator (the header says so and no other framework's)? */
+static int platform_alloc(const gmt_header_t *h, const gr_trace_info_t *info) {
+  const char *xla_alloc = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_ALLOCATOR");
+  return xla_alloc && strcmp(xla_alloc, "platform") == 0 && (!info->frameworks || (info->frameworks & GMT_FW_JAX));
+}
+
+/* How the requests are read, once has_async_alloc is known (when it was needed). */
+static void decide_reading(const gmt_header_t *h, int sync_allocs, int vmm_buffers, int platform,
+                           gr_trace_info_t *info) {
   /* XLA's platform allocator maps every buffer through the VMM API: those maps are the
    * requests (when the trace has no stream-ordered ones), and its cuMemAllocs a library's. */
   info->vmm_requests = vmm_buffers == GR_VMM_REQUESTS ||
@@ -406,6 +434,29 @@ static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int 
                          (rp_sync_is_external(info->capture_mode, info->has_async_alloc) ||
                           info->vmm_requests));
   info->holds = gmt_trace_holds(h, info->vmm_requests, info->has_async_alloc);
+}
+
+/* Read the header and what the index says; for a requests trace, whether it has async
+ * allocations (which decides how its synchronous ones are read). */
+static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int vmm_buffers, gr_trace_info_t *info,
+                         gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  const gmt_header_t *h = gmt_reader_header(r);
+  info->path = path;
+  info_from_header(h, info);
+  int platform = platform_alloc(h, info);
+  info->events_in_index = 0;
+  uint64_t nc = gmt_reader_chunk_count(r);
+  for (uint64_t i = 0; i < nc; i++) {
+    uint64_t ts = 0, ev = 0;
+    if (gmt_reader_chunk_info(r, i, &ts, &ev, NULL) == GM_OK) info->events_in_index += ev;
+  }
+  if ((sync_allocs == GR_SYNC_AUTO && info->capture_mode == GMT_CAPTURE_REQUESTS) ||
+      (vmm_buffers == GR_VMM_AUTO && platform))
+    info->has_async_alloc = scan_async_alloc(r);
+  decide_reading(h, sync_allocs, vmm_buffers, platform, info);
   gmt_reader_close(r);
   return GM_OK;
 }
@@ -673,6 +724,32 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
   lt->total_memory = total_memory;
   return preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+}
+
+gm_status_t gr_loaded_from_events(const gr_config_t *cfg, const char *name, const gmt_header_t *h,
+                                  const gmt_event_t *evs, size_t n, gr_loaded_t *lt, gm_err_t *err) {
+  memset(lt, 0, sizeof *lt);
+  gr_trace_info_t *info = &lt->info;
+  info->path = name;
+  info_from_header(h, info);
+  info->events_in_index = n;
+  int platform = platform_alloc(h, info);
+  for (size_t i = 0; i < n && !info->has_async_alloc; i++) /* as scan_async_alloc */
+    info->has_async_alloc = evs[i].kind == GMT_EV_ALLOC && (evs[i].flags & GMT_F_ASYNC) &&
+                            (evs[i].mem_kind == GMT_MEM_DEVICE || evs[i].mem_kind == GMT_MEM_UNKNOWN);
+  decide_reading(h, cfg->sync_allocs, cfg->vmm_buffers, platform, info);
+  uint64_t total_memory = cfg->device_memory ? cfg->device_memory
+                          : cfg->capacity    ? cfg->capacity
+                          : info->gpu_mem_info_total ? info->gpu_mem_info_total
+                                                     : info->gpu_total_mem;
+  info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
+  info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
+  lt->total_memory = total_memory;
+  lt->evs = malloc((n ? n : 1) * sizeof *lt->evs);
+  if (!lt->evs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for %zu events", n);
+  memcpy(lt->evs, evs, n * sizeof *evs);
+  lt->n_evs = n;
+  return GM_OK;
 }
 
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,

@@ -387,78 +387,193 @@ static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h,
   return gmt_writer_close(wr, err);
 }
 
-gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *o, const char *out_path, pred_result_t *res,
-                     gm_err_t *err) {
+/* ---- the model: recordings loaded, checked and aligned once; predicted at any target --------- */
+
+struct pred_model {
+  work_t w;
+  pred_input_t in[PRED_MAX_INPUTS];
+  size_t n;
+  uint64_t granule;
+  size_t aligned_ref;     /* the reference match[] was computed for; SIZE_MAX: none */
+  uint64_t dropped_other; /* of that alignment */
+  size_t ref;             /* of the last pred_model_at */
+  double target;
+  int have_sizes;         /* pred_model_at succeeded and did not refuse */
+};
+
+void pred_model_close(pred_model_t *m) {
+  if (!m) return;
+  work_free(&m->w);
+  free(m);
+}
+
+gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **out, pred_result_t *res, gm_err_t *err) {
+  *out = NULL;
   memset(res, 0, sizeof *res);
   if (n < 2) return gm_err_set(err, GM_ERR_INVAL, "a prediction needs at least two recordings of the job at different values");
   if (n > PRED_MAX_INPUTS) return gm_err_set(err, GM_ERR_INVAL, "at most %d recordings", PRED_MAX_INPUTS);
-  if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
   for (size_t j = 0; j < n; j++)
     for (size_t k = j + 1; k < n; k++)
       if (in[j].value == in[k].value)
         return gm_err_set(err, GM_ERR_INVAL, "'%s' and '%s' are both at %.15g: the recordings must be at different values",
                           in[j].path, in[k].path, in[j].value);
-  double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
-  work_t w;
-  memset(&w, 0, sizeof w);
-  w.strs = pred_strings_new();
-  if (!w.strs) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  gm_status_t s = GM_OK;
-  for (size_t j = 0; j < n && s == GM_OK; j++) {
-    s = pred_rec_load(&w.rec[j], in[j].path, in[j].value, w.strs, err);
-    w.n = j + 1;
-    if (s < 0) gm_err_wrap(err, "cannot read '%s'", in[j].path);
+  pred_model_t *m = calloc(1, sizeof *m);
+  if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  memcpy(m->in, in, n * sizeof *in);
+  m->n = n;
+  m->aligned_ref = SIZE_MAX;
+  work_t *w = &m->w;
+  w->strs = pred_strings_new();
+  if (!w->strs) {
+    free(m);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
-  if (s == GM_OK) s = pred_check_same_job(w.rec, n, err);
+  gm_status_t s = pred_load_all(w->rec, in, n, w->strs, err);
+  w->n = n;
+  if (s == GM_OK) s = pred_check_same_job(w->rec, n, err);
+  if (s == GM_OK && pred_check_structure(w->rec, n, w->strs, res->reason, sizeof res->reason)) {
+    res->refused = 1;
+    snprintf(res->advice, sizeof res->advice,
+             "record every input the same way (the same steps, the same script), so that only the value differs");
+  }
+  uint64_t g = 0;
+  for (size_t j = 0; j < n && s == GM_OK; j++) g = gcd64(g, w->rec[j].all_sizes_gcd);
+  m->granule = res->granule = g && g % 512 == 0 ? 512 : 1;
+  if (s < 0) {
+    pred_model_close(m);
+    return s;
+  }
+  *out = m;
+  return GM_OK;
+}
+
+/* Align every other recording to the reference (kept while the reference stays). */
+static gm_status_t align_to(pred_model_t *m, size_t ref, gm_err_t *err) {
+  work_t *w = &m->w;
+  if (m->aligned_ref == ref) return GM_OK;
+  for (size_t j = 0; j < w->n; j++) {
+    free(w->match[j]);
+    w->match[j] = NULL;
+  }
+  m->aligned_ref = SIZE_MAX;
+  m->dropped_other = 0;
+  for (size_t j = 0; j < w->n; j++) {
+    if (j == ref) continue;
+    w->match[j] = malloc((w->rec[ref].n_alloc ? w->rec[ref].n_alloc : 1) * sizeof *w->match[j]);
+    if (!w->match[j]) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    uint64_t unaligned = 0;
+    gm_status_t s = pred_align(&w->rec[ref], &w->rec[j], w->match[j], DEFAULT_MAX_D, &unaligned, err);
+    if (s < 0) return s;
+    uint64_t paired = 0;
+    for (size_t i = 0; i < w->rec[ref].n_alloc; i++) paired += w->match[j][i] >= 0;
+    m->dropped_other += w->rec[j].n_alloc - paired;
+  }
+  m->aligned_ref = ref;
+  return GM_OK;
+}
+
+gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *res, gm_err_t *err) {
+  memset(res, 0, sizeof *res);
+  m->have_sizes = 0;
+  if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
+  double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
+  work_t *w = &m->w;
+  const pred_input_t *in = m->in;
+  size_t n = m->n;
   /* the reference: nearest the target, the larger on a tie */
   size_t ref = 0;
   for (size_t j = 1; j < n; j++) {
     double dj = fabs(in[j].value - o->target), dr = fabs(in[ref].value - o->target);
     if (dj < dr || (dj == dr && in[j].value > in[ref].value)) ref = j;
   }
-  res->reference = ref;
-  if (s == GM_OK && pred_check_structure(w.rec, n, w.strs, res->reason, sizeof res->reason)) {
+  res->reference = m->ref = ref;
+  res->granule = m->granule;
+  m->target = o->target;
+  if (pred_check_structure(w->rec, n, w->strs, res->reason, sizeof res->reason)) {
     res->refused = 1;
     snprintf(res->advice, sizeof res->advice,
              "record every input the same way (the same steps, the same script), so that only the value differs");
-    work_free(&w);
     return GM_OK;
   }
-  uint64_t g = 0;
-  for (size_t j = 0; j < n && s == GM_OK; j++) g = gcd64(g, w.rec[j].all_sizes_gcd);
-  res->granule = g && g % 512 == 0 ? 512 : 1;
-  for (size_t j = 0; j < n && s == GM_OK; j++) {
-    if (j == ref) continue;
-    w.match[j] = malloc((w.rec[ref].n_alloc ? w.rec[ref].n_alloc : 1) * sizeof *w.match[j]);
-    if (!w.match[j]) {
-      s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      break;
+  free(w->size);
+  free(w->why);
+  free(w->missing_in);
+  free(w->ev_size);
+  w->size = w->ev_size = NULL;
+  w->why = w->missing_in = NULL;
+  w->peak = w->peak_certain = w->peak_inconsistent = 0;
+  memset(w->peak_unmatched, 0, sizeof w->peak_unmatched);
+  gm_status_t s = align_to(m, ref, err);
+  res->dropped_other = m->dropped_other;
+  if (s == GM_OK) s = fit_all(w, ref, o->target, res->granule, res, err);
+  if (s == GM_OK) s = size_events(w, ref, res, err);
+  if (s == GM_OK && res->confidence < minc) refuse_low_confidence(w, in, o->target, minc, ref, res);
+  if (s == GM_OK) res->events = w->rec[ref].n_ev;
+  m->have_sizes = s == GM_OK && !res->refused;
+  return s;
+}
+
+gm_status_t pred_model_events(const pred_model_t *m, gmt_event_t **out, size_t *n, gm_err_t *err) {
+  *out = NULL;
+  *n = 0;
+  if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
+  const pred_rec_t *R = &m->w.rec[m->ref];
+  gmt_event_t *e = malloc((R->n_ev ? R->n_ev : 1) * sizeof *e);
+  if (!e) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < R->n_ev; i++) {
+    e[i] = R->ev[i];
+    e[i].size = m->w.ev_size[i];
+  }
+  *out = e;
+  *n = R->n_ev;
+  return GM_OK;
+}
+
+gm_status_t pred_model_header(const pred_model_t *m, const pred_opts_t *o, const pred_result_t *res, gmt_header_t *h,
+                              gm_err_t *err) {
+  gmt_header_init(h);
+  if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
+  return make_header(&m->w, m->in, m->ref, o, res, h, err);
+}
+
+const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i) {
+  return i < m->n ? &m->w.rec[i].header : NULL;
+}
+
+gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *out_path, pred_result_t *res,
+                             gm_err_t *err) {
+  if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
+  gmt_header_t h;
+  gm_status_t s = pred_model_header(m, o, res, &h, err);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.partial", out_path);
+  if (s == GM_OK) s = write_out(&m->w, m->ref, &h, tmp, res, err);
+  gmt_header_free(&h);
+  if (s == GM_OK && rename(tmp, out_path) != 0)
+    s = gm_err_set(err, GM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
+  if (s < 0) unlink(tmp);
+  return s;
+}
+
+gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *o, const char *out_path, pred_result_t *res,
+                     gm_err_t *err) {
+  memset(res, 0, sizeof *res);
+  if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
+  pred_model_t *m = NULL;
+  gm_status_t s = pred_model_open(in, n, &m, res, err);
+  if (s < 0 || res->refused) {
+    /* the reference a refusal names: nearest the target, the larger on a tie */
+    size_t ref = 0;
+    for (size_t j = 1; j < n; j++) {
+      double dj = fabs(in[j].value - o->target), dr = fabs(in[ref].value - o->target);
+      if (dj < dr || (dj == dr && in[j].value > in[ref].value)) ref = j;
     }
-    uint64_t unaligned = 0;
-    s = pred_align(&w.rec[ref], &w.rec[j], w.match[j], DEFAULT_MAX_D, &unaligned, err);
-    uint64_t paired = 0;
-    for (size_t i = 0; i < w.rec[ref].n_alloc; i++) paired += w.match[j][i] >= 0;
-    res->dropped_other += w.rec[j].n_alloc - paired;
+    res->reference = ref;
+    pred_model_close(m);
+    return s;
   }
-  if (s == GM_OK) s = fit_all(&w, ref, o->target, res->granule, res, err);
-  if (s == GM_OK) s = size_events(&w, ref, res, err);
-  if (s == GM_OK && res->confidence < minc) {
-    refuse_low_confidence(&w, in, o->target, minc, ref, res);
-    work_free(&w);
-    return GM_OK;
-  }
-  if (s == GM_OK) {
-    gmt_header_t h;
-    gmt_header_init(&h);
-    s = make_header(&w, in, ref, o, res, &h, err);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.partial", out_path);
-    if (s == GM_OK) s = write_out(&w, ref, &h, tmp, res, err);
-    gmt_header_free(&h);
-    if (s == GM_OK && rename(tmp, out_path) != 0)
-      s = gm_err_set(err, GM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
-    if (s < 0) unlink(tmp);
-  }
-  work_free(&w);
+  s = pred_model_at(m, o, res, err);
+  if (s == GM_OK && !res->refused) s = pred_model_write(m, o, out_path, res, err);
+  pred_model_close(m);
   return s;
 }

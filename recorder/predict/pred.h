@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/gm_base.h"
+#include "formats/gmt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,26 @@ typedef struct pred_result {
  * devices, a recording that ran out of memory (GM_ERR_INVAL, the message names both inputs). */
 gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *opts, const char *out_path,
                      pred_result_t *res, gm_err_t *err);
+
+/* The same in steps, for answers that need the prediction at many values (gpurec predict
+ * --fit): the recordings are loaded, checked and aligned once, then predicted at any target.
+ * in[] (its paths) must outlive the model. A refusal for differing structure comes from
+ * pred_model_open (res->refused, *m still made) and again from every pred_model_at. */
+typedef struct pred_model pred_model_t;
+gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **m, pred_result_t *res, gm_err_t *err);
+/* Predict at o->target (res as pred_run's, nothing written). */
+gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *res, gm_err_t *err);
+/* After a pred_model_at that did not refuse: the predicted events (a malloc'd copy; callsites
+ * are the model's own string ids, not a file's), the header the trace would have, or the
+ * trace itself (written to a temporary name and renamed). */
+gm_status_t pred_model_events(const pred_model_t *m, gmt_event_t **evs, size_t *n, gm_err_t *err);
+gm_status_t pred_model_header(const pred_model_t *m, const pred_opts_t *o, const pred_result_t *res, gmt_header_t *h,
+                              gm_err_t *err);
+gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *out_path, pred_result_t *res,
+                             gm_err_t *err);
+/* The header of recording i (NULL past the end). */
+const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i);
+void pred_model_close(pred_model_t *m);
 
 /* "A.zst@8" -> path "A.zst" (into buf) and value 8. GM_ERR_INVAL with a reason otherwise. */
 gm_status_t pred_parse_input(const char *arg, char *buf, size_t n, pred_input_t *in, gm_err_t *err);

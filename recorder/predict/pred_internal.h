@@ -50,6 +50,9 @@ typedef struct pred_rec {
 
 gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_strings_t *strs, gm_err_t *err);
 void pred_rec_free(pred_rec_t *r);
+/* Every input into rec[0..n) (one thread each), callsites as ids of strs. On error the
+ * message names the first input, in order, that failed; rec[] is then for pred_rec_free. */
+gm_status_t pred_load_all(pred_rec_t *rec, const pred_input_t *in, size_t n, pred_strings_t *strs, gm_err_t *err);
 /* An in-memory recording for tests: events as given (callsites are already shared ids). */
 gm_status_t pred_rec_from_events(pred_rec_t *r, const gmt_event_t *ev, size_t n, double value, gm_err_t *err);
 

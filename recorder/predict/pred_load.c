@@ -8,6 +8,7 @@
  * stream's handle differs from one process to the next, its place in the program does not.
  * Workload: millions of events, a few thousand strings; events are copied in bulk from the
  * reader's zero-copy view. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -149,7 +150,8 @@ gm_status_t pred_rec_from_events(pred_rec_t *r, const gmt_event_t *ev, size_t n,
   return index_events(r, err);
 }
 
-gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_strings_t *strs, gm_err_t *err) {
+/* The kept events of one file, callsites as ids of strs (not yet indexed). */
+static gm_status_t load_raw(pred_rec_t *r, const char *path, double value, pred_strings_t *strs, gm_err_t *err) {
   memset(r, 0, sizeof *r);
   gmt_header_init(&r->header);
   r->value = value;
@@ -212,7 +214,77 @@ gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_st
     } else s = GM_OK;
   }
   gmt_reader_close(rd);
+  return s;
+}
+
+gm_status_t pred_rec_load(pred_rec_t *r, const char *path, double value, pred_strings_t *strs, gm_err_t *err) {
+  gm_status_t s = load_raw(r, path, value, strs, err);
   if (s == GM_OK) s = index_events(r, err);
+  return s;
+}
+
+/* ---- every recording at once: one thread each (decoding is most of the time) ------------ */
+
+typedef struct load_job {
+  pred_rec_t *r;
+  const pred_input_t *in;
+  pred_strings_t *strs; /* the thread's own; remapped to the shared ones after the join */
+  gm_status_t st;
+  gm_err_t err;
+} load_job_t;
+
+static void *load_worker(void *arg) {
+  load_job_t *j = arg;
+  j->st = load_raw(j->r, j->in->path, j->in->value, j->strs, &j->err);
+  return NULL;
+}
+
+gm_status_t pred_load_all(pred_rec_t *rec, const pred_input_t *in, size_t n, pred_strings_t *strs, gm_err_t *err) {
+  load_job_t job[PRED_MAX_INPUTS];
+  pthread_t tid[PRED_MAX_INPUTS];
+  int started[PRED_MAX_INPUTS] = {0};
+  gm_status_t s = GM_OK;
+  memset(job, 0, sizeof job);
+  for (size_t j = 0; j < n; j++) {
+    memset(&rec[j], 0, sizeof rec[j]);
+    gmt_header_init(&rec[j].header);
+    job[j].r = &rec[j];
+    job[j].in = &in[j];
+    job[j].strs = pred_strings_new();
+    if (!job[j].strs) {
+      s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      break;
+    }
+  }
+  for (size_t j = 0; j < n && s == GM_OK; j++)
+    started[j] = pthread_create(&tid[j], NULL, load_worker, &job[j]) == 0;
+  for (size_t j = 0; j < n && s == GM_OK; j++) {
+    if (started[j]) pthread_join(tid[j], NULL);
+    else load_worker(&job[j]);
+  }
+  /* the first failure in input order, as a sequential load would report it */
+  for (size_t j = 0; j < n && s == GM_OK; j++)
+    if (job[j].st < 0) {
+      *err = job[j].err;
+      s = gm_err_wrap(err, "cannot read '%s'", in[j].path);
+    }
+  for (size_t j = 0; j < n && s == GM_OK; j++) {
+    uint32_t ns = pred_strings_count(job[j].strs);
+    uint32_t *map = calloc((size_t)ns + 1, sizeof *map);
+    if (!map) {
+      s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      break;
+    }
+    for (uint32_t i = 1; i <= ns && s == GM_OK; i++)
+      if (!(map[i] = pred_strings_id(strs, pred_strings_get(job[j].strs, i))))
+        s = gm_err_set(err, GM_ERR_NOMEM, "out of memory for strings");
+    for (size_t e = 0; e < rec[j].n_ev && s == GM_OK; e++)
+      if (rec[j].ev[e].callsite != GMT_NO_STRING && rec[j].ev[e].callsite <= ns)
+        rec[j].ev[e].callsite = map[rec[j].ev[e].callsite];
+    free(map);
+    if (s == GM_OK) s = index_events(&rec[j], err);
+  }
+  for (size_t j = 0; j < n; j++) pred_strings_free(job[j].strs);
   return s;
 }
 

@@ -387,3 +387,67 @@ TEST(Predict, ParseInput) {
 }
 
 }  // namespace
+
+// ---- the model: loaded once, predicted at many targets (gpurec predict --fit) ---------------
+
+TEST(PredModel, ManyTargetsFromOneLoadEqualSeparateRuns) {
+  std::string a = Synth(8, 20000, 1), b = Synth(16, 20000, 1), c = Synth(32, 20000, 1);
+  pred_input_t in[2] = {{a.c_str(), 8}, {b.c_str(), 16}};
+  pred_model_t *m = nullptr;
+  pred_result_t res;
+  gm_err_t err{};
+  ASSERT_EQ(pred_model_open(in, 2, &m, &res, &err), GM_OK) << err.msg;
+  ASSERT_FALSE(res.refused);
+  // 32, then back to 10 (the reference turns to the recording at 8: re-aligned), then 32 again
+  for (double at : {32.0, 10.0, 32.0}) {
+    SCOPED_TRACE(at);
+    pred_opts_t o{at, -1, "test"};
+    ASSERT_EQ(pred_model_at(m, &o, &res, &err), GM_OK) << err.msg;
+    ASSERT_FALSE(res.refused) << res.reason;
+    EXPECT_EQ(res.reference, at < 12.5 ? 0u : 1u);
+    gmt_event_t *ev = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(pred_model_events(m, &ev, &n, &err), GM_OK) << err.msg;
+    Outcome sep = Predict({{a, 8}, {b, 16}}, at);
+    ASSERT_EQ(sep.st, GM_OK) << sep.err.msg;
+    EXPECT_EQ(sep.res.peak_live, res.peak_live);
+    auto want = KindsAndSizes(sep.out);
+    ASSERT_EQ(want.size(), n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += want[i] != std::make_pair((int)ev[i].kind, ev[i].size);
+    EXPECT_EQ(wrong, 0u);
+    if (at == 32.0) {
+      EXPECT_EQ(want, KindsAndSizes(c));  // and the job's own run at 32
+    }
+    free(ev);
+  }
+  pred_model_close(m);
+}
+
+TEST(PredModel, EventsBeforeAPredictionOrAfterARefusalAreAnError) {
+  std::string q8 = Csv("quad8"), q16 = Csv("quad16");
+  pred_input_t in[2] = {{q8.c_str(), 8}, {q16.c_str(), 16}};
+  pred_model_t *m = nullptr;
+  pred_result_t res;
+  gm_err_t err{};
+  ASSERT_EQ(pred_model_open(in, 2, &m, &res, &err), GM_OK) << err.msg;
+  gmt_event_t *ev = nullptr;
+  size_t n = 0;
+  EXPECT_EQ(pred_model_events(m, &ev, &n, &err), GM_ERR_INVAL);
+  pred_opts_t o{32, -1, nullptr};
+  ASSERT_EQ(pred_model_at(m, &o, &res, &err), GM_OK) << err.msg;
+  EXPECT_TRUE(res.refused); // quadratic sizes from two recordings
+  EXPECT_EQ(pred_model_events(m, &ev, &n, &err), GM_ERR_INVAL);
+  pred_model_close(m);
+}
+
+TEST(PredModel, ParallelLoadNamesTheFirstBadInputInOrder) {
+  std::string a = Csv("affine8");
+  pred_input_t in[3] = {{a.c_str(), 8}, {"/nonexistent/one.zst", 16}, {"/nonexistent/two.zst", 32}};
+  pred_model_t *m = nullptr;
+  pred_result_t res;
+  gm_err_t err{};
+  EXPECT_LT(pred_model_open(in, 3, &m, &res, &err), 0);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(err.msg).find("cannot read '/nonexistent/one.zst'"), std::string::npos) << err.msg;
+}

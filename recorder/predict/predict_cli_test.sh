@@ -23,12 +23,13 @@ expect() {
   if [[ $rc == "$want_rc" && $out == "$want_out" && $err == "$want_err" ]]; then ok "$name"; else
     bad "$name"; echo "  rc=$rc (want $want_rc)"; echo "  stdout: $out"; echo "  stderr: $err"; echo "  want stderr: $want_err"; fi
 }
-for f in affine8 affine16 affine32 algo4 quad8 quad16 job16 oom16; do
+for f in affine8 affine16 affine32 algo4 quad8 quad16 job16 oom16 steps16; do
   "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"
 done
 
 out=$("$GPUREC" predict --help); rc=$?
-[[ $rc == 0 && $out == "usage: gpurec predict TRACE.zst@VALUE"* && $out == *"same job"* && $out == *"--min-confidence"* && $out == *"3: refused"* ]] \
+[[ $rc == 0 && $out == "usage: gpurec predict TRACE.zst@VALUE"* && $out == *"same job"* && $out == *"--min-confidence"* && $out == *"3: refused"* \
+   && $out == *"--fit=SIZE"* && $out == *"(SIZE - --other) / (1 + --margin)"* ]] \
   && ok "--help: what the inputs must be, exit codes" || bad "--help: $out"
 out=$("$GPUREC" --help)
 [[ $out == *"gpurec predict TRACE.zst@VALUE"* ]] && ok "gpurec --help names predict" || bad "gpurec --help"
@@ -38,7 +39,7 @@ expect "one input" 2 "" "gpurec: error: predict needs at least two recordings, e
 $TRY" -- "$GPUREC" predict affine8.zst@8 --at=32 -o p.zst
 expect "no value" 2 "" "gpurec: error: 'affine16.zst': give each recording with the value it ran at, TRACE.zst@VALUE (e.g. run8.zst@8)
 $TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst --at=32 -o p.zst
-expect "no --at" 2 "" "gpurec: error: predict needs --at=VALUE, the value to predict the job at
+expect "no --at" 2 "" "gpurec: error: predict needs --at=VALUE, the value to predict the job at (or --fit=SIZE)
 $TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 -o p.zst
 expect "bad --at" 2 "" "gpurec: error: --at: the value must be a positive number
 $TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=big -o p.zst
@@ -76,6 +77,52 @@ cp amp8.zst amp16.zst
 pa=$("$GPUREPLAY" --json amp8.zst 2>/dev/null | grep -o '"peak_reserved_bytes":[0-9]*' | head -1)
 pp=$("$GPUREPLAY" --json amp32.zst 2>/dev/null | grep -o '"peak_reserved_bytes":[0-9]*' | head -1)
 [[ $rc == 0 && -n $pa && $pa == "$pp" ]] && ok "real torch history, constant sizes: same peak ($pp)" || bad "real history: rc=$rc '$pa' vs '$pp'"
+
+# --fit: the largest value that fits, checked against the replay of the predictions themselves
+expect "--fit with --at" 2 "" "gpurec: error: --fit searches the value itself: give it without --at and -o
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=1GiB --at=32
+expect "--policy without --fit" 2 "" "gpurec: error: --policy, --other, --margin, --step, --max, --format and --name go with --fit
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst -p pytorch
+expect "bad --fit" 2 "" "gpurec: error: --fit: give the device's memory, e.g. --fit=79GiB, or --fit=recorded
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=lots
+expect "bad --format" 2 "" "gpurec: error: --format: text, csv or json
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=1GiB --format=xml
+expect "--other above the device" 1 "" "gpurec: error: --other=1.00 GiB leaves nothing of the device's 200.00 MiB to the framework" \
+  -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=200MiB
+expect "--fit, structure differs" 3 "" "gpurec: cannot predict: the recordings have different steps: at 8 the job made 3 markers (3 'step'), at 16 4 markers (4 'step')
+gpurec: record every input the same way (the same steps, the same script), so that only the value differs" \
+  -- "$GPUREC" predict affine8.zst@8 steps16.zst@16 --fit=1GiB
+# no margin, nothing else on the device: the answer L is exact for the prediction
+csv=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 --margin=0 -p pytorch --format=csv); rc=$?
+L=$(echo "$csv" | awk -F, '$7 == "largest" {print $2}')
+r16=$(echo "$csv" | awk -F, '$2 == 16 && $3 == "recorded" {print $5}')
+ooms() { "$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --at=$1 -o fit$1.zst &&
+  "$GPUREPLAY" --json -p pytorch --capacity=200MiB fit$1.zst | grep -o '"ooms":[0-9]*' | head -1; }
+o1=$(ooms "$L"); o2=$(ooms $((L + 1)))
+[[ $rc == 0 && -n $L && $o1 == '"ooms":0' && $o2 != '"ooms":0' && -n $o2 ]] \
+  && ok "--fit: $L fits in 200 MiB and $((L + 1)) does not (gpureplay --capacity on gpurec predict --at)" \
+  || bad "--fit: rc=$rc L='$L' at L: $o1, at L+1: $o2"
+pr16=$("$GPUREPLAY" --json -p pytorch affine16.zst | grep -o '"peak_reserved_bytes":[0-9]*' | head -1)
+[[ -n $r16 && $pr16 == "\"peak_reserved_bytes\":$r16" ]] && ok "--fit: the recording is a point of the curve ($r16)" \
+  || bad "--fit: recorded point '$r16' vs $pr16"
+# a margin never answers above: 10 % off the capacity
+L10=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 --margin=0.1 -p pytorch --format=csv |
+  awk -F, '$7 == "largest" {print $2}')
+[[ -n $L10 && $L10 -lt $L ]] && ok "--fit: --margin=0.1 answers $L10 < $L" || bad "--fit margin: '$L10' vs '$L'"
+js=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 --margin=0 -p pytorch --format=json)
+[[ $js == *"\"largest\": $L,"* && $js == *'"capacity_bytes": 209715200,'* && $js == *'"source": "recorded"'* ]] \
+  && ok "--fit --format=json: answer, capacity, points" || bad "--fit json: $js"
+# JSON that a parser takes, with a refusal's reason and a spec that needs escaping
+js=$("$GPUREC" predict -q quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
+echo "$js" | python3 -c 'import json, sys; o = json.load(sys.stdin); s = o["settings"][0]
+assert s["state"] == "refused" and s["largest"] == 16 and s["refused_at"] == 32 and "affine" in s["reason"], s
+assert [p["source"] for p in o["points"]] == ["recorded", "recorded", "refused"], o["points"]' \
+  && ok "--fit --format=json parses (a refusal)" || bad "--fit json refusal: $js"
+# quadratic sizes from two recordings: refused at the first value past them; the answer is a lower bound
+out=$("$GPUREC" predict quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
+[[ $rc == 3 && $out == *"      >= 16      66.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
+   && $(cat err.txt) == *"its answer is a lower bound (exit 3)" ]] && ok "--fit: refused past the recordings, exit 3" \
+  || bad "--fit refused: rc=$rc $out $(cat err.txt)"
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

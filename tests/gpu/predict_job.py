@@ -3,7 +3,10 @@
 6 blocks, width 768, 12 heads, sequence 512, vocabulary 16384, AdamW, fp32, attention written
 out (q k^T, softmax, v) so that its allocations are the job's own; random tokens, --steps steps
 (default 3). --batch sets the batch. Prints one line `GPUMEM_RESULT {json}` with torch's
-max_memory_reserved / max_memory_allocated, the batch and the allocator setting in force."""
+max_memory_reserved / max_memory_allocated, the batch and the allocator setting in force.
+--cap-bytes B: the allocator may hold at most B (torch.cuda.set_per_process_memory_fraction, a
+smaller card emulated); an out-of-memory error is then caught and reported ("oom": true), with
+num_alloc_retries (tests/gpu/predict_corpus.py's largest-fit runs)."""
 import argparse
 import json
 import math
@@ -58,9 +61,30 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--cap-bytes", type=int, default=0)
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda:0")
+    if a.cap_bytes:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.cap_bytes / total), 0)
+    try:
+        train(a, dev)
+        oom = False
+    except torch.cuda.OutOfMemoryError:
+        oom = True
+    st = torch.cuda.memory_stats()
+    print("GPUMEM_RESULT " + json.dumps({
+        "batch": a.batch, "value": a.batch, "steps": a.steps, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "num_alloc_retries": st.get("num_alloc_retries", 0), "num_ooms": st.get("num_ooms", 0),
+        "cap_bytes": a.cap_bytes, "oom": oom,
+        "device": torch.cuda.get_device_name(0), "total_memory": torch.cuda.get_device_properties(0).total_memory,
+        "torch": torch.__version__}), flush=True)
+
+
+def train(a, dev):
     model = GPT().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(0)
@@ -72,12 +96,6 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
-    print("GPUMEM_RESULT " + json.dumps({
-        "batch": a.batch, "steps": a.steps, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "device": torch.cuda.get_device_name(0), "total_memory": torch.cuda.get_device_properties(0).total_memory,
-        "torch": torch.__version__}), flush=True)
 
 
 if __name__ == "__main__":

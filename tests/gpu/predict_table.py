@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
 """predict_table.py: the prediction table of gpurec predict (PREDICTION.md on stdout).
 
-  predict_table.py --bin DIR --dir W [--check PREDICTION.md]
+  predict_table.py --bin DIR --dir W [--check PREDICTION.md] [--work TMP]
 
-DIR holds gpurec and gpureplay (bazel-bin's or .dist/); W what tests/gpu/predict_gpu.sh made:
-rec.bN.torch.zst (recordings of tests/gpu/predict_job.py at batch N, gpurec --mode=torch, default
-setting) and runs.jsonl (unrecorded runs: torch.cuda.max_memory_reserved per batch and setting).
-For each set of recordings and target batch: `gpurec predict` (a refusal is a row with its
-reason), then `gpureplay --json` of the predicted trace under the default setting and under
-expandable_segments:True, against the real run at that batch and setting. The recordings
-themselves are replayed too (the replay's own error, at values that were recorded).
+DIR holds gpurec and gpureplay (bazel-bin's or .dist/); W is traces/predicted as
+tests/gpu/predict_gpu.sh leaves it: the GPT-2-like batch job's recordings rec.bN.torch.zst and
+runs.jsonl at the top (tests/gpu/predict_job.py), and one directory per job of
+tests/gpu/predict_corpus.py's JOBS with its recordings rec.vN.torch.zst and runs.jsonl (the
+batch job's directory holds only its later runs). A job without recordings is listed as not
+yet recorded.
+For each job, set of recordings and target (2x and 4x the largest recorded value): `gpurec
+predict` (a refusal is a row with its reason), then `gpureplay --json` of the predicted trace
+under every setting, against the real unrecorded run at that value and setting
+(torch.cuda.max_memory_reserved). The recordings themselves are replayed too. Then the largest
+value that fits the job's emulated card, per setting: `gpurec predict --fit=CAP --other=0`
+against the real largest found by the runs (a value that fits and the next one that does not).
 No GPU needed: the lead can rerun it on the build machine from the unpacked tarball.
-Verdict per row (issue 19): within 1 % at 2x the largest recorded batch, 3 % at 4x (else
-"off"); a refusal is acceptable; a miss above 5 % that was not refused is "SILENT MISS".
---check FILE: regenerate the table and exit 1 when it differs from FILE or holds a silent miss
-(for a CI test over checked-in data)."""
+Verdicts (issue 19): within 1 % at 2x the largest recorded value, 3 % at 4x ("off" else); a
+refusal is acceptable; a miss above 5 % that was not refused is "SILENT MISS"; the largest fit
+equal to the real one or one step below, never above. A real run held to too small a share of
+the GPU (num_alloc_retries > 0 or an OOM where none was meant) is "DISTURBED", not a measurement.
+--check FILE: regenerate the table and exit 1 when it differs from FILE, or when a job with
+runs misses a target (off, SILENT MISS, ABOVE, TOO LOW, DISTURBED, NO RUN, ERROR): a CI test over
+checked-in data."""
 import argparse
 import json
 import os
@@ -23,8 +31,11 @@ import subprocess
 import sys
 import tempfile
 
-SETTINGS = [("default", "", "pytorch:"), ("expandable", "expandable_segments:True", "pytorch:expandable_segments:True")]
-CASES = [((4, 8), 16), ((4, 8), 32), ((8, 16), 32), ((8, 16), 64), ((4, 8, 16), 32), ((4, 8, 16), 64)]
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from predict_corpus import JOBS, SETTINGS  # noqa: E402
+
+FAIL_WORDS = ("SILENT MISS", "off (", "ABOVE", "TOO LOW", "DISTURBED", "NO RUN", "ERROR")
+LEGACY_CASES = [((4, 8), 16), ((4, 8), 32), ((8, 16), 32), ((8, 16), 64), ((4, 8, 16), 32), ((4, 8, 16), 64)]
 
 
 def replay(bin_dir, trace):
@@ -37,51 +48,100 @@ def replay(bin_dir, trace):
         except ValueError:
             continue
         peaks.setdefault(r["policy"].rstrip(":"), r["peak_reserved_bytes"])  # device 0's line first
-    return peaks, p.returncode, p.stderr.strip()
+    return peaks
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--check")
-    ap.add_argument("--work", help="where the predicted traces go (default: --dir; with --check: a temporary directory)")
-    a = ap.parse_args()
-    work = a.work or (tempfile.mkdtemp(prefix="predict_table.") if a.check else a.dir)
-    lines = []
-    out = lines.append
-    real = {}
-    env = {}
-    for line in open(os.path.join(a.dir, "runs.jsonl")):
-        r = json.loads(line)
-        if r["run"].startswith("real.") and r.get("result"):
-            real[(r["batch"], r["conf"])] = r["result"]["max_memory_reserved"]
-            env = r["result"]
-    out("# gpurec predict: predicted peak reserved against real runs\n")
-    out("Job: tests/gpu/predict_job.py (GPT-2-like: 6 x 768, sequence 512, vocabulary 16384, AdamW, fp32, 3 steps).")
-    out("Recorded with `gpurec --mode=torch` under the default setting at batch 4, 8, 16; the real runs are unrecorded")
-    out("(torch.cuda.max_memory_reserved). GPU: %s, torch %s. Made by `bash tests/gpu/predict_gpu.sh` (GPU) and" %
-          (env.get("device", "?"), env.get("torch", "?")))
-    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).\n")
-    out("| recordings | target | confidence | setting | predicted peak reserved (B) | real max_memory_reserved (B) | error % | verdict |")
-    out("|---|---:|---:|---|---:|---:|---:|---|")
-    for b in (4, 8, 16):  # the replay alone, at recorded values
-        t = os.path.join(a.dir, "rec.b%d.torch.zst" % b)
-        if not os.path.exists(t):
+def job_dir(d, job):
+    return d if JOBS[job]["dir"] == "." else os.path.join(d, JOBS[job]["dir"])
+
+
+def recordings(d, job):
+    j = JOBS[job]
+    return [(os.path.join(job_dir(d, job), j["rec"].format(v=v)), v) for v in j["recorded"]
+            if os.path.exists(os.path.join(job_dir(d, job), j["rec"].format(v=v)))]
+
+
+def load_runs(d, job):
+    """Runs of the job (the batch job's first runs.jsonl has no purpose: rec.* and real.*), and
+    whether the corpus script has run it (its own runs.jsonl exists)."""
+    files = [os.path.join(d, job, "runs.jsonl")]
+    if JOBS[job]["dir"] == ".":
+        files.insert(0, os.path.join(d, "runs.jsonl"))
+    runs = []
+    for f in files:
+        if not os.path.exists(f):
             continue
-        peaks, _, _ = replay(a.bin, t)
+        for line in open(f):
+            r = json.loads(line)
+            r.setdefault("value", r.get("batch"))
+            r.setdefault("purpose", "rec" if r["run"].startswith("rec.") else "scale")
+            r.setdefault("cap_bytes", 0)
+            runs.append(r)
+    return runs, os.path.exists(files[-1])
+
+
+def real_peak(runs, value, conf):
+    """(max_memory_reserved, note): the unrecorded run at value under conf (the recording's own run
+    under the default setting at a recorded value)."""
+    got = None
+    for purpose in ("scale", "rec"):
+        for r in runs:
+            if r["purpose"] == purpose and r["value"] == value and r["conf"] == conf and r.get("result"):
+                got = got or r["result"]
+        if got:
+            break
+    if not got:
+        return None, None
+    if got.get("oom") or got.get("num_alloc_retries", 0):
+        return got["max_memory_reserved"], "DISTURBED"
+    return got["max_memory_reserved"], None
+
+
+def real_largest(runs, conf, step):
+    """The largest value that fit the cap while value + step did not; None when the runs do not say."""
+    fit, nofit = set(), set()
+    for r in runs:
+        if r["purpose"] == "fit" and r["conf"] == conf and r.get("result") and r["rc"] == 0:
+            (nofit if r["result"].get("oom") else fit).add(r["value"])
+    for v in sorted(fit, reverse=True):
+        if v + step in nofit:
+            return v
+    if fit == set() and step in nofit:
+        return 0
+    return None
+
+
+def verdict(p, r, factor, note):
+    if note:
+        return note
+    if not (r and p):
+        return "-"
+    e = abs(100.0 * (p - r) / r)
+    bound = 1.0 if factor <= 2 else 3.0
+    if e <= bound:
+        return "ok (within %g %%)" % bound
+    if e <= 5.0:
+        return "off (over %g %%)" % bound
+    return "SILENT MISS"
+
+
+def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
+    recs = dict((v, f) for f, v in recordings(a.dir, job))
+    for v in sorted(recs):  # the replay alone, at recorded values
+        peaks = replay(a.bin, recs[v])
         for name, conf, pol in SETTINGS:
-            r, p = real.get((b, conf)), peaks.get(pol.rstrip(":"))
+            r, note = real_peak(runs, v, conf)
+            p = peaks.get(pol.rstrip(":"))
             err = "%+.2f" % (100.0 * (p - r) / r) if r and p else "-"
-            out("| %d (replayed, not predicted) | %d | - | %s | %s | %s | %s | - |" % (b, b, name, p or "-", r or "-", err))
-    for inputs, target in CASES:
-        files = [os.path.join(a.dir, "rec.b%d.torch.zst" % b) for b in inputs]
+            out("| %d (replayed, not predicted) | %d | - | %s | %s | %s | %s | %s |" % (v, v, name, p or "-", r or "-", err,
+                                                                                 note or "-"))
+    for inputs, target in cases:
         label = ", ".join(str(b) for b in inputs)
-        if not all(os.path.exists(f) for f in files):
+        if not all(v in recs for v in inputs):
             out("| %s | %d | - | - | missing recording | - | - | - |" % (label, target))
             continue
-        pred = os.path.join(work, "pred.%s.at%d.zst" % ("_".join(map(str, inputs)), target))
-        cmd = [os.path.join(a.bin, "gpurec"), "predict"] + ["%s@%d" % (f, b) for f, b in zip(files, inputs)] + \
+        pred = os.path.join(work, "pred.%s.%s.at%d.zst" % (job, "_".join(map(str, inputs)), target))
+        cmd = [os.path.join(a.bin, "gpurec"), "predict"] + ["%s@%d" % (recs[v], v) for v in inputs] + \
               ["--at=%d" % target, "-o", pred]
         p = subprocess.run(cmd, capture_output=True, text=True)
         sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
@@ -94,31 +154,129 @@ def main():
             continue
         m = re.search(r"confidence ([0-9.]+)%", p.stderr)
         conf_pct = m.group(1) + " %" if m else "?"
-        peaks, rc, err = replay(a.bin, pred)
+        peaks = replay(a.bin, pred)
         for name, conf, pol in SETTINGS:
-            r, pk = real.get((target, conf)), peaks.get(pol.rstrip(":"))
+            r, note = real_peak(runs, target, conf)
+            pk = peaks.get(pol.rstrip(":"))
             e = "%+.2f" % (100.0 * (pk - r) / r) if r and pk else "-"
-            factor = target / max(inputs)
-            bound = 1.0 if factor <= 2 else 3.0
-            if not (r and pk):
-                verdict = "-"
-            elif abs(100.0 * (pk - r) / r) <= bound:
-                verdict = "ok (within %g %%)" % bound
-            elif abs(100.0 * (pk - r) / r) <= 5.0:
-                verdict = "off (over %g %%)" % bound
-            else:
-                verdict = "SILENT MISS"
-            out("| %s | %d | %s | %s | %s | %s | %s | %s |" % (label, target, conf_pct, name, pk or "-", r or "no run", e, verdict))
+            v = verdict(pk, r, target / max(inputs), note)
+            if not r and ran:
+                v = "NO RUN"
+            out("| %s | %d | %s | %s | %s | %s | %s | %s |" % (label, target, conf_pct, name, pk or "-", r or "no run", e, v))
 
 
+def fit_rows(a, job, runs, ran, out):
+    j = JOBS[job]
+    recs = recordings(a.dir, job)
+    if len(recs) < 2:
+        out("| %s | %d GiB | all | - | - | not yet recorded |" % (job, j["cap"]))
+        return
+    cmd = [os.path.join(a.bin, "gpurec"), "predict", "-q"] + ["%s@%d" % r for r in recs] + \
+          ["--fit=%dGiB" % j["cap"], "--other=0", "--step=%d" % j["step"], "--format=json"] + \
+          ["--policy=" + p for _, _, p in SETTINGS]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
+    try:
+        answers = dict((s["policy"], s) for s in json.loads(p.stdout)["settings"])
+    except ValueError:
+        answers = {}
+    for name, conf, pol in SETTINGS:
+        s = answers.get(pol)
+        if not s:
+            pred, refused = "error: %s" % p.stderr.strip().replace("|", "/"), False
+        elif s["state"] == "refused":
+            pred, refused = "refused at %g: %s" % (s["refused_at"], s["reason"].replace("|", "/")), True
+        elif s["state"] == "fits":
+            pred, refused = int(s["largest"]), False
+        else:
+            pred, refused = s["state"], False
+        real = real_largest(runs, conf, j["step"])
+        if refused:
+            v = "refused"
+        elif real is None:
+            v = "NO RUN" if ran else "-"
+        elif not isinstance(pred, int):
+            v = "ERROR"
+        elif pred == real:
+            v = "ok (equal)"
+        elif pred == real - j["step"]:
+            v = "ok (one below)"
+        elif pred > real:
+            v = "ABOVE"
+        else:
+            v = "TOO LOW (%d below)" % ((real - pred) // j["step"])
+        out("| %s | %d GiB | %s | %s | %s | %s |" % (job, j["cap"], name, pred,
+                                                   real if real is not None else "not yet run" if not ran else "no answer", v))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--check")
+    ap.add_argument("--work", help="where the predicted traces go (default: --dir; with --check: a temporary directory)")
+    a = ap.parse_args()
+    work = a.work or (tempfile.mkdtemp(prefix="predict_table.") if a.check else a.dir)
+    os.makedirs(work, exist_ok=True)
+    lines = []
+    out = lines.append
+    runs, ran = load_runs(a.dir, "gpt_batch")
+    env = {}
+    for r in runs:
+        if r["purpose"] == "scale" and r.get("result"):
+            env = r["result"]
+            break
+    out("# gpurec predict: predicted peak reserved against real runs\n")
+    out("Job: tests/gpu/predict_job.py (GPT-2-like: 6 x 768, sequence 512, vocabulary 16384, AdamW, fp32, 3 steps).")
+    out("Recorded with `gpurec --mode=torch` under the default setting at batch 4, 8, 16; the real runs are unrecorded")
+    out("(torch.cuda.max_memory_reserved). GPU: %s, torch %s. Made by `bash tests/gpu/predict_gpu.sh` (GPU) and" %
+        (env.get("device", "?"), env.get("torch", "?")))
+    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).\n")
+    head = ["| recordings | target | confidence | setting | predicted peak reserved (B) | real max_memory_reserved (B) | error % | verdict |",
+            "|---|---:|---:|---|---:|---:|---:|---|"]
+    for h in head:
+        out(h)
+    predict_rows(a, work, "gpt_batch", runs, ran, out, LEGACY_CASES, head)
+    for job in JOBS:
+        if job == "gpt_batch":
+            continue
+        j = JOBS[job]
+        out("\n## %s: %s\n" % (job, j["about"]))
+        recs = recordings(a.dir, job)
+        if len(recs) < 2:
+            out("Not yet recorded (recordings at %s %s: run tests/gpu/predict_gpu.sh on a GPU)." %
+                (j["what"], ", ".join(map(str, j["recorded"]))))
+            continue
+        jr, jran = load_runs(a.dir, job)
+        out("Recorded at %s %s (`tests/gpu/predict_jobs.py %s`); targets 2x and 4x the largest." %
+            (j["what"], ", ".join(str(v) for _, v in recs), job))
+        for h in head:
+            out(h)
+        vs = [v for _, v in recs]
+        top = max(vs)
+        cases = [(tuple(vs[-2:]), 2 * top), (tuple(vs[-2:]), 4 * top)]
+        if len(vs) >= 3:
+            cases += [(tuple(vs), 2 * top), (tuple(vs), 4 * top)]
+        predict_rows(a, work, job, jr, jran, out, cases, head)
+    out("\n## The largest value that fits\n")
+    out("Each job on an emulated card (`torch.cuda.set_per_process_memory_fraction`: the allocator may hold at most the")
+    out("cap), predicted by `gpurec predict RECORDINGS --fit=CAP --other=0 --step=STEP` (default margin) from all of the")
+    out("job's recordings, against the real largest: a run at that value fits and one at the next step does not")
+    out("(tests/gpu/predict_corpus.py searches it on the GPU from the prediction). Never above; equal or one below.\n")
+    out("| job | cap | setting | predicted largest | real largest | verdict |")
+    out("|---|---:|---|---:|---:|---|")
+    for job in JOBS:
+        jr, jran = load_runs(a.dir, job)
+        fit_rows(a, job, jr, jran, out)
     text = "\n".join(lines) + "\n"
     if a.check:
         want = open(a.check).read()
         if want != text:
             sys.stderr.write("predict_table: the table differs from %s:\n%s" % (a.check, text))
             return 1
-        if "SILENT MISS" in text:
-            sys.stderr.write("predict_table: a silent miss above 5 %%\n")
+        missed = [line for line in lines if any(w in line for w in FAIL_WORDS)]
+        if missed:
+            sys.stderr.write("predict_table: targets missed:\n%s\n" % "\n".join(missed))
             return 1
         return 0
     sys.stdout.write(text)

@@ -1,0 +1,478 @@
+/* gpurec_fit.c: `gpurec predict A.zst@4 B.zst@8 --fit=40GiB`: the largest value of the job
+ * (batch, sequence length, image size) that fits a device, per allocator setting, and the
+ * peak reserved against the value with the recordings as points.
+ *
+ * Method: the recordings are loaded and aligned once (pred_model_*); at each value the search
+ * needs, the prediction's events go to the replay runner of gpureplay (replay/gpureplay.h,
+ * the one replay API) for every setting at once. A setting fits at a value when its replay
+ * completes without an out-of-memory within the capacity: the device minus the memory that is
+ * not the framework's (--other: CUDA context, libraries), divided by 1 + the margin for the
+ * prediction's own error (--margin). The replay is unconstrained first (the curve's peak); a
+ * setting whose peak is above the capacity is replayed again within it, because an allocator
+ * short of memory frees its cache and retries, as the real one does under a cap. At the
+ * recorded values the recordings themselves are replayed. The search per setting: from the
+ * largest recording, doubling while it fits, then bisection on the grid of --step; it assumes
+ * that a value that does not fit is not followed by a larger one that does (peak reserved
+ * grows with the value), so it may answer below the true largest, never above it under the
+ * margin. A value where the prediction refuses (low confidence) ends the setting's search
+ * with that refusal: the answer is then a lower bound, and gpurec exits 3. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/gm_base.h"
+#include "recorder/gpurec_fit.h"
+#include "recorder/predict/pred.h"
+#include "replay/gpureplay.h"
+
+#define MAX_POINTS 256
+
+typedef struct point {
+  long k;                 /* value = k * step */
+  int recorded;           /* the recording itself was replayed */
+  int refused;
+  double confidence;      /* of the prediction (1 for a recording) */
+  uint64_t peak[FIT_MAX_POLICIES];
+  int fits[FIT_MAX_POLICIES];
+  char reason[GM_ERR_MSG_MAX], advice[GM_ERR_MSG_MAX];
+} point_t;
+
+typedef enum { ANS_FITS = 0, ANS_NONE, ANS_REFUSED, ANS_AT_LEAST } ans_state_t;
+
+typedef struct answer {
+  ans_state_t state;
+  long lo, hi;            /* largest k known to fit (0: none), smallest known not to (0: none) */
+  int refused_at;         /* point index of the refusal, -1 */
+} answer_t;
+
+typedef struct search {
+  const fit_cfg_t *cfg;
+  pred_model_t *model;
+  const pred_input_t *in;
+  size_t n_in;
+  gr_config_t gr;
+  uint64_t capacity;
+  point_t *pts;
+  int n_pts;
+  int predictions, replays;
+} search_t;
+
+static double value_of(const search_t *s, long k) { return (double)k * s->cfg->step; }
+
+static int recorded_index(const search_t *s, long k) {
+  for (size_t j = 0; j < s->n_in; j++)
+    if (fabs(s->in[j].value - value_of(s, k)) <= 1e-9 * s->in[j].value) return (int)j;
+  return -1;
+}
+
+static gm_status_t alloc_results(int n, rp_result_t **res, gm_err_t *err) {
+  for (int i = 0; i < n; i++)
+    if (!(res[i] = calloc(1, sizeof **res))) {
+      for (int j = 0; j < i; j++) free(res[j]);
+      return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    }
+  return GM_OK;
+}
+
+/* Replay every setting over lt: unconstrained, then within the capacity where the peak is above it. */
+static gm_status_t replay_point(search_t *s, const gr_loaded_t *lt, point_t *p, gm_err_t *err) {
+  const fit_cfg_t *c = s->cfg;
+  rp_result_t *res[FIT_MAX_POLICIES];
+  gm_status_t st = alloc_results(c->n_policies, res, err);
+  if (st < 0) return st;
+  gr_config_t g = s->gr;
+  g.capacity = 0;
+  st = gr_run_loaded(&g, lt, c->policies, c->n_policies, res, err);
+  s->replays += c->n_policies;
+  const char *again[FIT_MAX_POLICIES];
+  int idx[FIT_MAX_POLICIES], m = 0;
+  for (int i = 0; st == GM_OK && i < c->n_policies; i++) {
+    p->peak[i] = res[i]->peak_reserved_bytes;
+    p->fits[i] = res[i]->ooms == 0 && p->peak[i] <= s->capacity;
+    if (!p->fits[i] && res[i]->ooms == 0) {
+      again[m] = c->policies[i];
+      idx[m++] = i;
+    }
+  }
+  if (st == GM_OK && m) {
+    g.capacity = s->capacity;
+    st = gr_run_loaded(&g, lt, again, m, res, err);
+    s->replays += m;
+    for (int i = 0; st == GM_OK && i < m; i++) p->fits[idx[i]] = res[i]->ooms == 0;
+  }
+  for (int i = 0; i < c->n_policies; i++) free(res[i]);
+  return st;
+}
+
+/* The point at k (made once): the recording's replay, or the prediction's, or a refusal. */
+static gm_status_t point_at(search_t *s, long k, int *out, gm_err_t *err) {
+  for (int i = 0; i < s->n_pts; i++)
+    if (s->pts[i].k == k) {
+      *out = i;
+      return GM_OK;
+    }
+  if (s->n_pts == MAX_POINTS) return gm_err_set(err, GM_ERR_INVAL, "the search needed more than %d values", MAX_POINTS);
+  point_t *p = &s->pts[s->n_pts];
+  memset(p, 0, sizeof *p);
+  p->k = k;
+  p->confidence = 1;
+  gr_loaded_t lt;
+  gm_status_t st;
+  int rec = recorded_index(s, k);
+  if (rec >= 0) {
+    p->recorded = 1;
+    st = gr_trace_load(&s->gr, s->in[rec].path, &lt, err);
+  } else {
+    pred_opts_t po = {value_of(s, k), s->cfg->min_confidence, NULL};
+    pred_result_t r;
+    st = pred_model_at(s->model, &po, &r, err);
+    s->predictions++;
+    if (st < 0) return st;
+    p->confidence = r.confidence;
+    if (r.refused) {
+      p->refused = 1;
+      snprintf(p->reason, sizeof p->reason, "%s", r.reason);
+      snprintf(p->advice, sizeof p->advice, "%s", r.advice);
+      *out = s->n_pts++;
+      return GM_OK;
+    }
+    gmt_event_t *evs = NULL;
+    size_t n = 0;
+    gmt_header_t h;
+    st = pred_model_header(s->model, &po, &r, &h, err);
+    if (st == GM_OK) st = pred_model_events(s->model, &evs, &n, err);
+    if (st == GM_OK) st = gr_loaded_from_events(&s->gr, "the prediction", &h, evs, n, &lt, err);
+    gmt_header_free(&h);
+    free(evs);
+  }
+  if (st < 0) return st;
+  st = replay_point(s, &lt, p, err);
+  gr_loaded_free(&lt);
+  if (st < 0) return st;
+  *out = s->n_pts++;
+  return GM_OK;
+}
+
+/* The largest k that fits for setting i (answer_t says how sure). */
+static gm_status_t search_setting(search_t *s, int i, long k0, long kmax, answer_t *a, gm_err_t *err) {
+  memset(a, 0, sizeof *a);
+  a->refused_at = -1;
+  long k = k0;
+  int pi;
+  for (;;) { /* doubling up from the largest recording while it fits */
+    gm_status_t st = point_at(s, k, &pi, err);
+    if (st < 0) return st;
+    if (s->pts[pi].refused) {
+      a->state = ANS_REFUSED;
+      a->refused_at = pi;
+      return GM_OK;
+    }
+    if (!s->pts[pi].fits[i]) {
+      a->hi = k;
+      break;
+    }
+    a->lo = k;
+    if (k >= kmax) {
+      a->state = ANS_AT_LEAST;
+      return GM_OK;
+    }
+    k = 2 * k > kmax ? kmax : 2 * k;
+  }
+  while (a->hi - a->lo > 1) { /* bisection between what fits and what does not */
+    long mid = a->lo + (a->hi - a->lo) / 2;
+    gm_status_t st = point_at(s, mid, &pi, err);
+    if (st < 0) return st;
+    if (s->pts[pi].refused) {
+      a->state = ANS_REFUSED;
+      a->refused_at = pi;
+      return GM_OK;
+    }
+    if (s->pts[pi].fits[i]) a->lo = mid;
+    else a->hi = mid;
+  }
+  a->state = a->lo ? ANS_FITS : ANS_NONE;
+  return GM_OK;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static int by_value(const void *x, const void *y) {
+  const point_t *a = x, *b = y;
+  return (a->k > b->k) - (a->k < b->k);
+}
+
+static const point_t *find_point(const search_t *s, long k) {
+  for (int i = 0; i < s->n_pts; i++)
+    if (s->pts[i].k == k) return &s->pts[i];
+  return NULL;
+}
+
+static void vtext(const search_t *s, long k, char *b, size_t n) { snprintf(b, n, "%.15g", value_of(s, k)); }
+
+static void print_text(const search_t *s, const answer_t *ans, uint64_t device, uint64_t largest_rec_k) {
+  const fit_cfg_t *c = s->cfg;
+  char b1[32], b2[32], b3[32], v[64];
+  printf("fit on a device of %s: %s kept for memory outside the framework (--other), %.2f %% margin for the "
+         "prediction's error (--margin): a setting fits at a %s when its replay completes within %s (short of "
+         "memory, an allocator frees its cache and retries: its unconstrained peak may be above that)\n",
+         gm_format_size(device, b1, sizeof b1), gm_format_size(c->other, b2, sizeof b2), 100 * c->margin, c->name,
+         gm_format_size(s->capacity, b3, sizeof b3));
+  printf("\nlargest %s that fits, per setting:\n", c->name);
+  printf("%3s  %10s  %13s  %-44s  %s\n", "#", "largest", "peak there", "the next", "setting");
+  for (int i = 0; i < c->n_policies; i++) {
+    const answer_t *a = &ans[i];
+    char largest[64] = "none", peak[32] = "-", next[GM_ERR_MSG_MAX + 128] = "";
+    const point_t *lo = a->lo ? find_point(s, a->lo) : NULL, *hi = a->hi ? find_point(s, a->hi) : NULL;
+    if (lo) {
+      vtext(s, a->lo, largest, sizeof largest);
+      gm_format_size(lo->peak[i], peak, sizeof peak);
+    }
+    if (a->state == ANS_AT_LEAST) {
+      snprintf(next, sizeof next, "not tried (--max)");
+    } else if (a->state == ANS_REFUSED) {
+      const point_t *r = &s->pts[a->refused_at];
+      vtext(s, r->k, v, sizeof v);
+      snprintf(next, sizeof next, "%s: the prediction refused", v);
+      if (lo) {
+        memmove(largest + 3, largest, strlen(largest) + 1);
+        memcpy(largest, ">= ", 3);
+      } else snprintf(largest, sizeof largest, "refused");
+    } else if (hi) {
+      vtext(s, a->hi, v, sizeof v);
+      snprintf(next, sizeof next, "%s does not fit (%s unconstrained)", v, gm_format_size(hi->peak[i], b1, sizeof b1));
+    }
+    printf("%3d  %10s  %13s  %-44s  %s\n", i + 1, largest, peak, next, c->policies[i]);
+  }
+  for (int i = 0; i < c->n_policies; i++)
+    if (ans[i].state == ANS_REFUSED) {
+      printf("refused at %.15g: %s\nto answer: %s\n", value_of(s, s->pts[ans[i].refused_at].k),
+             s->pts[ans[i].refused_at].reason, s->pts[ans[i].refused_at].advice);
+      break;
+    }
+  long best = 0;
+  for (int i = 0; i < c->n_policies; i++)
+    if (ans[i].lo > best && ans[i].state != ANS_REFUSED) best = ans[i].lo;
+  if (best && largest_rec_k)
+    printf("(the largest answer is %.1fx the largest recording: the nearer the recordings, the surer the answer)\n",
+           (double)best / (double)largest_rec_k);
+  printf("\npeak reserved by %s, per setting # (recorded: the recording replayed; *: does not fit):\n", c->name);
+  printf("%10s  %-10s  %10s", c->name, "source", "confidence");
+  for (int i = 0; i < c->n_policies; i++) printf("  %11d", i + 1);
+  printf("\n");
+  for (int j = 0; j < s->n_pts; j++) {
+    const point_t *p = &s->pts[j];
+    vtext(s, p->k, v, sizeof v);
+    printf("%10s  %-10s  %9.1f%%", v, p->recorded ? "recorded" : p->refused ? "refused" : "predicted", 100 * p->confidence);
+    for (int i = 0; i < c->n_policies; i++) {
+      char cell[48];
+      if (p->refused) snprintf(cell, sizeof cell, "-");
+      else snprintf(cell, sizeof cell, "%s%s", p->fits[i] ? "" : "*", gm_format_size(p->peak[i], b1, sizeof b1));
+      printf("  %11s", cell);
+    }
+    printf("\n");
+  }
+}
+
+static void print_csv(const search_t *s, const answer_t *ans) {
+  const fit_cfg_t *c = s->cfg;
+  printf("setting,value,source,confidence,peak_reserved_bytes,fits,answer\n");
+  for (int i = 0; i < c->n_policies; i++)
+    for (int j = 0; j < s->n_pts; j++) {
+      const point_t *p = &s->pts[j];
+      const char *answer = ans[i].lo == p->k && ans[i].state != ANS_REFUSED ? (ans[i].state == ANS_AT_LEAST ? "at_least" : "largest")
+                           : ans[i].state == ANS_REFUSED && ans[i].refused_at == j ? "refused"
+                                                                                  : "";
+      /* a spec holds commas (pytorch:a:1,b:2): quoted */
+      printf("\"%s\",%.15g,%s,%.4f,", c->policies[i], value_of(s, p->k),
+             p->recorded ? "recorded" : p->refused ? "refused" : "predicted", p->confidence);
+      if (p->refused) printf(",,%s\n", answer);
+      else printf("%llu,%d,%s\n", (unsigned long long)p->peak[i], p->fits[i], answer);
+    }
+}
+
+static const char *state_name(ans_state_t st) {
+  static const char *const names[] = {"fits", "none", "refused", "at_least"};
+  return names[st];
+}
+
+/* A JSON string (RFC 8259 escapes; bytes >= 0x80 pass as they are: the inputs are UTF-8). */
+static void jstr(const char *s) {
+  putchar('"');
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') printf("\\%c", *c);
+    else if (*c == '\n') fputs("\\n", stdout);
+    else if (*c < 0x20) printf("\\u%04x", *c);
+    else putchar(*c);
+  }
+  putchar('"');
+}
+
+/* One object: the inputs, the answer per setting, the curve (every point, every setting). */
+static void print_json(const search_t *s, const answer_t *ans, uint64_t device) {
+  const fit_cfg_t *c = s->cfg;
+  printf("{\"name\": ");
+  jstr(c->name);
+  printf(", \"device_bytes\": %llu, \"other_bytes\": %llu, \"margin\": %.6g, \"capacity_bytes\": %llu, \"step\": %.15g,\n",
+         (unsigned long long)device, (unsigned long long)c->other, c->margin, (unsigned long long)s->capacity, c->step);
+  printf(" \"inputs\": [");
+  for (size_t j = 0; j < s->n_in; j++) {
+    printf("%s{\"path\": ", j ? ", " : "");
+    jstr(s->in[j].path);
+    printf(", \"value\": %.15g}", s->in[j].value);
+  }
+  printf("],\n \"settings\": [\n");
+  for (int i = 0; i < c->n_policies; i++) {
+    const answer_t *a = &ans[i];
+    const point_t *lo = a->lo ? find_point(s, a->lo) : NULL;
+    printf("  {\"policy\": ");
+    jstr(c->policies[i]);
+    printf(", \"state\": \"%s\", \"largest\": ", state_name(a->state));
+    if (lo) printf("%.15g, \"peak_reserved_at_largest\": %llu", value_of(s, a->lo), (unsigned long long)lo->peak[i]);
+    else printf("null, \"peak_reserved_at_largest\": null");
+    if (a->hi) printf(", \"first_not_fitting\": %.15g", value_of(s, a->hi));
+    else printf(", \"first_not_fitting\": null");
+    if (a->state == ANS_REFUSED) {
+      const point_t *r = &s->pts[a->refused_at];
+      printf(", \"refused_at\": %.15g, \"reason\": ", value_of(s, r->k));
+      jstr(r->reason);
+      printf(", \"advice\": ");
+      jstr(r->advice);
+    }
+    printf("}%s\n", i + 1 < c->n_policies ? "," : "");
+  }
+  printf(" ],\n \"points\": [\n");
+  for (int j = 0; j < s->n_pts; j++) {
+    const point_t *p = &s->pts[j];
+    printf("  {\"value\": %.15g, \"source\": \"%s\", \"confidence\": %.4f", value_of(s, p->k),
+           p->recorded ? "recorded" : p->refused ? "refused" : "predicted", p->confidence);
+    if (!p->refused) {
+      printf(", \"peak_reserved_bytes\": {");
+      for (int i = 0; i < c->n_policies; i++) {
+        printf("%s", i ? ", " : "");
+        jstr(c->policies[i]);
+        printf(": %llu", (unsigned long long)p->peak[i]);
+      }
+      printf("}, \"fits\": {");
+      for (int i = 0; i < c->n_policies; i++) {
+        printf("%s", i ? ", " : "");
+        jstr(c->policies[i]);
+        printf(": %s", p->fits[i] ? "true" : "false");
+      }
+      printf("}");
+    }
+    printf("}%s\n", j + 1 < s->n_pts ? "," : "");
+  }
+  printf(" ]}\n");
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  search_t s;
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.in = in;
+  s.n_in = n;
+  pred_result_t res;
+  gm_status_t st = pred_model_open(in, n, &s.model, &res, &err);
+  if (st < 0) {
+    fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
+    return 1;
+  }
+  if (res.refused) {
+    fprintf(stderr, "gpurec: cannot predict: %s\ngpurec: %s\n", res.reason, res.advice);
+    pred_model_close(s.model);
+    return 3;
+  }
+  uint64_t device = c->device;
+  if (!device) { /* --fit=recorded: the recordings' own GPU, as the frameworks see it */
+    const gmt_header_t *h = pred_model_recording_header(s.model, 0);
+    const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
+    if (!mi || gm_parse_u64(mi, &device, NULL) < 0) device = h->gpu_total_mem;
+    if (!device) {
+      fprintf(stderr, "gpurec: error: --fit=recorded: the recordings do not say how much memory their GPU had; "
+                      "give the size, e.g. --fit=79GiB\n");
+      pred_model_close(s.model);
+      return 1;
+    }
+  }
+  if (c->other >= device) {
+    char b1[32], b2[32];
+    fprintf(stderr, "gpurec: error: --other=%s leaves nothing of the device's %s to the framework\n",
+            gm_format_size(c->other, b1, sizeof b1), gm_format_size(device, b2, sizeof b2));
+    pred_model_close(s.model);
+    return 1;
+  }
+  s.capacity = (uint64_t)floor((double)(device - c->other) / (1.0 + c->margin));
+  s.gr.cuda_ordinal = -1;
+  s.gr.device = -1;
+  s.gr.device_memory = device; /* what fractions and thresholds are shares of */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  s.gr.jobs = ncpu > 0 ? (int)ncpu : 1;
+  s.gr.read_flags = GMT_READ_SALVAGE;
+  s.gr.preload = 1;
+  s.gr.sync_allocs = GR_SYNC_AUTO;
+  s.gr.vmm_buffers = GR_VMM_AUTO;
+  s.gr.event_timing = RP_EVENTS_RECORDED;
+  s.gr.late_mallocs = 1;
+  s.pts = calloc(MAX_POINTS, sizeof *s.pts);
+  answer_t ans[FIT_MAX_POLICIES];
+  if (!s.pts) st = gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
+  double vmax = 0;
+  for (size_t j = 0; j < n; j++) vmax = in[j].value > vmax ? in[j].value : vmax;
+  long k0 = (long)floor(vmax / c->step + 1e-9);
+  if (k0 < 1) k0 = 1;
+  long kmax = (long)floor(c->max / c->step + 1e-9);
+  if (kmax < k0) kmax = k0;
+  for (int i = 0; st == GM_OK && i < c->n_policies; i++) st = search_setting(&s, i, k0, kmax, &ans[i], &err);
+  /* every recording is a point of the curve too */
+  for (size_t j = 0; st == GM_OK && j < n; j++) {
+    double k = in[j].value / c->step;
+    int pi;
+    if (fabs(k - floor(k + 0.5)) < 1e-9 && k >= 1) st = point_at(&s, (long)floor(k + 0.5), &pi, &err);
+  }
+  if (st < 0) {
+    fprintf(stderr, "gpurec: error: cannot answer --fit: %s\n", err.msg);
+    free(s.pts);
+    pred_model_close(s.model);
+    return 1;
+  }
+  /* sorted by value: answers refer to points by k */
+  for (int i = 0; i < c->n_policies; i++) ans[i].refused_at = ans[i].refused_at >= 0 ? (int)s.pts[ans[i].refused_at].k : -1;
+  qsort(s.pts, (size_t)s.n_pts, sizeof *s.pts, by_value);
+  for (int i = 0; i < c->n_policies; i++)
+    if (ans[i].refused_at >= 0)
+      for (int j = 0; j < s.n_pts; j++)
+        if (s.pts[j].k == ans[i].refused_at) {
+          ans[i].refused_at = j;
+          break;
+        }
+  if (strcmp(c->format, "csv") == 0) print_csv(&s, ans);
+  else if (strcmp(c->format, "json") == 0) print_json(&s, ans, device);
+  else print_text(&s, ans, device, (uint64_t)k0);
+  int refused = 0;
+  for (int i = 0; i < c->n_policies; i++) refused |= ans[i].state == ANS_REFUSED;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st == GM_OK && !c->quiet)
+    fprintf(stderr, "gpurec: --fit: %d values (%d predicted), %d replays, %.2f s%s\n", s.n_pts, s.predictions, s.replays,
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+            refused ? "; the prediction refused at a value a setting needed: its answer is a lower bound (exit 3)" : "");
+  free(s.pts);
+  pred_model_close(s.model);
+  if (st < 0) {
+    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    return 1;
+  }
+  if (gm_stdout_close(&err) < 0) {
+    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+    return 1;
+  }
+  return refused ? 3 : 0;
+}

@@ -1,0 +1,30 @@
+/* gpurec_fit.h: `gpurec predict ... --fit=SIZE` (gpurec_fit.c): the largest value of the job
+ * that fits a device, per allocator setting, and the peak reserved against the value. */
+#ifndef GPUREC_FIT_H
+#define GPUREC_FIT_H
+
+#include <stdint.h>
+
+#include "recorder/predict/pred.h"
+
+#define FIT_MAX_POLICIES 32
+
+typedef struct fit_cfg {
+  uint64_t device;       /* the device's memory as the frameworks see it; 0: the recordings' */
+  uint64_t other;        /* memory on it that is not the framework's (context, libraries) */
+  double margin;         /* for the prediction's error: capacity = (device - other) / (1 + margin) */
+  double step;           /* values searched: multiples of it */
+  double max;            /* largest value tried */
+  double min_confidence; /* as pred_opts_t (negative: the default) */
+  const char *const *policies; /* gpureplay specs */
+  int n_policies;
+  const char *format;    /* "text", "csv", "json" */
+  const char *name;      /* what the value is called in the output ("batch") */
+  int quiet;
+} fit_cfg_t;
+
+/* Search, print the answer on stdout, say what it cost on stderr. Returns the exit code: 0
+ * answered; 1 error; 3 the prediction refused (structure, or at a value a setting needed). */
+int gpurec_fit(const fit_cfg_t *cfg, const pred_input_t *in, size_t n);
+
+#endif /* GPUREC_FIT_H */
