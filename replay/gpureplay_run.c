@@ -827,39 +827,3 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
   return 0;
 }
 
-/* A setting in the framework's own words (a pasted environment line) in gpureplay's. */
-int gr_policy_from_env(const char *spec, char *out, size_t n) {
-  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    size_t l = strlen(vars[i]);
-    if (strncmp(spec, vars[i], l) != 0) continue;
-    const char *conf = spec + l;
-    /* A value pasted with its shell quotes. */
-    size_t cl = strlen(conf);
-    if (cl >= 2 && (conf[0] == '\'' || conf[0] == '"') && conf[cl - 1] == conf[0]) {
-      conf++;
-      cl -= 2;
-    }
-    int w;
-    if (strstr(conf, "backend:cudaMallocAsync")) w = snprintf(out, n, "async");
-    else if (cl == 0) w = snprintf(out, n, "pytorch");
-    else w = snprintf(out, n, "pytorch:%.*s", (int)cl, conf);
-    return w >= 0 && (size_t)w < n ? 0 : -1;
-  }
-  /* JAX's and TensorFlow's variables (and TF's GPUOptions fields) are their policies' own
-   * words: the whole line is the conf, "A=1 B=2" as a shell exports it. */
-  static const struct {
-    const char *prefix, *policy;
-  } words[] = {
-      {"XLA_PYTHON_CLIENT_", "jax"},  {"XLA_CLIENT_MEM_FRACTION=", "jax"},
-      {"TF_", "tf"},                  {"per_process_gpu_memory_fraction=", "tf"},
-      {"memory_limit=", "tf"},
-  };
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strncmp(spec, words[i].prefix, strlen(words[i].prefix)) == 0) {
-      int w = snprintf(out, n, "%s:%s", words[i].policy, spec);
-      return w >= 0 && (size_t)w < n ? 0 : -1;
-    }
-  int w = snprintf(out, n, "%s", spec);
-  return w >= 0 && (size_t)w < n ? 0 : -1; /* never a spec cut short: a cut token reads as another */
-}
