@@ -1,0 +1,396 @@
+/* rec_callsite.c: the callsite of an allocation, interned, on the allocating thread.
+ *
+ * Model: every allocation event on a thread that runs Python code asks for one callsite id.
+ * The frame walk goes outwards from the innermost frame and stops at the first frame of the
+ * program itself (a file outside site-packages, dist-packages, the standard library and the
+ * frozen modules); with no such frame the innermost frame is taken. A PyTorch training step
+ * makes ~1000 allocations from a few dozen lines, so the same (code object, instruction) pairs
+ * come back all the time: a per-thread direct-mapped cache maps them to ids without a lock, and
+ * so does a per-thread cache of which code objects are library code. Only a miss takes the
+ * table's mutex, formats "file:line:name" and interns it.
+ * Bounds: at most max_strings distinct strings (then "[other]"), a bounded key table, frames
+ * walked at most MAX_DEPTH deep, strings at most STACK_TEXT bytes. Nothing here calls Python:
+ * the frame source reads frames as plain memory (see rec_pyframe.c for why that is safe).
+ * Code objects freed and reallocated at the same address: keys carry the code object's
+ * identity (its filename and name objects and first line, rec_pyframes_t.ident), so a new code
+ * object at an old address misses instead of taking the old one's string. */
+#include "recorder/rec_callsite.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#define MAX_DEPTH 256    /* frames walked at most */
+#define STACK_FRAMES 64  /* frames written in a stack-mode string */
+#define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
+#define TLS_IDS 512      /* per-thread cache of (key) -> id, direct mapped */
+#define TLS_CLASS 256    /* per-thread cache of code object -> library or program */
+#define FILE_MAX 512
+#define NAME_MAX_ 256
+
+typedef struct key {
+  uint64_t a, b; /* user: code address, its identity; stack: two hashes of the whole stack */
+  int64_t c;     /* user: instruction offset; stack: -1 - depth */
+} key_t_;
+
+typedef struct kentry {
+  key_t_ k;
+  uint32_t id;
+  UT_hash_handle hh;
+} kentry_t;
+
+typedef struct sentry {
+  char *s;
+  uint32_t id;
+  UT_hash_handle hh;
+} sentry_t;
+
+struct rec_callsites {
+  rec_cs_mode_t mode;
+  rec_pyframes_t src;
+  int has_src;
+  uint64_t serial; /* tells this table's entries in the per-thread caches from another's */
+  unsigned max_strings;
+  unsigned max_keys;
+  pthread_mutex_t mu;
+  sentry_t *by_text;          /* mu */
+  kentry_t *by_key;           /* mu */
+  unsigned nkeys;             /* mu */
+  char **strs;                /* [1 .. max_strings + 1]; published before the id is handed out */
+  _Atomic uint32_t nstrs;
+  uint32_t other_id;          /* "[other]", 0 until needed; mu */
+  _Atomic uint64_t misses;
+  _Atomic uint32_t other;
+  char text[STACK_TEXT];      /* mu: the string being made */
+};
+
+static _Atomic uint64_t g_serial = 1;
+
+typedef struct id_slot {
+  key_t_ k;
+  uint64_t serial;
+  uint32_t id;
+} id_slot_t;
+
+typedef struct class_slot {
+  const void *code;
+  uint64_t ident;
+  uint64_t serial;
+  int library;
+} class_slot_t;
+
+static _Thread_local id_slot_t t_ids[TLS_IDS];
+static _Thread_local class_slot_t t_class[TLS_CLASS];
+
+/* ---- modes ------------------------------------------------------------------------------- */
+
+static const char *const mode_names[] = {"none", "user", "stack"};
+
+int rec_cs_mode_parse(const char *s) {
+  if (!s || !*s) return REC_CS_USER;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(s, mode_names[i]) == 0) return i;
+  return -1;
+}
+
+const char *rec_cs_mode_name(int mode) {
+  return mode >= 0 && mode < 3 ? mode_names[mode] : "?";
+}
+
+/* ---- library or program ------------------------------------------------------------------- */
+
+/* "/lib/python3.12/" or "/lib64/python3.13t/": the standard library of some Python */
+static int in_stdlib(const char *f) {
+  for (const char *p = strstr(f, "/python3."); p; p = strstr(p + 1, "/python3.")) {
+    if (!((p - f >= 4 && memcmp(p - 4, "/lib", 4) == 0) ||
+          (p - f >= 6 && memcmp(p - 6, "/lib64", 6) == 0)))
+      continue;
+    const char *q = p + 9;
+    if (*q < '0' || *q > '9') continue;
+    while (*q >= '0' && *q <= '9') q++;
+    if (*q == 't') q++;
+    if (*q == '/') return 1;
+  }
+  return 0;
+}
+
+int rec_cs_is_library(const char *file) {
+  if (!file || !*file) return 1;
+  if (strncmp(file, "<frozen ", 8) == 0) return 1;
+  if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/")) return 1;
+  return in_stdlib(file);
+}
+
+/* Library paths read the same on any machine: cut after site-packages/ or dist-packages/. */
+static const char *short_path(const char *file) {
+  const char *p = strstr(file, "/site-packages/");
+  if (p) return p + 15;
+  p = strstr(file, "/dist-packages/");
+  return p ? p + 15 : file;
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
+                                 const rec_pyframes_t *src, unsigned max_strings, gm_err_t *err) {
+  rec_callsites_t *c = calloc(1, sizeof *c);
+  if (!c) return gm_err_set(err, GM_ERR_NOMEM, "callsites: out of memory");
+  c->mode = mode;
+  if (src) {
+    c->src = *src;
+    c->has_src = 1;
+  }
+  c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
+  c->max_keys = c->max_strings * 4;
+  c->serial = atomic_fetch_add(&g_serial, 1);
+  /* ids 1..max_strings, plus one for "[other]" */
+  c->strs = calloc((size_t)c->max_strings + 2, sizeof *c->strs);
+  if (!c->strs) {
+    free(c);
+    return gm_err_set(err, GM_ERR_NOMEM, "callsites: out of memory");
+  }
+  pthread_mutex_init(&c->mu, NULL);
+  *out = c;
+  return GM_OK;
+}
+
+void rec_callsites_destroy(rec_callsites_t *c) {
+  if (!c) return;
+  kentry_t *k, *kt;
+  HASH_ITER(hh, c->by_key, k, kt) {
+    HASH_DEL(c->by_key, k);
+    free(k);
+  }
+  sentry_t *s, *st;
+  HASH_ITER(hh, c->by_text, s, st) {
+    HASH_DEL(c->by_text, s);
+    free(s); /* s->s is owned by strs */
+  }
+  for (uint32_t i = 1; i <= atomic_load(&c->nstrs); i++) free(c->strs[i]);
+  free(c->strs);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* Under mu. The id of s, a new one if there is room; "[other]" beyond max_strings. */
+static uint32_t intern_locked(rec_callsites_t *c, const char *s, int may_fold) {
+  sentry_t *e;
+  HASH_FIND_STR(c->by_text, s, e);
+  if (e) return e->id;
+  uint32_t n = atomic_load_explicit(&c->nstrs, memory_order_relaxed);
+  if (n >= c->max_strings && may_fold) {
+    atomic_fetch_add(&c->other, 1);
+    if (!c->other_id) c->other_id = intern_locked(c, "[other]", 0);
+    return c->other_id;
+  }
+  if (n >= c->max_strings + 1) return c->other_id; /* only "[other]" itself may use the spare */
+  e = malloc(sizeof *e);
+  char *copy = strdup(s);
+  if (!e || !copy) {
+    free(e);
+    free(copy);
+    return 0;
+  }
+  e->s = copy;
+  e->id = n + 1;
+  c->strs[e->id] = copy;
+  HASH_ADD_KEYPTR(hh, c->by_text, e->s, strlen(e->s), e);
+  atomic_store_explicit(&c->nstrs, e->id, memory_order_release);
+  return e->id;
+}
+
+uint32_t rec_callsites_intern(rec_callsites_t *c, const char *s) {
+  pthread_mutex_lock(&c->mu);
+  uint32_t id = intern_locked(c, s, 1);
+  pthread_mutex_unlock(&c->mu);
+  return id;
+}
+
+const char *rec_callsites_string(const rec_callsites_t *c, uint32_t id) {
+  if (!c || id == 0 || id > atomic_load_explicit(&((rec_callsites_t *)c)->nstrs,
+                                                  memory_order_acquire))
+    return NULL;
+  return c->strs[id];
+}
+
+void rec_callsites_stats(const rec_callsites_t *c, rec_callsites_stats_t *st) {
+  rec_callsites_t *m = (rec_callsites_t *)c;
+  st->captures = 0;
+  st->misses = atomic_load(&m->misses);
+  st->strings = atomic_load(&m->nstrs);
+  st->other = atomic_load(&m->other);
+}
+
+/* ---- per-thread caches ---------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+static id_slot_t *id_slot(const key_t_ *k) {
+  return &t_ids[mix(k->a ^ (k->b * 31) ^ (uint64_t)k->c * 0x9E3779B97F4A7C15ull) % TLS_IDS];
+}
+
+static int same_key(const key_t_ *x, const key_t_ *y) {
+  return x->a == y->a && x->b == y->b && x->c == y->c;
+}
+
+/* Is the code object library code? Cached per thread by (address, identity). */
+static int is_library_code(rec_callsites_t *c, const void *code, uint64_t ident) {
+  class_slot_t *s = &t_class[mix((uint64_t)(uintptr_t)code) % TLS_CLASS];
+  if (s->code == code && s->ident == ident && s->serial == c->serial) return s->library;
+  char file[FILE_MAX], name[NAME_MAX_];
+  int lib = 1; /* unreadable: not the program's frame */
+  if (c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name))
+    lib = rec_cs_is_library(file);
+  *s = (class_slot_t){.code = code, .ident = ident, .serial = c->serial, .library = lib};
+  return lib;
+}
+
+/* "file:line:name" of one frame into buf (library paths shortened); its length, 0 if none. */
+static size_t frame_text(rec_callsites_t *c, const void *code, int lasti, char *buf, size_t n) {
+  char file[FILE_MAX], name[NAME_MAX_];
+  if (!c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name)) {
+    snprintf(file, sizeof file, "?");
+    snprintf(name, sizeof name, "?");
+  }
+  int line = c->src.line(c->src.ctx, code, lasti);
+  const char *f = rec_cs_is_library(file) ? short_path(file) : file;
+  int w = snprintf(buf, n, "%s:%d:%s", f, line, name);
+  return w < 0 ? 0 : (size_t)w >= n ? n - 1 : (size_t)w;
+}
+
+/* Under mu: the id of key k, made by text_of() on a miss. */
+typedef size_t (*text_fn)(rec_callsites_t *c, const void *arg, char *buf, size_t n);
+
+static uint32_t lookup_or_make(rec_callsites_t *c, const key_t_ *k, text_fn make,
+                               const void *arg) {
+  id_slot_t *s = id_slot(k);
+  if (s->serial == c->serial && same_key(&s->k, k)) return s->id;
+  atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+  pthread_mutex_lock(&c->mu);
+  kentry_t *e;
+  HASH_FIND(hh, c->by_key, k, sizeof *k, e);
+  uint32_t id;
+  if (e) {
+    id = e->id;
+  } else {
+    id = make(c, arg, c->text, sizeof c->text) ? intern_locked(c, c->text, 1) : 0;
+    if (id && c->nkeys < c->max_keys && (e = malloc(sizeof *e))) {
+      e->k = *k;
+      e->id = id;
+      HASH_ADD(hh, c->by_key, k, sizeof e->k, e);
+      c->nkeys++;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (id) *s = (id_slot_t){.k = *k, .serial = c->serial, .id = id};
+  return id;
+}
+
+/* ---- user mode ------------------------------------------------------------------------------ */
+
+typedef struct one_frame {
+  const void *code;
+  int lasti;
+} one_frame_t;
+
+static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n) {
+  const one_frame_t *f = arg;
+  return frame_text(c, f->code, f->lasti, buf, n);
+}
+
+static uint32_t capture_user(rec_callsites_t *c) {
+  const rec_pyframes_t *s = &c->src;
+  const void *first = NULL, *first_frame = NULL;
+  uint64_t first_ident = 0;
+  int depth = 0;
+  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
+    const void *code = s->code(s->ctx, f);
+    if (!code) continue;
+    uint64_t ident = s->ident(s->ctx, code);
+    if (!first) {
+      first = code;
+      first_frame = f;
+      first_ident = ident;
+    }
+    if (is_library_code(c, code, ident)) continue;
+    one_frame_t one = {code, s->lasti(s->ctx, f, code)};
+    key_t_ k = {(uint64_t)(uintptr_t)code, ident, one.lasti};
+    return lookup_or_make(c, &k, make_one, &one);
+  }
+  if (!first) return 0;
+  /* no frame of the program: the innermost one (a library's own work, e.g. an optimizer) */
+  one_frame_t one = {first, s->lasti(s->ctx, first_frame, first)};
+  key_t_ k = {(uint64_t)(uintptr_t)first, first_ident, one.lasti};
+  return lookup_or_make(c, &k, make_one, &one);
+}
+
+/* ---- stack mode ----------------------------------------------------------------------------- */
+
+typedef struct stack {
+  int n;
+  one_frame_t f[STACK_FRAMES];
+  int more;
+} stack_t_;
+
+static size_t make_stack(rec_callsites_t *c, const void *arg, char *buf, size_t n) {
+  const stack_t_ *st = arg;
+  size_t off = 0;
+  for (int i = 0; i < st->n && off + 8 < n; i++) {
+    if (i) off += (size_t)snprintf(buf + off, n - off, " < ");
+    if (off >= n - 1) break;
+    off += frame_text(c, st->f[i].code, st->f[i].lasti, buf + off, n - off);
+  }
+  if (st->more && off + 8 < n) off += (size_t)snprintf(buf + off, n - off, " < ...");
+  return off;
+}
+
+static uint32_t capture_stack(rec_callsites_t *c) {
+  const rec_pyframes_t *s = &c->src;
+  stack_t_ st;
+  st.n = 0;
+  st.more = 0;
+  uint64_t h1 = 0x243F6A8885A308D3ull, h2 = 0x13198A2E03707344ull;
+  int depth = 0;
+  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
+    const void *code = s->code(s->ctx, f);
+    if (!code) continue;
+    if (st.n == STACK_FRAMES) {
+      st.more = 1;
+      break;
+    }
+    int lasti = s->lasti(s->ctx, f, code);
+    uint64_t ident = s->ident(s->ctx, code);
+    st.f[st.n++] = (one_frame_t){code, lasti};
+    uint64_t x = (uint64_t)(uintptr_t)code ^ ((uint64_t)(uint32_t)lasti << 40);
+    h1 = mix(h1 ^ x) + ident;
+    h2 = mix(h2 + x * 0x9E3779B97F4A7C15ull) ^ mix(ident);
+  }
+  if (!st.n) return 0;
+  key_t_ k = {h1, h2, -1 - st.n};
+  return lookup_or_make(c, &k, make_stack, &st);
+}
+
+uint32_t rec_callsites_capture(rec_callsites_t *c) {
+  if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
+  return c->mode == REC_CS_STACK ? capture_stack(c) : capture_user(c);
+}
+
+uint32_t rec_callsites_owner(rec_callsites_t *c, uint32_t py, const void *self) {
+  if (!c || c->mode == REC_CS_NONE) return py;
+  char buf[STACK_TEXT];
+  size_t n = rec_owner_name(NULL, self, buf, 256);
+  if (!n) return py;
+  const char *pys = py ? rec_callsites_string(c, py) : NULL;
+  if (pys) snprintf(buf + n, sizeof buf - n, " < %s", pys);
+  return rec_callsites_intern(c, buf);
+}
