@@ -18,6 +18,12 @@
  *   - start the CUDA-free core (rec_core.c), which writes the trace off the application's threads.
  * Any failure here: one "[gpurec] ..." line on stderr, recording off, the application unharmed.
  *
+ * Callsites (GPUMEM_CALLSITES=user, the default; stack; none): each allocation made on a thread
+ * that runs Python code carries the program's innermost frame ("train.py:42:forward") or the
+ * whole stack, interned (rec_callsite.c); the rare calls that are not a framework's requests
+ * (synchronous allocations, VMM reserve/map) also carry the library that made them,
+ * "[libnccl.so.2]" (rec_owner.c). Frees carry none: the replay knows them by address.
+ *
  * GPUMEM_SELFTEST=N replaces CUPTI with N synthetic CUpti_ActivityMemory4 records pushed through
  * the same conversion and core: CI runs the real library end to end without a GPU. */
 #include <dlfcn.h>
@@ -38,6 +44,7 @@
 
 #include "recorder/cupti_callback.h"
 #include "recorder/cupti_convert.h"
+#include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -87,6 +94,9 @@ static struct {
   int activity; /* GPUMEM_CAPTURE=activity: MEMORY2 records instead of callbacks */
   int diag_empty; /* GPUMEM_DIAG=empty_callbacks: callbacks return at once (CUPTI's own cost) */
   _Atomic uint32_t stream_gen; /* bumped when a stream is destroyed: stream-id caches expire */
+  rec_callsites_t *cs; /* callsites (GPUMEM_CALLSITES); NULL: none */
+  int cs_mode;
+  char cs_why[160];    /* why Python frames are not read, "" if they are */
   char manifest[4096];
 } g = {.once = PTHREAD_ONCE_INIT};
 
@@ -208,6 +218,8 @@ static uint64_t hook_now(void *ctx) {
   uint64_t t = now_raw();
   return t > g.t0 ? t - g.t0 : 0;
 }
+
+static const char *hook_string(void *ctx, uint32_t id) { return rec_callsites_string(g.cs, id); }
 
 static void hook_tick(void *ctx) { g.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
 
@@ -520,7 +532,25 @@ static uint64_t stream_of(CUcontext ctx, const void *stream, int per_thread) {
   return id;
 }
 
-/* One driver call's exit -> one event in the ring. No lock, no allocation. */
+/* The callsite of an event: the Python frame for the framework's stream-ordered requests (the
+ * frequent calls: a cache lookup per frame), the owner too for the rare synchronous and VMM
+ * calls (an unwind: microseconds). Frees, unmaps and trims get none. */
+static uint32_t callsite_of(CUpti_CallbackId cbid, const gmt_event_t *ev) {
+  if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_ALLOC_FAILED &&
+      ev->kind != GMT_EV_VMM_RESERVE && ev->kind != GMT_EV_VMM_MAP)
+    return GMT_NO_STRING;
+  uint32_t py = rec_callsites_capture(g.cs);
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: return py;
+    default: return rec_callsites_owner(g.cs, py, (const void *)callsite_of);
+  }
+}
+
+/* One driver call's exit -> one event in the ring. No lock on the way (callsites: the table's
+ * mutex on a cache miss only), no allocation but a new callsite's string. */
 static void on_driver_capture(const CUpti_CallbackData *d, CUpti_CallbackId cbid) {
   if (d->callbackSite != CUPTI_API_EXIT) return;
   gmt_event_t ev;
@@ -533,6 +563,7 @@ static void on_driver_capture(const CUpti_CallbackData *d, CUpti_CallbackId cbid
   ev.context = d->contextUid;
   ev.device = device_of(d->context);
   if (need.has_stream) ev.stream = stream_of(d->context, need.stream, need.per_thread);
+  if (g.cs) ev.callsite = callsite_of(cbid, &ev);
   rec_core_push(g.core, &ev);
 }
 
@@ -611,6 +642,37 @@ static void install_term(int sig) {
 /* A fork()ed child (DataLoader worker) inherits the core but not its writer thread. */
 static void in_child(void) { g.core = NULL; }
 
+/* What the header says about callsites: the mode, and why Python frames are not read. */
+static const char *callsites_header(void) {
+  static char buf[256];
+  if (!g.cs) return "none";
+  snprintf(buf, sizeof buf, "%s%s%s", rec_cs_mode_name(g.cs_mode), g.cs_why[0] ? "; " : "",
+           g.cs_why);
+  return buf;
+}
+
+/* GPUMEM_CALLSITES: the table, and the frame source when this process runs CPython. Callsites
+ * are the callback capture's: the activity capture's records arrive on CUPTI's thread. */
+static void start_callsites(void) {
+  const char *env = getenv(REC_ENV_CALLSITES);
+  g.cs_mode = rec_cs_mode_parse(env);
+  if (g.cs_mode < 0) {
+    warn_once("%s=%s: not none, user or stack; recording without callsites", REC_ENV_CALLSITES,
+              env);
+    g.cs_mode = REC_CS_NONE;
+  }
+  if (g.cs_mode == REC_CS_NONE || (g.activity && !g.selftest)) return;
+  rec_pyframes_t src;
+  int py = rec_pyframes_cpython(&src, g.cs_why, sizeof g.cs_why);
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (rec_callsites_create(&g.cs, (rec_cs_mode_t)g.cs_mode, py ? &src : NULL, 0, &err) < 0) {
+    g.cs = NULL;
+    return;
+  }
+  rec_owner_prime(); /* backtrace() loads libgcc_s on its first call: here, not in a callback */
+}
+
 static int start_core(unsigned mode) {
   rec_config_t cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -630,7 +692,8 @@ static int start_core(unsigned mode) {
                         &err) < 0 ||
       gmt_header_kv_set(&cfg.header, "gpurec_capture",
                         g.selftest ? "selftest" : g.activity ? "activity" : "callbacks",
-                        &err) < 0) {
+                        &err) < 0 ||
+      gmt_header_kv_set(&cfg.header, "gpurec_callsites", callsites_header(), &err) < 0) {
     warn_once("cannot start recording: %s; the program runs on unrecorded", err.msg);
     gmt_header_free(&cfg.header);
     return 0;
@@ -638,7 +701,8 @@ static int start_core(unsigned mode) {
   cfg.path = path;
   cfg.manifest = g.manifest[0] ? g.manifest : NULL;
   cfg.fill_free_sizes = !g.activity;
-  rec_hooks_t hooks = {.fill_header = hook_fill, .now_ns = hook_now, .warn = core_warn};
+  rec_hooks_t hooks = {.fill_header = hook_fill, .now_ns = hook_now, .warn = core_warn,
+                       .string = hook_string};
   if (!g.selftest && g.activity) { /* only activity records wait in CUPTI's buffers */
     hooks.tick = hook_tick;
     hooks.final_flush = hook_final;
@@ -661,6 +725,7 @@ static int start_core(unsigned mode) {
  * trim, through the same conversion and core as a real run. */
 static void selftest(long n) {
   g.t0 = mono_ns();
+  start_callsites();
   if (!start_core(GMT_CAPTURE_SYNTHETIC)) return;
   rec_core_gpu_ready(g.core);
   for (long i = 0; i < n; i++) {
@@ -677,7 +742,23 @@ static void selftest(long n) {
     m.isAsync = 1;
     m.streamId = 7 + (uint32_t)((i / 2) % 2);
     gmt_event_t ev;
-    if (rec_cupti_convert(&m, g.t0, &ev)) rec_core_push(g.core, &ev);
+    if (rec_cupti_convert(&m, g.t0, &ev)) {
+      if (g.cs && ev.kind == GMT_EV_ALLOC) ev.callsite = rec_callsites_capture(g.cs);
+      rec_core_push(g.core, &ev);
+    }
+  }
+  const char *vmm = getenv("GPUMEM_SELFTEST_VMM");
+  if (vmm && *vmm == '1') { /* one reserve, as a library's own VMM call: its owner's callsite */
+    gmt_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = GMT_EV_VMM_RESERVE;
+    ev.addr = 0x7e0000000000ull;
+    ev.size = 2u << 20;
+    ev.stream = GMT_STREAM_NONE;
+    ev.mem_kind = GMT_MEM_DEVICE;
+    ev.ts_ns = hook_now(NULL);
+    if (g.cs) ev.callsite = callsite_of(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &ev);
+    rec_core_push(g.core, &ev);
   }
   CUpti_ActivityMemoryPool3 p;
   memset(&p, 0, sizeof p);
@@ -793,6 +874,7 @@ static void init_once(void) {
     return;
   }
   g.t0 = now_raw();
+  start_callsites();
   /* the core first: CUPTI may deliver records as soon as activity is enabled */
   if (!start_core(env_mode())) return;
   if (!enable_cupti()) rec_core_fail(g.core, "recording off");

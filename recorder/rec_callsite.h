@@ -89,7 +89,8 @@ int rec_cs_is_library(const char *file);
 /* ---- owner of a driver call (rec_owner.c) --------------------------------------------------- */
 
 /* "[libname]" of the innermost caller outside the libraries whose file name starts with one of
- * skip[] (NULL-terminated; NULL: CUDA's libraries: libcuda, libcupti, libcudart, libnvidia-) and
+ * skip[] (NULL-terminated; NULL: CUDA's libraries libcuda, libcupti, libcudart, libnvidia-, and
+ * the C library's libc, libpthread, ld-linux) and
  * outside the object that contains `self` (this library). Written into out; returns its length,
  * 0 if no frame was found. Costs a backtrace() (microseconds): for rare calls only. */
 size_t rec_owner_name(const char *const *skip, const void *self, char *out, size_t n);

@@ -77,6 +77,8 @@ struct rec_core {
   int stopped_once;
   live_t *live;      /* fill_free_sizes: live allocations by address */
   live_t *live_free; /* recycled entries */
+  uint32_t *cs_map;  /* hooks.string: the source's callsite id -> the trace's string id */
+  size_t ncs_map;
 };
 
 static uint64_t mono_ns(void) {
@@ -204,6 +206,32 @@ static void free_live(rec_core_t *c) {
   }
 }
 
+/* The trace's string id for the source's callsite id (hooks.string), interned on first use;
+ * GMT_NO_STRING if the source has no text for it. */
+static gm_status_t map_callsite(rec_core_t *c, uint32_t *id, gm_err_t *err) {
+  if (*id == GMT_NO_STRING || !c->hooks.string) return GM_OK;
+  if (*id >= c->ncs_map) {
+    size_t n = c->ncs_map ? c->ncs_map : 1024;
+    while (n <= *id) n *= 2;
+    uint32_t *m = realloc(c->cs_map, n * sizeof *m);
+    if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of memory for callsites");
+    memset(m + c->ncs_map, 0, (n - c->ncs_map) * sizeof *m);
+    c->cs_map = m;
+    c->ncs_map = n;
+  }
+  if (!c->cs_map[*id]) {
+    const char *text = c->hooks.string(c->hooks.ctx, *id);
+    if (!text) {
+      *id = GMT_NO_STRING;
+      return GM_OK;
+    }
+    gm_status_t s = gmt_writer_intern(c->w, text, &c->cs_map[*id], err);
+    if (s < 0) return s;
+  }
+  *id = c->cs_map[*id];
+  return GM_OK;
+}
+
 /* Write pending events with ts < limit (all of them for UINT64_MAX), in timestamp order. */
 static void emit(rec_core_t *c, uint64_t limit) {
   if (!c->npend || atomic_load(&c->failed)) return;
@@ -216,7 +244,8 @@ static void emit(rec_core_t *c, uint64_t limit) {
   gm_err_clear(&err);
   for (size_t i = 0; i < k; i++) {
     if (c->cfg.fill_free_sizes) track_live(c, &c->pend[i].ev);
-    if (gmt_writer_append(c->w, &c->pend[i].ev, &err) < 0) {
+    if (map_callsite(c, &c->pend[i].ev.callsite, &err) < 0 ||
+        gmt_writer_append(c->w, &c->pend[i].ev, &err) < 0) {
       char msg[GM_ERR_MSG_MAX + 64];
       snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
       fail_now(c, msg);
@@ -447,6 +476,7 @@ void rec_core_destroy(rec_core_t *c) {
   pthread_cond_destroy(&c->cv);
   free(c->pend);
   free_live(c);
+  free(c->cs_map);
   free(c->path);
   free(c->manifest);
   free(c);

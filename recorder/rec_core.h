@@ -51,6 +51,9 @@ typedef struct rec_hooks {
   void (*tick)(void *ctx);
   /* At stop: hand over everything, including partial buffers. */
   void (*final_flush)(void *ctx);
+  /* The text of a callsite id that the source put into events (its own string table), or NULL.
+   * Without this hook events' callsite ids are written as they are. */
+  const char *(*string)(void *ctx, uint32_t id);
   /* The core stopped recording because of msg (write failed, ...). Called once. */
   void (*warn)(void *ctx, const char *msg);
 } rec_hooks_t;
@@ -150,6 +153,7 @@ int rec_cupti_version(void *lib, uint32_t *version);
 #define REC_ENV_MODE "GPUMEM_MODE"         /* requests | native | torch */
 #define REC_ENV_CUPTI "GPUMEM_CUPTI"       /* libcupti path or directory: only that is tried */
 #define REC_ENV_CAPTURE "GPUMEM_CAPTURE"   /* callbacks (default) | activity */
+#define REC_ENV_CALLSITES "GPUMEM_CALLSITES" /* user (default) | stack | none */
 #define GPUREC_VERSION GM_VERSION
 #define REC_ENV_SELFTEST "GPUMEM_SELFTEST" /* N: no CUDA; emit N synthetic records (tests) */
 

@@ -16,8 +16,10 @@
 
 #define MAX_FRAMES 48
 
+/* CUDA's own libraries and the C library (pthread_once, a thread's start): never an owner */
 static const char *const cuda_libs[] = {"libcuda.", "libcupti.", "libcudart.", "libnvidia-",
-                                        "libgpumem_inject.", NULL};
+                                        "libgpumem_inject.", "libc.so.", "libpthread.",
+                                        "ld-linux", NULL};
 
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
