@@ -46,6 +46,7 @@
 #include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
 #include "recorder/gpurec_predict.h"
+#include "recorder/rec_callsite.h"
 #include "recorder/snapshot/snap_import.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
 
@@ -56,6 +57,7 @@ typedef struct config {
   const char *mode;
   const char *capture;
   const char *stacks;
+  const char *callsites;
   uint64_t max_entries;
   int quiet, help, version;
 } config_t;
@@ -77,6 +79,10 @@ static const gm_opt_t k_opts[] = {
      "callbacks (default: driver-API callbacks, cheapest) | activity (CUPTI MEMORY2 records: "
      "also module globals and CUPTI's pool records); default from GPUMEM_CAPTURE",
      offsetof(config_t, capture)},
+    {"callsites", 0, GM_OPT_STR, "WHAT",
+     "CUPTI's allocation events: user (default: the innermost line of the program, "
+     "file:line:function) | stack (every Python frame) | none; default from GPUMEM_CALLSITES",
+     offsetof(config_t, callsites)},
     {"max-entries", 0, GM_OPT_U64, "N", "auto and torch modes: PyTorch history ring size (default 1000000)",
      offsetof(config_t, max_entries), 1, INT32_MAX /* torch takes an int */},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "no mode line and no summary on stderr",
@@ -436,6 +442,11 @@ static int cmd_record(config_t *cfg, char **cmd) {
     snprintf(m, sizeof m, "unknown --capture '%.100s' (callbacks or activity)", cfg->capture);
     return usage_error(m);
   }
+  if (cfg->callsites && rec_cs_mode_parse(cfg->callsites) < 0) {
+    char m[256];
+    snprintf(m, sizeof m, "unknown --callsites '%.100s' (user, stack or none)", cfg->callsites);
+    return usage_error(m);
+  }
   int bad_cmd = command_startable(cmd[0]);
   if (bad_cmd) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s; nothing was started\n", cmd[0], strerror(bad_cmd),
@@ -466,7 +477,8 @@ static int cmd_record(config_t *cfg, char **cmd) {
   if (recording) {
     if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
         set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->stacks, cfg->quiet) < 0 ||
-        (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0))
+        (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0) ||
+        (cfg->callsites && set_env(REC_ENV_CALLSITES, cfg->callsites) < 0))
       return 1;
   }
   if (recording && strcmp(cfg->mode, "native") != 0) {

@@ -50,5 +50,13 @@ csv=$("$CSV" "$T"/nopy.pid*.zst)
 check "no Python: header says why" '[[ $(grep "^#kv.gpurec_callsites=" <<< "$csv") == "#kv.gpurec_callsites=user; no Python in this process" ]]'
 check "no Python: one string, the owner (the program)" '[[ $(str) == "1 [fake_cuda_app]" ]]'
 echo "owner without Python: $(str)"
+# the launcher's option
+err=$(recorder/gpurec --callsites=bogus -- true 2>&1); rc=$?
+check "gpurec --callsites=bogus: exit 2 naming it" '[[ $rc == 2 && $err == "gpurec: error: unknown --callsites '"'"'bogus'"'"' (user, stack or none)"* ]]'
+out=$(GPUMEM_SELFTEST=20 recorder/gpurec -q --callsites=stack -o "$T/g.zst" -- $PY recorder/testdata/inject_callsites.py 2>&1); rc=$?
+csv=$("$CSV" "$T/g.zst")
+check "gpurec --callsites=stack reaches the library" '[[ $rc == 0 && $(grep "^#kv.gpurec_callsites=" <<< "$csv") == "#kv.gpurec_callsites=stack" && $(str | grep -c " < ") == 1 ]]'
+out=$(recorder/gpurec --help)
+check "gpurec --help names --callsites" '[[ $out == *"--callsites=WHAT"* ]]'
 rm -rf "$T"
 [ $fails == 0 ] && echo "all passed" || { echo "$fails failed"; exit 1; }
