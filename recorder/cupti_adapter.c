@@ -92,7 +92,16 @@ static struct {
   _Atomic int warned;
   int selftest;
   int activity; /* GPUMEM_CAPTURE=activity: MEMORY2 records instead of callbacks */
-  int diag_empty; /* GPUMEM_DIAG=empty_callbacks: callbacks return at once (CUPTI's own cost) */
+  /* GPUMEM_DIAG (bench/recorder, tests/gpu/recorder_overhead.sh: where the time goes):
+   *   empty_callbacks: the memory callbacks stay enabled but return at once (CUPTI's dispatch);
+   *   subscribe_only: CUPTI loaded and subscribed, no driver callback enabled (what CUPTI's mere
+   *     presence costs every driver call, a kernel launch included);
+   *   inert: InitializeInjection returns at once: no CUPTI, no trace (the control);
+   *   count_calls: the whole driver domain enabled, every call counted, memory calls recorded
+   *     as usual; the counts go to stderr at exit (how many driver calls a loop makes) */
+  int diag_empty, diag_subscribe_only, diag_count;
+  _Atomic uint64_t n_calls, n_mem_calls;
+  unsigned char mem_cbid[1024]; /* count_calls: 1 for the cbids the capture enables */
   _Atomic uint32_t stream_gen; /* bumped when a stream is destroyed: stream-id caches expire */
   rec_callsites_t *cs; /* callsites (GPUMEM_CALLSITES); NULL: none */
   int cs_mode;
@@ -572,6 +581,14 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
   /* a fork()ed child has g.core == NULL (in_child): no getpid() syscall on the fast path */
   if (!g.core) return;
   if (dom == CUPTI_CB_DOMAIN_DRIVER_API && !g.activity) {
+    if (g.diag_count) {
+      int mem = cbid < sizeof g.mem_cbid && g.mem_cbid[cbid];
+      if (((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_EXIT) {
+        atomic_fetch_add_explicit(&g.n_calls, 1, memory_order_relaxed);
+        if (mem) atomic_fetch_add_explicit(&g.n_mem_calls, 1, memory_order_relaxed);
+      }
+      if (!mem) return;
+    }
     if (!g.diag_empty) on_driver_capture(data, cbid);
     return;
   }
@@ -618,6 +635,14 @@ static const CUpti_CallbackId runtime_cbids[] = {
 /* ---- life cycle ----------------------------------------------------------------------------- */
 
 static void at_exit(void) {
+  if (g.diag_count && getpid() == g.pid) {
+    char line[160];
+    int n = snprintf(line, sizeof line, "[gpurec] diag count_calls: %" PRIu64 " driver calls, %"
+                     PRIu64 " of them memory calls\n", atomic_load(&g.n_calls),
+                     atomic_load(&g.n_mem_calls));
+    if (n > 0 && write(2, line, (size_t)n) < 0) {
+    }
+  }
   if (g.core && getpid() == g.pid) rec_core_stop(g.core);
 }
 
@@ -817,6 +842,16 @@ static int enable_cupti(void) {
      * there), no activity kind */
     g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
                               CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING);
+    if (g.diag_subscribe_only) return 1;
+    if (g.diag_count) {
+      CUptiResult (*dom)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain) =
+          (CUptiResult(*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain))dlsym(
+              g.lib, "cuptiEnableDomain");
+      for (unsigned i = 0; i < rec_cb_capture_ncbids; i++)
+        if (rec_cb_capture_cbids[i] < sizeof g.mem_cbid) g.mem_cbid[rec_cb_capture_cbids[i]] = 1;
+      if (dom && dom(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS) return 1;
+      warn_once("GPUMEM_DIAG=count_calls: cannot enable the driver domain; counting memory calls");
+    }
     for (unsigned i = 0; i < rec_cb_capture_ncbids; i++) {
       r = g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, rec_cb_capture_cbids[i]);
       if (r != CUPTI_SUCCESS) {
@@ -853,6 +888,9 @@ static void init_once(void) {
    * separates CUPTI's dispatch cost from this library's own work per event */
   const char *diag = getenv("GPUMEM_DIAG");
   g.diag_empty = diag && strcmp(diag, "empty_callbacks") == 0;
+  g.diag_subscribe_only = diag && strcmp(diag, "subscribe_only") == 0;
+  g.diag_count = diag && strcmp(diag, "count_calls") == 0;
+  if (diag && strcmp(diag, "inert") == 0) return;
   const char *st = getenv(REC_ENV_SELFTEST);
   if (st && *st) {
     g.selftest = 1;

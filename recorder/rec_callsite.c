@@ -8,7 +8,8 @@
  * come back all the time: a per-thread direct-mapped cache maps them to ids without a lock, and
  * so does a per-thread cache of which code objects are library code. Only a miss takes the
  * table's mutex, formats "file:line:name" and interns it.
- * Bounds: at most max_strings distinct strings (then "[other]"), a bounded key table, frames
+ * Bounds: at most max_strings distinct strings and 64 MiB of them (then "[other]"), a key
+ * table of at most twice as many entries (past it, misses are formatted again), frames
  * walked at most MAX_DEPTH deep, strings at most STACK_TEXT bytes. Nothing here calls Python:
  * the frame source reads frames as plain memory (see rec_pyframe.c for why that is safe).
  * Code objects freed and reallocated at the same address: keys carry the code object's
@@ -28,6 +29,7 @@
 #define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
 #define TLS_IDS 512      /* per-thread cache of (key) -> id, direct mapped */
 #define TLS_CLASS 256    /* per-thread cache of code object -> library or program */
+#define MAX_BYTES (64u << 20) /* bytes of all strings at most (stack mode's are long) */
 #define FILE_MAX 512
 #define NAME_MAX_ 256
 
@@ -62,6 +64,7 @@ struct rec_callsites {
   char **strs;                /* [1 .. max_strings + 1]; published before the id is handed out */
   _Atomic uint32_t nstrs;
   uint32_t other_id;          /* "[other]", 0 until needed; mu */
+  size_t bytes;               /* mu: of all strings */
   _Atomic uint64_t misses;
   _Atomic uint32_t other;
   char text[STACK_TEXT];      /* mu: the string being made */
@@ -144,7 +147,7 @@ gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
     c->has_src = 1;
   }
   c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
-  c->max_keys = c->max_strings * 4;
+  c->max_keys = c->max_strings * 2;
   c->serial = atomic_fetch_add(&g_serial, 1);
   /* ids 1..max_strings, plus one for "[other]" */
   c->strs = calloc((size_t)c->max_strings + 2, sizeof *c->strs);
@@ -181,7 +184,8 @@ static uint32_t intern_locked(rec_callsites_t *c, const char *s, int may_fold) {
   HASH_FIND_STR(c->by_text, s, e);
   if (e) return e->id;
   uint32_t n = atomic_load_explicit(&c->nstrs, memory_order_relaxed);
-  if (n >= c->max_strings && may_fold) {
+  size_t len = strlen(s);
+  if ((n >= c->max_strings || c->bytes + len > MAX_BYTES) && may_fold) {
     atomic_fetch_add(&c->other, 1);
     if (!c->other_id) c->other_id = intern_locked(c, "[other]", 0);
     return c->other_id;
@@ -196,6 +200,7 @@ static uint32_t intern_locked(rec_callsites_t *c, const char *s, int may_fold) {
   }
   e->s = copy;
   e->id = n + 1;
+  c->bytes += len + 1;
   c->strs[e->id] = copy;
   HASH_ADD_KEYPTR(hh, c->by_text, e->s, strlen(e->s), e);
   atomic_store_explicit(&c->nstrs, e->id, memory_order_release);
