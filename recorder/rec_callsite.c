@@ -78,15 +78,48 @@ typedef struct id_slot {
   uint32_t id;
 } id_slot_t;
 
+/* Per code object: library or program, and for program code the last instruction seen and its
+ * id, so a frame that allocates from the same line as last time costs one lookup. */
 typedef struct class_slot {
   const void *code;
   uint64_t ident;
   uint64_t serial;
   int library;
+  int lasti;
+  uint32_t id;
 } class_slot_t;
 
-static _Thread_local id_slot_t t_ids[TLS_IDS];
-static _Thread_local class_slot_t t_class[TLS_CLASS];
+/* The per-thread caches live on the heap behind one initial-exec TLS pointer: a library that
+ * the driver dlopen()s gets its _Thread_local arrays through __tls_get_addr on every access, and
+ * 28 KiB of them would not fit the loader's static TLS reserve. Freed at thread exit. */
+typedef struct tcache {
+  id_slot_t ids[TLS_IDS];
+  class_slot_t cls[TLS_CLASS];
+} tcache_t;
+
+static __thread tcache_t *t_cache __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_tkey;
+static pthread_once_t g_tkey_once = PTHREAD_ONCE_INIT;
+static int g_tkey_ok;
+
+static void tcache_free(void *p) {
+  free(p);
+  t_cache = NULL;
+}
+
+static void tkey_make(void) { g_tkey_ok = pthread_key_create(&g_tkey, tcache_free) == 0; }
+
+static tcache_t *tcache_slow(void) {
+  pthread_once(&g_tkey_once, tkey_make);
+  tcache_t *t = calloc(1, sizeof *t);
+  if (t && g_tkey_ok) pthread_setspecific(g_tkey, t);
+  return t_cache = t;
+}
+
+static inline tcache_t *tcache(void) {
+  tcache_t *t = t_cache;
+  return __builtin_expect(t != NULL, 1) ? t : tcache_slow();
+}
 
 /* ---- modes ------------------------------------------------------------------------------- */
 
@@ -240,24 +273,26 @@ static uint64_t mix(uint64_t x) {
   return x;
 }
 
-static id_slot_t *id_slot(const key_t_ *k) {
-  return &t_ids[mix(k->a ^ (k->b * 31) ^ (uint64_t)k->c * 0x9E3779B97F4A7C15ull) % TLS_IDS];
+static id_slot_t *id_slot(tcache_t *t, const key_t_ *k) {
+  return &t->ids[mix(k->a ^ (k->b * 31) ^ (uint64_t)k->c * 0x9E3779B97F4A7C15ull) % TLS_IDS];
 }
 
 static int same_key(const key_t_ *x, const key_t_ *y) {
   return x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
-/* Is the code object library code? Cached per thread by (address, identity). */
-static int is_library_code(rec_callsites_t *c, const void *code, uint64_t ident) {
-  class_slot_t *s = &t_class[mix((uint64_t)(uintptr_t)code) % TLS_CLASS];
-  if (s->code == code && s->ident == ident && s->serial == c->serial) return s->library;
+/* The code object's slot, classified: library code or the program's. Cached per thread by
+ * (address, identity). */
+static class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t ident) {
+  class_slot_t *s = &t->cls[((uint64_t)(uintptr_t)code >> 4) % TLS_CLASS];
+  if (s->code == code && s->ident == ident && s->serial == c->serial) return s;
   char file[FILE_MAX], name[NAME_MAX_];
   int lib = 1; /* unreadable: not the program's frame */
   if (c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name))
     lib = rec_cs_is_library(file);
-  *s = (class_slot_t){.code = code, .ident = ident, .serial = c->serial, .library = lib};
-  return lib;
+  *s = (class_slot_t){.code = code, .ident = ident, .serial = c->serial, .library = lib,
+                      .lasti = -2, .id = 0};
+  return s;
 }
 
 /* "file:line:name" of one frame into buf (library paths shortened); its length, 0 if none. */
@@ -276,9 +311,9 @@ static size_t frame_text(rec_callsites_t *c, const void *code, int lasti, char *
 /* Under mu: the id of key k, made by text_of() on a miss. */
 typedef size_t (*text_fn)(rec_callsites_t *c, const void *arg, char *buf, size_t n);
 
-static uint32_t lookup_or_make(rec_callsites_t *c, const key_t_ *k, text_fn make,
+static uint32_t lookup_or_make(rec_callsites_t *c, tcache_t *t, const key_t_ *k, text_fn make,
                                const void *arg) {
-  id_slot_t *s = id_slot(k);
+  id_slot_t *s = id_slot(t, k);
   if (s->serial == c->serial && same_key(&s->k, k)) return s->id;
   atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
   pthread_mutex_lock(&c->mu);
@@ -313,7 +348,7 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
   return frame_text(c, f->code, f->lasti, buf, n);
 }
 
-static uint32_t capture_user(rec_callsites_t *c) {
+static uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   uint64_t first_ident = 0;
@@ -327,16 +362,21 @@ static uint32_t capture_user(rec_callsites_t *c) {
       first_frame = f;
       first_ident = ident;
     }
-    if (is_library_code(c, code, ident)) continue;
+    class_slot_t *cl = classify(c, t, code, ident);
+    if (cl->library) continue;
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
+    if (cl->lasti == one.lasti && cl->id) return cl->id;
     key_t_ k = {(uint64_t)(uintptr_t)code, ident, one.lasti};
-    return lookup_or_make(c, &k, make_one, &one);
+    uint32_t id = lookup_or_make(c, t, &k, make_one, &one);
+    cl->lasti = one.lasti;
+    cl->id = id;
+    return id;
   }
   if (!first) return 0;
   /* no frame of the program: the innermost one (a library's own work, e.g. an optimizer) */
   one_frame_t one = {first, s->lasti(s->ctx, first_frame, first)};
   key_t_ k = {(uint64_t)(uintptr_t)first, first_ident, one.lasti};
-  return lookup_or_make(c, &k, make_one, &one);
+  return lookup_or_make(c, t, &k, make_one, &one);
 }
 
 /* ---- stack mode ----------------------------------------------------------------------------- */
@@ -359,7 +399,7 @@ static size_t make_stack(rec_callsites_t *c, const void *arg, char *buf, size_t 
   return off;
 }
 
-static uint32_t capture_stack(rec_callsites_t *c) {
+static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
   const rec_pyframes_t *s = &c->src;
   stack_t_ st;
   st.n = 0;
@@ -382,12 +422,14 @@ static uint32_t capture_stack(rec_callsites_t *c) {
   }
   if (!st.n) return 0;
   key_t_ k = {h1, h2, -1 - st.n};
-  return lookup_or_make(c, &k, make_stack, &st);
+  return lookup_or_make(c, t, &k, make_stack, &st);
 }
 
 uint32_t rec_callsites_capture(rec_callsites_t *c) {
   if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
-  return c->mode == REC_CS_STACK ? capture_stack(c) : capture_user(c);
+  tcache_t *t = tcache();
+  if (!t) return 0;
+  return c->mode == REC_CS_STACK ? capture_stack(c, t) : capture_user(c, t);
 }
 
 uint32_t rec_callsites_owner(rec_callsites_t *c, uint32_t py, const void *self) {

@@ -2,6 +2,7 @@
  * Python loads this with ctypes: through ctypes.CDLL the call runs without the GIL (as a PyTorch
  * operator's allocation does), through ctypes.PyDLL with it. */
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 #include "recorder/rec_callsite.h"
@@ -10,6 +11,7 @@ int cs_probe_init(int mode, char *why, int nwhy);
 int cs_probe(char *buf, int n);
 int cs_probe_owner(char *buf, int n);
 unsigned long cs_probe_misses(void);
+double cs_probe_bench(int n);
 
 static rec_callsites_t *g_cs;
 
@@ -43,4 +45,14 @@ unsigned long cs_probe_misses(void) {
   rec_callsites_stats_t st;
   rec_callsites_stats(g_cs, &st);
   return (unsigned long)st.misses;
+}
+
+/* ns per capture, n captures from the caller's stack (the steady state: all cached) */
+double cs_probe_bench(int n) {
+  struct timespec t0, t1;
+  rec_callsites_capture(g_cs);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; i++) rec_callsites_capture(g_cs);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
 }
