@@ -10,6 +10,7 @@ CALLS.txt (optional): lines 'steps=N calls=C mem=M' from GPUMEM_DIAG=count_calls
 Python loop at two step counts; their difference gives driver calls per step.
 Prints markdown on stdout. Standard library only (runs with any python3)."""
 import json
+import os
 import re
 import statistics
 import sys
@@ -157,7 +158,7 @@ def main():
         sys.stderr.write("usage: overhead_table.py RESULTS.jsonl [CALLS.txt]\n")
         return 2
     rows = load(sys.argv[1])
-    calls = read_calls(sys.argv[2]) if len(sys.argv) > 2 else None
+    calls = read_calls(sys.argv[2]) if len(sys.argv) > 2 and os.path.exists(sys.argv[2]) else None
     out = []
     c_tables(rows, out)
     py_table(rows, out, calls)

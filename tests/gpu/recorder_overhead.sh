@@ -6,10 +6,12 @@
 #
 # Needs the binaries built here and carried in .dist/ (as the other tests/gpu scripts):
 #   .dist/gpurec .dist/libgpumem_inject.so .dist/trace_csv [.dist/alloc_churn] [.dist/lib/]
-# alloc_churn is built here from bench/recorder/alloc_churn.cu with nvcc when there is one
-# (the copy in .dist/ may predate its launch/query/sync loops).
+#   [.dist/libcs_probe.so] (//recorder:testdata/libcs_probe.so: the callsite reader's check)
+# .dist/alloc_churn is used when it has the launch/query/sync loops, else built there with nvcc.
 #   run (from the repository root): bash tests/gpu/recorder_overhead.sh [STAGES]
-#   STAGES: comma list of calls,callsites,owner,rounds (default: all four)
+#   STAGES: comma list of probe,calls,callsites,owner,rounds (default: all five)
+#     probe     the callsite reader against this machine's Python (cs_probe_test.py): checks
+#               and ns per capture
 #     calls     driver calls per step of the Python loop (GPUMEM_DIAG=count_calls)
 #     callsites what the default recording's callsites say for the Python loop (user and stack)
 #     owner     NCCL (one rank) and expandable segments under --mode=native: VMM owners
@@ -31,7 +33,7 @@ W=/tmp/recovh.work
 rm -rf "$W"; mkdir -p "$W" "$OUT"
 export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=${PY:-/opt/torch/.venv/bin/python3}; [ -x "$PY" ] || PY=python3
-WHAT=${1:-calls,callsites,owner,rounds}
+WHAT=${1:-probe,calls,callsites,owner,rounds}
 ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-540}
 PY_STEPS=${PY_STEPS:-120}
@@ -57,16 +59,26 @@ timeout 60 "$PY" -c 'import torch, sys; print("python", sys.version.split()[0], 
 # ---- alloc_churn ------------------------------------------------------------------------------
 CHURN=""
 NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
-if [ -n "$NVCC" ] && timeout 180 "$NVCC" -O2 -o "$W/alloc_churn" "$ROOT/bench/recorder/alloc_churn.cu" >> "$LOG" 2>&1; then
-  CHURN=$W/alloc_churn
-elif [ -x "$D/alloc_churn" ] && timeout 60 "$D/alloc_churn" 2 1 query > /dev/null 2>&1; then
+if [ -x "$D/alloc_churn" ] && timeout 60 "$D/alloc_churn" 2 1 query > /dev/null 2>&1; then
   CHURN=$D/alloc_churn
+elif [ -n "$NVCC" ] && timeout 180 "$NVCC" -O2 -o "$W/alloc_churn" "$ROOT/bench/recorder/alloc_churn.cu" >> "$LOG" 2>&1; then
+  CHURN=$W/alloc_churn
 fi
 log "alloc_churn: ${CHURN:-none (no nvcc, and .dist/alloc_churn lacks the launch/query/sync loops): C loops skipped}"
 
 LOOP="$ROOT/bench/recorder/rec_overhead.py"
 # tag ROUND STAGE VARIANT [LOOP]: prefix the benchmark's RESULT line with the run's tags
 tag() { local l=""; [ -n "${4:-}" ] && l=",\"loop\":\"$4\""; grep '^RESULT ' "$W/out" | sed "s/^RESULT /RESULT {\"stage\":\"$2\",\"variant\":\"$3\",\"round\":$1$l} /" >> "$RES"; }
+
+# ---- stage probe: the callsite reader against this Python ----------------------------------------
+if has probe; then
+  log "== probe: recorder/testdata/cs_probe_test.py with $PY"
+  if [ -f "$D/libcs_probe.so" ]; then
+    : > "$W/out"; run 120 "$PY" "$ROOT/recorder/testdata/cs_probe_test.py" "$D/libcs_probe.so"; log "probe rc=$?"
+  else
+    log "no $D/libcs_probe.so: skipped"
+  fi
+fi
 
 # ---- stage calls: driver calls per step of the Python loop -------------------------------------
 if has calls; then
