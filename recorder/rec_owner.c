@@ -16,10 +16,13 @@
 
 #define MAX_FRAMES 48
 
-/* CUDA's own libraries and the C library (pthread_once, a thread's start): never an owner */
+/* CUDA's own libraries, the C library (pthread_once, a thread's start) and the sanitizers'
+ * runtimes (they intercept backtrace()): never an owner */
 static const char *const cuda_libs[] = {"libcuda.", "libcupti.", "libcudart.", "libnvidia-",
                                         "libgpumem_inject.", "libc.so.", "libpthread.",
-                                        "ld-linux", NULL};
+                                        "ld-linux", "libasan.", "libubsan.", "libtsan.",
+                                        "liblsan.", NULL};
+static const char *const sanitizers[] = {"libasan.", "libubsan.", "libtsan.", "liblsan.", NULL};
 
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
@@ -52,7 +55,7 @@ size_t rec_owner_name(const char *const *skip, const void *self, char *out, size
     if (self_base && in.dli_fbase == self_base) continue;
     const char *name = base_name(in.dli_fname);
     if (!*name) name = "main"; /* the executable, when the loader has no name for it */
-    if (skipped(name, skip)) continue;
+    if (skipped(name, skip) || skipped(name, sanitizers)) continue;
     size_t len = strlen(name);
     if (len + 3 > n) len = n - 3;
     out[0] = '[';

@@ -8,6 +8,10 @@ PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 T=${TEST_TMPDIR:-/tmp}/injcs.$$
 mkdir -p "$T"
+# An ASan build of the library (bazel test --config=asan) needs the ASan runtime first in an
+# uninstrumented python: preload it (leak checks off: the interpreter's own allocations).
+asan=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
+[ -n "$asan" ] && export LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 run() { # MODE -> $T/MODE.zst, stdout in $out, stderr in $err, CSV in $csv
