@@ -142,8 +142,10 @@ check "auto: one trace, the -o name" '[[ $(ls auto*.zst) == "auto.zst" ]]'
 check "auto: header capture torch-history, stacks none" '[[ "$("$CSV" auto.zst)" == *"#capture_mode=torch-history"* && "$("$CSV" auto.zst)" == *"#kv.torch_history.stacks=none"* && "$("$CSV" auto.zst)" == *"#kv.gpurec_mode=auto"* ]]'
 check "auto: merge said on stderr" '[[ $err == *"auto.zst: PyTorch'"'"'s history ("*" entries, stacks none) merged with the CUPTI trace"*"1001 events of other libraries"* ]]'
 "$GPUREC" import "$SNAP" -o plain.zst 2>/dev/null
-# the history's events, all fields but time and CUPTI's ids, in the same order as the import's
-hist() { "$CSV" "$1" | grep -v '^#' | awk -F, 'NR > 1 && $8 !~ /^0x[0-9a-f]*[89a-f]$/ { print $2","$3","$4","$5","$6","$7","$8","$10 }'; }
+# the history's events, all fields but time and CUPTI's ids, in the same order as the import's;
+# callsites by their text (the CUPTI trace's own callsites share the merged string table)
+hist() { "$CSV" "$1" | awk -F, '/^#string\./ { i = index($0, "="); s[substr($0, 9, i - 9)] = substr($0, i + 1); next }
+  /^#/ { next } !h++ { next } $8 !~ /^0x[0-9a-f]*[89a-f]$/ { print $2","$3","$4","$5","$6","$7","$8","s[$10] }'; }
 check "auto: PyTorch's events identical to the import's" '[[ -n "$(hist plain.zst)" && "$(hist auto.zst)" == "$(hist plain.zst)" ]]'
 nh=$(stats plain.zst | sed 's/.*events=\([0-9]*\).*/\1/'); na=$(stats auto.zst | sed 's/.*events=\([0-9]*\).*/\1/')
 check "auto: the CUPTI events kept beside them" '[[ $((na - nh)) == 1001 ]]'
