@@ -89,15 +89,16 @@ typedef struct class_slot {
   uint32_t id;
 } class_slot_t;
 
-/* The per-thread caches live on the heap behind one initial-exec TLS pointer: a library that
- * the driver dlopen()s gets its _Thread_local arrays through __tls_get_addr on every access, and
- * 28 KiB of them would not fit the loader's static TLS reserve. Freed at thread exit. */
+/* The per-thread caches live on the heap behind one TLS pointer (one __tls_get_addr per
+ * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
+ * that would mark the whole library STATIC_TLS, and a dlopen() fails once the loader's small
+ * static TLS reserve is used up by other libraries. Freed at thread exit. */
 typedef struct tcache {
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
 } tcache_t;
 
-static __thread tcache_t *t_cache __attribute__((tls_model("initial-exec")));
+static _Thread_local tcache_t *t_cache;
 static pthread_key_t g_tkey;
 static pthread_once_t g_tkey_once = PTHREAD_ONCE_INIT;
 static int g_tkey_ok;
