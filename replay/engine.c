@@ -45,6 +45,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   rp_map_init(&e->async_sizes);
   rp_map_init(&e->external);
   rp_map_init(&e->pending);
+  rp_peak_init(e);
   e->first_oom_event = -1;
   e->first_oom_ts = -1;
   e->ff_event = -1;
@@ -67,6 +68,7 @@ void rp_engine_destroy(rp_engine_t *e) {
   rp_map_free(&e->external);
   rp_vmm_free(e->vmm);
   rp_events_free_all(e);
+  rp_peak_free(e);
   free(e);
 }
 
@@ -114,12 +116,16 @@ static void observe(rp_engine_t *e, uint64_t ts) {
     e->alloc_at_peak = e->allocated;
     e->frag_at_peak = e->reserved ? 1.0 - (double)e->allocated / (double)e->reserved : 0.0;
     if (e->b->driver_used) e->driver_used_at_peak = e->b->driver_used(e->b);
+    e->snap_pending = 1;
   } else if (e->reserved == e->peak_reserved && e->allocated > e->alloc_at_peak) {
     /* Still at the peak (a preallocated arena stays there): the peak's fragmentation is
      * what the best use of it wasted, not the first moment's emptiness. */
     e->alloc_at_peak = e->allocated;
     e->frag_at_peak = 1.0 - (double)e->allocated / (double)e->reserved;
+    e->snap_pending = 1;
   }
+  /* The memory at that moment, for the report (engine_peak.c; paid from a budget). */
+  if (e->snap_pending && e->reserved == e->peak_reserved) rp_peak_maybe_snapshot(e, ts);
   /* Mean fragmentation is weighted by bytes and time: 1 - (integral of allocated dt) /
    * (integral of reserved dt), i.e. the share of reserved byte-seconds that held no block.
    * Accumulating the two integrals costs a multiply per request where a per-request ratio
@@ -612,6 +618,7 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   fill_latency(e, r);
   r->replay_seconds = secs;
   r->events_per_second = secs > 0 ? (double)e->events / secs : 0.0;
+  if (e->snap) r->peak = *e->snap;
   r->timeline_n = rp_timeline_export(&e->tl, r->tl_ts, r->tl_reserved, r->tl_allocated,
                                      r->tl_requested);
   /* Leave the device as we found it (the cuda backend must not leak between runs). The

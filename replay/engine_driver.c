@@ -32,6 +32,7 @@ static gm_status_t w_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
   gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, size, addr);
+  if (st == GM_OK) rp_peak_seg_add(e, *addr, size, 0);
   if (st == GM_OK) grow(e, size);
   note(e, st);
   return st;
@@ -41,6 +42,7 @@ static gm_status_t w_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->free_calls++;
   gm_status_t st = e->b->drv.mem_free(e->b->drv.ctx, addr, size);
+  if (st == GM_OK) rp_peak_seg_remove(e, addr, size, 0);
   if (st == GM_OK) shrink(e, size);
   return st;
 }
@@ -61,6 +63,7 @@ static gm_status_t w_map(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
   gm_status_t st = e->b->drv.map(e->b->drv.ctx, addr, size);
+  if (st == GM_OK) rp_peak_seg_add(e, addr, size, 1);
   if (st == GM_OK) grow(e, size);
   note(e, st);
   return st;
@@ -70,6 +73,7 @@ static gm_status_t w_unmap(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->free_calls++;
   gm_status_t st = e->b->drv.unmap(e->b->drv.ctx, addr, size);
+  if (st == GM_OK) rp_peak_seg_remove(e, addr, size, 1);
   if (st == GM_OK) shrink(e, size);
   return st;
 }

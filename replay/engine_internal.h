@@ -94,6 +94,12 @@ struct rp_engine {
   struct rp_held *held;      /* late timing: blocks the program freed, not yet given back */
   size_t n_held, cap_held;
   uint64_t event_frees, event_frees_requested;
+  /* engine_peak.c: the live segments (addr -> size, kind: 0 mem_alloc, 1 a mapped page) and
+   * the snapshot at the reserved peak. */
+  rp_map_t segs;
+  rp_peak_snapshot_t *snap;
+  int snap_pending;     /* the peak moved since the last snapshot */
+  uint64_t snap_events;  /* e->events at the last snapshot */
 };
 
 /* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
@@ -125,6 +131,13 @@ void rp_events_free_all(rp_engine_t *e);
 void rp_events_alloc_seen(rp_engine_t *e, const gmt_event_t *ev);
 /* Frees the program requested that never completed by the end of the trace (torch traces). */
 uint64_t rp_events_never_freed(const rp_engine_t *e);
+
+/* engine_peak.c: follow the driver's segments; snapshot the memory (observe() at a peak). */
+void rp_peak_init(rp_engine_t *e);
+void rp_peak_free(rp_engine_t *e);
+void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
+void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
+void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);

@@ -1016,3 +1016,70 @@ TEST(EngineEvents, OutOfMemoryWaitsForPendingEventsBeforeFailing) {
   big.Finish();
   EXPECT_EQ(big.r->ooms, 1u);  // 4 MiB cannot fit beside b even then: a real OOM
 }
+
+TEST(Engine, PeakSnapshotSplitsTheWasteAndMapsSegments) {
+  Replay run(kCache);
+  // fakecache: one 1 MiB-rounded segment per new block size. At the peak (5 MiB): A's 1 MiB
+  // segment holds 100 KiB (rounding 924 KiB), B's 1 MiB segment is cached (freed), C's 3 MiB
+  // segment holds 3 MiB.
+  ASSERT_EQ(run.Feed({A(0, 0xa000, 100 << 10), A(1, 0xb000, 1 * MiB), Fr(2, 0xb000), A(3, 0xc000, 3 * MiB),
+                      Fr(4, 0xc000), Fr(5, 0xa000)}),
+            GM_OK);
+  run.Finish();
+  const rp_peak_snapshot_t &p = run.r->peak;
+  ASSERT_TRUE(p.valid);
+  EXPECT_EQ(p.event, 3u);
+  EXPECT_EQ(p.reserved_bytes, 5 * MiB);
+  EXPECT_EQ(p.requested_bytes, 3 * MiB + (100 << 10));
+  EXPECT_EQ(p.allocated_bytes, 4 * MiB);
+  EXPECT_EQ(p.rounding_bytes, MiB - (100 << 10));
+  EXPECT_EQ(p.free_in_segments_bytes, 0u);
+  EXPECT_EQ(p.cached_segments_bytes, MiB);
+  EXPECT_EQ(p.rounding_bytes + p.free_in_segments_bytes + p.cached_segments_bytes + p.requested_bytes,
+            p.reserved_bytes);
+  EXPECT_EQ(p.segments, 3u);
+  EXPECT_EQ(p.segments_in_use, 2u);
+  ASSERT_EQ(p.n_segs, 3u);
+  uint64_t live = 0, blocks = 0;
+  for (size_t i = 0; i < p.n_segs; i++) {
+    if (i) {
+      EXPECT_LT(p.seg[i - 1].addr, p.seg[i].addr);  // address order
+    }
+    live += p.seg[i].live_bytes;
+    blocks += p.seg[i].blocks;
+    if (p.seg[i].size == 3 * MiB) {
+      ASSERT_EQ(p.seg[i].n_spans, 1u);
+      EXPECT_EQ(p.seg[i].span_off[0], 0u);
+      EXPECT_EQ(p.seg[i].span_len[0], 3 * MiB);
+    }
+  }
+  EXPECT_EQ(live, p.requested_bytes);
+  EXPECT_EQ(blocks, 2u);
+}
+
+TEST(Engine, PeakSnapshotKeepsTheLaterFullerMomentAtTheSamePeak) {
+  Replay run(kCache);
+  // The peak (3 MiB) is reached with 2 MiB live; then A's cached segment is reused: still at
+  // the peak, nothing cached: the snapshot is that moment (as fragmentation_at_peak is).
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), A(2, 0x2000, 2 * MiB), A(3, 0x3000, MiB)}), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->peak.event, 3u);
+  EXPECT_EQ(run.r->peak.cached_segments_bytes, 0u);
+  EXPECT_EQ(run.r->peak.requested_bytes, 3 * MiB);
+}
+
+TEST(Engine, PeakSnapshotIsBoundedOnAGrowingDirectTrace) {
+  // `direct`: every alloc raises the peak. 100k live blocks: snapshots are paid from the
+  // budget (8 elements per event), so the replay stays linear; the last one is at most 1/4 late
+  // and says which reserved figure it describes.
+  Replay run(kDirect, 0, 0);
+  std::vector<gmt_event_t> v;
+  for (uint64_t i = 0; i < 100000; i++) v.push_back(A(i, 0x100000 + i * 64, 64));
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  run.Finish();
+  ASSERT_TRUE(run.r->peak.valid);
+  EXPECT_LE(run.r->peak.reserved_bytes, run.r->peak_reserved_bytes);
+  EXPECT_GE(run.r->peak.reserved_bytes, run.r->peak_reserved_bytes * 3 / 4);
+  EXPECT_EQ(run.r->peak.n_segs, (size_t)RP_SNAP_SEGS);
+  EXPECT_EQ(run.r->peak.rounding_bytes, 0u);
+}

@@ -338,6 +338,43 @@ static json_t *u64_array(const uint64_t *v, size_t n) {
   return a;
 }
 
+#define JI(v) json_integer((json_int_t)(v))
+
+/* The memory at the reserved peak (replay/RESULTS.md "peak_snapshot"): the waste split and the
+ * map of the largest segments, each with its live spans as [offset, length] pairs. */
+static json_t *peak_json(const rp_peak_snapshot_t *p) {
+  json_t *o = json_object();
+  json_object_set_new(o, "event", JI(p->event));
+  json_object_set_new(o, "ts_ns", JI(p->ts_ns));
+  json_object_set_new(o, "reserved_bytes", JI(p->reserved_bytes));
+  json_object_set_new(o, "allocated_bytes", JI(p->allocated_bytes));
+  json_object_set_new(o, "requested_bytes", JI(p->requested_bytes));
+  json_object_set_new(o, "rounding_bytes", JI(p->rounding_bytes));
+  json_object_set_new(o, "free_in_segments_bytes", JI(p->free_in_segments_bytes));
+  json_object_set_new(o, "cached_segments_bytes", JI(p->cached_segments_bytes));
+  json_object_set_new(o, "segments", JI(p->segments));
+  json_object_set_new(o, "segments_in_use", JI(p->segments_in_use));
+  json_t *segs = json_array();
+  for (size_t i = 0; i < p->n_segs; i++) {
+    const rp_snap_seg_t *g = &p->seg[i];
+    json_t *s = json_object(), *sp = json_array();
+    json_object_set_new(s, "addr", JI(g->addr));
+    json_object_set_new(s, "size", JI(g->size));
+    json_object_set_new(s, "live_bytes", JI(g->live_bytes));
+    json_object_set_new(s, "blocks", JI(g->blocks));
+    for (uint32_t k = 0; k < g->n_spans; k++) {
+      json_t *pair = json_array();
+      json_array_append_new(pair, JI(g->span_off[k]));
+      json_array_append_new(pair, JI(g->span_len[k]));
+      json_array_append_new(sp, pair);
+    }
+    json_object_set_new(s, "spans", sp);
+    json_array_append_new(segs, s);
+  }
+  json_object_set_new(o, "map", segs);
+  return o;
+}
+
 gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const rp_result_t *r,
                            gm_err_t *err) {
   json_t *o = summary(info, r);
@@ -426,6 +463,7 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
     json_object_set_new(o, "latency_ns", l);
     json_object_set_new(o, "driver_used_bytes_at_peak", json_integer((json_int_t)r->driver_used_at_peak));
   }
+  if (r->peak.valid) json_object_set_new(o, "peak_snapshot", peak_json(&r->peak));
   json_t *tl = json_object();
   json_object_set_new(tl, "ts_ns", u64_array(r->tl_ts, r->timeline_n));
   json_object_set_new(tl, "reserved", u64_array(r->tl_reserved, r->timeline_n));

@@ -168,6 +168,33 @@ typedef struct rp_skip_counts {
   uint64_t vmm_release_mapped;   /* anomaly: release while still mapped (the buffer is freed) */
 } rp_skip_counts_t;
 
+/* The policy's memory at its reserved peak (engine_peak.c): where the reserved bytes went
+ * (live requested, rounding inside blocks, free space inside segments that hold a live block,
+ * segments that hold none) and a bounded map of its segments with their live blocks. Taken
+ * when the reserved peak is reached (and again while reserved stays there and more of it is
+ * in use, as fragmentation_at_peak counts it); `reserved_bytes` says which peak it is, as a
+ * snapshot waits while its cost (live blocks + segments) exceeds 8 per event since the last
+ * one (beyond 1024): a trace that only grows gets it 3/4 of the way up at least. Not taken where the engine sees no
+ * segments (the stream-ordered pool: `async`). */
+#define RP_SNAP_SEGS 48  /* segments in the map: the largest, in address order */
+#define RP_SNAP_SPANS 64 /* live spans per segment (blocks closer than a gap merged) */
+typedef struct rp_snap_seg {
+  uint64_t addr, size, live_bytes; /* live: requested bytes of the live blocks in it */
+  uint32_t blocks, n_spans;
+  uint64_t span_off[RP_SNAP_SPANS], span_len[RP_SNAP_SPANS]; /* live ranges, from addr */
+} rp_snap_seg_t;
+typedef struct rp_peak_snapshot {
+  int valid;
+  uint64_t event, ts_ns; /* the event after which it was taken */
+  uint64_t reserved_bytes, allocated_bytes, requested_bytes; /* requested: live and served */
+  uint64_t rounding_bytes;          /* allocated - requested: blocks larger than asked */
+  uint64_t free_in_segments_bytes;  /* free space in segments that hold a live block */
+  uint64_t cached_segments_bytes;   /* segments that hold no live block */
+  uint64_t segments, segments_in_use;
+  size_t n_segs;
+  rp_snap_seg_t seg[RP_SNAP_SEGS];
+} rp_peak_snapshot_t;
+
 typedef struct rp_result {
   char policy[256];  /* canonical spec from the policy */
   char backend[32];
@@ -248,6 +275,7 @@ typedef struct rp_result {
   size_t timeline_n; /* points below; each the max over its time bucket */
   uint64_t tl_ts[RP_TIMELINE_MAX], tl_reserved[RP_TIMELINE_MAX], tl_allocated[RP_TIMELINE_MAX],
       tl_requested[RP_TIMELINE_MAX];
+  rp_peak_snapshot_t peak; /* the memory at the reserved peak (see above) */
 } rp_result_t;
 
 typedef struct rp_engine rp_engine_t;

@@ -1,0 +1,208 @@
+/* engine_peak.c: the policy's memory at its reserved peak: where the reserved bytes went and a
+ * map of the segments (rp_peak_snapshot_t in rp_engine.h), for the report's "where the bytes
+ * go" and segment map.
+ *
+ * The engine sees every segment the policy takes (the counting driver: mem_alloc, and each page
+ * of a VMM map) and every live block (its block map: policy address, requested size), so the
+ * split needs nothing from the policy but its allocated bytes: rounding = allocated - live
+ * requested, free inside segments = bytes of segments holding a live block - allocated, cached
+ * segments = the rest of reserved. Contiguous mapped pages are one segment (an expandable
+ * segment); cudaMalloc segments stay apart even when the simulator's addresses touch.
+ *
+ * Cost: a snapshot walks the live blocks and segments (and sorts them). A peak can move at
+ * every request (`direct`, a growing arena), so beyond SNAP_FREE elements a snapshot waits
+ * until an eighth as many events as it walks elements have passed since the last one: it stays
+ * pending and is taken at a later request while reserved is still at the peak (a caching
+ * allocator stays there). Walked elements then total at most 8 per event (plus the sorts); a
+ * trace that only grows (one segment per block) gets its snapshot at least 3/4 of the way up
+ * its last peak, and says which reserved figure it describes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/engine_internal.h"
+
+enum { SNAP_FREE = 1024, SNAP_PER_EVENT = 8 };
+
+typedef struct seg_rec {
+  uint64_t addr, size, live;
+  uint32_t blocks, kind, chosen, out;
+} seg_rec_t;
+
+typedef struct blk_rec {
+  uint64_t addr, size;
+} blk_rec_t;
+
+void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
+  uint64_t g = page ? e->b->drv.granularity : 0;
+  if (!g || size % g) g = size; /* one entry for a map that is not whole pages */
+  for (uint64_t off = 0; off < size; off += g)
+    if (rp_map_put(&e->segs, addr + off, g, (uint64_t)page) != 0) return; /* host OOM: map is then partial */
+}
+
+void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
+  uint64_t g = page ? e->b->drv.granularity : 0;
+  if (!g || size % g) g = size;
+  for (uint64_t off = 0; off < size; off += g) {
+    rp_map_entry_t *m = rp_map_get(&e->segs, addr + off);
+    if (m) rp_map_remove(&e->segs, m);
+  }
+}
+
+static int by_addr_seg(const void *a, const void *b) {
+  const seg_rec_t *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int by_addr_blk(const void *a, const void *b) {
+  const blk_rec_t *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int by_size_desc(const void *a, const void *b) {
+  const seg_rec_t *x = *(const seg_rec_t *const *)a, *y = *(const seg_rec_t *const *)b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* A live block's range into its segment's spans: touching or near (a gap under 1/512 of the
+ * segment) ranges merge; past RP_SNAP_SPANS the last span grows to cover it. */
+static void add_span(rp_snap_seg_t *o, uint64_t off, uint64_t len) {
+  uint64_t gap = o->size / 512;
+  if (o->n_spans) {
+    uint32_t k = o->n_spans - 1;
+    uint64_t end = o->span_off[k] + o->span_len[k];
+    if (off <= end + gap || o->n_spans == RP_SNAP_SPANS) {
+      uint64_t nend = off + len > end ? off + len : end;
+      o->span_len[k] = nend - o->span_off[k];
+      return;
+    }
+  }
+  o->span_off[o->n_spans] = off;
+  o->span_len[o->n_spans] = len;
+  o->n_spans++;
+}
+
+static void take(rp_engine_t *e, uint64_t ts) {
+  size_t ns = 0, nb = 0;
+  seg_rec_t *sg = malloc(sizeof *sg * (e->segs.live + 1));
+  blk_rec_t *bl = malloc(sizeof *bl * (e->blocks.live + 1));
+  seg_rec_t **bysize = NULL;
+  if (!sg || !bl) goto out; /* host memory short: no snapshot, the replay goes on */
+  uint64_t total = 0;
+  for (size_t i = 0; i < e->segs.cap; i++) {
+    const rp_map_entry_t *m = &e->segs.slots[i];
+    if (m->state != 1) continue;
+    memset(&sg[ns], 0, sizeof sg[ns]);
+    sg[ns].addr = m->key;
+    sg[ns].size = m->a;
+    sg[ns].kind = (uint32_t)m->b;
+    total += m->a;
+    ns++;
+  }
+  /* Not every reserved byte is a segment the engine saw (the driver's pool): no split. */
+  if (total != e->reserved) goto out;
+  for (size_t i = 0; i < e->blocks.cap; i++) {
+    const rp_map_entry_t *m = &e->blocks.slots[i];
+    if (m->state != 1 || m->a == RP_NO_BLOCK) continue;
+    bl[nb].addr = m->a;
+    bl[nb].size = m->b;
+    nb++;
+  }
+  qsort(sg, ns, sizeof *sg, by_addr_seg);
+  qsort(bl, nb, sizeof *bl, by_addr_blk);
+  /* Mapped pages that touch are one (expandable) segment. */
+  size_t w = 0;
+  for (size_t i = 0; i < ns; i++) {
+    if (w && sg[i].kind == 1 && sg[w - 1].kind == 1 && sg[w - 1].addr + sg[w - 1].size == sg[i].addr)
+      sg[w - 1].size += sg[i].size;
+    else sg[w++] = sg[i];
+  }
+  ns = w;
+  uint64_t served = 0, in_use = 0;
+  size_t j = 0, used = 0;
+  for (size_t i = 0; i < nb; i++) {
+    while (j < ns && sg[j].addr + sg[j].size <= bl[i].addr) j++;
+    served += bl[i].size;
+    if (j < ns && sg[j].addr <= bl[i].addr) {
+      sg[j].blocks++;
+      sg[j].live += bl[i].size;
+    }
+  }
+  for (size_t i = 0; i < ns; i++)
+    if (sg[i].blocks) {
+      in_use += sg[i].size;
+      used++;
+    }
+  if (!e->snap && !(e->snap = calloc(1, sizeof *e->snap))) goto out;
+  rp_peak_snapshot_t *p = e->snap;
+  memset(p, 0, sizeof *p);
+  p->valid = 1;
+  p->event = e->events;
+  p->ts_ns = ts;
+  p->reserved_bytes = e->reserved;
+  p->allocated_bytes = e->allocated;
+  p->requested_bytes = served;
+  /* Blocks held for stream events are allocated but in no trace entry: clamp so the three
+   * parts always add up to reserved - live requested. */
+  uint64_t waste = e->reserved > served ? e->reserved - served : 0;
+  p->rounding_bytes = e->allocated > served ? e->allocated - served : 0;
+  if (p->rounding_bytes > waste) p->rounding_bytes = waste;
+  p->free_in_segments_bytes = in_use > e->allocated ? in_use - e->allocated : 0;
+  if (p->free_in_segments_bytes > waste - p->rounding_bytes) p->free_in_segments_bytes = waste - p->rounding_bytes;
+  p->cached_segments_bytes = waste - p->rounding_bytes - p->free_in_segments_bytes;
+  p->segments = ns;
+  p->segments_in_use = used;
+  /* The map: the largest segments, shown in address order. */
+  if (ns > RP_SNAP_SEGS) {
+    if (!(bysize = malloc(sizeof *bysize * ns))) goto out;
+    for (size_t i = 0; i < ns; i++) bysize[i] = &sg[i];
+    qsort(bysize, ns, sizeof *bysize, by_size_desc);
+    for (size_t i = 0; i < RP_SNAP_SEGS; i++) bysize[i]->chosen = 1;
+  } else {
+    for (size_t i = 0; i < ns; i++) sg[i].chosen = 1;
+  }
+  for (size_t i = 0; i < ns; i++) {
+    if (!sg[i].chosen) continue;
+    sg[i].out = (uint32_t)p->n_segs;
+    rp_snap_seg_t *o = &p->seg[p->n_segs++];
+    o->addr = sg[i].addr;
+    o->size = sg[i].size;
+    o->live_bytes = sg[i].live;
+    o->blocks = sg[i].blocks;
+  }
+  j = 0;
+  for (size_t i = 0; i < nb; i++) {
+    while (j < ns && sg[j].addr + sg[j].size <= bl[i].addr) j++;
+    if (j < ns && sg[j].addr <= bl[i].addr && sg[j].chosen) {
+      rp_snap_seg_t *o = &p->seg[sg[j].out];
+      uint64_t off = bl[i].addr - o->addr, len = bl[i].size;
+      if (off + len > o->size) len = o->size - off;
+      add_span(o, off, len);
+    }
+  }
+  e->snap_pending = 0;
+out:
+  free(bysize);
+  free(sg);
+  free(bl);
+}
+
+void rp_peak_init(rp_engine_t *e) {
+  rp_map_init(&e->segs);
+}
+
+void rp_peak_free(rp_engine_t *e) {
+  rp_map_free(&e->segs);
+  free(e->snap);
+  e->snap = NULL;
+}
+
+void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
+  uint64_t elements = (uint64_t)(e->blocks.live + e->segs.live);
+  uint64_t since = e->events - e->snap_events;
+  if (e->snap && e->snap->valid && elements > SNAP_FREE && since * SNAP_PER_EVENT < elements)
+    return; /* stays pending */
+  e->snap_events = e->events;
+  take(e, ts);
+  e->snap_pending = 0; /* taken, or not possible (no segments seen) */
+}
