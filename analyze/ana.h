@@ -165,6 +165,25 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err);
 /* The recommendation per trace (text). */
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err);
 
+/* One trace's recommendation as data (the HTML report's headline): the same choice
+ * `gpuanalyze recommend` prints, whose text for this trace goes to out (NULL: none). */
+typedef struct ana_advice {
+  int runs;                   /* replay runs of the trace loaded */
+  int advised;                /* a setting is advised: best_* below */
+  char framework[32];         /* whose words the advice is in ("PyTorch") */
+  char why_none[128];         /* why no setting is advised when that is a rule ("" otherwise) */
+  int64_t device;             /* the device advised for (its limiting one), -1 unknown */
+  int64_t lower, need;        /* peak live requested; with external memory beside it */
+  int64_t best_run_id;        /* -1: none */
+  char best_policy[256], paste[512];
+  int64_t best_reserved, best_low, best_high;
+  int best_range;             /* timing-dependent: best_low..best_high */
+  char default_policy[32];    /* the framework's default setting */
+  int64_t default_run_id;     /* its run, -1: not replayed */
+  int64_t default_reserved, default_ooms;
+} ana_advice_t;
+gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *a, gm_err_t *err);
+
 /* Warnings for known misconfigurations in an allocator config string (a
  * PYTORCH_CUDA_ALLOC_CONF value). Writes up to cap messages; returns how many there are. */
 int ana_conf_warnings(const char *conf, char msgs[][256], int cap);

@@ -1,23 +1,21 @@
 /* ana_html.c: the HTML report: ONE self-contained file that opens offline. The charting
- * library (dygraphs, MIT, from Debian's libjs-dygraphs) is inlined; each trace gets an
- * interactive, zoomable timeline of reserved against allocated bytes per policy, next to the
- * trace's own live requested bytes, and the tables of ana_report.c.
+ * library (dygraphs, MIT, from Debian's libjs-dygraphs) is inlined. Each trace's section opens
+ * with the answer (ana_html_first.c: headline, the line to paste, how far to trust it, every
+ * setting's peak against the lower bound), then where the bytes go at the peak (the waste
+ * split, live bytes by callsite, the stacked active-memory timeline of ana_html_timeline.c, the
+ * segment map), then the tables of ana_report.c, each scrolling inside the window.
  *
- * Size: timelines are downsampled in SQL onto CHART_POINTS buckets per trace (max per bucket,
- * so peaks survive) and tables are capped, so the file stays far below 5 MB whatever the
+ * Size: the timeline is downsampled in C onto a fixed number of buckets (max per bucket, so
+ * peaks survive), maps and tables are capped, so the file stays far below 5 MB whatever the
  * trace length. Safety: every string that comes from a trace or a results file (paths,
  * command lines, policy names, callsites) is HTML-escaped in the page and, inside <script>
  * JSON, has '<', '>', '&', U+2028 and U+2029 escaped so it can neither close the script
  * element nor break the JavaScript parser. */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/ana_report_internal.h"
-
-enum { CHART_POINTS = 800, MAX_SERIES = 65 };
 
 extern const unsigned char ana_dygraph_js[];
 extern const unsigned long ana_dygraph_js_len;
@@ -78,16 +76,45 @@ void ana_json_string(FILE *out, const char *str) {
 }
 
 static const char css[] =
-    "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}"
-    "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}"
-    "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-    "td.t,th{text-align:left}th{background:#f0f0f0}"
-    ".chart{width:100%;height:380px;margin:1em 0}"
-    "pre{background:#f7f7f7;padding:1em;white-space:pre-wrap}"
-    "h2{border-bottom:2px solid #ddd;margin-top:2em}"
-    ".note{color:#666;font-size:13px}.legend{font-size:13px;min-height:3em;margin-bottom:1em}"
+    "body{font-family:system-ui,sans-serif;margin:1.2em 2em;color:#222;max-width:1400px}"
+    "h1{font-size:1.4em;margin:.2em 0}h2{border-bottom:2px solid #ddd;margin-top:1.6em;font-size:1.25em}"
+    "h3{font-size:1.05em;margin:1.2em 0 .4em}h4{margin:.3em 0;font-size:.95em;word-break:break-all}"
+    "table{border-collapse:collapse;margin:.3em 0 1.2em;font-size:13px}"
+    ".scroll,.svgbox{max-width:100%;overflow-x:auto}"
+    "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right;vertical-align:top}"
+    "td.t,th{text-align:left}th{background:#f0f0f0}td.t{max-width:60em;overflow-wrap:anywhere}"
+    ".chart{width:100%;height:380px;margin:.5em 0}"
+    ".note{color:#666;font-size:13px}.legend{font-size:12px;min-height:3em;margin-bottom:1em}"
     ".kv td:first-child{text-align:left;font-weight:bold}"
-    ".partial{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}";
+    ".partial{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}"
+    ".oomline{background:#fde2e1;border:1px solid #d9534f;padding:.5em 1em}"
+    ".cards{display:flex;flex-wrap:wrap;gap:12px;margin:.6em 0}"
+    ".card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:180px;max-width:320px;background:#fafafa}"
+    ".card .ct{font-size:12px;color:#555}.card .cv{font-size:26px;font-weight:600;margin:2px 0}"
+    ".card .cs{font-size:12px;color:#555;overflow-wrap:anywhere}"
+    ".card.best{border-color:#2b6cb0;background:#ebf4ff}.card.save{border-color:#2f855a;background:#f0fff4}"
+    ".card.oom,.card.rec.oom{border-color:#c53030;background:#fff5f5}"
+    ".paste{margin:.6em 0;font-size:14px}.paste code{background:#1e1e1e;color:#f5f5f5;padding:4px 8px;"
+    "border-radius:4px;overflow-wrap:anywhere}"
+    "button.copy{margin-left:6px;padding:3px 10px;cursor:pointer}"
+    ".trust{font-size:14px;padding:4px 10px;border-left:4px solid #999}.trust-exact{border-color:#2f855a}"
+    ".trust-range{border-color:#d69e2e}.trust-unvalidated{border-color:#c53030}"
+    "ul.rec{font-size:13px;margin:.3em 0;padding-left:1.2em}ul.rec li{overflow-wrap:anywhere}"
+    "ul.rec li.l2{margin-left:1.5em}ul.rec li.l3{margin-left:3em}"
+    "svg text{font-size:12px;font-family:system-ui,sans-serif}"
+    ".bar.other rect{fill:#a0aec0}.bar.best rect{fill:#2b6cb0}.bar.rec rect{fill:#dd6b20}"
+    ".bar.oom rect{fill:#e53e3e}.bar line.range{stroke:#1a202c;stroke-width:2}.bar.best text.v{font-weight:bold}"
+    ".lb{stroke:#000;stroke-width:1.5;stroke-dasharray:4 3}"
+    ".split rect.live,rect.live,.key.live{fill:#38a169;background:#38a169}"
+    ".split rect.round,.key.round{fill:#ecc94b;background:#ecc94b}"
+    ".split rect.freein,.key.freein{fill:#ed8936;background:#ed8936}"
+    ".split rect.cached,.key.cached{fill:#a0aec0;background:#a0aec0}"
+    "rect.free,.key.free{fill:#e2e8f0;background:#e2e8f0;stroke:#a0aec0;stroke-width:.5}"
+    ".key{display:inline-block;width:11px;height:11px;margin:0 3px 0 10px;vertical-align:middle}"
+    ".side{display:flex;flex-wrap:wrap;gap:24px}.segmap{max-height:820px;overflow:auto}"
+    "td.cs summary{cursor:pointer}.stack{font-family:monospace;font-size:12px;margin:4px 0}"
+    ".stack .lib{color:#888}.norun{font-size:14px}select{max-width:40em}"
+    "table.waste td.t{min-width:16em}table.callsites td.cs{min-width:30em}";
 
 static void cell_html(FILE *out, sqlite3_stmt *st, int c) {
   char cell[256];
@@ -148,121 +175,6 @@ static void html_table(ana_db_t *db, FILE *out, const ana_table_t *t, int64_t tr
   sqlite3_finalize(st);
 }
 
-/* The chart's data: x in seconds, then one column per series, carried forward over buckets
- * where a series has no point (the timelines are step functions). */
-static gm_status_t chart_json(ana_db_t *db, FILE *out, int64_t trace_id, gm_err_t *err) {
-  sqlite3_stmt *st = NULL;
-  int64_t run_ids[MAX_SERIES];
-  int nruns = 0;
-  fputs("{\"labels\":[\"seconds\",\"trace: live requested\"", out);
-  gm_status_t s = ana_prepare(db, &st,
-                              "SELECT run_id, policy, backend FROM v_runs WHERE trace_id=? ORDER BY run_id", err);
-  if (s < 0) return s;
-  sqlite3_bind_int64(st, 1, trace_id);
-  while (sqlite3_step(st) == SQLITE_ROW && nruns < (MAX_SERIES - 1) / 2) {
-    run_ids[nruns++] = sqlite3_column_int64(st, 0);
-    for (int k = 0; k < 2; k++) {
-      char label[600];
-      snprintf(label, sizeof label, "%s %s", (const char *)sqlite3_column_text(st, 1),
-               k ? "allocated" : "reserved");
-      fputc(',', out);
-      ana_json_string(out, label);
-    }
-  }
-  sqlite3_finalize(st);
-  int nser = 1 + 2 * nruns;
-  /* Duration: the trace's and the runs' timelines may end at different points. */
-  int64_t dur = 1;
-  s = ana_prepare(db, &st,
-                  "SELECT MAX(m) FROM (SELECT MAX(ts_ns) m FROM trace_timeline WHERE trace_id=?1"
-                  " UNION ALL SELECT MAX(l.ts_ns) FROM run_timeline l JOIN v_runs r USING(run_id)"
-                  " WHERE r.trace_id=?1)",
-                  err);
-  if (s < 0) return s;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) dur = sqlite3_column_int64(st, 0) + 1;
-  sqlite3_finalize(st);
-  /* Downsample in SQL: max per bucket per series. */
-  s = ana_prepare(db, &st,
-                  "SELECT -1, CAST(ts_ns * ?2 / ?3 AS INTEGER) AS b, MAX(live_bytes), 0 FROM trace_timeline"
-                  " WHERE trace_id=?1 GROUP BY b"
-                  " UNION ALL SELECT l.run_id, CAST(l.ts_ns * ?2 / ?3 AS INTEGER) AS b, MAX(l.reserved),"
-                  " MAX(l.allocated) FROM run_timeline l JOIN v_runs r USING(run_id) WHERE r.trace_id=?1"
-                  " GROUP BY l.run_id, b",
-                  err);
-  if (s < 0) return s;
-  sqlite3_bind_int64(st, 1, trace_id);
-  sqlite3_bind_int64(st, 2, CHART_POINTS);
-  sqlite3_bind_int64(st, 3, dur);
-  double *grid = malloc(sizeof(double) * (CHART_POINTS + 1) * (size_t)nser);
-  if (!grid) {
-    sqlite3_finalize(st);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  }
-  for (size_t i = 0; i < (size_t)(CHART_POINTS + 1) * (size_t)nser; i++) grid[i] = NAN;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(st, 0), b = sqlite3_column_int64(st, 1);
-    if (b < 0 || b > CHART_POINTS) continue;
-    int col = -1;
-    if (id == -1) col = 0;
-    for (int k = 0; k < nruns && col < 0; k++)
-      if (run_ids[k] == id) col = 1 + 2 * k;
-    if (col < 0) continue;
-    grid[b * nser + col] = (double)sqlite3_column_int64(st, 2);
-    if (col > 0) grid[b * nser + col + 1] = (double)sqlite3_column_int64(st, 3);
-  }
-  sqlite3_finalize(st);
-  fputs("],\"rows\":[", out);
-  /* Rows only where some series has a point; every series carried forward over the gaps. */
-  char *has = calloc(CHART_POINTS + 1, 1);
-  if (!has) {
-    free(grid);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  }
-  for (int b = 0; b <= CHART_POINTS; b++)
-    for (int c = 0; c < nser; c++) has[b] |= !isnan(grid[b * nser + c]);
-  for (int b = 1; b <= CHART_POINTS; b++)
-    for (int c = 0; c < nser; c++)
-      if (isnan(grid[b * nser + c])) grid[b * nser + c] = grid[(b - 1) * nser + c];
-  int first = 1;
-  for (int b = 0; b <= CHART_POINTS; b++) {
-    if (!has[b]) continue;
-    fprintf(out, "%s[%.9g", first ? "" : ",", (double)b * (double)dur / CHART_POINTS / 1e9);
-    for (int c = 0; c < nser; c++) {
-      double v = grid[b * nser + c];
-      if (isnan(v)) fputs(",null", out);
-      else fprintf(out, ",%.0f", v);
-    }
-    fputc(']', out);
-    first = 0;
-  }
-  free(has);
-  fputs("]}", out);
-  free(grid);
-  return GM_OK;
-}
-
-/* One chart per trace. With a dozen policies, 2 lines each, one picture is unreadable, so a
- * <select> shows one policy's reserved and allocated against the trace's live bytes, or every
- * policy's reserved at once; the legend lives below the chart, not over it. */
-static const char chart_js[] =
-    "document.querySelectorAll('script.chart-data').forEach(function(el){"
-    "var d=JSON.parse(el.textContent);var id=el.dataset.chart;var div=document.getElementById(id);"
-    "if(!d.rows.length){div.textContent='no timeline';return;}"
-    "var g=new Dygraph(div,d.rows,{labels:d.labels,stepPlot:true,axes:{y:{labelsKMG2:true}},"
-    "connectSeparatedPoints:true,xlabel:'seconds since the trace started',ylabel:'bytes',"
-    "legend:'always',labelsDiv:document.getElementById(id+'-legend'),labelsSeparateLines:false,"
-    "showRangeSelector:true,highlightSeriesOpts:{strokeWidth:2},"
-    "series:{'trace: live requested':{strokeWidth:2,color:'#000'}}});"
-    "var sel=document.getElementById(id+'-select');var n=d.labels.length-1;"
-    "function show(v){var vis=[];for(var i=0;i<n;i++){var run=Math.floor((i-1)/2);"
-    "vis.push(i===0||(v==='all'?(i%2===1):run===+v));}g.setVisibility(vis);}"
-    "var all=document.createElement('option');all.value='all';all.textContent='every policy: reserved';"
-    "sel.appendChild(all);"
-    "for(var r=0;2*r+1<n;r++){var o=document.createElement('option');o.value=String(r);"
-    "o.textContent=d.labels[2+2*r].replace(/ reserved$/,'')+': reserved and allocated';sel.appendChild(o);}"
-    "sel.onchange=function(){show(sel.value);};sel.value=n>1?'0':'all';show(sel.value);});";
-
 /* A trace salvaged from damage: say so above its figures, not only in its table. */
 static void partial_banner(ana_db_t *db, FILE *out, int64_t id) {
   sqlite3_stmt *st = NULL;
@@ -286,6 +198,92 @@ static void partial_banner(ana_db_t *db, FILE *out, int64_t id) {
   sqlite3_finalize(st);
 }
 
+/* The page's script: the stacked timelines (dygraphs; each callsite's own bytes in the legend,
+ * a select for the reserved lines) and the copy buttons. Every chart marks itself drawn
+ * (data-drawn) once dygraphs has painted it, for the browser test. */
+static const char page_js[] =
+    "function gmFmt(v){var u=['B','KiB','MiB','GiB','TiB'],i=0;v=Math.max(0,v);"
+    "while(v>=1024&&i<4){v/=1024;i++;}return (i?v.toFixed(2):v.toFixed(0))+' '+u[i];}"
+    "function gmEsc(s){return String(s).replace(/[&<>\"']/g,function(c){return '&#'+c.charCodeAt(0)+';';});}"
+    "document.querySelectorAll('script.chart-data').forEach(function(el){"
+    "var d=JSON.parse(el.textContent),id=el.dataset.chart,div=document.getElementById(id);"
+    "if(!d.rows.length){div.textContent='No timeline: the trace has no allocations.';div.style.height='auto';"
+    "div.setAttribute('data-drawn','empty');return;}"
+    "var K=d.nstack,n=d.labels.length-1,R=n-K,series={};"
+    "var pal=['#4e79a7','#f28e2b','#59a14f','#b07aa1','#edc948','#76b7b2','#ff9da7','#9c755f','#bab0ac'];"
+    "var rc=['#c53030','#2b6cb0','#2f855a','#6b46c1','#975a16','#b83280','#4a5568','#0987a0'];"
+    "for(var j=0;j<K;j++)series[d.labels[1+j]]={fillGraph:true,strokeWidth:0.6,color:pal[(K-1-j)%9]};"
+    "for(var r=0;r<R;r++)series[d.labels[1+K+r]]={strokeWidth:2,color:rc[r%8]};"
+    "var g=new Dygraph(div,d.rows,{labels:d.labels,stepPlot:true,fillAlpha:0.9,axes:{y:{labelsKMG2:true}},"
+    "xlabel:'seconds since the trace started',ylabel:'bytes',legend:'always',"
+    "labelsDiv:document.getElementById(id+'-legend'),showRangeSelector:true,series:series,"
+    "legendFormatter:function(a){if(a.x==null)return '';var h=gmEsc(a.xHTML)+' s:';"
+    "a.series.forEach(function(s,i){if(!s.isVisible||s.y==null)return;var v=s.y;"
+    "if(i<K)v=s.y-(i+1<K?a.series[i+1].y:0);"
+    "h+=' <span style=\"color:'+s.color+'\">'+gmEsc(s.label)+': '+gmFmt(v)+'</span>';});return h;},"
+    "drawCallback:function(gr,initial){if(initial)div.setAttribute('data-drawn','1');}});"
+    "var sel=document.getElementById(id+'-select');"
+    "function show(v){var vis=[];for(var i=0;i<n;i++){var r=i-K;"
+    "vis.push(i<K||(v==='main'?d.show.indexOf(r)>=0:v==='all'?true:r===+v));}g.setVisibility(vis);}"
+    "[['main','as run and recommended'],['all','every setting']].forEach(function(o){"
+    "var e=document.createElement('option');e.value=o[0];e.textContent=o[1];sel.appendChild(e);});"
+    "for(var q=0;q<R;q++){var o=document.createElement('option');o.value=String(q);"
+    "o.textContent=d.labels[1+K+q];sel.appendChild(o);}"
+    "sel.onchange=function(){show(sel.value);};sel.value=d.show.length?'main':'all';show(sel.value);});"
+    "document.querySelectorAll('button.copy').forEach(function(b){b.onclick=function(){"
+    "var el=document.getElementById(b.dataset.copy),t=el.textContent;"
+    "function done(){b.textContent='Copied';}"
+    "function fallback(){var rg=document.createRange();rg.selectNodeContents(el);var s=window.getSelection();"
+    "s.removeAllRanges();s.addRange(rg);try{document.execCommand('copy');done();}catch(e){b.textContent='Press Ctrl+C';}}"
+    "if(navigator.clipboard&&window.isSecureContext){navigator.clipboard.writeText(t).then(done,fallback);}"
+    "else fallback();};});";
+
+/* Traces that hold nothing to chart: said at the top of their section. */
+static void empty_note(ana_db_t *db, FILE *out, int64_t id) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT events, (SELECT COALESCE(SUM(count), 0) FROM trace_kinds k WHERE k.trace_id = t.trace_id"
+                         " AND k.kind = 'alloc'), (SELECT COALESCE(SUM(count), 0) FROM trace_kinds k WHERE"
+                         " k.trace_id = t.trace_id AND k.kind = 'free'), peak_live_bytes FROM traces t WHERE trace_id=?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int64(st, 1, id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    long long ev = sqlite3_column_int64(st, 0), al = sqlite3_column_int64(st, 1), fr = sqlite3_column_int64(st, 2);
+    if (ev == 0)
+      fputs("<p class=\"partial\" id=\"empty\">This trace holds no events: nothing was recorded, so there is nothing "
+            "to report.</p>\n",
+            out);
+    else if (al == 0 && fr > 0)
+      fprintf(out, "<p class=\"partial\" id=\"empty\">This trace holds only frees (%lld of them) of memory allocated "
+                   "before recording began, and no allocation: nothing is live in it, so there is no peak to "
+                   "explain. Start recording before the job allocates.</p>\n",
+              fr);
+    else if (al == 0)
+      fprintf(out, "<p class=\"partial\" id=\"empty\">This trace holds %lld events and no GPU allocation: nothing "
+                   "to replay or explain.</p>\n",
+              ev);
+    else if (sqlite3_column_int64(st, 3) == 0)
+      fputs("<p class=\"partial\" id=\"empty\">No GPU device memory is live at any moment of this trace (its "
+            "allocations are of other memory kinds).</p>\n",
+            out);
+  }
+  sqlite3_finalize(st);
+}
+
+/* The recorded run's own out-of-memory, first thing in its section. */
+static void oom_banner(FILE *out, const char *rec_text) {
+  const char *p = rec_text ? strstr(rec_text, "OUT OF MEMORY") : NULL;
+  if (!p) return;
+  size_t l = strcspn(p, "\n");
+  char *line = strndup(p, l);
+  if (!line) return;
+  fputs("<p class=\"oomline\">", out);
+  ana_html_escape(out, line);
+  fputs("</p>\n", out);
+  free(line);
+}
+
 gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
@@ -298,50 +296,71 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
   fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                "<title>gpumem report</title>\n<style>%s</style>\n"
                "<script>/* dygraphs 2.2.1, MIT licence, from Debian's libjs-dygraphs */\n",
           css);
   fwrite(ana_dygraph_js, 1, ana_dygraph_js_len, out);
-  fprintf(out, "\n</script>\n</head><body>\n<h1>gpumem report</h1>\n"
-               "<p class=\"note\">gpuanalyze %s, database schema %d. Sizes in binary units. The lower "
-               "bound is the peak of live requested bytes: no allocator can reserve less.</p>\n",
-          ANA_VERSION, ANA_SCHEMA_VERSION);
-  /* The recommendation first: it is what the reader came for. */
-  char *rec = NULL;
-  size_t reclen = 0;
-  FILE *mem = open_memstream(&rec, &reclen);
-  if (mem) {
-    s = ana_recommend(db, mem, err);
-    fclose(mem);
-    fputs("<h2>Recommendation</h2>\n<pre id=\"recommendation\">", out);
-    ana_html_escape(out, rec);
-    fputs("</pre>\n", out);
-    free(rec);
-  }
+  fprintf(out, "\n</script>\n</head><body>\n<h1>gpumem report</h1>\n");
   sqlite3_stmt *st = NULL;
-  if (s >= 0) s = ana_prepare(db, &st, "SELECT trace_id, path FROM traces ORDER BY rank, trace_id", err);
+  int ntraces = 0;
+  s = ana_prepare(db, &st, "SELECT trace_id, path FROM traces ORDER BY rank, trace_id", err);
   while (s >= 0 && sqlite3_step(st) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(st, 0);
+    ntraces++;
     fprintf(out, "<section id=\"trace-%" PRId64 "\"><h2>Trace %" PRId64 ": ", id, id);
     ana_html_escape(out, (const char *)sqlite3_column_text(st, 1));
-    fprintf(out, "</h2>\n<p>Timeline: <select id=\"chart-%" PRId64 "-select\"></select> "
-                 "<span class=\"note\">drag to zoom, double-click to reset</span></p>\n"
-                 "<div class=\"chart\" id=\"chart-%" PRId64 "\"></div>\n"
-                 "<div class=\"legend\" id=\"chart-%" PRId64 "-legend\"></div>\n"
-                 "<script type=\"application/json\" class=\"chart-data\" data-chart=\"chart-%" PRId64 "\">",
-            id, id, id, id);
-    s = chart_json(db, out, id, err);
-    fputs("</script>\n", out);
+    fputs("</h2>\n", out);
+    /* The answer first: the advice as data (the same choice `recommend` prints) and its text. */
+    ana_advice_t adv;
+    char *rec = NULL;
+    size_t reclen = 0;
+    FILE *mem = open_memstream(&rec, &reclen);
+    if (!mem) {
+      s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      break;
+    }
+    s = ana_advise(db, id, mem, &adv, err);
+    fclose(mem);
     partial_banner(db, out, id);
+    empty_note(db, out, id);
+    oom_banner(out, rec);
+    int64_t rec_run = -1;
+    if (s >= 0) {
+      ana_html_first_screen(db, out, id, &adv, rec, &rec_run);
+      ana_html_bars(db, out, id, &adv, rec_run);
+      fputs("<h2 class=\"sub\">Where the bytes go at the peak</h2>\n", out);
+      ana_html_waste(db, out, id, rec_run, adv.best_run_id);
+      ana_html_callsites(db, out, id);
+      s = ana_html_timeline(db, out, id, rec_run, adv.best_run_id, err);
+    }
+    free(rec);
+    if (s >= 0) ana_html_segmap(db, out, id, rec_run, adv.best_run_id);
+    fputs("<h2 class=\"sub\">Details</h2>\n", out);
     for (const ana_table_t *t = ana_tables; t->name && s >= 0; t++)
-      if (strcmp(t->name, "ranks") != 0) html_table(db, out, t, id);
+      if (strcmp(t->name, "ranks") != 0) {
+        fputs("<div class=\"scroll\">", out);
+        html_table(db, out, t, id);
+        fputs("</div>\n", out);
+      }
     fputs("</section>\n", out);
   }
   sqlite3_finalize(st);
+  if (s >= 0 && ntraces == 0)
+    fputs("<p class=\"partial\" id=\"empty\">No traces in the database: load some with "
+          "<code>gpuanalyze load TRACE.zst R.json</code>.</p>\n",
+          out);
   if (s >= 0) {
     for (const ana_table_t *t = ana_tables; t->name; t++)
-      if (strcmp(t->name, "ranks") == 0) html_table(db, out, t, -1);
-    fprintf(out, "<script>%s</script>\n</body></html>\n", chart_js);
+      if (strcmp(t->name, "ranks") == 0) {
+        fputs("<div class=\"scroll\">", out);
+        html_table(db, out, t, -1);
+        fputs("</div>\n", out);
+      }
+    fprintf(out, "<p class=\"note\">gpuanalyze %s, database schema %d. Sizes in binary units. The lower bound is "
+                 "the peak of live requested bytes: no allocator can reserve less.</p>\n<script>%s</script>\n"
+                 "</body></html>\n",
+            ANA_VERSION, ANA_SCHEMA_VERSION, page_js);
   }
   if (s < 0) {
     gm_out_abort(o);

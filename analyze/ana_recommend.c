@@ -212,6 +212,7 @@ static const char *default_policy(framework_t fw) {
 
 typedef struct run_row {
   char policy[256];
+  int64_t run_id;
   int64_t device; /* the device the run replayed (-1: older results) */
   int64_t reserved, lower, calls, ooms, first_oom, capacity;
   int64_t need; /* peak of live requests + external together ("needs at least"); 0: older results */
@@ -471,11 +472,37 @@ static void print_pool(FILE *out, const run_row_t *rows, int n, const char *ind)
               gm_format_size((uint64_t)rows[i].low, b1, sizeof b1), gm_format_size((uint64_t)rows[i].high, b2, sizeof b2));
 }
 
+/* What the HTML report draws (ana_advice_t): the same choice the text below states. */
+static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, const run_row_t *dflt,
+                        const char *dname, int64_t lower, int64_t need, uint64_t gpu_mem, int64_t device) {
+  if (!a) return;
+  snprintf(a->framework, sizeof a->framework, "%s", fw_name(fw));
+  snprintf(a->default_policy, sizeof a->default_policy, "%s", dname);
+  a->device = device;
+  a->lower = lower;
+  a->need = need;
+  a->advised = best != NULL;
+  a->best_run_id = best ? best->run_id : -1;
+  if (best) {
+    snprintf(a->best_policy, sizeof a->best_policy, "%s", best->policy);
+    ana_policy_env_line(best->policy, gpu_mem, a->paste, sizeof a->paste);
+    a->best_reserved = best->reserved;
+    a->best_range = best->range;
+    a->best_low = best->low;
+    a->best_high = best->high;
+  }
+  a->default_run_id = dflt ? dflt->run_id : -1;
+  if (dflt) {
+    a->default_reserved = dflt->reserved;
+    a->default_ooms = dflt->ooms;
+  }
+}
+
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
 static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed, const run_row_t *rows, int n,
-                               int64_t lower_trace, uint64_t gpu_mem, const char *ind) {
+                               int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv) {
   char b1[32], b2[32], b3[32], line[512];
   if (n == 0) return NULL;
   const run_row_t *best = NULL, *dflt = NULL;
@@ -508,6 +535,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   /* Everything that must be on the device at once: the requests and the memory of libraries
    * beside the allocator (external), never less than the lower bound. */
   int64_t need = rows[0].need > lower ? rows[0].need : lower;
+  fill_advice(adv, fw, best, dflt, dname, lower, need, gpu_mem, rows[0].device);
   if (!best && (fw == FW_MIXED || native)) return NULL;
   if (!best) {
     fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == FW_UNKNOWN ? "" : " ",
@@ -551,7 +579,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
 }
 
 static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char *path,
-                          const char *capture_mode, uint64_t gpu_mem, int64_t lower_trace) {
+                          const char *capture_mode, uint64_t gpu_mem, int64_t lower_trace, ana_advice_t *adv) {
   char b1[32];
   run_row_t rows[256];
   int n = 0;
@@ -571,7 +599,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
                          " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), 0),"
                          " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), '')"
+                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), ''), run_id"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -599,12 +627,14 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].high = rows[n].range ? sqlite3_column_int64(st, 18) : rows[n].reserved;
     const unsigned char *mb = sqlite3_column_text(st, 19);
     rows[n].pool = rows[n].range && mb && strcmp((const char *)mb, "async_pool") == 0;
+    rows[n].run_id = sqlite3_column_int64(st, 20);
     n++;
   }
   sqlite3_finalize(st);
   char epath[1024];
   path = gm_escape(path, epath, sizeof epath);
   fprintf(out, "%s:\n", path);
+  if (adv) adv->runs = n;
   int failed = print_recorded_failure(db, out, trace_id);
   warn_integrity(db, out, trace_id);
   warn_kv(db, out, trace_id);
@@ -616,6 +646,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     return;
   }
   framework_t fw = detect_framework(db, trace_id, capture_mode);
+  if (adv) snprintf(adv->framework, sizeof adv->framework, "%s", fw_name(fw));
   print_frameworks(db, out, trace_id, fw);
   /* A native recording of a framework holds its allocator's segments or pool blocks: a
    * replay of those through another setting predicts nothing. */
@@ -626,6 +657,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                              "them as one allocator's (record each framework's job alone)"
                            : "a native recording holds what the framework's allocator took from the "
                              "driver, not the program's requests (record in gpurec's default mode)");
+    if (adv)
+      snprintf(adv->why_none, sizeof adv->why_none, "%s",
+               fw == FW_MIXED ? "several frameworks' requests in one trace" : "a native recording holds no requests");
   }
   /* Each device its own advice (a process's devices have an allocator each); then the job's. */
   int64_t devs[16];
@@ -636,6 +670,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     if (k == nd && nd < 16) devs[nd++] = rows[i].device;
   }
   const run_row_t *limiting = NULL;
+  ana_advice_t keep_adv;
   for (int k = 0; k < nd; k++) {
     run_row_t *sub = malloc(sizeof *sub * (size_t)n);
     if (!sub) return;
@@ -643,7 +678,12 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     for (int i = 0; i < n; i++)
       if (rows[i].device == devs[k]) sub[m++] = rows[i];
     if (nd > 1) fprintf(out, "  device %" PRId64 ":\n", devs[k]);
-    const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "");
+    ana_advice_t dev_adv;
+    if (adv) dev_adv = *adv;
+    const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "",
+                                adv ? &dev_adv : NULL);
+    /* The job's advice is its limiting device's (or the first device's when none is advised). */
+    if (adv && (k == 0 || (b && (!limiting || b->reserved > limiting->reserved)))) keep_adv = dev_adv;
     if (b && (!limiting || b->reserved > limiting->reserved)) {
       static run_row_t keep;
       keep = *b;
@@ -651,6 +691,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     }
     free(sub);
   }
+  if (adv && nd > 0) *adv = keep_adv;
   if (nd > 1 && limiting)
     fprintf(out, "  the job: device %" PRId64 " limits it (peak reserved %s under its best setting)\n",
             limiting->device, gm_format_size((uint64_t)limiting->reserved, b1, sizeof b1));
@@ -668,7 +709,7 @@ gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
     any = 1;
     recommend_one(db, out, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
                   (const char *)sqlite3_column_text(st, 2), (uint64_t)sqlite3_column_int64(st, 3),
-                  sqlite3_column_int64(st, 4));
+                  sqlite3_column_int64(st, 4), NULL);
   }
   sqlite3_finalize(st);
   if (!any) fprintf(out, "no traces in the database: load some with `gpuanalyze load TRACE.zst R.json`\n");
@@ -685,5 +726,28 @@ gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {
     }
     sqlite3_finalize(st);
   }
+  return GM_OK;
+}
+
+gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *a, gm_err_t *err) {
+  memset(a, 0, sizeof *a);
+  a->best_run_id = a->default_run_id = a->device = -1;
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(db, &st,
+                              "SELECT path, capture_mode, gpu_total_mem, peak_live_bytes FROM traces WHERE trace_id=?",
+                              err);
+  if (s < 0) return gm_err_wrap(err, "recommend");
+  sqlite3_bind_int64(st, 1, trace_id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    a->lower = a->need = sqlite3_column_int64(st, 3);
+    FILE *sink = out ? out : fopen("/dev/null", "w");
+    if (sink) {
+      recommend_one(db, sink, trace_id, (const char *)sqlite3_column_text(st, 0),
+                    (const char *)sqlite3_column_text(st, 1), (uint64_t)sqlite3_column_int64(st, 2),
+                    sqlite3_column_int64(st, 3), a);
+      if (!out) fclose(sink);
+    }
+  }
+  sqlite3_finalize(st);
   return GM_OK;
 }

@@ -27,6 +27,17 @@ void ana_cell_text(sqlite3_stmt *st, int c, char *buf, size_t n);
 /* One CSV field (RFC 4180, text from the input neutralised for spreadsheets: ana_report.c). */
 void ana_csv_field(FILE *f, const char *s, int is_text);
 
+/* The HTML report's parts (ana_html_first.c, ana_html_timeline.c). rec_run: the run of the
+ * setting the job ran with (-1: none), which ana_html_first_screen finds. */
+void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t *a, const char *rec_text,
+                           int64_t *rec_run);
+void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t *a, int64_t rec_run);
+void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
+void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id);
+void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
+gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
+                              gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif
