@@ -3,7 +3,7 @@
  * setting's reserved line on top: the picture PyTorch's memory_viz users know.
  *
  * Level of detail is decided here, in C, before anything is written: one pass over the
- * trace's allocations and frees (rowid order is trace order) keeps, per time bucket, the
+ * trace's rows (rowid order is trace order; no join) keeps, per time bucket, the
  * per-callsite live bytes at the moment the total was highest in it, so every peak survives
  * and the page holds CHART_BUCKETS rows whatever the trace's length. The reserved lines are
  * gpureplay's timelines (already max per bucket) re-bucketed the same way. Stacks are written
@@ -50,6 +50,54 @@ static void short_name(const char *cs, char *buf, size_t n) {
     }
     snprintf(buf, n, "%s%.*s", s != pick ? "..." : "", (int)pl, s);
   }
+}
+
+/* The live allocations of the pass: ev_id -> size << 4 | class (open addressing; removed
+ * slots are tombstones until the table is rebuilt, sized from the live count). */
+#define LM_NONE UINT64_MAX
+typedef struct live_map {
+  uint64_t *slot; /* pairs (key + 2, value); key 0: empty, 1: removed */
+  size_t cap, used, live;
+} live_map_t;
+
+static size_t lm_hash(uint64_t k, size_t cap) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1); }
+
+static int lm_put(live_map_t *m, uint64_t key, uint64_t val) {
+  if (2 * (m->used + 1) > m->cap) {
+    size_t cap = 1024;
+    while (cap < 4 * (m->live + 1)) cap *= 2;
+    uint64_t *n = calloc(cap * 2, sizeof *n);
+    if (!n) return -1;
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->slot[2 * i] >= 2) {
+        size_t h = lm_hash(m->slot[2 * i] - 2, cap);
+        while (n[2 * h]) h = (h + 1) & (cap - 1);
+        n[2 * h] = m->slot[2 * i];
+        n[2 * h + 1] = m->slot[2 * i + 1];
+      }
+    free(m->slot);
+    m->slot = n;
+    m->cap = cap;
+    m->used = m->live;
+  }
+  size_t h = lm_hash(key, m->cap);
+  while (m->slot[2 * h]) h = (h + 1) & (m->cap - 1);
+  m->slot[2 * h] = key + 2;
+  m->slot[2 * h + 1] = val;
+  m->used++;
+  m->live++;
+  return 0;
+}
+
+static uint64_t lm_take(live_map_t *m, uint64_t key) {
+  if (!m->cap) return LM_NONE;
+  for (size_t h = lm_hash(key, m->cap); m->slot[2 * h]; h = (h + 1) & (m->cap - 1))
+    if (m->slot[2 * h] == key + 2) {
+      m->slot[2 * h] = 1;
+      m->live--;
+      return m->slot[2 * h + 1];
+    }
+  return LM_NONE;
 }
 
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
@@ -122,52 +170,61 @@ gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t
   }
   for (size_t i = 0; i < nb; i++) tot[i] = -1;
   for (size_t i = 0; i < nb * (size_t)(R ? R : 1); i++) res[i] = NAN;
-  /* One pass: each GPU allocation adds to its class, each end (a free, an alloc over a live
-   * address) takes the ended allocation's bytes from its class. */
+  /* One pass over the trace's rows in order (a rowid range scan, no join): each GPU
+   * allocation adds to its class and is remembered by its ev_id while live; each end (a free,
+   * an alloc over a live address: ends_ev_id) takes the remembered bytes from their class. */
+  live_map_t lm = {0};
   s = ana_prepare(db, &st,
-                  "SELECT e.ts_ns, e.kind = ?2 AND e.mem_kind IN (0, 1), e.size, e.callsite,"
-                  " a.mem_kind IN (0, 1), a.size, a.callsite"
+                  "SELECT e.ev_id, e.ts_ns, e.kind, e.mem_kind, e.size, e.callsite, e.ends_ev_id"
                   " FROM traces t JOIN events e ON e.ev_id BETWEEN t.first_ev_id AND t.last_ev_id"
-                  " LEFT JOIN events a ON a.ev_id = e.ends_ev_id"
-                  " WHERE t.trace_id = ?1 AND ((e.kind = ?2 AND e.mem_kind IN (0, 1)) OR a.mem_kind IN (0, 1))"
-                  " ORDER BY e.ev_id",
+                  " WHERE t.trace_id = ?1",
                   err);
   if (s >= 0) {
     sqlite3_bind_int64(st, 1, trace_id);
-    sqlite3_bind_int(st, 2, GMT_EV_ALLOC);
     int64_t cur = -1;
     double total = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      int64_t b = (int64_t)((double)sqlite3_column_int64(st, 0) * CHART_BUCKETS / (double)dur);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      int is_alloc = sqlite3_column_int(st, 2) == GMT_EV_ALLOC && sqlite3_column_int(st, 3) <= 1;
+      int ends = sqlite3_column_type(st, 6) != SQLITE_NULL;
+      if (!is_alloc && !ends) continue;
+      int64_t b = (int64_t)((double)sqlite3_column_int64(st, 1) * CHART_BUCKETS / (double)dur);
       if (b < 0) b = 0;
       if (b > CHART_BUCKETS) b = CHART_BUCKETS;
       /* Buckets entered since: the state held over them is a value in each. */
-      for (int64_t x = cur + 1; x <= b; x++) {
-        if (cur < 0) break;
+      for (int64_t x = cur + 1; cur >= 0 && x <= b; x++)
         if (total > tot[x]) {
           tot[x] = total;
           memcpy(&stack[(size_t)x * (size_t)K], live, sizeof *live * (size_t)K);
         }
-      }
       if (b > cur) cur = b;
-      for (int side = 0; side < 2; side++) {
-        int col_ok = side == 0 ? sqlite3_column_int(st, 4) : sqlite3_column_int(st, 1);
-        if (!col_ok) continue;
-        int cc = side == 0 ? 5 : 2, cs = side == 0 ? 6 : 3;
-        double sz = (double)sqlite3_column_int64(st, cc);
-        int isnull = sqlite3_column_type(st, cs) == SQLITE_NULL;
-        int64_t id = sqlite3_column_int64(st, cs);
+      if (ends) {
+        uint64_t v = lm_take(&lm, (uint64_t)sqlite3_column_int64(st, 6));
+        if (v != LM_NONE) {
+          int c = (int)(v & 15);
+          double sz = (double)(v >> 4);
+          live[c] -= sz;
+          total -= sz;
+          if (live[c] < 0) live[c] = 0;
+          if (total < 0) total = 0;
+        }
+      }
+      if (is_alloc) {
+        int isnull = sqlite3_column_type(st, 5) == SQLITE_NULL;
+        int64_t id = sqlite3_column_int64(st, 5);
         int c = K - 1;
         for (int j = 0; j < k && j < K; j++)
           if (cls_null[j] ? isnull : (!isnull && cls_id[j] == id)) {
             c = j;
             break;
           }
-        double d = side == 0 ? -sz : sz;
-        live[c] += d;
-        total += d;
-        if (live[c] < 0) live[c] = 0; /* a free of memory allocated before the trace began */
-        if (total < 0) total = 0;
+        uint64_t size = (uint64_t)sqlite3_column_int64(st, 4);
+        if (lm_put(&lm, (uint64_t)sqlite3_column_int64(st, 0), (size << 4) | (uint64_t)c) < 0) {
+          rc = SQLITE_NOMEM;
+          break;
+        }
+        live[c] += (double)size;
+        total += (double)size;
       }
       if (total > tot[cur]) {
         tot[cur] = total;
@@ -175,7 +232,9 @@ gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t
       }
     }
     sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) s = gm_err_set(err, GM_ERR_NOMEM, "the timeline by callsite: out of memory");
   }
+  free(lm.slot);
   /* Reserved lines, max per bucket. */
   if (s >= 0 && R > 0) {
     s = ana_prepare(db, &st,

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -775,4 +776,99 @@ TEST(Concurrency, ReaderReadsWhileAWriterHoldsItAndASecondWriterIsToldWhy) {
   EXPECT_EQ(Scalar(r, "SELECT COUNT(*) FROM traces"), 2);
   ana_db_close(r);
   ana_db_close(w);
+}
+
+namespace {
+std::string Slurp(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+size_t Count(const std::string &s, const std::string &what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
+  return n;
+}
+}  // namespace
+
+TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
+  std::string t = Unique("h") + ".zst", js = Unique("h") + ".json", dbp = Unique("h") + ".db",
+              html = Unique("h") + ".html";
+  WriteTrace(t, RandomProgram(11, 20000), "python x.py", -1, 778);
+  WriteFile(js, ResultsJson(t, 778, {"pytorch", "pytorch:expandable_segments:True", "direct", "bfc:growth"},
+                            {300, 200, 150, 260}, 120));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  // The advice as data is the text's choice.
+  ana_advice_t a;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(ana_advise(db, 1, f, &a, &err), GM_OK);
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  EXPECT_EQ(a.runs, 4);
+  ASSERT_TRUE(a.advised);
+  EXPECT_STREQ(a.best_policy, "pytorch:expandable_segments:True");
+  EXPECT_NE(rec.find(std::string("best policy: ") + a.best_policy), std::string::npos) << rec;
+  EXPECT_NE(rec.find(std::string("paste: ") + a.paste), std::string::npos) << rec;
+  EXPECT_EQ(a.best_reserved, 200);
+  EXPECT_EQ(a.default_reserved, 300);
+  EXPECT_STREQ(a.default_policy, "pytorch");
+  EXPECT_EQ(Scalar(db, "SELECT run_id FROM v_runs WHERE policy='pytorch:expandable_segments:True'"), a.best_run_id);
+  ASSERT_EQ(ana_report_html(db, html.c_str(), &err), GM_OK) << err.msg;
+  std::string h = Slurp(html);
+  // One bar per run, the recommended one marked once, the default as run.
+  EXPECT_EQ(Count(h, "<g class=\"bar "), 4u);
+  EXPECT_EQ(Count(h, "<g class=\"bar best\">"), 1u);
+  EXPECT_EQ(Count(h, "<g class=\"bar rec\">"), 1u);
+  EXPECT_NE(h.find("<div class=\"cv\">100 B</div>"), std::string::npos);  // saving 300 - 200
+  EXPECT_NE(h.find("33.3% of what it reserves now"), std::string::npos);
+  EXPECT_EQ(h.find("<pre"), std::string::npos);
+  // The stacked timeline: its top curve (every callsite together) peaks at the trace's peak
+  // live bytes, whatever the downsampling did.
+  size_t p = h.find("class=\"chart-data\"");
+  ASSERT_NE(p, std::string::npos);
+  size_t rows = h.find("\"rows\":[", p);
+  ASSERT_NE(rows, std::string::npos);
+  double max_top = 0;
+  size_t nrows = 0;
+  for (size_t r = h.find('[', rows + 8); r != std::string::npos && r < h.find("</script>", p);
+       r = h.find('[', r + 1)) {
+    double x = 0, top = 0;
+    if (sscanf(h.c_str() + r, "[%lf,%lf", &x, &top) == 2) {
+      max_top = std::max(max_top, top);
+      nrows++;
+    }
+  }
+  EXPECT_GT(nrows, 100u);
+  EXPECT_LE(nrows, 801u);
+  EXPECT_EQ(static_cast<int64_t>(max_top), Scalar(db, "SELECT peak_live_bytes FROM traces WHERE trace_id=1"));
+  ana_db_close(db);
+}
+
+TEST(Html, TracesWithNothingToReportSaySo) {
+  std::string t = Unique("e") + ".zst", dbp = Unique("e") + ".db", html = Unique("e") + ".html";
+  std::vector<gmt_event_t> frees;
+  for (int i = 0; i < 5; i++) frees.push_back(Ev(GMT_EV_FREE, 10 + i, 0x1000 + 64 * i, 0));
+  WriteTrace(t, frees);
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  ASSERT_EQ(ana_report_html(db, html.c_str(), &err), GM_OK) << err.msg;
+  EXPECT_NE(Slurp(html).find("No traces in the database"), std::string::npos);
+  const char *in[] = {t.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_OK) << err.msg;
+  ASSERT_EQ(ana_report_html(db, html.c_str(), &err), GM_OK) << err.msg;
+  std::string h = Slurp(html);
+  EXPECT_NE(h.find("This trace holds only frees (5 of them)"), std::string::npos);
+  EXPECT_NE(h.find("No replay runs are loaded"), std::string::npos);
+  ana_db_close(db);
 }

@@ -4,6 +4,8 @@
  *       allocates 10 blocks of 1 MiB (stream 7) and 5 of 64 KiB (stream 9), then frees them;
  *       peak live = 10 MiB + 320 KiB = 10813440 bytes. The header carries a hostile command
  *       line and a misconfigured PYTORCH_CUDA_ALLOC_CONF; callsites hold HTML.
+ *   analyze_mkfixture frees OUT.zst STEPS   the same trace with its allocations left out: only
+ *       frees (of memory allocated before recording began); STEPS 0 with `trace`: no events.
  *   analyze_mkfixture results TRACE.zst OUT.json    a results file for TRACE (header start time
  *       and pid) with three runs, one named like an HTML/script injection.
  * Also the fake gpureplay: when called as "gpureplay TRACE --tune -o OUT" (or --sweep), does
@@ -22,7 +24,7 @@ static int die(const gm_err_t *err) {
   return 1;
 }
 
-static int make_trace(const char *out, long steps, int rank) {
+static int make_trace(const char *out, long steps, int rank, int only_frees) {
   gmt_header_t h;
   gm_err_t err = {0};
   gmt_header_init(&h);
@@ -47,7 +49,7 @@ static int make_trace(const char *out, long steps, int rank) {
   uint64_t t = 0;
   for (long s = 0; s < steps; s++) {
     gmt_event_t e;
-    for (int phase = 0; phase < 2; phase++)
+    for (int phase = only_frees; phase < 2; phase++)
       for (int i = 0; i < 15; i++) {
         memset(&e, 0, sizeof e);
         e.ts_ns = t += 1000;
@@ -99,7 +101,8 @@ static int make_results(const char *trace, const char *out) {
 
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "trace") == 0)
-    return make_trace(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : -1);
+    return make_trace(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : -1, 0);
+  if (argc == 4 && strcmp(argv[1], "frees") == 0) return make_trace(argv[2], atol(argv[3]), -1, 1);
   if (argc == 4 && strcmp(argv[1], "results") == 0) return make_results(argv[2], argv[3]);
   /* fake gpureplay: TRACE --tune|--sweep [--jobs=N] [-q] -o OUT */
   if (argc >= 5 && (strcmp(argv[2], "--tune") == 0 || strcmp(argv[2], "--sweep") == 0) &&
