@@ -618,6 +618,7 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   fill_latency(e, r);
   r->replay_seconds = secs;
   r->events_per_second = secs > 0 ? (double)e->events / secs : 0.0;
+  rp_peak_finish(e, e->last_ts);
   if (e->snap) r->peak = *e->snap;
   r->timeline_n = rp_timeline_export(&e->tl, r->tl_ts, r->tl_reserved, r->tl_allocated,
                                      r->tl_requested);

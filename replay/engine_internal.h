@@ -100,6 +100,7 @@ struct rp_engine {
   rp_peak_snapshot_t *snap;
   int snap_pending;     /* the peak moved since the last snapshot */
   uint64_t snap_events;  /* e->events at the last snapshot */
+  uint64_t snap_elements; /* blocks + segments it walked */
 };
 
 /* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
@@ -138,6 +139,8 @@ void rp_peak_free(rp_engine_t *e);
 void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
 void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
 void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts);
+/* End of the replay: a snapshot still pending is taken if reserved is still at the peak. */
+void rp_peak_finish(rp_engine_t *e, uint64_t ts);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);

@@ -10,18 +10,20 @@
  * segment); cudaMalloc segments stay apart even when the simulator's addresses touch.
  *
  * Cost: a snapshot walks the live blocks and segments (and sorts them). A peak can move at
- * every request (`direct`, a growing arena), so beyond SNAP_FREE elements a snapshot waits
- * until an eighth as many events as it walks elements have passed since the last one: it stays
+ * every request (`direct`, a growing arena), so a snapshot waits until half as many events as
+ * the last one walked elements (blocks and segments) have passed since it: it stays
  * pending and is taken at a later request while reserved is still at the peak (a caching
- * allocator stays there). Walked elements then total at most 8 per event (plus the sorts); a
- * trace that only grows (one segment per block) gets its snapshot at least 3/4 of the way up
- * its last peak, and says which reserved figure it describes. */
+ * allocator stays there), or at the end of the replay if reserved is still there (a trace that
+ * only grows). Walked elements then total about 4 per event (plus the sorts). A peak that moves
+ * at every request (a block and a segment each: `direct`) and is left before the replay ends
+ * gets its snapshot from at least half way up; the snapshot says which reserved figure it
+ * describes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "replay/engine_internal.h"
 
-enum { SNAP_FREE = 1024, SNAP_PER_EVENT = 8 };
+enum { SNAP_PER_EVENT = 2 };
 
 typedef struct seg_rec {
   uint64_t addr, size, live;
@@ -82,7 +84,7 @@ static void add_span(rp_snap_seg_t *o, uint64_t off, uint64_t len) {
   o->n_spans++;
 }
 
-static void take(rp_engine_t *e, uint64_t ts) {
+static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   size_t ns = 0, nb = 0;
   seg_rec_t *sg = malloc(sizeof *sg * (e->segs.live + 1));
   blk_rec_t *bl = malloc(sizeof *bl * (e->blocks.live + 1));
@@ -137,7 +139,7 @@ static void take(rp_engine_t *e, uint64_t ts) {
   rp_peak_snapshot_t *p = e->snap;
   memset(p, 0, sizeof *p);
   p->valid = 1;
-  p->event = e->events;
+  p->event = event;
   p->ts_ns = ts;
   p->reserved_bytes = e->reserved;
   p->allocated_bytes = e->allocated;
@@ -197,12 +199,19 @@ void rp_peak_free(rp_engine_t *e) {
   e->snap = NULL;
 }
 
+void rp_peak_finish(rp_engine_t *e, uint64_t ts) {
+  if (e->snap_pending && e->reserved == e->peak_reserved) {
+    take(e, e->events ? e->events - 1 : 0, ts); /* the state after the last event */
+    e->snap_pending = 0;
+  }
+}
+
 void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
-  uint64_t elements = (uint64_t)(e->blocks.live + e->segs.live);
   uint64_t since = e->events - e->snap_events;
-  if (e->snap && e->snap->valid && elements > SNAP_FREE && since * SNAP_PER_EVENT < elements)
+  if (e->snap && e->snap->valid && since * SNAP_PER_EVENT < e->snap_elements)
     return; /* stays pending */
   e->snap_events = e->events;
-  take(e, ts);
+  e->snap_elements = (uint64_t)(e->blocks.live + e->segs.live);
+  take(e, e->events, ts);
   e->snap_pending = 0; /* taken, or not possible (no segments seen) */
 }

@@ -173,8 +173,9 @@ typedef struct rp_skip_counts {
  * segments that hold none) and a bounded map of its segments with their live blocks. Taken
  * when the reserved peak is reached (and again while reserved stays there and more of it is
  * in use, as fragmentation_at_peak counts it); `reserved_bytes` says which peak it is, as a
- * snapshot waits while its cost (live blocks + segments) exceeds 8 per event since the last
- * one (beyond 1024): a trace that only grows gets it 3/4 of the way up at least. Not taken where the engine sees no
+ * snapshot waits until half as many events as the last one cost (live blocks + segments)
+ * have passed, and is taken at the end if reserved is still at the peak then: a
+ * peak left before the end may be described from 2/3 of the way up. Not taken where the engine sees no
  * segments (the stream-ordered pool: `async`). */
 #define RP_SNAP_SEGS 48  /* segments in the map: the largest, in address order */
 #define RP_SNAP_SPANS 64 /* live spans per segment (blocks closer than a gap merged) */
