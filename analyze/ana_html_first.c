@@ -427,8 +427,8 @@ void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, 
     fprintf(out, "<tr><td class=\"t\">%s%s: ", who[i], i == 0 && ids[1] == ids[0] ? " (and recommended)" : "");
     ana_html_escape(out, s[i].policy);
     if (!s[i].ok) {
-      fputs("</td><td colspan=\"8\" class=\"t\">not in these results (gpureplay older than the split, or the driver's "
-            "pool, whose segments the replay cannot see)</td></tr>\n",
+      fputs("</td><td colspan=\"8\" class=\"t\">not in these results (gpureplay older than the split; the driver's "
+            "pool, whose segments the replay cannot see; or over 65536 segments at once)</td></tr>\n",
             out);
       continue;
     }

@@ -101,6 +101,7 @@ struct rp_engine {
   int snap_pending;     /* the peak moved since the last snapshot */
   uint64_t snap_events;  /* e->events at the last snapshot */
   uint64_t snap_elements; /* blocks + segments it walked */
+  int segs_overflow;      /* more than SEG_MAX segments: not followed, no snapshot */
 };
 
 /* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */

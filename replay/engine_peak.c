@@ -34,7 +34,24 @@ typedef struct blk_rec {
   uint64_t addr, size;
 } blk_rec_t;
 
+/* Past this many live segments (a policy that takes a segment per request: `direct`) the map
+ * would cost as much host memory as the engine's own block map: segments are no longer
+ * followed and there is no snapshot (its split is trivial there: no segment holds two blocks). */
+#define SEG_MAX (1u << 16)
+
+static void seg_overflow(rp_engine_t *e) {
+  e->segs_overflow = 1;
+  rp_map_free(&e->segs);
+  rp_map_init(&e->segs);
+  if (e->snap) e->snap->valid = 0;
+}
+
 void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
+  if (e->segs_overflow) return;
+  if (e->segs.live >= SEG_MAX) {
+    seg_overflow(e);
+    return;
+  }
   uint64_t g = page ? e->b->drv.granularity : 0;
   if (!g || size % g) g = size; /* one entry for a map that is not whole pages */
   for (uint64_t off = 0; off < size; off += g)
@@ -42,6 +59,7 @@ void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
 }
 
 void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
+  if (e->segs_overflow) return;
   uint64_t g = page ? e->b->drv.granularity : 0;
   if (!g || size % g) g = size;
   for (uint64_t off = 0; off < size; off += g) {
@@ -200,6 +218,7 @@ void rp_peak_free(rp_engine_t *e) {
 }
 
 void rp_peak_finish(rp_engine_t *e, uint64_t ts) {
+  if (e->segs_overflow) return;
   if (e->snap_pending && e->reserved == e->peak_reserved) {
     take(e, e->events ? e->events - 1 : 0, ts); /* the state after the last event */
     e->snap_pending = 0;
@@ -207,6 +226,10 @@ void rp_peak_finish(rp_engine_t *e, uint64_t ts) {
 }
 
 void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
+  if (e->segs_overflow) {
+    e->snap_pending = 0;
+    return;
+  }
   uint64_t since = e->events - e->snap_events;
   if (e->snap && e->snap->valid && since * SNAP_PER_EVENT < e->snap_elements)
     return; /* stays pending */
