@@ -22,6 +22,8 @@ typedef struct ana_added_column {
   const char *table, *column, *decl;
 } ana_added_column_t;
 extern const ana_added_column_t ana_added_columns[];
+/* Tables added to version 1 after it shipped (CREATE TABLE IF NOT EXISTS ...; one string). */
+extern const char ana_added_tables_sql[];
 
 gm_status_t ana_sql_err(sqlite3 *h, gm_err_t *err, const char *what);
 gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);

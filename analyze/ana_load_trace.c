@@ -347,6 +347,46 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   return s;
 }
 
+/* gmt_string_fn over a reader: a batch never spans chunks, so its strings are current. */
+static const char *reader_string(void *ctx, uint32_t id) { return gmt_reader_string(ctx, id); }
+
+static gm_status_t exec_id(ana_db_t *db, const char *sql, int64_t id, gm_err_t *err);
+
+/* Who held each device's bytes (gmt_owners), and what was live at the peak by callsite: the
+ * per-trace summaries that views over many traces read instead of events. */
+static gm_status_t insert_owners(loader_t *L, const ana_summary_t *m, gm_err_t *err) {
+  const gmt_owners_result_t *o = &m->owners;
+  sqlite3_stmt *st = NULL, *up = NULL;
+  gm_status_t s = ana_prepare(L->db, &st, "INSERT INTO trace_owners VALUES(?,?,?,?,?,?)", err);
+  if (s >= 0) s = ana_prepare(L->db, &up, "UPDATE trace_devices SET peak_mapped_bytes=? WHERE trace_id=? AND device=?", err);
+  for (int d = 0; d < o->n_devices && s >= 0; d++) {
+    const gmt_owner_dev_t *od = &o->dev[d];
+    bind_u64(up, 1, od->peak_mapped);
+    sqlite3_bind_int64(up, 2, L->trace_id);
+    sqlite3_bind_int(up, 3, od->device);
+    s = step(L->db, up, err);
+    for (int k = 0; k < o->n_owners && s >= 0; k++) {
+      if (!od->peak[k]) continue;
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int(st, 2, od->device);
+      bind_text(st, 3, o->names[k]);
+      bind_text(st, 4, k < GMT_OWNER_UNKNOWN ? "framework" : k == GMT_OWNER_UNKNOWN ? "unknown" : "library");
+      bind_u64(st, 5, od->at_peak[k]);
+      bind_u64(st, 6, od->peak[k]);
+      s = step(L->db, st, err);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_finalize(up);
+  if (s >= 0)
+    s = exec_id(L->db,
+                "INSERT INTO trace_peak_callsites SELECT p.trace_id, COALESCE(s.text, '(none)'), COUNT(*), SUM(p.size)"
+                " FROM v_live_at_peak p LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite"
+                " WHERE p.trace_id = ?1 GROUP BY 2 ORDER BY 4 DESC LIMIT 50",
+                L->trace_id, err);
+  return s;
+}
+
 static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
@@ -421,6 +461,8 @@ static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
       "DELETE FROM open_allocs WHERE trace_id=?1",
       "DELETE FROM trace_kv WHERE trace_id=?1",
       "DELETE FROM trace_devices WHERE trace_id=?1",
+      "DELETE FROM trace_owners WHERE trace_id=?1",
+      "DELETE FROM trace_peak_callsites WHERE trace_id=?1",
       "DELETE FROM trace_kinds WHERE trace_id=?1",
       "DELETE FROM strings WHERE trace_id=?1",
       "DELETE FROM trace_timeline WHERE trace_id=?1",
@@ -511,6 +553,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   if (s >= 0) L->r = r;
   if (s >= 0) s = insert_header(L, path, real ? real : path, len, hash, gmt_reader_header(r), err);
   if (s >= 0) s = ana_scan_new(&scan, on_pair, L, err);
+  if (s >= 0) s = ana_scan_set_trace(scan, gmt_reader_header(r), reader_string, r, err);
   uint64_t done = 0;
   while (s >= 0) {
     size_t n = 0;
@@ -530,6 +573,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   }
   if (s >= 0) s = ana_scan_finish(scan, err);
   if (s >= 0) s = insert_summary(L, r, scan, err);
+  if (s >= 0) s = insert_owners(L, ana_scan_summary(scan), err);
   if (s >= 0) {
     stats->traces_loaded++;
     stats->events += done;

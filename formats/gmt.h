@@ -216,7 +216,8 @@ typedef struct gmt_owners_result {
   int n_owners, n_devices;
   char names[GMT_OWNERS_MAX][GMT_OWNER_NAME];
   gmt_owner_dev_t dev[GMT_OWNER_DEVICES];
-  uint64_t peak_live; /* peak of live requests, all devices (`info`'s "peak live") */
+  uint64_t peak_live; /* peak of live ALLOCs of device memory, whoever's, all devices: the
+                         "peak live" of gpurec's summary and `gpuanalyze info` */
 } gmt_owners_result_t;
 
 typedef struct gmt_owners gmt_owners_t;

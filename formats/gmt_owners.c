@@ -51,7 +51,7 @@ struct gmt_owners {
   cs_ent_t *cs;
   uint64_t cur[GMT_OWNER_DEVICES][GMT_OWNERS_MAX];
   uint64_t other[GMT_OWNER_DEVICES]; /* sum of cur[d][k] for k >= GMT_OWNER_UNKNOWN */
-  uint64_t req_live, req_peak;       /* all devices: the "peak live" figure */
+  uint64_t req_live, req_peak;       /* ALLOCs of all owners, all devices: "peak live" */
 };
 
 gm_status_t gmt_owners_new(gmt_owners_t **out, const gmt_header_t *h, gm_err_t *err) {
@@ -164,9 +164,9 @@ static int dev_slot(gmt_owners_t *o, uint16_t device) {
   return o->r.n_devices++;
 }
 
-static void change(gmt_owners_t *o, int owner, uint16_t device, uint64_t size, int add) {
+static void change(gmt_owners_t *o, int owner, uint16_t device, uint16_t space, uint64_t size, int add) {
   int d = dev_slot(o, device);
-  if (owner == GMT_OWNER_REQUESTS) {
+  if (space == 0) { /* every live request of device memory, whoever asked: `info`'s peak live */
     o->req_live = add ? o->req_live + size : o->req_live - (size < o->req_live ? size : o->req_live);
     if (o->req_live > o->req_peak) o->req_peak = o->req_live;
   }
@@ -206,7 +206,7 @@ static blk_t *find(gmt_owners_t *o, const gmt_event_t *ev) {
 }
 
 static void end_block(gmt_owners_t *o, blk_t *b) {
-  change(o, b->owner, b->dev, b->size, 0);
+  change(o, b->owner, b->dev, b->space, b->size, 0);
   HASH_DEL(o->live, b);
   b->hh.next = o->spare;
   o->spare = b;
@@ -234,7 +234,7 @@ gm_status_t gmt_owners_event(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_
       b->size = ev->size;
       b->owner = owner;
       HASH_ADD(hh, o->live, addr, BLK_KEYLEN, b);
-      change(o, owner, ev->device, ev->size, 1);
+      change(o, owner, ev->device, b->space, ev->size, 1);
       return GM_OK;
     }
     case GMT_EV_FREE:
