@@ -174,6 +174,13 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err);
 /* The recommendation per trace (text). */
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err);
 
+/* The ranks of each job side by side (traces with a rank, one command line and world size,
+ * at least two): peaks per rank and device, the limiting rank, the spread, the callsites that
+ * differ, one setting for the job. Reads per-trace and per-run summaries only. *jobs: how many
+ * jobs were shown. */
+typedef enum { ANA_RANKS_TEXT, ANA_RANKS_JSON, ANA_RANKS_CSV } ana_ranks_format_t;
+gm_status_t ana_ranks(ana_db_t *db, FILE *out, ana_ranks_format_t fmt, int *jobs, gm_err_t *err);
+
 /* Warnings for known misconfigurations in an allocator config string (a
  * PYTORCH_CUDA_ALLOC_CONF value). Writes up to cap messages; returns how many there are. */
 int ana_conf_warnings(const char *conf, char msgs[][256], int cap);

@@ -301,7 +301,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
     s = step(L->db, st, err);
   }
   sqlite3_finalize(st);
-  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO trace_devices VALUES(?,?,?)", err) >= 0) {
+  if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO trace_devices(trace_id, device, peak_live_bytes) VALUES(?,?,?)", err) >= 0) {
     for (uint64_t k = 0; k < m->n_devices && k < ANA_MAX_LISTED && s >= 0; k++) {
       sqlite3_bind_int64(st, 1, L->trace_id);
       bind_u64(st, 2, m->devices[k]);
