@@ -131,6 +131,11 @@ typedef struct rp_engine_opts {
    * RP_EVENTS_LATE events still pending at the next late_mallocs allocations (0: 1). */
   int event_timing;
   uint64_t late_mallocs;
+  /* Memory of other owners than the framework's allocator, counted on the device: the VMM maps
+   * that are not requests (NCCL's buffers, formats gmt_owners) are taken from the backend as
+   * external memory at their map and given back at their unmap, so that a --capacity what-if
+   * leaves the policy only what they left the real program (issue 17). */
+  int count_other;
 } rp_engine_opts_t;
 
 /* What failed first: the policy (its OOM path ran), an external allocation beside it (the
@@ -181,6 +186,7 @@ typedef struct rp_result {
    * modelled allocator. Bytes as the trace gives them (the driver rounds them up again). */
   int external_sync;            /* the rule was in force */
   uint64_t external_allocs, external_frees;
+  uint64_t external_maps; /* opts.count_other: VMM maps of other owners counted as external */
   uint64_t external_peak_bytes, external_end_bytes;
   uint64_t peak_reserved_plus_external_bytes; /* peak of reserved + live external, together */
   /* "needs at least": the peak of live requested + live external bytes together (a served

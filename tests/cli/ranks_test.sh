@@ -61,6 +61,14 @@ has i0.txt "libnccl.so.2                    64.00 MiB at the peak"
 has i0.txt "unknown driver allocations       2.00 MiB at the peak"
 has i0.txt "CUDA context                   not recorded"
 
+# capacity questions count the other owners: 150 MiB of requests and 66 MiB of maps do not
+# fit in 200 MiB (the default, --count-other=auto, in a requests trace), the requests alone do
+"$RP" r0.zst -p pytorch --capacity=200MiB >c1.txt 2>&1; has c1.txt "2 VMM maps of other owners"
+grep -q "^ *1 *150.00 MiB .* 1  #2 " c1.txt || fail "maps counted: no OOM in 200 MiB: $(cat c1.txt)"
+"$RP" r0.zst -p pytorch --capacity=200MiB --count-other=no >c2.txt 2>&1
+grep -q "^ *1 *150.00 MiB .* 0  fits" c2.txt || fail "--count-other=no: $(cat c2.txt)"
+"$RP" r0.zst -p pytorch --count-other=maybe >/dev/null 2>c3.txt; [ $? = 2 ] || fail "bad --count-other rc"
+
 # item 2: the ranks side by side, replayed here
 "$GA" ranks r0.zst r1.zst r2.zst >k.txt 2>k.err || fail "ranks rc=$? $(cat k.err)"
 has k.txt "job: python train.py --ddp (world size 3, 3 rank-devices loaded)"
