@@ -91,10 +91,10 @@ const ana_table_t ana_tables[] = {
      0},
     /* per-trace and per-run summaries only (never events): hundreds of ranks stay cheap */
     {"ranks", "Ranks side by side",
-     "SELECT t.trace_id, t.rank, t.world_size, t.host, d.device, d.peak_live_bytes, d.peak_mapped_bytes,"
+     "SELECT t.trace_id, t.rank, t.world_size, t.host, d.peak_live_bytes, d.device, d.peak_mapped_bytes,"
      " (SELECT MIN(r.peak_reserved_bytes) FROM v_runs r WHERE r.trace_id = t.trace_id AND r.policy = 'pytorch'"
      "   AND COALESCE(json_extract(r.summary_json, '$.device'), d.device) = d.device) AS default_reserved_bytes,"
-     " ROUND(d.peak_live_bytes * 1.0 / (SELECT AVG(peak_live_bytes) FROM trace_devices d2 JOIN traces t2 USING(trace_id)"
+     " ROUND(d.peak_live_bytes * 1.0 / (SELECT AVG(d2.peak_live_bytes) FROM trace_devices d2 JOIN traces t2 USING(trace_id)"
      "   WHERE t2.rank IS NOT NULL AND d2.peak_live_bytes > 0), 3) AS vs_mean"
      " FROM traces t JOIN trace_devices d USING(trace_id) WHERE t.rank IS NOT NULL AND ?1 IS NULL"
      " AND (d.peak_live_bytes > 0 OR COALESCE(d.peak_mapped_bytes, 0) > 0)"
