@@ -139,6 +139,10 @@ typedef struct ana_load_opts {
   /* Called with one line for the user (a damaged trace salvaged, a trace replaced); NULL: none. */
   void (*warn)(void *ctx, const char *msg);
   void *warn_ctx;
+  /* Per-trace summaries only (traces, devices, owners, callsites at the peak, histograms,
+   * timeline), no event rows: what views over hundreds of ranks read (`gpuanalyze ranks`).
+   * The trace's row says events_loaded = 0 and its event range is empty. */
+  int summary_only;
 } ana_load_opts_t;
 
 typedef struct ana_load_stats {

@@ -174,6 +174,7 @@ const ana_added_column_t ana_added_columns[] = {
     {"runs", "trace_partial", "INTEGER NOT NULL DEFAULT 0"}, /* replayed from a damaged trace */
     /* issue 17: each device's peak of every byte mapped (framework, libraries, unknown) */
     {"trace_devices", "peak_mapped_bytes", "INTEGER"},
+    {"traces", "events_loaded", "INTEGER NOT NULL DEFAULT 1"}, /* 0: summaries only (ranks) */
     {NULL, NULL, NULL}};
 
 /* Tables added to version 1 after it shipped: per-trace summaries made at load, so that views

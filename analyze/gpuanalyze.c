@@ -755,6 +755,7 @@ static int cmd_ranks(config_t *c, char **pos, int npos) {
   if (!rc && nt) {
     if (*json) todo[nt++] = json;
     ana_load_opts_t o = load_opts_from_env(c);
+    o.summary_only = 1; /* the view reads summaries: hundreds of ranks' events stay out */
     ana_load_stats_t st = {0};
     if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) rc = fail(&err);
     else if (ana_db_load(db, (const char *const *)todo, nt, &o, &st, &err) < 0) rc = fail(&err), ana_db_close(db);
