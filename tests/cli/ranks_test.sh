@@ -8,10 +8,10 @@
 #    default setting reserves exactly the live bytes. Rank 2 limits the job; max/min = 2.33.
 #  - four ranks from the synthetic generator (gmsynth --world-size 4, batch 2, 4, 6, 8).
 #  - the real DDP traces (traces/recorded/ddp.rank0/1.requests.zst): NCCL's 194 maps each.
-# Usage: ranks_test.sh GPUANALYZE GPUREPLAY GPUREC GMSYNTH DDP0 DDP1
+# Usage: ranks_test.sh GPUANALYZE GPUREPLAY GPUREC GMSYNTH DDP0 DDP1 TORCH_TRACE
 set -u
 GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); GS=$(realpath "$4")
-D0=$(realpath "$5"); D1=$(realpath "$6")
+D0=$(realpath "$5"); D1=$(realpath "$6"); TT=$(realpath "$7")
 T=${TEST_TMPDIR:-$(mktemp -d)}/ranks
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
 export GPUREPLAY=$RP
@@ -99,6 +99,18 @@ has rep.txt "CUDA context (not recorded)"
 "$GA" ranks --json --csv --db ranks.db >/dev/null 2>u.err; [ $? = 2 ] || fail "json+csv not a usage error"
 "$GA" ranks --db nosuch.db >/dev/null 2>n.err; [ $? = 1 ] || fail "missing db rc"
 has n.err "cannot open database 'nosuch.db': no such file"
+
+# ranks.db holds summaries only; the callsites live at each peak, made at load by a second
+# pass over the trace, equal those v_live_at_peak selects from the event rows of a full load
+[ "$(sqlite3 ranks.db 'SELECT COUNT(*) FROM events')" = 0 ] || fail "ranks.db holds event rows"
+[ "$(sqlite3 ranks.db 'SELECT SUM(events_loaded) FROM traces')" = 0 ] || fail "events_loaded"
+"$GA" load -q --db full.db r0.zst r1.zst r2.zst "$TT" || fail "full load rc=$?"
+Q1="SELECT trace_id, callsite, allocs, bytes FROM trace_peak_callsites ORDER BY 1, 2"
+Q2="SELECT p.trace_id, COALESCE(s.text, '(none)') AS cs, COUNT(*), SUM(p.size) FROM v_live_at_peak p
+    LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite GROUP BY 1, 2 ORDER BY 1, 2"
+sqlite3 full.db "$Q1" >pc1.txt; sqlite3 full.db "$Q2" >pc2.txt
+[ "$(wc -l <pc1.txt)" -gt 8 ] || fail "few callsites: $(cat pc1.txt)"
+cmp -s pc1.txt pc2.txt || fail "peak callsites differ from v_live_at_peak: $(diff pc1.txt pc2.txt | head)"
 
 # the synthetic generator's ranks: the largest batch limits the job
 for r in 0 1 2 3; do
