@@ -125,7 +125,7 @@ static const command_t commands[] = {
     {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]...", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
     {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Replays through gpureplay's code.", oom_opts, 1, 1},
     {"diff", "gpuanalyze diff [options] A.zst B.zst", "Two traces of the same job side by side: peak live, peak reserved (each framework's default setting, replayed), live bytes at each peak by callsite sorted by growth, callsites new in B or gone from A, and (--csv) both live timelines on one normalised time axis.", diff_opts, 2, 2},
-    {"ranks", "gpuanalyze ranks [options] [TRACE.zst...]", "The ranks of a job side by side: peak per rank and device (live, mapped, reserved under the default and under the job's setting), the rank that limits the job, the spread, the callsites that differ most, and one setting for the whole job. Given traces: replays them under gpureplay's sweep (all at once, on every core) into --db (default ranks.db; replays already there are reused); without: reads the database (--db).", ranks_opts, 0, 100000},
+    {"ranks", "gpuanalyze ranks [options] [TRACE.zst...]", "The ranks of a job side by side: peak per rank and device (live, mapped, reserved under the default and under the job's setting), the rank that limits the job, the spread, the callsites that differ most, and one setting for the whole job. Given traces: replays them under gpureplay's sweep (all at once, on every core) into --db (default ranks.db; replays already there are reused; given gpureplay results files too, loads them instead of replaying); the database keeps per-trace summaries, not events. Without arguments: reads the database (--db).", ranks_opts, 0, 100000},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
@@ -719,9 +719,12 @@ static int cmd_ranks(config_t *c, char **pos, int npos) {
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
   char **todo = calloc((size_t)npos + 8, sizeof *todo);
-  int nt = 0;
+  int nt = 0, nres = 0;
   if (!todo) return ana_db_close(db), 1;
-  for (int i = 0; i < npos; i++) {
+  /* results files given (gpureplay's, made beforehand): loaded with the traces, nothing replayed */
+  for (int i = 0; i < npos; i++) nres += gm_file_kind(pos[i]) == GM_FILE_RESULTS;
+  for (int i = 0; i < npos && nres; i++) todo[nt++] = pos[i];
+  for (int i = 0; i < npos && !nres; i++) {
     int64_t runs = -1, others = 0;
     if (ana_trace_replayed(db, pos[i], &runs, &others, &err) < 0) return ana_db_close(db), free(todo), fail(&err);
     if (runs <= 0) todo[nt++] = pos[i];
@@ -729,7 +732,7 @@ static int cmd_ranks(config_t *c, char **pos, int npos) {
   ana_db_close(db);
   char replay[PATH_MAX], json[PATH_MAX] = "", jobs[32];
   int rc = 0;
-  if (nt && find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (nt && !nres && find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemps(json, 5);
     if (fd < 0) return free(todo), gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno)), fail(&err);
@@ -749,7 +752,7 @@ static int cmd_ranks(config_t *c, char **pos, int npos) {
     say("replaying %d trace%s under gpureplay's sweep ...", nt, nt == 1 ? "" : "s");
     if (run_tool(argv, &err) < 0) rc = fail(&err);
     free(argv);
-  } else if (nt) {
+  } else if (nt && !nres) {
     gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): the ranks without replays");
   }
   if (!rc && nt) {
