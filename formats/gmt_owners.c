@@ -8,7 +8,9 @@
  * live inside the segments). Everything else is another owner's: a VMM map that is not a
  * request (NCCL maps its buffers so) and, in a requests-mode trace that holds stream-ordered
  * requests, a synchronous allocation (a library's cudaMalloc beside the framework, as the
- * replay counts it: replay/engine.c "External memory"). Such memory is named by its callsite
+ * replay counts it: replay/engine.c "External memory"), and in a torch-history trace every
+ * event flagged GMT_F_EXTERNAL (the CUPTI side of the merge: another library's driver calls,
+ * SPEC.md 3.2). Such memory is named by its callsite
  * when the recorder wrote "[libname]" (no Python frame: the library that called the driver),
  * else "unknown driver allocations". A callsite "[lib]" on any event makes it that library's.
  * The CUDA context is in no event; the recorder writes no figure for it (see
@@ -125,15 +127,22 @@ static int lib_owner(gmt_owners_t *o, uint32_t id, gmt_string_fn str, void *ctx)
   return owner;
 }
 
+static int history_mode(unsigned mode) { return mode == GMT_CAPTURE_TORCH || mode == GMT_CAPTURE_TORCH_HISTORY; }
+
 int gmt_owners_of(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_fn str, void *ctx) {
   if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return -1;
+  if (ev->flags & GMT_F_EXTERNAL) { /* not the allocator's whose requests the trace holds */
+    if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_VMM_MAP && ev->kind != GMT_EV_SEGMENT_ALLOC) return -1;
+    int lib = lib_owner(o, ev->callsite, str, ctx);
+    return lib >= 0 ? lib : GMT_OWNER_UNKNOWN;
+  }
   switch (ev->kind) {
     case GMT_EV_ALLOC: {
       if (ev->flags & GMT_F_ASYNC) {
         o->async_seen = 1;
         return GMT_OWNER_REQUESTS;
       }
-      if (o->mode == GMT_CAPTURE_TORCH) return GMT_OWNER_REQUESTS; /* PyTorch's history */
+      if (history_mode(o->mode)) return GMT_OWNER_REQUESTS; /* PyTorch's history */
       int lib = lib_owner(o, ev->callsite, str, ctx);
       if (lib >= 0) return lib;
       return o->mode == GMT_CAPTURE_REQUESTS && o->async_seen ? GMT_OWNER_UNKNOWN : GMT_OWNER_REQUESTS;
@@ -145,7 +154,7 @@ int gmt_owners_of(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_fn str, voi
       if (lib >= 0) return lib;
       if (o->mode == GMT_CAPTURE_REQUESTS)
         return o->vmm_requests && !o->async_seen ? GMT_OWNER_REQUESTS : GMT_OWNER_UNKNOWN;
-      return GMT_OWNER_RESERVED; /* expandable segments (torch), the allocator's own (native) */
+      return GMT_OWNER_RESERVED; /* expandable segments (torch, torch-history), the allocator's own (native) */
     }
     default:
       return -1;

@@ -118,6 +118,24 @@ TEST(Owners, TorchModeFrameworkIsTheLargerOfRequestsAndReserved) {
   EXPECT_EQ(gmt_owners_other_bytes(d), 6 * MiB);
 }
 
+// torch-history (gpurec's default): PyTorch's history plus the CUPTI side flagged external.
+// The history's segment and requests are the framework's; the flagged alloc (a workspace, no
+// callsite) is unknown, the flagged map named by NCCL's callsite is NCCL's.
+TEST(Owners, TorchHistoryExternalFlagIsAnotherOwner) {
+  Owners w(GMT_CAPTURE_TORCH_HISTORY);
+  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0x10000, 20 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x10000, 12 * MiB, 0, 2));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x50000, 8 * MiB, GMT_F_EXTERNAL));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
+  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
+  const gmt_owner_dev_t *d = &w.R()->dev[0];
+  EXPECT_EQ(d->peak_mapped, 34 * MiB); // max(12, 20) + 8 + 6
+  EXPECT_EQ(d->at_peak[GMT_OWNER_RESERVED], 20 * MiB);
+  EXPECT_EQ(d->at_peak[GMT_OWNER_UNKNOWN], 8 * MiB);
+  EXPECT_EQ(d->at_peak[w.Owner("libnccl.so.2")], 6 * MiB);
+  EXPECT_EQ(w.R()->peak_live, 20 * MiB); // every live ALLOC of device memory, the workspace's too
+}
+
 // XLA's platform allocator: whole-buffer maps are its requests; its cuMemAllocs are not.
 TEST(Owners, PlatformAllocatorMapsAreRequests) {
   Owners w(GMT_CAPTURE_REQUESTS, "platform");

@@ -480,7 +480,10 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         break;
       }
       track_recorded(e, ev);
-      if (e->opts.count_other && (ev->kind == GMT_EV_VMM_MAP || ev->kind == GMT_EV_VMM_UNMAP) && wanted(e, ev)) {
+      if ((ev->kind == GMT_EV_VMM_MAP || ev->kind == GMT_EV_VMM_UNMAP) &&
+          (e->opts.count_other == RP_OTHER_ALL_MAPS ||
+           (e->opts.count_other == RP_OTHER_FLAGGED_MAPS && (ev->flags & GMT_F_EXTERNAL))) &&
+          wanted(e, ev)) {
         st = other_map(e, ev, err);
         break;
       }

@@ -70,8 +70,9 @@ static const gm_opt_t kOpts[] = {
      "lower bound), else replayed", offsetof(opts_t, sync_allocs)},
     {"count-other", 0, GM_OPT_STR, "auto|yes|no", "memory of other owners than the framework's "
      "allocator (NCCL's VMM maps, formats gmt_owners) held on the device beside the policy, so "
-     "--capacity counts it: auto = yes in a requests trace (its maps are not requests), no in "
-     "torch and native traces (their maps are the framework's own pages)", offsetof(opts_t, count_other)},
+     "--capacity counts it: auto = every map in a requests trace (its maps are not requests), in "
+     "other traces the maps flagged external (torch-history: another library's); no = none; yes = "
+     "every map that is not a request", offsetof(opts_t, count_other)},
     {"vmm-buffers", 0, GM_OPT_STR, "auto|requests|skip", "buffers mapped one by one through the "
      "VMM API (reserve + map of one buffer): auto = requests in a trace of XLA's platform "
      "allocator, else the recorded allocator's own (skipped)", offsetof(opts_t, vmm_buffers)},

@@ -463,10 +463,13 @@ static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int 
 }
 
 int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info) {
-  if (cfg->count_other != GR_OTHER_AUTO) return cfg->count_other == GR_OTHER_YES;
-  /* In a requests trace a VMM map that is not a request is another owner's (NCCL); in torch
-   * and native traces maps are the framework's own pages (expandable segments). */
-  return info->capture_mode == GMT_CAPTURE_REQUESTS && !info->vmm_requests;
+  if (cfg->count_other == GR_OTHER_NO) return RP_OTHER_NONE;
+  if (cfg->count_other == GR_OTHER_YES) return RP_OTHER_ALL_MAPS;
+  /* In a requests trace a VMM map that is not a request is another owner's (NCCL); in torch,
+   * torch-history and native traces unflagged maps are the framework's own pages (expandable
+   * segments), and another owner's carry GMT_F_EXTERNAL (torch-history's CUPTI side). */
+  return info->capture_mode == GMT_CAPTURE_REQUESTS && !info->vmm_requests ? RP_OTHER_ALL_MAPS
+                                                                           : RP_OTHER_FLAGGED_MAPS;
 }
 
 /* Decode the whole trace into one array (the shared input of all jobs). */

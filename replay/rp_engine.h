@@ -107,6 +107,8 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
 
 /* ---- engine -------------------------------------------------------------------------------- */
 
+enum { RP_OTHER_NONE = 0, RP_OTHER_FLAGGED_MAPS = 1, RP_OTHER_ALL_MAPS = 2 };
+
 typedef struct rp_engine_opts {
   int device;      /* device ordinal to replay; -1: the first device that allocates */
   int check;       /* call the policy's check() after every op (tests; slow) */
@@ -134,7 +136,8 @@ typedef struct rp_engine_opts {
   /* Memory of other owners than the framework's allocator, counted on the device: the VMM maps
    * that are not requests (NCCL's buffers, formats gmt_owners) are taken from the backend as
    * external memory at their map and given back at their unmap, so that a --capacity what-if
-   * leaves the policy only what they left the real program (issue 17). */
+   * leaves the policy only what they left the real program (issue 17). RP_OTHER_*: none; the
+   * maps flagged GMT_F_EXTERNAL; every map that is not a request. */
   int count_other;
 } rp_engine_opts_t;
 

@@ -69,6 +69,33 @@ grep -q "^ *1 *150.00 MiB .* 1  #2 " c1.txt || fail "maps counted: no OOM in 200
 grep -q "^ *1 *150.00 MiB .* 0  fits" c2.txt || fail "--count-other=no: $(cat c2.txt)"
 "$RP" r0.zst -p pytorch --count-other=maybe >/dev/null 2>c3.txt; [ $? = 2 ] || fail "bad --count-other rc"
 
+# torch-history (gpurec's default): the CUPTI side's maps carry GMT_F_EXTERNAL (0x8). PyTorch's
+# 100 MiB segment and request, an unflagged 20 MiB map (its expandable page: the framework's)
+# and NCCL's flagged 64 MiB map: 184 MiB mapped at most, NCCL's 64 MiB counted in a capacity
+{
+  echo "# gpumem trace, text form 1"
+  echo "#capture_mode=torch-history"
+  echo "#pid=77"
+  echo "#start_time_ns=1795000000000000000"
+  echo "#gpu_total_mem=85899345920"
+  echo "ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context"
+  echo "#string.1=[libnccl.so.2]"
+  echo "100,segment_alloc,0,7,0x100000000,$((100 * M)),device,0x0,0,0,1"
+  echo "110,alloc,0,7,0x100000000,$((100 * M)),device,0x0,0,0,1"
+  echo "120,vmm_map,0,-,0x7f0000000000,$((64 * M)),device,0x8,0,1,1"
+  echo "130,vmm_map,0,-,0x7f8000000000,$((20 * M)),device,0x0,0,0,1"
+  echo "140,free,0,7,0x100000000,0,device,0x0,0,0,1"
+} >th.csv
+"$GR" import th.csv -o th.zst 2>/dev/null || fail "import th rc=$?"
+"$GA" info th.zst >th.txt 2>&1 || fail "info th rc=$?"
+has th.txt "mapped:         184.00 MiB at most on device 0 (the framework's 120.00 MiB and 64.00 MiB of other owners then)"
+has th.txt "libnccl.so.2                    64.00 MiB at the peak"
+"$RP" th.zst -p pytorch --capacity=150MiB >th1.txt 2>&1
+has th1.txt "and 1 VMM maps of other owners (NCCL, ...), peak 64.00 MiB"
+grep -q "^ *1 .* 1  #2 " th1.txt || fail "torch-history: NCCL's map not counted in 150 MiB: $(cat th1.txt)"
+"$RP" th.zst -p pytorch --capacity=150MiB --count-other=no >th2.txt 2>&1
+grep -q "^ *1 *100.00 MiB .* 0  fits" th2.txt || fail "torch-history --count-other=no: $(cat th2.txt)"
+
 # item 2: the ranks side by side, replayed here
 "$GA" ranks r0.zst r1.zst r2.zst >k.txt 2>k.err || fail "ranks rc=$? $(cat k.err)"
 has k.txt "job: python train.py --ddp (world size 3, 3 rank-devices loaded)"
