@@ -166,12 +166,16 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   gr_print_content(f, "", info, r0);
   gr_print_failure(f, "", info, r0);
   if (r0->external_allocs || r0->external_maps) {
-    char maps[96] = "";
+    char allocs[96] = "", maps[96] = "";
+    if (r0->external_allocs)
+      snprintf(allocs, sizeof allocs, "%" PRIu64 " %sallocs outside the framework's allocator", r0->external_allocs,
+               r0->external_sync ? "synchronous " : "");
     if (r0->external_maps) /* --count-other: held on the device, so --capacity counts them */
-      snprintf(maps, sizeof maps, " and %" PRIu64 " VMM maps of other owners (NCCL, ...)", r0->external_maps);
-    fprintf(f, "external: %" PRIu64 " %sallocs outside the framework's allocator%s, peak %s "
+      snprintf(maps, sizeof maps, "%s%" PRIu64 " VMM map%s of other owners (NCCL, ...)", allocs[0] ? " and " : "",
+               r0->external_maps, r0->external_maps == 1 ? "" : "s");
+    fprintf(f, "external: %s%s, peak %s "
                "(not replayed; not in peak reserved nor the lower bound); needs at least %s (both together)\n",
-            r0->external_allocs, r0->external_sync ? "synchronous " : "", maps,
+            allocs, maps,
             gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
             gm_format_size(r0->peak_requested_plus_external_bytes, b2, sizeof b2));
   }

@@ -63,7 +63,7 @@ has i0.txt "CUDA context                   not recorded"
 
 # capacity questions count the other owners: 150 MiB of requests and 66 MiB of maps do not
 # fit in 200 MiB (the default, --count-other=auto, in a requests trace), the requests alone do
-"$RP" r0.zst -p pytorch --capacity=200MiB >c1.txt 2>&1; has c1.txt "and 2 VMM maps of other owners (NCCL, ...), peak 66.00 MiB"
+"$RP" r0.zst -p pytorch --capacity=200MiB >c1.txt 2>&1; has c1.txt "external: 2 VMM maps of other owners (NCCL, ...), peak 66.00 MiB"
 grep -q "^ *1 *150.00 MiB .* 1  #2 " c1.txt || fail "maps counted: no OOM in 200 MiB: $(cat c1.txt)"
 "$RP" r0.zst -p pytorch --capacity=200MiB --count-other=no >c2.txt 2>&1
 grep -q "^ *1 *150.00 MiB .* 0  fits" c2.txt || fail "--count-other=no: $(cat c2.txt)"
@@ -91,7 +91,7 @@ grep -q "^ *1 *150.00 MiB .* 0  fits" c2.txt || fail "--count-other=no: $(cat c2
 has th.txt "mapped:         184.00 MiB at most on device 0 (the framework's 120.00 MiB and 64.00 MiB of other owners then)"
 has th.txt "libnccl.so.2                    64.00 MiB at the peak"
 "$RP" th.zst -p pytorch --capacity=150MiB >th1.txt 2>&1
-has th1.txt "and 1 VMM maps of other owners (NCCL, ...), peak 64.00 MiB"
+has th1.txt "external: 1 VMM map of other owners (NCCL, ...), peak 64.00 MiB"
 grep -q "^ *1 .* 1  #2 " th1.txt || fail "torch-history: NCCL's map not counted in 150 MiB: $(cat th1.txt)"
 "$RP" th.zst -p pytorch --capacity=150MiB --count-other=no >th2.txt 2>&1
 grep -q "^ *1 *100.00 MiB .* 0  fits" th2.txt || fail "torch-history --count-other=no: $(cat th2.txt)"
