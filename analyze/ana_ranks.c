@@ -26,9 +26,20 @@ typedef struct unit { /* one rank's device */
 
 typedef struct cand {
   char policy[256];
-  int64_t worst, calls;
-  int units, ok, level; /* units with a run; all fit; 0 family, 1 fallback */
+  int64_t *bytes, *calls; /* per unit: its run's rank bytes (-1: no run), driver calls */
+  int8_t *level;          /* per unit: 0 family, 1 fallback, -1 never advised (OOM, floor, ...) */
+  int64_t worst, sum_calls;
+  int ok, lvl;            /* every unit has an advisable run; the worst level */
 } cand_t;
+
+static void cands_free(cand_t *c, int n) {
+  for (int k = 0; k < n; k++) {
+    free(c[k].bytes);
+    free(c[k].calls);
+    free(c[k].level);
+  }
+  free(c);
+}
 
 typedef struct job {
   char command[1024];
@@ -105,8 +116,6 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
   sqlite3_bind_int64(st, 2, j->world_size);
   cand_t *c = NULL;
   int nc = 0, cap = 0;
-  int64_t *seen = calloc((size_t)j->nu, sizeof *seen); /* per unit: last candidate index + 1 */
-  if (!seen) s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   j->dflt[0] = '\0';
   while (s >= 0 && sqlite3_step(st) == SQLITE_ROW) {
     int64_t tid = sqlite3_column_int64(st, 0);
@@ -137,24 +146,35 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
       }
       memset(&c[nc], 0, sizeof c[nc]);
       snprintf(c[nc].policy, sizeof c[nc].policy, "%s", policy);
-      c[nc].ok = 1;
+      c[nc].bytes = malloc(sizeof *c[nc].bytes * (size_t)j->nu);
+      c[nc].calls = calloc((size_t)j->nu, sizeof *c[nc].calls);
+      c[nc].level = malloc((size_t)j->nu);
       nc++;
+      if (!c[k].bytes || !c[k].calls || !c[k].level) {
+        s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      for (int i = 0; i < j->nu; i++) c[k].bytes[i] = -1;
     }
-    cand_t *x = &c[k];
-    x->units++;
-    if (level < 0) x->ok = 0;
-    if (level > x->level) x->level = level;
-    if (bytes > x->worst) x->worst = bytes;
-    x->calls += sqlite3_column_int64(st, 6);
+    /* one figure per unit: a run loaded twice (two results files) counts once, the last */
+    c[k].bytes[ui] = bytes;
+    c[k].calls[ui] = sqlite3_column_int64(st, 6);
+    c[k].level[ui] = (int8_t)level;
   }
   sqlite3_finalize(st);
-  free(seen);
   const cand_t *best = NULL;
   for (int k = 0; k < nc && s >= 0; k++) {
-    const cand_t *x = &c[k];
-    if (!x->ok || x->units != j->nu) continue; /* every rank's every device, none out of memory */
-    if (!best || x->level < best->level ||
-        (x->level == best->level && (x->worst < best->worst || (x->worst == best->worst && x->calls < best->calls))))
+    cand_t *x = &c[k];
+    x->ok = 1;
+    for (int i = 0; i < j->nu && x->ok; i++) { /* every rank's every device, none out of memory */
+      if (x->bytes[i] < 0 || x->level[i] < 0) x->ok = 0;
+      if (x->level[i] > x->lvl) x->lvl = x->level[i];
+      if (x->bytes[i] > x->worst) x->worst = x->bytes[i];
+      x->sum_calls += x->calls[i];
+    }
+    if (!x->ok) continue;
+    if (!best || x->lvl < best->lvl ||
+        (x->lvl == best->lvl && (x->worst < best->worst || (x->worst == best->worst && x->sum_calls < best->sum_calls))))
       best = x;
   }
   j->best[0] = '\0';
@@ -163,7 +183,7 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
     snprintf(j->best, sizeof j->best, "%s", best->policy);
     j->best_worst = best->worst;
   }
-  free(c);
+  cands_free(c, nc);
   if (s < 0 || !best) return s;
   /* each unit's figure under the job's setting */
   s = ana_prepare(db, &st,

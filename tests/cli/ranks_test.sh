@@ -117,6 +117,13 @@ grep -q '"rank":0,"device":0,"trace_id":[0-9]*,"peak_live_bytes":157286400,"peak
 "$GA" ranks --db ranks.db --csv >k.csv || fail "csv rc=$?"
 [ "$(wc -l <k.csv)" = 4 ] || fail "csv rows: $(cat k.csv)"
 grep -q '^"python train.py --ddp",3,2,0,367001600,367001600,367001600,367001600,"pytorch[^"]*",1$' k.csv || fail "csv rank 2: $(cat k.csv)"
+# results files given: loaded, nothing replayed; a run loaded twice (two results files of the
+# same sweep) counts once per rank
+"$RP" r0.zst r1.zst r2.zst -p pytorch -p direct -q -o a.json >/dev/null 2>&1 || fail "a.json rc=$?"
+"$RP" r0.zst r1.zst r2.zst -p pytorch -p direct -q -o b.json >/dev/null 2>&1 || fail "b.json rc=$?"
+"$GA" ranks --db dup.db r0.zst r1.zst r2.zst a.json b.json >dup.txt 2>dup.err || fail "dup rc=$?"
+grep -q "replaying" dup.err && fail "replayed though results were given: $(cat dup.err)"
+has dup.txt "job setting: pytorch (the largest peak reserved over ranks: 350.00 MiB"
 # the report's section and owners table
 "$GA" report --db ranks.db >rep.txt || fail "report rc=$?"
 has rep.txt "ranks of one job:"
