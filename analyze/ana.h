@@ -73,6 +73,8 @@ typedef struct ana_summary {
    * the one pass instead of by GROUP BY over millions of rows. */
   uint64_t size_allocs[65], size_bytes[65];
   uint64_t life_allocs[21], life_bytes[21];
+  /* Every mapped byte by owner (formats/gmt.h, gmt_owners): per device, at its peak. */
+  gmt_owners_result_t owners;
 } ana_summary_t;
 
 typedef struct ana_scan ana_scan_t;
@@ -80,6 +82,10 @@ typedef struct ana_scan ana_scan_t;
 /* fn may be NULL (info only needs the summary). */
 gm_status_t ana_scan_new(ana_scan_t **out, ana_pair_fn fn, void *ctx, gm_err_t *err);
 void ana_scan_free(ana_scan_t *s);
+/* The trace's header (capture mode, allocator settings: who owns what) and a resolver for
+ * callsite ids (names libraries by their "[libname]" callsites); before the first event. */
+gm_status_t ana_scan_set_trace(ana_scan_t *s, const gmt_header_t *h, gmt_string_fn str, void *ctx,
+                               gm_err_t *err);
 gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err);
 /* Emit the pairs never freed; the summary is final afterwards. */
 gm_status_t ana_scan_finish(ana_scan_t *s, gm_err_t *err);
@@ -101,6 +107,9 @@ char *ana_format_wallclock(uint64_t ns, char *buf, size_t n);
 /* `gpuanalyze info`: the summary as text. damage: as ana_trace_summarize gives it. */
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
                     const gmt_reader_stats_t *rs, const char *damage);
+
+/* Every mapped byte by owner, per device at its peak (part of `info`); ind indents lines. */
+void ana_owners_print(FILE *out, const gmt_header_t *h, const ana_summary_t *s, const char *ind);
 
 /* ---- database ------------------------------------------------------------------------------ */
 
@@ -130,6 +139,10 @@ typedef struct ana_load_opts {
   /* Called with one line for the user (a damaged trace salvaged, a trace replaced); NULL: none. */
   void (*warn)(void *ctx, const char *msg);
   void *warn_ctx;
+  /* Per-trace summaries only (traces, devices, owners, callsites at the peak, histograms,
+   * timeline), no event rows: what views over hundreds of ranks read (`gpuanalyze ranks`).
+   * The trace's row says events_loaded = 0 and its event range is empty. */
+  int summary_only;
 } ana_load_opts_t;
 
 typedef struct ana_load_stats {
@@ -183,6 +196,13 @@ typedef struct ana_advice {
   int64_t default_reserved, default_ooms;
 } ana_advice_t;
 gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *a, gm_err_t *err);
+
+/* The ranks of each job side by side (traces with a rank, one command line and world size,
+ * at least two): peaks per rank and device, the limiting rank, the spread, the callsites that
+ * differ, one setting for the job. Reads per-trace and per-run summaries only. *jobs: how many
+ * jobs were shown. */
+typedef enum { ANA_RANKS_TEXT, ANA_RANKS_JSON, ANA_RANKS_CSV } ana_ranks_format_t;
+gm_status_t ana_ranks(ana_db_t *db, FILE *out, ana_ranks_format_t fmt, int *jobs, gm_err_t *err);
 
 /* Warnings for known misconfigurations in an allocator config string (a
  * PYTORCH_CUDA_ALLOC_CONF value). Writes up to cap messages; returns how many there are. */

@@ -51,10 +51,14 @@ gm_status_t ana_prepare(ana_db_t *db, sqlite3_stmt **st, const char *sql, gm_err
   return GM_OK;
 }
 
-static int has_table(ana_db_t *db, const char *table) {
+static int has_kind(ana_db_t *db, const char *type, const char *name);
+static int has_table(ana_db_t *db, const char *table) { return has_kind(db, "table", table); }
+
+static int has_kind(ana_db_t *db, const char *type, const char *table) {
   sqlite3_stmt *st = NULL;
   int found = 0;
-  if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st, NULL) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM sqlite_master WHERE type=?2 AND name=?1", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
     found = sqlite3_step(st) == SQLITE_ROW;
   }
@@ -75,10 +79,11 @@ static int has_column(ana_db_t *db, const char *table, const char *column) {
 /* The columns added to schema version 1 since it shipped (ana_schema.c), where missing. Inside
  * the caller's transaction, or in one of its own. */
 static gm_status_t add_columns(ana_db_t *db, int in_txn, gm_err_t *err) {
-  int missing = 0;
+  int missing = !has_table(db, "trace_peak_callsites") || !has_kind(db, "index", "runs_trace");
   for (const ana_added_column_t *c = ana_added_columns; c->table; c++) missing |= !has_column(db, c->table, c->column);
   if (!missing) return GM_OK;
   gm_status_t s = in_txn ? GM_OK : ana_exec(db, "BEGIN IMMEDIATE", err);
+  if (s >= 0) s = ana_exec(db, ana_added_tables_sql, err);
   for (const ana_added_column_t *c = ana_added_columns; c->table && s >= 0; c++) {
     if (has_column(db, c->table, c->column)) continue; /* another process added it meanwhile */
     char sql[256];

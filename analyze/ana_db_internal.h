@@ -22,6 +22,17 @@ typedef struct ana_added_column {
   const char *table, *column, *decl;
 } ana_added_column_t;
 extern const ana_added_column_t ana_added_columns[];
+/* ana_recommend.c's choice, for choices over many traces (ana_ranks.c): may a run of policy
+ * be advised for the trace (pass 0: its framework's family; pass 1: the fallback when the
+ * framework is unknown); the setting a trace's job runs with by default; the bytes a run ranks
+ * by (a range by its high end). */
+int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
+                      int pool, int pass);
+const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode);
+int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
+
+/* Tables added to version 1 after it shipped (CREATE TABLE IF NOT EXISTS ...; one string). */
+extern const char ana_added_tables_sql[];
 
 gm_status_t ana_sql_err(sqlite3 *h, gm_err_t *err, const char *what);
 gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);

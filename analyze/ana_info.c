@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+/* gmt_string_fn over a reader: a batch never spans chunks, so its strings are current. */
+static const char *reader_string(void *ctx, uint32_t id) { return gmt_reader_string(ctx, id); }
+
 gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err) {
   gmt_reader_t *r = NULL;
@@ -19,6 +22,7 @@ gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *
   if (st < 0) return gm_err_wrap(err, "cannot open '%s'", path);
   st = gmt_header_copy(hdr, gmt_reader_header(r), err);
   if (st >= 0) st = ana_scan_new(&s, NULL, NULL, err);
+  if (st >= 0) st = ana_scan_set_trace(s, gmt_reader_header(r), reader_string, r, err);
   enum { CAP = 4096 };
   static gmt_event_t evs[CAP]; /* tools are single-threaded; keeps a big buffer off the stack */
   char failed_cs[sizeof sum->failed_callsite_text] = "";
@@ -105,6 +109,34 @@ static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t 
   fprintf(out, "\n                `gpuanalyze report TRACE` says which setting would have served it\n");
 }
 
+void ana_owners_print(FILE *out, const gmt_header_t *h, const ana_summary_t *s, const char *ind) {
+  const gmt_owners_result_t *o = &s->owners;
+  char b1[32], b2[32];
+  for (int d = 0; d < o->n_devices; d++) {
+    const gmt_owner_dev_t *od = &o->dev[d];
+    uint64_t other = gmt_owners_other_bytes(od);
+    fprintf(out, "%smapped:         %s at most on device %u (the framework's %s", ind,
+            gm_format_size(od->peak_mapped, b1, sizeof b1), od->device,
+            gm_format_size(gmt_owners_framework_bytes(od), b2, sizeof b2));
+    fprintf(out, " and %s of other owners then)\n", gm_format_size(other, b1, sizeof b1));
+    for (int k = 0; k < o->n_owners; k++) {
+      if (!od->peak[k]) continue;
+      char name[GMT_OWNER_NAME + 8];
+      gm_escape(o->names[k], name, sizeof name); /* from the trace's callsites */
+      fprintf(out, "%s  %-30s %10s at the peak", ind, name, gm_format_size(od->at_peak[k], b1, sizeof b1));
+      if (od->peak[k] != od->at_peak[k]) fprintf(out, ", %s at its own peak", gm_format_size(od->peak[k], b2, sizeof b2));
+      fputc('\n', out);
+    }
+  }
+  uint64_t ctx = 0;
+  if (o->n_devices) {
+    if (gmt_owners_context_bytes(h, &ctx))
+      fprintf(out, "%s  %-30s %10s\n", ind, "CUDA context", gm_format_size(ctx, b1, sizeof b1));
+    else
+      fprintf(out, "%s  %-30s not recorded (the trace holds no figure for it)\n", ind, "CUDA context");
+  }
+}
+
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,
                     const gmt_reader_stats_t *rs, const char *damage) {
   char b1[32];
@@ -171,6 +203,7 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   fprintf(out, ")\n");
   if (s->peak_segment_bytes)
     fprintf(out, "peak segments:  %s\n", gm_format_size(s->peak_segment_bytes, b1, sizeof b1));
+  ana_owners_print(out, h, s, "");
   fprintf(out, "live at end:    %" PRIu64 " allocations, %s\n", s->live_allocs_at_end,
           gm_format_size(s->live_bytes_at_end, b1, sizeof b1));
   fprintf(out, "integrity:      %s, index %s, %" PRIu64 " sequence gaps, %" PRIu64

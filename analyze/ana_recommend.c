@@ -200,6 +200,20 @@ static int in_family(framework_t fw, const char *policy) {
   }
 }
 
+/* May a run be the advice (pass 0: the framework's own family; pass 1: the fallback when the
+ * framework is unknown)? The one filter `recommend` and the job-wide choice (ana_ranks.c) use. */
+static int advisable(framework_t fw, const char *policy, int64_t ooms, int pool, int pass) {
+  /* A setting that ran out of memory is never the advice, whatever it reserved. */
+  if (ooms > 0 || strcmp(policy, "direct") == 0) return 0;
+  /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
+  if (strstr(policy, "ALLOCATOR=platform")) return 0;
+  /* The driver's pool simulated is a wide range from a model checked on four runs:
+   * shown (print_pool), not advised; a real GPU measures it. */
+  if (pool) return 0;
+  if (pass == 0) return in_family(fw, policy);
+  return fw == FW_UNKNOWN;
+}
+
 /* The setting the job runs with when the user sets nothing. */
 static const char *default_policy(framework_t fw) {
   switch (fw) {
@@ -509,14 +523,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && !native; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
-      /* A setting that ran out of memory is never the advice, whatever it reserved. */
-      if (r->ooms > 0 || strcmp(r->policy, "direct") == 0) continue;
-      /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
-      if (strstr(r->policy, "ALLOCATOR=platform")) continue;
-      /* The driver's pool simulated is a wide range from a model checked on four runs:
-       * shown (print_pool), not advised; a real GPU measures it. */
-      if (r->pool) continue;
-      if (pass == 0 && !in_family(fw, r->policy)) continue;
+      if (!advisable(fw, r->policy, r->ooms, r->pool, pass)) continue;
       if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
       if (!best || rank_bytes(r) < rank_bytes(best) ||
           (rank_bytes(r) == rank_bytes(best) && r->calls < best->calls))
@@ -695,6 +702,25 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (nd > 1 && limiting)
     fprintf(out, "  the job: device %" PRId64 " limits it (peak reserved %s under its best setting)\n",
             limiting->device, gm_format_size((uint64_t)limiting->reserved, b1, sizeof b1));
+}
+
+int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
+                      int pool, int pass) {
+  framework_t fw = detect_framework(db, trace_id, capture_mode);
+  if (fw == FW_MIXED || (fw != FW_UNKNOWN && capture_mode && !strcmp(capture_mode, "native"))) return 0;
+  return advisable(fw, policy, ooms, pool, pass);
+}
+
+const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode) {
+  return default_policy(detect_framework(db, trace_id, capture_mode));
+}
+
+int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high) {
+  run_row_t r;
+  r.reserved = reserved;
+  r.range = range;
+  r.high = high;
+  return rank_bytes(&r);
 }
 
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {

@@ -55,6 +55,14 @@ const ana_table_t ana_tables[] = {
      " AND (SELECT COUNT(*) FROM trace_devices d2 WHERE d2.trace_id = d.trace_id) > 1"
      " ORDER BY trace_id, device",
      0},
+    {"owners", "Memory by owner (each device at its peak of mapped bytes)",
+     "SELECT * FROM (SELECT trace_id, device, owner, owner_kind, at_peak_bytes, peak_bytes AS own_peak_bytes"
+     " FROM trace_owners WHERE (?1 IS NULL OR trace_id=?1)"
+     /* the context is in no event and the recorder writes no figure for it: said, not guessed */
+     " UNION ALL SELECT trace_id, NULL, 'CUDA context (not recorded)', 'context', NULL, NULL FROM traces"
+     "   WHERE (?1 IS NULL OR trace_id=?1) AND EXISTS (SELECT 1 FROM trace_owners o WHERE o.trace_id = traces.trace_id))"
+     " ORDER BY trace_id, device IS NULL, device, at_peak_bytes DESC",
+     0},
     {"live_at_peak_largest", "Largest allocations live at the peak",
      "SELECT p.trace_id, p.alloc_seq, p.size AS size_bytes, p.device, p.stream,"
      " COALESCE(s.text, '') AS callsite, ROUND((t.peak_live_ts_ns - p.t_alloc_ns)/1e9, 6) AS age_s"
@@ -81,11 +89,16 @@ const ana_table_t ana_tables[] = {
      " ELSE '>= 1e' || log10_ns || ' ns' END AS lifetime, allocs, bytes AS total_bytes"
      " FROM lifetime_histogram WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, log10_ns",
      0},
+    /* per-trace and per-run summaries only (never events): hundreds of ranks stay cheap */
     {"ranks", "Ranks side by side",
-     "SELECT trace_id, rank, world_size, host, peak_live_bytes,"
-     " ROUND(peak_live_bytes * 1.0 / (SELECT AVG(peak_live_bytes) FROM traces WHERE rank IS NOT NULL), 3)"
-     "   AS vs_mean FROM traces WHERE rank IS NOT NULL AND ?1 IS NULL"
-     " AND (SELECT COUNT(*) FROM traces WHERE rank IS NOT NULL) > 1 ORDER BY rank, trace_id",
+     "SELECT t.trace_id, t.rank, t.world_size, t.host, d.peak_live_bytes, d.device, d.peak_mapped_bytes,"
+     " (SELECT MIN(r.peak_reserved_bytes) FROM v_runs r WHERE r.trace_id = t.trace_id AND r.policy = 'pytorch'"
+     "   AND COALESCE(json_extract(r.summary_json, '$.device'), d.device) = d.device) AS default_reserved_bytes,"
+     " ROUND(d.peak_live_bytes * 1.0 / (SELECT AVG(d2.peak_live_bytes) FROM trace_devices d2 JOIN traces t2 USING(trace_id)"
+     "   WHERE t2.rank IS NOT NULL AND d2.peak_live_bytes > 0), 3) AS vs_mean"
+     " FROM traces t JOIN trace_devices d USING(trace_id) WHERE t.rank IS NOT NULL AND ?1 IS NULL"
+     " AND (d.peak_live_bytes > 0 OR COALESCE(d.peak_mapped_bytes, 0) > 0)"
+     " AND (SELECT COUNT(*) FROM traces WHERE rank IS NOT NULL) > 1 ORDER BY t.rank, t.trace_id, d.device",
      0},
     {NULL, NULL, NULL, 0}};
 
@@ -229,8 +242,16 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   }
   sqlite3_finalize(st);
   if (!any) fprintf(out, "no traces in the database\n");
-  for (const ana_table_t *t = ana_tables; t->name; t++)
-    if (strcmp(t->name, "ranks") == 0) print_text_table(db, out, t, -1);
+  int jobs = 0;
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM traces WHERE rank IS NOT NULL GROUP BY command_line, world_size"
+                                " HAVING COUNT(*) > 1 LIMIT 1", -1, &q, NULL) == SQLITE_OK &&
+      sqlite3_step(q) == SQLITE_ROW) {
+    fprintf(out, "\nranks of one job:\n");
+    s = ana_ranks(db, out, ANA_RANKS_TEXT, &jobs, err);
+  }
+  sqlite3_finalize(q);
+  if (s < 0) return s;
   fprintf(out, "\nrecommendation:\n");
   return ana_recommend(db, out, err);
 }

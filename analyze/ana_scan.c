@@ -49,6 +49,9 @@ struct ana_scan {
   bucket_t buckets[ANA_TIMELINE_POINTS];
   uint64_t width; /* ns per bucket */
   int finished;
+  gmt_owners_t *owners; /* NULL until ana_scan_set_trace: then every event goes through it */
+  gmt_string_fn str;
+  void *str_ctx;
 };
 
 /* Hash key: device and address packed into one buffer region of the struct. */
@@ -81,12 +84,22 @@ void ana_scan_free(ana_scan_t *s) {
     free(s->spare);
     s->spare = n;
   }
+  gmt_owners_free(s->owners);
   stream_ent_t *se, *st;
   HASH_ITER(hh, s->streams, se, st) {
     HASH_DEL(s->streams, se);
     free(se);
   }
   free(s);
+}
+
+gm_status_t ana_scan_set_trace(ana_scan_t *s, const gmt_header_t *h, gmt_string_fn str, void *ctx,
+                               gm_err_t *err) {
+  gmt_owners_free(s->owners);
+  s->owners = NULL;
+  s->str = str;
+  s->str_ctx = ctx;
+  return gmt_owners_new(&s->owners, h, err);
 }
 
 /* Fold pairs of buckets until ts fits: keeps the max and the last value of each pair. */
@@ -200,7 +213,8 @@ gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) 
     m->n_devices++;
   }
   if (ev->callsite > m->max_callsite) m->max_callsite = ev->callsite;
-  gm_status_t st = GM_OK;
+  gm_status_t st = s->owners ? gmt_owners_event(s->owners, ev, s->str, s->str_ctx, err) : GM_OK;
+  if (st < 0) return st;
   switch (ev->kind) {
     case GMT_EV_ALLOC: {
       note_stream(s, ev->stream);
@@ -293,6 +307,7 @@ gm_status_t ana_scan_finish(ana_scan_t *s, gm_err_t *err) {
   s->finished = 1;
   s->sum.live_bytes_at_end = s->live_bytes;
   s->sum.live_allocs_at_end = s->live_allocs;
+  if (s->owners) s->sum.owners = *gmt_owners_result(s->owners);
   /* Emit the never-freed in allocation order so tables read naturally. */
   HASH_SORT(s->live, by_alloc_seq);
   live_t *e, *tmp;

@@ -172,4 +172,28 @@ const ana_added_column_t ana_added_columns[] = {
     {"traces", "real_path", "TEXT"},                       /* canonical path: a reload replaces */
     {"traces", "file_size", "INTEGER"},
     {"runs", "trace_partial", "INTEGER NOT NULL DEFAULT 0"}, /* replayed from a damaged trace */
+    /* issue 17: each device's peak of every byte mapped (framework, libraries, unknown) */
+    {"trace_devices", "peak_mapped_bytes", "INTEGER"},
+    {"traces", "events_loaded", "INTEGER NOT NULL DEFAULT 1"}, /* 0: summaries only (ranks) */
     {NULL, NULL, NULL}};
+
+/* Tables added to version 1 after it shipped: per-trace summaries made at load, so that views
+ * over many traces (the ranks of a job) never read events. */
+const char ana_added_tables_sql[] =
+    "CREATE TABLE IF NOT EXISTS trace_owners(  -- who held each device's bytes (formats gmt_owners)\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  device INTEGER NOT NULL, owner TEXT NOT NULL,\n"
+    "  owner_kind TEXT NOT NULL,               -- framework | library | unknown\n"
+    "  at_peak_bytes INTEGER NOT NULL,         -- at the device's peak of mapped bytes\n"
+    "  peak_bytes INTEGER NOT NULL,            -- the owner's own peak\n"
+    "  PRIMARY KEY(trace_id, device, owner)\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_peak_callsites( -- live at the trace's peak, by callsite (top 50)\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  callsite TEXT NOT NULL, allocs INTEGER NOT NULL, bytes INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(trace_id, callsite)\n"
+    ");\n"
+    /* v_runs joins runs to their trace by process: a report over hundreds of ranks asks it per
+     * trace (256 ranks x 15 runs: text report 13.2 s -> 4.2 s, bench/RESULTS.md "Ranks") */
+    "CREATE INDEX IF NOT EXISTS runs_trace ON runs(trace_start_time_ns, trace_pid);\n"
+    "CREATE INDEX IF NOT EXISTS traces_process ON traces(start_time_ns, pid);\n";

@@ -104,6 +104,13 @@ static const gm_opt_t diff_opts[] = {
     {"no-replay", 0, GM_OPT_FLAG, NULL, "skip the replay of each trace's default setting (peak reserved)",
      offsetof(config_t, no_replay)},
     {0}};
+static const gm_opt_t ranks_opts[] = {
+    BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT,
+    {"json", 0, GM_OPT_FLAG, NULL, "one JSON array of jobs on stdout", offsetof(config_t, json)},
+    {"csv", 0, GM_OPT_FLAG, NULL, "one CSV row per rank and device on stdout", offsetof(config_t, csv)},
+    {"gpureplay", 0, GM_OPT_STR, "PATH", "gpureplay to run for traces (default: found beside, $GPUREPLAY, PATH)", offsetof(config_t, gpureplay)},
+    JOBS_OPT,
+    {0}};
 
 typedef struct command {
   const char *name, *usage, *what;
@@ -118,6 +125,7 @@ static const command_t commands[] = {
     {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]...", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
     {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Replays through gpureplay's code.", oom_opts, 1, 1},
     {"diff", "gpuanalyze diff [options] A.zst B.zst", "Two traces of the same job side by side: peak live, peak reserved (each framework's default setting, replayed), live bytes at each peak by callsite sorted by growth, callsites new in B or gone from A, and (--csv) both live timelines on one normalised time axis.", diff_opts, 2, 2},
+    {"ranks", "gpuanalyze ranks [options] [TRACE.zst...]", "The ranks of a job side by side: peak per rank and device (live, mapped, reserved under the default and under the job's setting), the rank that limits the job, the spread, the callsites that differ most, and one setting for the whole job. Given traces: replays them under gpureplay's sweep (all at once, on every core) into --db (default ranks.db; replays already there are reused; given gpureplay results files too, loads them instead of replaying); the database keeps per-trace summaries, not events. Without arguments: reads the database (--db).", ranks_opts, 0, 100000},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
 };
 
@@ -701,6 +709,72 @@ static int cmd_recommend(const config_t *c) {
   return s < 0 ? fail(&err) : 0;
 }
 
+/* `ranks TRACE...`: replay the traces not yet in the database (one gpureplay, every core), load
+ * them, then the view; `ranks` alone: the view of the database. */
+static int cmd_ranks(config_t *c, char **pos, int npos) {
+  gm_err_t err = {0};
+  if (c->json && c->csv) return usage_error("give --json or --csv, not both");
+  if (!c->db) c->db = npos ? "ranks.db" : "gpumem.db";
+  if (!npos && need_db(c->db)) return 1;
+  ana_db_t *db = NULL;
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
+  char **todo = calloc((size_t)npos + 8, sizeof *todo);
+  int nt = 0, nres = 0;
+  if (!todo) return ana_db_close(db), 1;
+  /* results files given (gpureplay's, made beforehand): loaded with the traces, nothing replayed */
+  for (int i = 0; i < npos; i++) nres += gm_file_kind(pos[i]) == GM_FILE_RESULTS;
+  for (int i = 0; i < npos && nres; i++) todo[nt++] = pos[i];
+  for (int i = 0; i < npos && !nres; i++) {
+    int64_t runs = -1, others = 0;
+    if (ana_trace_replayed(db, pos[i], &runs, &others, &err) < 0) return ana_db_close(db), free(todo), fail(&err);
+    if (runs <= 0) todo[nt++] = pos[i];
+  }
+  ana_db_close(db);
+  char replay[PATH_MAX], json[PATH_MAX] = "", jobs[32];
+  int rc = 0;
+  if (nt && !nres && find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+    snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemps(json, 5);
+    if (fd < 0) return free(todo), gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno)), fail(&err);
+    close(fd);
+    snprintf(jobs, sizeof jobs, "--jobs=%" PRIu64, c->jobs ? c->jobs : default_jobs());
+    char **argv = calloc((size_t)nt + 10, sizeof *argv);
+    int na = 0;
+    if (!argv) return free(todo), 1;
+    argv[na++] = replay;
+    for (int i = 0; i < nt; i++) argv[na++] = todo[i];
+    argv[na++] = "--sweep";
+    argv[na++] = jobs;
+    argv[na++] = "-q";
+    argv[na++] = "-o";
+    argv[na++] = json;
+    if (c->strict) argv[na++] = "--strict";
+    say("replaying %d trace%s under gpureplay's sweep ...", nt, nt == 1 ? "" : "s");
+    if (run_tool(argv, &err) < 0) rc = fail(&err);
+    free(argv);
+  } else if (nt && !nres) {
+    gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): the ranks without replays");
+  }
+  if (!rc && nt) {
+    if (*json) todo[nt++] = json;
+    ana_load_opts_t o = load_opts_from_env(c);
+    o.summary_only = 1; /* the view reads summaries: hundreds of ranks' events stay out */
+    ana_load_stats_t st = {0};
+    if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) rc = fail(&err);
+    else if (ana_db_load(db, (const char *const *)todo, nt, &o, &st, &err) < 0) rc = fail(&err), ana_db_close(db);
+    else ana_db_close(db), say("wrote %s (the ranks' traces and replays)", c->db);
+    end_progress();
+  }
+  if (*json) unlink(json);
+  free(todo);
+  if (rc) return rc;
+  if (ana_db_open_wait(&db, c->db, wait_ms(c), &err) < 0) return fail(&err);
+  int njobs = 0;
+  gm_status_t s = ana_ranks(db, stdout, c->json ? ANA_RANKS_JSON : c->csv ? ANA_RANKS_CSV : ANA_RANKS_TEXT, &njobs, &err);
+  ana_db_close(db);
+  return s < 0 ? fail(&err) : 0;
+}
+
 static int run(int argc, char **argv, char **pos) {
   if (argc < 2) return usage_error("missing command");
   config_t c = {0};
@@ -724,7 +798,7 @@ static int run(int argc, char **argv, char **pos) {
       if (near) snprintf(msg, sizeof msg, "unknown command '%.200s' (did you mean '%s'?)", argv[ci], near);
       else snprintf(msg, sizeof msg, "unknown command '%.200s'", argv[ci]);
       if (gm_file_kind(argv[ci]) != GM_FILE_MISSING)
-        snprintf(msg, sizeof msg, "missing command before '%.200s' (info, dump, load, report, oom, diff or recommend)", argv[ci]);
+        snprintf(msg, sizeof msg, "missing command before '%.200s' (info, dump, load, report, oom, diff, ranks or recommend)", argv[ci]);
       return usage_error(msg);
     }
     if (gm_opts_parse(base_opts, argc, argv, &c, pos, &npos, 0, &err) < 0) return usage_error(err.msg);
@@ -759,7 +833,7 @@ static int run(int argc, char **argv, char **pos) {
     snprintf(msg, sizeof msg, "unexpected argument '%.200s'", pos[cmd->max_pos]);
     return usage_error(msg);
   }
-  if (!c.db && strcmp(cmd->name, "report") != 0) c.db = "gpumem.db";
+  if (!c.db && strcmp(cmd->name, "report") != 0 && strcmp(cmd->name, "ranks") != 0) c.db = "gpumem.db";
   int rc;
   if (strcmp(cmd->name, "info") == 0) rc = cmd_info(&c, pos[0]);
   else if (strcmp(cmd->name, "dump") == 0) rc = cmd_dump(&c, pos[0]);
@@ -767,6 +841,7 @@ static int run(int argc, char **argv, char **pos) {
   else if (strcmp(cmd->name, "report") == 0) rc = cmd_report(&c, pos, npos);
   else if (strcmp(cmd->name, "oom") == 0) rc = cmd_oom(&c, pos[0]);
   else if (strcmp(cmd->name, "diff") == 0) rc = cmd_diff(&c, pos);
+  else if (strcmp(cmd->name, "ranks") == 0) rc = cmd_ranks(&c, pos, npos);
   else rc = cmd_recommend(&c);
   return rc;
 }

@@ -192,6 +192,55 @@ const char *gmt_header_frameworks_text(const gmt_header_t *h, char *buf, size_t 
  * has_async_alloc: the trace holds stream-ordered device allocations. */
 const char *gmt_trace_holds(const gmt_header_t *h, int vmm_requests, int has_async_alloc);
 
+/* ---- owners: who holds the memory a process mapped (gmt_owners.c) ----------------------- */
+
+/* Every byte of device memory a trace's events map, by owner (the framework's allocator, a
+ * library named by a "[libname]" callsite, unknown driver allocations), per device: each
+ * owner's bytes at the moment the device held the most, and each owner's own peak. */
+#define GMT_OWNERS_MAX 32      /* owners told apart per trace (more libraries: "unknown") */
+#define GMT_OWNER_DEVICES 16   /* devices per trace */
+#define GMT_OWNER_NAME 64
+#define GMT_OWNER_REQUESTS 0   /* the framework's live requests */
+#define GMT_OWNER_RESERVED 1   /* the framework's reservation (segments, expandable maps) */
+#define GMT_OWNER_UNKNOWN 2    /* memory of no framework, no library named */
+#define GMT_OWNER_FIRST_LIB 3  /* libraries, in the order first seen */
+
+typedef struct gmt_owner_dev {
+  uint16_t device;
+  uint64_t peak_mapped;              /* max over time of max(requests, reserved) + others */
+  uint64_t at_peak[GMT_OWNERS_MAX];  /* each owner's bytes at that moment */
+  uint64_t peak[GMT_OWNERS_MAX];     /* each owner's own peak */
+} gmt_owner_dev_t;
+
+typedef struct gmt_owners_result {
+  int n_owners, n_devices;
+  char names[GMT_OWNERS_MAX][GMT_OWNER_NAME];
+  gmt_owner_dev_t dev[GMT_OWNER_DEVICES];
+  uint64_t peak_live; /* peak of live ALLOCs of device memory, whoever's, all devices: the
+                         "peak live" of gpurec's summary and `gpuanalyze info` */
+} gmt_owners_result_t;
+
+typedef struct gmt_owners gmt_owners_t;
+/* The text of a callsite id while the event's chunk is current (gmt_reader_string). */
+typedef const char *(*gmt_string_fn)(void *ctx, uint32_t id);
+
+gm_status_t gmt_owners_new(gmt_owners_t **out, const gmt_header_t *h, gm_err_t *err);
+void gmt_owners_free(gmt_owners_t *o);
+/* Feed every event in order; str (may be NULL: no library is named) resolves callsites. */
+gm_status_t gmt_owners_event(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_fn str, void *ctx,
+                             gm_err_t *err);
+/* The owner of the bytes an event adds (ALLOC, VMM_MAP, SEGMENT_ALLOC), -1 if it adds none. */
+int gmt_owners_of(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_fn str, void *ctx);
+/* The figures so far (final after the last event); valid until gmt_owners_free. */
+const gmt_owners_result_t *gmt_owners_result(gmt_owners_t *o);
+/* At a device's peak: the framework's bytes (max of requests and reserved), and the rest. */
+uint64_t gmt_owners_framework_bytes(const gmt_owner_dev_t *d);
+uint64_t gmt_owners_other_bytes(const gmt_owner_dev_t *d);
+/* "[libnccl.so.2]" -> "libnccl.so.2" (1), anything else 0: the recorder's owner convention. */
+int gmt_owners_library_name(const char *callsite, char *name, size_t n);
+/* The CUDA context's bytes from the header: 1 if recorded, 0 if not (today: never). */
+int gmt_owners_context_bytes(const gmt_header_t *h, uint64_t *bytes);
+
 /* ---- writer -------------------------------------------------------------------------------- */
 
 typedef struct gmt_writer gmt_writer_t;

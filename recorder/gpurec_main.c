@@ -338,14 +338,20 @@ static void print_summary(const char *path) {
     fprintf(stderr, "gpurec: %s: cannot read back: %s\n", path, err.msg);
     return;
   }
-  char peak[32], bytes[32];
+  char peak[32], bytes[32], mapped[160] = "";
+  if (s.mapped_other) { /* name the difference: other owners' memory is not the framework's */
+    char b1[32], b2[32];
+    snprintf(mapped, sizeof mapped, " (mapped %s at most on device %u, %s of it NCCL's and other libraries': "
+             "`gpuanalyze info`)", gm_format_size(s.peak_mapped, b1, sizeof b1), s.mapped_device,
+             gm_format_size(s.mapped_other, b2, sizeof b2));
+  }
   double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
   fprintf(stderr,
-          "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s, %llu dropped%s%s%s, "
+          "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s%s, %llu dropped%s%s%s, "
           "framework %s\n",
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
-          gm_format_size(s.peak_live, peak, sizeof peak), (unsigned long long)s.dropped,
+          gm_format_size(s.peak_live, peak, sizeof peak), mapped, (unsigned long long)s.dropped,
           s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];

@@ -3,20 +3,17 @@
  * Reading the file back (rather than trusting the recorder's counters) checks that what is on
  * disk is a readable trace and reports what a user of the trace will see: events, duration,
  * bytes per event, the peak of live bytes, records CUPTI dropped, truncation.
- * Live bytes: requests (ALLOC, not DEVICE_STATIC) and VMM maps count from their event until the
- * FREE / VMM_UNMAP of the same address; an address hash (uthash) pairs them. */
+ * Live bytes and owners: formats' gmt_owners, the one definition `gpuanalyze info` uses too:
+ * "peak live" is the peak of live device requests (ALLOC ... FREE), and "mapped" each device's
+ * peak of every byte mapped (requests or the framework's segments, and the VMM maps and driver
+ * allocations of NCCL and other libraries), so the two tools print the same figures. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <uthash.h>
 
 #include "recorder/rec_summary.h"
 
-typedef struct live {
-  uint64_t addr;
-  uint64_t size;
-  UT_hash_handle hh;
-} live_t;
+static const char *reader_string(void *ctx, uint32_t id) { return gmt_reader_string(ctx, id); }
 
 gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) {
   memset(s, 0, sizeof *s);
@@ -30,11 +27,11 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
   s->pid = h->pid;
   snprintf(s->gpu, sizeof s->gpu, "%s", h->gpu_name ? h->gpu_name : "");
   gmt_header_frameworks_text(h, s->frameworks, sizeof s->frameworks);
-  live_t *map = NULL;
-  uint64_t cur = 0;
+  gmt_owners_t *own = NULL;
+  rc = gmt_owners_new(&own, h, err);
   gmt_event_t ev;
   int first = 1;
-  while ((rc = gmt_reader_next(r, &ev, err)) == GM_OK) {
+  while (rc >= 0 && (rc = gmt_reader_next(r, &ev, err)) == GM_OK) {
     if (first) {
       s->first_ts = ev.ts_ns;
       first = 0;
@@ -48,40 +45,19 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
       const char *cs = gmt_reader_string(r, ev.callsite);
       snprintf(s->failed_callsite, sizeof s->failed_callsite, "%s", cs ? cs : "");
     }
-    int adds = (ev.kind == GMT_EV_ALLOC && ev.mem_kind != GMT_MEM_DEVICE_STATIC) ||
-               ev.kind == GMT_EV_VMM_MAP;
-    int removes = ev.kind == GMT_EV_FREE || ev.kind == GMT_EV_VMM_UNMAP;
-    live_t *e;
-    if (adds) {
-      HASH_FIND(hh, map, &ev.addr, sizeof ev.addr, e);
-      if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e) {
-          rc = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-          break;
-        }
-        e->addr = ev.addr;
-        HASH_ADD(hh, map, addr, sizeof e->addr, e);
-      } else {
-        cur -= e->size; /* re-use of a live address: the recorder missed a free */
-      }
-      e->size = ev.size;
-      cur += ev.size;
-      if (cur > s->peak_live) s->peak_live = cur;
-    } else if (removes) {
-      HASH_FIND(hh, map, &ev.addr, sizeof ev.addr, e);
-      if (e) {
-        cur -= e->size;
-        HASH_DEL(map, e);
-        free(e);
-      }
-    }
+    rc = gmt_owners_event(own, &ev, reader_string, r, err);
   }
-  live_t *e, *tmp;
-  HASH_ITER(hh, map, e, tmp) {
-    HASH_DEL(map, e);
-    free(e);
+  if (own) {
+    const gmt_owners_result_t *o = gmt_owners_result(own);
+    s->peak_live = o->peak_live;
+    for (int d = 0; d < o->n_devices; d++)
+      if (o->dev[d].peak_mapped > s->peak_mapped) {
+        s->peak_mapped = o->dev[d].peak_mapped;
+        s->mapped_other = gmt_owners_other_bytes(&o->dev[d]);
+        s->mapped_device = o->dev[d].device;
+      }
   }
+  gmt_owners_free(own);
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
   s->events = rs->events;
   s->dropped = rs->dropped;

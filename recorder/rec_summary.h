@@ -16,7 +16,10 @@ extern "C" {
 typedef struct rec_summary {
   uint64_t events, file_bytes, dropped, seq_gaps;
   uint64_t first_ts, last_ts; /* ns since the trace's start */
-  uint64_t peak_live;         /* peak of live requested + mapped bytes */
+  uint64_t peak_live;         /* peak of live device requests (as `gpuanalyze info`) */
+  uint64_t peak_mapped;       /* the busiest device's peak of every mapped byte (gmt_owners) */
+  uint64_t mapped_other;      /* of which other owners' (NCCL, libraries, unknown) then */
+  unsigned mapped_device;
   uint64_t by_kind[REC_SUMMARY_KINDS];
   int truncated;
   int rank;

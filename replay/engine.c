@@ -285,6 +285,25 @@ static gm_status_t ext_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *er
   return GM_OK;
 }
 
+/* opts.count_other: a VMM map of another owner (NCCL) held beside the policy as external
+ * memory from its map to its unmap. ext_alloc counts it as an allocation: undone here. */
+static gm_status_t other_map(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  if (ev->kind == GMT_EV_VMM_MAP) {
+    gm_status_t st = ext_alloc(e, ev, err);
+    if (st == GM_OK) {
+      e->ext_allocs--;
+      e->ext_maps++;
+    }
+    return st;
+  }
+  rp_map_entry_t *x = rp_map_get(&e->external, ev->addr);
+  if (!x) return GM_OK; /* an unmap of what the trace never mapped: nothing held */
+  e->ext_live -= x->b;
+  gm_status_t st = ext_give(e, x, err);
+  rp_map_remove(&e->external, x);
+  return st;
+}
+
 /* The recorded allocator's own holdings (segments, mapped VMM bytes) of the replayed device:
  * what it had reserved when a request failed. */
 static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
@@ -467,6 +486,13 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         break;
       }
       track_recorded(e, ev);
+      if ((ev->kind == GMT_EV_VMM_MAP || ev->kind == GMT_EV_VMM_UNMAP) &&
+          (e->opts.count_other == RP_OTHER_ALL_MAPS ||
+           (e->opts.count_other == RP_OTHER_FLAGGED_MAPS && (ev->flags & GMT_F_EXTERNAL))) &&
+          wanted(e, ev)) {
+        st = other_map(e, ev, err);
+        break;
+      }
       e->skipped.not_request++;
       return GM_OK;
     case GMT_EV_EMPTY_CACHE:
@@ -562,6 +588,7 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->external_sync = e->external_sync;
   r->external_allocs = e->ext_allocs;
   r->external_frees = e->ext_frees;
+  r->external_maps = e->ext_maps;
   r->external_peak_bytes = e->ext_peak;
   r->external_end_bytes = e->ext_live;
   r->peak_reserved_plus_external_bytes = e->peak_total;

@@ -50,7 +50,7 @@ struct rp_engine {
   int external_sync;    /* rp_engine_set_external_sync */
   rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
   rp_map_t external;    /* external trace addr -> size */
-  uint64_t ext_live, ext_peak, ext_allocs, ext_frees;
+  uint64_t ext_live, ext_peak, ext_allocs, ext_frees, ext_maps;
   uint64_t peak_total;  /* peak of reserved + ext_live */
   uint64_t pool_res;    /* the pool's reservation as last read (backends with pool_reserved) */
   uint64_t events, allocs, frees, empty_caches, ooms;

@@ -18,6 +18,8 @@ extern "C" {
 #define GPUREPLAY_VERSION GM_VERSION
 
 /* What the command line asked for, validated. */
+enum { GR_OTHER_AUTO = 0, GR_OTHER_YES = 1, GR_OTHER_NO = 2 };
+
 typedef struct gr_config {
   const char **traces;
   int n_traces;
@@ -36,6 +38,7 @@ typedef struct gr_config {
   int preload;           /* 1 always, 0 never, -1 when it fits */
   int sync_allocs;       /* GR_SYNC_*: how synchronous device allocations are read */
   int vmm_buffers;       /* GR_VMM_*: whether whole-reservation VMM maps are requests */
+  int count_other;       /* GR_OTHER_*: other owners' VMM maps held on the device (capacity) */
   int serve_failed;      /* replay the recorded run's failed requests (rp_engine_opts_t) */
   int device;            /* the device to replay; -1: the first that allocates */
   int timing_range;      /* frees that wait on stream events: replay early and late too */
@@ -80,6 +83,9 @@ typedef struct gr_trace_info {
   gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
   char damage[GM_ERR_MSG_MAX]; /* the first damage a salvaging reader skipped, or "" */
 } gr_trace_info_t;
+
+/* Whether a trace's other owners' VMM maps are held on the device (--count-other). */
+int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info);
 
 /* The device memory a replay assumes when neither the trace nor the command line gives it. */
 #define GR_ASSUMED_DEVICE_MEMORY (80ull << 30)

@@ -23,7 +23,8 @@
 typedef struct opts {
   int help, version, sweep, json, check, quiet, tune, no_capacity, strict;
   gm_strlist_t policy;
-  const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *tune_mode,
+  const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
+      *tune_mode,
       *event_timing;
   double budget;
   uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
@@ -67,6 +68,11 @@ static const gm_opt_t kOpts[] = {
      "(cudaMalloc): auto = external memory in a requests trace with async allocations (a "
      "library's own, beside the framework's allocator: counted apart, not in reserved nor the "
      "lower bound), else replayed", offsetof(opts_t, sync_allocs)},
+    {"count-other", 0, GM_OPT_STR, "auto|yes|no", "memory of other owners than the framework's "
+     "allocator (NCCL's VMM maps, formats gmt_owners) held on the device beside the policy, so "
+     "--capacity counts it: auto = every map in a requests trace (its maps are not requests), in "
+     "other traces the maps flagged external (torch-history: another library's); no = none; yes = "
+     "every map that is not a request", offsetof(opts_t, count_other)},
     {"vmm-buffers", 0, GM_OPT_STR, "auto|requests|skip", "buffers mapped one by one through the "
      "VMM API (reserve + map of one buffer): auto = requests in a trace of XLA's platform "
      "allocator, else the recorded allocator's own (skipped)", offsetof(opts_t, vmm_buffers)},
@@ -319,6 +325,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
   else if (strcmp(o.sync_allocs, "external") == 0) cfg.sync_allocs = GR_SYNC_EXTERNAL;
   else if (strcmp(o.sync_allocs, "replay") == 0) cfg.sync_allocs = GR_SYNC_REPLAY;
   else return usage_error("bad --sync-allocs (auto, external or replay)");
+  if (!o.count_other || strcmp(o.count_other, "auto") == 0) cfg.count_other = GR_OTHER_AUTO;
+  else if (strcmp(o.count_other, "yes") == 0) cfg.count_other = GR_OTHER_YES;
+  else if (strcmp(o.count_other, "no") == 0) cfg.count_other = GR_OTHER_NO;
+  else return usage_error("bad --count-other (auto, yes or no)");
   if (!o.vmm_buffers || strcmp(o.vmm_buffers, "auto") == 0) cfg.vmm_buffers = GR_VMM_AUTO;
   else if (strcmp(o.vmm_buffers, "requests") == 0) cfg.vmm_buffers = GR_VMM_REQUESTS;
   else if (strcmp(o.vmm_buffers, "skip") == 0) cfg.vmm_buffers = GR_VMM_SKIP;

@@ -165,12 +165,20 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   fprintf(f, ", backend %s\n", r0->backend);
   gr_print_content(f, "", info, r0);
   gr_print_failure(f, "", info, r0);
-  if (r0->external_allocs)
-    fprintf(f, "external: %" PRIu64 " %sallocs outside the framework's allocator, peak %s "
+  if (r0->external_allocs || r0->external_maps) {
+    char allocs[96] = "", maps[96] = "";
+    if (r0->external_allocs)
+      snprintf(allocs, sizeof allocs, "%" PRIu64 " %sallocs outside the framework's allocator", r0->external_allocs,
+               r0->external_sync ? "synchronous " : "");
+    if (r0->external_maps) /* --count-other: held on the device, so --capacity counts them */
+      snprintf(maps, sizeof maps, "%s%" PRIu64 " VMM map%s of other owners (NCCL, ...)", allocs[0] ? " and " : "",
+               r0->external_maps, r0->external_maps == 1 ? "" : "s");
+    fprintf(f, "external: %s%s, peak %s "
                "(not replayed; not in peak reserved nor the lower bound); needs at least %s (both together)\n",
-            r0->external_allocs, r0->external_sync ? "synchronous " : "",
+            allocs, maps,
             gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
             gm_format_size(r0->peak_requested_plus_external_bytes, b2, sizeof b2));
+  }
   if (info->device_memory_assumed)
     fprintf(f, "device memory: %s assumed%s, the trace does not say which GPU it came from "
                "(--device-memory=SIZE, or gpurec import --gpu-memory=SIZE)\n",
@@ -425,6 +433,7 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(ex, "sync_allocs_external", json_boolean(r->external_sync));
   json_object_set_new(ex, "allocs", json_integer((json_int_t)r->external_allocs));
   json_object_set_new(ex, "frees", json_integer((json_int_t)r->external_frees));
+  json_object_set_new(ex, "other_maps", json_integer((json_int_t)r->external_maps));
   json_object_set_new(ex, "peak_bytes", json_integer((json_int_t)r->external_peak_bytes));
   json_object_set_new(ex, "end_bytes", json_integer((json_int_t)r->external_end_bytes));
   json_object_set_new(o, "external", ex);

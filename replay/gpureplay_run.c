@@ -166,6 +166,7 @@ typedef struct job {
   uint64_t total_memory;
   int external_sync; /* rp_engine_set_external_sync for this trace */
   int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
+  int count_other;   /* rp_engine_opts_t.count_other for this trace */
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
   int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
@@ -348,7 +349,7 @@ static void run_job(job_t *j, pool_t *p) {
   j->st = make_backend(j, &b, err);
   if (j->st != GM_OK) return;
   rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
-                         j->vmm_requests, j->event_timing, j->cfg->late_mallocs};
+                         j->vmm_requests, j->event_timing, j->cfg->late_mallocs, j->count_other};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
@@ -459,6 +460,16 @@ static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int 
   decide_reading(h, sync_allocs, vmm_buffers, platform, info);
   gmt_reader_close(r);
   return GM_OK;
+}
+
+int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info) {
+  if (cfg->count_other == GR_OTHER_NO) return RP_OTHER_NONE;
+  if (cfg->count_other == GR_OTHER_YES) return RP_OTHER_ALL_MAPS;
+  /* In a requests trace a VMM map that is not a request is another owner's (NCCL); in torch,
+   * torch-history and native traces unflagged maps are the framework's own pages (expandable
+   * segments), and another owner's carry GMT_F_EXTERNAL (torch-history's CUPTI side). */
+  return info->capture_mode == GMT_CAPTURE_REQUESTS && !info->vmm_requests ? RP_OTHER_ALL_MAPS
+                                                                           : RP_OTHER_FLAGGED_MAPS;
 }
 
 /* Decode the whole trace into one array (the shared input of all jobs). */
@@ -677,6 +688,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->total_memory = total_memory;
     j->external_sync = info->external_sync;
     j->vmm_requests = info->vmm_requests;
+    j->count_other = gr_count_other(cfg, info);
     j->event_timing = cfg->event_timing;
     j->res = res[i];
   }
@@ -770,6 +782,7 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
     j->total_memory = cfg->device_memory ? cfg->device_memory : lt->total_memory;
     j->external_sync = lt->info.external_sync;
     j->vmm_requests = lt->info.vmm_requests;
+    j->count_other = gr_count_other(cfg, &lt->info);
     j->res = res[i];
   }
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;

@@ -107,6 +107,8 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
 
 /* ---- engine -------------------------------------------------------------------------------- */
 
+enum { RP_OTHER_NONE = 0, RP_OTHER_FLAGGED_MAPS = 1, RP_OTHER_ALL_MAPS = 2 };
+
 typedef struct rp_engine_opts {
   int device;      /* device ordinal to replay; -1: the first device that allocates */
   int check;       /* call the policy's check() after every op (tests; slow) */
@@ -131,6 +133,12 @@ typedef struct rp_engine_opts {
    * RP_EVENTS_LATE events still pending at the next late_mallocs allocations (0: 1). */
   int event_timing;
   uint64_t late_mallocs;
+  /* Memory of other owners than the framework's allocator, counted on the device: the VMM maps
+   * that are not requests (NCCL's buffers, formats gmt_owners) are taken from the backend as
+   * external memory at their map and given back at their unmap, so that a --capacity what-if
+   * leaves the policy only what they left the real program (issue 17). RP_OTHER_*: none; the
+   * maps flagged GMT_F_EXTERNAL; every map that is not a request. */
+  int count_other;
 } rp_engine_opts_t;
 
 /* What failed first: the policy (its OOM path ran), an external allocation beside it (the
@@ -209,6 +217,7 @@ typedef struct rp_result {
    * modelled allocator. Bytes as the trace gives them (the driver rounds them up again). */
   int external_sync;            /* the rule was in force */
   uint64_t external_allocs, external_frees;
+  uint64_t external_maps; /* opts.count_other: VMM maps of other owners counted as external */
   uint64_t external_peak_bytes, external_end_bytes;
   uint64_t peak_reserved_plus_external_bytes; /* peak of reserved + live external, together */
   /* "needs at least": the peak of live requested + live external bytes together (a served

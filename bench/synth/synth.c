@@ -386,6 +386,12 @@ gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) 
   if (!dyn && o->batch && n > 0 && (size_t)n < sizeof cmd)
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --batch %u", o->batch);
   if (!dyn && o->callsites && n > 0 && (size_t)n < sizeof cmd) snprintf(cmd + n, sizeof cmd - (size_t)n, " --callsites");
+  if (o->world_size) { /* the ranks of one job: one command line, a process each */
+    h->rank = (int32_t)o->rank;
+    h->world_size = (int32_t)o->world_size;
+    h->pid = 4242 + o->rank;
+    snprintf(cmd, sizeof cmd, "gmsynth job --world-size %u", o->world_size);
+  }
   gm_status_t s = gmt_header_set(&h->host, "synthetic", err);
   if (s == GM_OK) s = gmt_header_set(&h->gpu_name, "synthetic 80GB GPU", err);
   if (s == GM_OK) s = gmt_header_set(&h->tool, "gmsynth 0.1.0", err);

@@ -32,6 +32,9 @@ typedef struct synth_opts {
   uint32_t batch;    /* sequences per step (0: 8); transformer only: activations scale with it */
   uint32_t callsites; /* 1: every allocation names its role as a callsite (strings after the
                          markers, synth_callsites); transformer only */
+  uint32_t world_size; /* > 0: one rank of a job of this many (header rank, world size, one
+                          command line for every rank, pid 4242 + rank) */
+  uint32_t rank;
 } synth_opts_t;
 
 /* "transformer" / "dynamic" -> model; -1 for another name. */

@@ -1,0 +1,171 @@
+// gmt_owners_test.cc: attribution of mapped bytes to owners (issue 17, item 3), on event
+// sequences written by hand whose answers are worked out in the comments.
+#include <gtest/gtest.h>
+
+#include <string.h>
+
+#include "formats/gmt.h"
+
+namespace {
+
+const uint64_t MiB = 1ull << 20;
+
+gmt_event_t Ev(unsigned kind, uint64_t addr, uint64_t size, uint32_t flags = 0, uint32_t cs = 0,
+               uint16_t dev = 0) {
+  gmt_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = (uint8_t)kind;
+  e.addr = addr;
+  e.size = size;
+  e.flags = flags;
+  e.callsite = cs;
+  e.device = dev;
+  e.mem_kind = GMT_MEM_DEVICE;
+  e.stream = GMT_STREAM_NONE;
+  return e;
+}
+
+// Callsite 1 names NCCL, 2 a Python frame, 3 cuBLAS.
+const char *Strings(void *, uint32_t id) {
+  switch (id) {
+    case 1: return "[libnccl.so.2]";
+    case 2: return "train.py:12 forward";
+    case 3: return "[libcublas.so.13]";
+    default: return nullptr;
+  }
+}
+
+struct Owners {
+  gmt_owners_t *o = nullptr;
+  explicit Owners(unsigned mode, const char *xla = nullptr) {
+    gmt_header_t h;
+    gmt_header_init(&h);
+    h.capture_mode = mode;
+    if (xla) gmt_header_kv_set(&h, "XLA_PYTHON_CLIENT_ALLOCATOR", xla, nullptr);
+    EXPECT_EQ(gmt_owners_new(&o, &h, nullptr), GM_OK);
+    gmt_header_free(&h);
+  }
+  ~Owners() { gmt_owners_free(o); }
+  void Feed(const gmt_event_t &e) { ASSERT_EQ(gmt_owners_event(o, &e, Strings, nullptr, nullptr), GM_OK); }
+  const gmt_owners_result_t *R() { return gmt_owners_result(o); }
+  int Owner(const char *name) {
+    for (int k = 0; k < R()->n_owners; k++)
+      if (!strcmp(R()->names[k], name)) return k;
+    return -1;
+  }
+};
+
+TEST(Owners, LibraryNameConvention) {
+  char n[64];
+  EXPECT_EQ(gmt_owners_library_name("[libnccl.so.2]", n, sizeof n), 1);
+  EXPECT_STREQ(n, "libnccl.so.2");
+  EXPECT_EQ(gmt_owners_library_name("train.py:12 [x]", n, sizeof n), 0);
+  EXPECT_EQ(gmt_owners_library_name("[]", n, sizeof n), 0);
+  EXPECT_EQ(gmt_owners_library_name("[a] b", n, sizeof n), 0);
+  EXPECT_EQ(gmt_owners_library_name(nullptr, n, sizeof n), 0);
+}
+
+// Requests mode: async requests are the framework's; NCCL's VMM maps (named) and a map with
+// no callsite (unknown) are other owners; a sync cudaMalloc after the first async one is a
+// library's (cuBLAS by its callsite). The device's peak is at the last add:
+// 300 (requests) + 64 (nccl) + 2 (unknown) + 8 (cublas) = 374 MiB.
+TEST(Owners, RequestsModeSplitsFrameworkAndLibraries) {
+  Owners w(GMT_CAPTURE_REQUESTS);
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 100 * MiB, GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x2000, 200 * MiB, GMT_F_ASYNC, 2));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0x9000, 64 * MiB, 0, 1));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa000, 2 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0xb000, 8 * MiB, 0, 3));
+  w.Feed(Ev(GMT_EV_FREE, 0x2000, 0, GMT_F_ASYNC)); // 174 MiB now
+  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0x9000, 64 * MiB));
+  const gmt_owners_result_t *r = w.R();
+  ASSERT_EQ(r->n_devices, 1);
+  const gmt_owner_dev_t *d = &r->dev[0];
+  EXPECT_EQ(d->peak_mapped, 374 * MiB);
+  EXPECT_EQ(d->at_peak[GMT_OWNER_REQUESTS], 300 * MiB);
+  EXPECT_EQ(d->at_peak[GMT_OWNER_UNKNOWN], 2 * MiB);
+  ASSERT_GE(w.Owner("libnccl.so.2"), GMT_OWNER_FIRST_LIB);
+  EXPECT_EQ(d->at_peak[w.Owner("libnccl.so.2")], 64 * MiB);
+  EXPECT_EQ(d->at_peak[w.Owner("libcublas.so.13")], 8 * MiB);
+  EXPECT_EQ(gmt_owners_framework_bytes(d), 300 * MiB);
+  EXPECT_EQ(gmt_owners_other_bytes(d), 74 * MiB);
+  EXPECT_EQ(r->peak_live, 308 * MiB); // every ALLOC (cuBLAS's too), no map: `info`'s peak live
+}
+
+// A sync alloc before any async one is the framework's (the pool comes first in real runs).
+TEST(Owners, SyncBeforeAsyncIsFramework) {
+  Owners w(GMT_CAPTURE_REQUESTS);
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 10 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x2000, 5 * MiB, GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x3000, 1 * MiB));
+  const gmt_owner_dev_t *d = &w.R()->dev[0];
+  EXPECT_EQ(d->at_peak[GMT_OWNER_REQUESTS], 15 * MiB);
+  EXPECT_EQ(d->at_peak[GMT_OWNER_UNKNOWN], 1 * MiB);
+}
+
+// Torch mode: segments (and expandable maps) are the framework's reservation; the requests
+// live inside them, so the framework holds max(requests, reserved), never their sum.
+TEST(Owners, TorchModeFrameworkIsTheLargerOfRequestsAndReserved) {
+  Owners w(GMT_CAPTURE_TORCH);
+  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0x10000, 20 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x10000, 12 * MiB, 0, 2));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0x90000, 4 * MiB));      // expandable segment page: reserved
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa0000, 6 * MiB, 0, 1)); // named: NCCL's even here
+  const gmt_owner_dev_t *d = &w.R()->dev[0];
+  EXPECT_EQ(d->peak_mapped, 30 * MiB); // max(12, 24) + 6
+  EXPECT_EQ(d->at_peak[GMT_OWNER_RESERVED], 24 * MiB);
+  EXPECT_EQ(gmt_owners_framework_bytes(d), 24 * MiB);
+  EXPECT_EQ(gmt_owners_other_bytes(d), 6 * MiB);
+}
+
+// torch-history (gpurec's default): PyTorch's history plus the CUPTI side flagged external.
+// The history's segment and requests are the framework's; the flagged alloc (a workspace, no
+// callsite) is unknown, the flagged map named by NCCL's callsite is NCCL's.
+TEST(Owners, TorchHistoryExternalFlagIsAnotherOwner) {
+  Owners w(GMT_CAPTURE_TORCH_HISTORY);
+  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0x10000, 20 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x10000, 12 * MiB, 0, 2));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x50000, 8 * MiB, GMT_F_EXTERNAL));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
+  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
+  const gmt_owner_dev_t *d = &w.R()->dev[0];
+  EXPECT_EQ(d->peak_mapped, 34 * MiB); // max(12, 20) + 8 + 6
+  EXPECT_EQ(d->at_peak[GMT_OWNER_RESERVED], 20 * MiB);
+  EXPECT_EQ(d->at_peak[GMT_OWNER_UNKNOWN], 8 * MiB);
+  EXPECT_EQ(d->at_peak[w.Owner("libnccl.so.2")], 6 * MiB);
+  EXPECT_EQ(w.R()->peak_live, 20 * MiB); // every live ALLOC of device memory, the workspace's too
+}
+
+// XLA's platform allocator: whole-buffer maps are its requests; its cuMemAllocs are not.
+TEST(Owners, PlatformAllocatorMapsAreRequests) {
+  Owners w(GMT_CAPTURE_REQUESTS, "platform");
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0x1000, 4 * MiB));
+  const gmt_owner_dev_t *d = &w.R()->dev[0];
+  EXPECT_EQ(d->at_peak[GMT_OWNER_REQUESTS], 4 * MiB);
+}
+
+// Devices are kept apart; host memory is nobody's device memory.
+TEST(Owners, PerDeviceAndHostMemoryIgnored) {
+  Owners w(GMT_CAPTURE_REQUESTS);
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 3 * MiB, GMT_F_ASYNC, 0, 0));
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 7 * MiB, GMT_F_ASYNC, 0, 1)); // same address, other device
+  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 0x5000, 50 * MiB);
+  pinned.mem_kind = GMT_MEM_PINNED;
+  w.Feed(pinned);
+  w.Feed(Ev(GMT_EV_FREE, 0x1000, 0, GMT_F_ASYNC, 0, 0));
+  const gmt_owners_result_t *r = w.R();
+  ASSERT_EQ(r->n_devices, 2);
+  EXPECT_EQ(r->dev[0].peak_mapped, 3 * MiB);
+  EXPECT_EQ(r->dev[1].peak_mapped, 7 * MiB);
+  EXPECT_EQ(r->peak_live, 10 * MiB);
+}
+
+TEST(Owners, ContextNotRecorded) {
+  gmt_header_t h;
+  gmt_header_init(&h);
+  uint64_t b = 1;
+  EXPECT_EQ(gmt_owners_context_bytes(&h, &b), 0);
+  EXPECT_EQ(b, 0u);
+}
+
+}  // namespace
