@@ -1,69 +1,144 @@
 /* ana_oom.c: `gpuanalyze oom`, the account of an out-of-memory for a person and for a script.
  *
- * The replay and the search are gpureplay's (gr_oom_explain); this file only says it: the
- * failing request, what was live (by callsite), what was reserved but free and the rule that
- * kept each free byte from the request, then the smallest changes that make the same trace
- * fit (a setting, a capacity), or that no setting can, because the live bytes alone exceed
- * the device. Text from the trace (callsites, paths) is escaped before it is printed. */
+ * The replay and the search are gpureplay's (`gpureplay TRACE --explain-oom --json`, run by
+ * gpuanalyze: the analyzer does not link the replayer); this file reads the object it prints
+ * and says it: the failing request, what was live (by callsite), what was reserved but free and
+ * the rule that kept each free byte from the request, then the smallest changes that make the
+ * same trace fit (a setting, a capacity), or that no setting can, because the live bytes alone
+ * exceed the device. --json is gpureplay's object with the line to paste added. Text from the
+ * trace (callsites, paths) is escaped before it is printed. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/ana.h"
-#include "analyze/ana_replayed.h"
+#include "analyze/ana_gpureplay.h"
 
-void ana_replay_config(const ana_replay_opts_t *o, gr_config_t *c) {
-  memset(c, 0, sizeof *c);
-  c->cuda_ordinal = -1;
-  c->capacity = o->capacity;
-  c->device_memory = o->device_memory;
-  c->jobs = o->jobs > 0 ? o->jobs : 1;
-  c->read_flags = o->read_flags;
-  c->preload = 1;
-  c->sync_allocs = GR_SYNC_AUTO;
-  c->vmm_buffers = GR_VMM_AUTO;
-  c->serve_failed = 1;
-  c->device = -1;
-  c->event_timing = RP_EVENTS_RECORDED;
-  c->late_mallocs = 1;
+/* Reading gpureplay's object: the first key missing or of the wrong type is the error. */
+typedef struct rd {
+  gm_err_t *err;
+  int bad;
+} rd_t;
+
+static json_t *key(rd_t *r, json_t *o, const char *obj, const char *k, json_type type, int nullable) {
+  json_t *v = o ? json_object_get(o, k) : NULL;
+  if (v && (json_typeof(v) == type || (type == JSON_TRUE && json_is_boolean(v)) || (nullable && json_is_null(v))))
+    return v;
+  if (!r->bad)
+    gm_err_set(r->err, GM_ERR_FORMAT, "gpureplay --explain-oom: %s%s%s %s", obj, *obj ? "." : "", k,
+               v ? "has the wrong type" : "is missing (an older gpureplay than this gpuanalyze?)");
+  r->bad = 1;
+  return NULL;
 }
 
-gm_status_t ana_oom_explain(const char *path, const char *spec, const ana_replay_opts_t *o, gr_oom_t *out,
-                            gm_err_t *err) {
-  gr_config_t cfg;
-  ana_replay_config(o, &cfg);
-  return gr_oom_explain(&cfg, path, spec, out, err);
+static uint64_t u64(rd_t *r, json_t *o, const char *obj, const char *k) {
+  json_t *v = key(r, o, obj, k, JSON_INTEGER, 0);
+  return v && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 }
 
-gm_status_t ana_replay_default_peak(const char *path, const ana_replay_opts_t *o, uint64_t *peak, char *policy,
-                                    size_t n, gm_err_t *err) {
-  gr_config_t cfg;
-  ana_replay_config(o, &cfg);
-  gr_loaded_t lt;
-  gm_status_t st = gr_trace_load(&cfg, path, &lt, err);
-  if (st != GM_OK) return st;
-  /* The setting the job ran with where the trace says it: a PyTorch memory history records
-   * the user's PYTORCH_CUDA_ALLOC_CONF (a requests-mode trace records the one gpurec set). */
-  char ran[1024] = "";
-  gmt_reader_t *rd = NULL;
-  if (lt.info.capture_mode == GMT_CAPTURE_TORCH && gmt_reader_open_flags(&rd, path, o->read_flags, NULL) == GM_OK) {
-    const char *v = gmt_header_kv_get(gmt_reader_header(rd), "PYTORCH_CUDA_ALLOC_CONF");
-    char line[1024];
-    if (v && *v && !strstr(v, "backend:") && (size_t)snprintf(line, sizeof line, "PYTORCH_CUDA_ALLOC_CONF=%s", v) < sizeof line)
-      gr_policy_from_env(line, ran, sizeof ran);
-    gmt_reader_close(rd);
+static const char *str(rd_t *r, json_t *o, const char *obj, const char *k) {
+  json_t *v = key(r, o, obj, k, JSON_STRING, 0);
+  return v ? json_string_value(v) : "";
+}
+
+static int flag(rd_t *r, json_t *o, const char *obj, const char *k) {
+  json_t *v = key(r, o, obj, k, JSON_TRUE, 0);
+  return v && json_is_true(v);
+}
+
+static void read_failure(rd_t *r, json_t *j, ana_oom_t *o) {
+  json_t *q = key(r, j, "", "request", JSON_OBJECT, 0);
+  json_t *ev = key(r, q, "request", "event", JSON_INTEGER, 0);
+  o->event = ev ? (int64_t)json_integer_value(ev) : -1;
+  o->ts_ns = u64(r, q, "request", "ts_ns");
+  o->size = u64(r, q, "request", "size_bytes");
+  json_t *s = key(r, q, "request", "stream", JSON_INTEGER, 1);
+  o->has_stream = s && json_is_integer(s);
+  o->stream = o->has_stream ? (uint64_t)json_integer_value(s) : 0;
+  o->callsite = str(r, q, "request", "callsite");
+  o->cause = str(r, q, "request", "cause");
+  json_t *l = key(r, j, "", "live", JSON_OBJECT, 0);
+  o->live_bytes = u64(r, l, "live", "bytes");
+  o->live_allocs = u64(r, l, "live", "allocs");
+  o->external_bytes = u64(r, l, "live", "external_bytes");
+  o->reserved_bytes = u64(r, l, "live", "reserved_bytes");
+  o->other_bytes = u64(r, l, "live", "other_callsites_bytes");
+  o->other_sites = u64(r, l, "live", "other_callsites");
+  json_t *top = key(r, l, "live", "top_callsites", JSON_ARRAY, 0);
+  for (size_t i = 0; top && i < json_array_size(top) && o->n_top < ANA_OOM_TOP; i++) {
+    json_t *t = json_array_get(top, i);
+    ana_oom_site_t *x = &o->top[o->n_top++];
+    x->text = str(r, t, "live.top_callsites[]", "callsite");
+    x->bytes = u64(r, t, "live.top_callsites[]", "bytes");
+    x->allocs = u64(r, t, "live.top_callsites[]", "allocs");
   }
-  const char *spec[1] = {ran[0] ? ran : gr_sweep_grid_for(gmt_framework_single(lt.info.frameworks))[0]};
-  rp_result_t *r = malloc(sizeof *r);
-  if (!r) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  if (st == GM_OK) st = gr_run_loaded(&cfg, &lt, spec, 1, &r, err);
-  if (st == GM_OK) {
-    *peak = r->peak_reserved_plus_external_bytes;
-    snprintf(policy, n, "%s", r->policy);
+  json_t *f = json_object_get(j, "free"); /* only when the policy accounts for its free bytes */
+  o->has_free = f != NULL;
+  if (f) {
+    o->rounded = u64(r, f, "free", "rounded_size_bytes");
+    o->free_bytes = u64(r, f, "free", "free_bytes");
+    o->free_blocks = u64(r, f, "free", "free_blocks");
+    o->largest_free = u64(r, f, "free", "largest_free_bytes");
+    o->allocated = u64(r, f, "free", "allocated_bytes");
+    o->too_small = u64(r, f, "free", "too_small_bytes");
+    o->largest_too_small = u64(r, f, "free", "largest_too_small_bytes");
+    o->other_stream = u64(r, f, "free", "other_stream_bytes");
+    o->other_pool = u64(r, f, "free", "other_pool_bytes");
+    o->not_splittable = u64(r, f, "free", "not_splittable_bytes");
+    o->limit = u64(r, f, "free", "limit_bytes");
+    o->at_limit = flag(r, f, "free", "at_limit");
+    o->note = str(r, f, "free", "note");
   }
-  free(r);
-  gr_loaded_free(&lt);
-  return st;
+  json_t *x = key(r, j, "", "fix", JSON_OBJECT, 0);
+  o->live_exceeds = flag(r, x, "fix", "live_exceeds_device");
+  o->live_excess = u64(r, x, "fix", "live_excess_bytes");
+  json_t *s2 = key(r, x, "fix", "setting", JSON_STRING, 1);
+  o->setting = s2 && json_is_string(s2) ? json_string_value(s2) : NULL;
+  if (o->setting) {
+    o->setting_peak = u64(r, x, "fix", "setting_peak_reserved_bytes");
+    o->setting_from = str(r, x, "fix", "setting_from");
+  }
+  json_t *c = key(r, x, "fix", "capacity_bytes", JSON_INTEGER, 1);
+  o->fits_capacity = c && json_is_integer(c) && json_integer_value(c) > 0 ? (uint64_t)json_integer_value(c) : 0;
+  o->grid_tried = (int)u64(r, x, "fix", "grid_tried");
+  o->grid_fit = (int)u64(r, x, "fix", "grid_fit");
+  o->tune_tried = (int)u64(r, x, "fix", "tune_tried");
+}
+
+gm_status_t ana_oom_read(const char *json_text, ana_oom_t *o, gm_err_t *err) {
+  memset(o, 0, sizeof *o);
+  json_error_t je;
+  json_t *j = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
+  if (!j || !json_is_object(j)) {
+    json_decref(j);
+    return gm_err_set(err, GM_ERR_FORMAT, "gpureplay --explain-oom printed no JSON object (%s)",
+                      j ? "not an object" : je.text);
+  }
+  o->json = j;
+  rd_t r = {err, 0};
+  o->trace = str(&r, j, "", "trace");
+  o->policy = str(&r, j, "", "policy");
+  o->capacity = u64(&r, j, "", "capacity_bytes");
+  o->capacity_note = str(&r, j, "", "capacity_note");
+  o->device_memory = u64(&r, j, "", "device_memory_bytes");
+  o->requests = u64(&r, j, "", "requests");
+  o->needs = u64(&r, j, "", "needs_bytes");
+  o->peak_reserved = u64(&r, j, "", "peak_reserved_bytes");
+  o->recorded_failures = u64(&r, j, "", "recorded_failures");
+  o->ooms = u64(&r, j, "", "ooms");
+  o->found = flag(&r, j, "", "oom");
+  if (o->found) read_failure(&r, j, o);
+  if (r.bad) {
+    ana_oom_free(o);
+    return GM_ERR_FORMAT;
+  }
+  return GM_OK;
+}
+
+void ana_oom_free(ana_oom_t *o) {
+  json_decref((json_t *)o->json);
+  o->json = NULL;
 }
 
 static const char *sz(uint64_t v, char *b) { return gm_format_size(v, b, 32); }
@@ -75,44 +150,42 @@ static const char *one_line(const char *s, char *b, size_t n) {
   return b;
 }
 
-static const char *stream_text(uint64_t s, char *b, size_t n) {
-  if (s == GMT_STREAM_NONE) snprintf(b, n, "none (synchronous)");
-  else snprintf(b, n, "%" PRIu64, s);
+static const char *stream_text(const ana_oom_t *o, char *b, size_t n) {
+  if (!o->has_stream) snprintf(b, n, "none (synchronous)");
+  else snprintf(b, n, "%" PRIu64, o->stream);
   return b;
 }
 
-static void print_why(FILE *f, const gr_oom_t *o) {
+static void print_why(FILE *f, const ana_oom_t *o) {
   char a[32], b[32], c[32];
-  const rp_oom_report_t *w = &o->why;
-  uint64_t free_b = o->reserved_bytes > w->allocated_bytes ? o->reserved_bytes - w->allocated_bytes : 0;
-  if (!o->has_report) {
+  uint64_t free_b = o->reserved_bytes > o->allocated ? o->reserved_bytes - o->allocated : 0;
+  if (!o->has_free) {
     fprintf(f, "reserved but free: %s (the policy %s does not say why it could not use it)\n", sz(free_b, a),
             o->policy);
     return;
   }
   fprintf(f, "reserved but free: %s in %" PRIu64 " blocks (largest %s); none could serve the request, "
-             "rounded to %s:\n", sz(w->free_bytes, a), w->free_blocks, sz(w->largest_free, b),
-          sz(w->rounded_size, c));
-  if (w->too_small_bytes)
-    fprintf(f, "  %12s  too small: each block smaller than the request (largest %s)\n", sz(w->too_small_bytes, a),
-            sz(w->largest_too_small, b));
-  if (w->other_stream_bytes)
+             "rounded to %s:\n", sz(o->free_bytes, a), o->free_blocks, sz(o->largest_free, b), sz(o->rounded, c));
+  if (o->too_small)
+    fprintf(f, "  %12s  too small: each block smaller than the request (largest %s)\n", sz(o->too_small, a),
+            sz(o->largest_too_small, b));
+  if (o->other_stream)
     fprintf(f, "  %12s  on another stream: a cached block serves only the stream that freed it\n",
-            sz(w->other_stream_bytes, a));
-  if (w->other_pool_bytes)
+            sz(o->other_stream, a));
+  if (o->other_pool)
     fprintf(f, "  %12s  in the other size class: blocks of <= 1 MiB serve only requests of <= 1 MiB, and the reverse\n",
-            sz(w->other_pool_bytes, a));
-  if (w->not_splittable_bytes)
+            sz(o->other_pool, a));
+  if (o->not_splittable)
     fprintf(f, "  %12s  not splittable for this request (above max_split_size, or max_non_split_rounding larger)\n",
-            sz(w->not_splittable_bytes, a));
-  if (!w->free_bytes) fprintf(f, "  (nothing: every reserved byte was in use)\n");
-  if (w->limit_bytes)
-    fprintf(f, "  the setting's own limit: %s%s\n", sz(w->limit_bytes, a),
-            w->at_limit ? " (the request failed against it, not against the device)" : "");
-  if (w->note[0]) fprintf(f, "  %s\n", w->note);
+            sz(o->not_splittable, a));
+  if (!o->free_bytes) fprintf(f, "  (nothing: every reserved byte was in use)\n");
+  if (o->limit)
+    fprintf(f, "  the setting's own limit: %s%s\n", sz(o->limit, a),
+            o->at_limit ? " (the request failed against it, not against the device)" : "");
+  if (o->note && o->note[0]) fprintf(f, "  %s\n", o->note);
 }
 
-void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
+void ana_oom_print_text(FILE *f, const char *path, const ana_oom_t *o) {
   char a[32], b[32], c[32], line[1024], esc[1024];
   gm_escape(path, esc, sizeof esc);
   if (o->capacity)
@@ -126,21 +199,21 @@ void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
   }
   if (!o->found) {
     fprintf(f, "no out-of-memory: all %" PRIu64 " requests were served (peak reserved %s, needs at least %s)\n",
-            o->requests, sz(o->peak_reserved, a), sz(o->needs_bytes, b));
+            o->requests, sz(o->peak_reserved, a), sz(o->needs, b));
     if (o->recorded_failures)
       fprintf(f, "the recorded run failed %" PRIu64 " requests; this replay served them within the capacity\n",
               o->recorded_failures);
     return;
   }
   fprintf(f, "failed request: %s on stream %s, event %" PRId64 " at %.3f s (%" PRIu64 " OOM%s in all)\n",
-          sz(o->size, a), stream_text(o->stream, line, sizeof line), o->event, (double)o->ts_ns / 1e9, o->ooms,
+          sz(o->size, a), stream_text(o, line, sizeof line), o->event, (double)o->ts_ns / 1e9, o->ooms,
           o->ooms == 1 ? "" : "s");
-  fprintf(f, "  callsite: %s\n", one_line(o->callsite_text, esc, 240));
-  if (o->cause == RP_OOM_OVERSIZE) {
+  fprintf(f, "  callsite: %s\n", one_line(o->callsite, esc, 240));
+  if (strcmp(o->cause, "oversize") == 0) {
     fprintf(f, "it asks for more than any device has (a size that wrapped around): no setting or capacity serves it\n");
     return;
   }
-  if (o->cause == RP_OOM_EXTERNAL)
+  if (strcmp(o->cause, "external") == 0)
     fprintf(f, "  a library's own synchronous allocation (outside the framework's allocator) found no room\n");
   fprintf(f, "live then: %s in %" PRIu64 " allocations", sz(o->live_bytes, a), o->live_allocs);
   if (o->external_bytes) fprintf(f, " + %s external (libraries' own)", sz(o->external_bytes, b));
@@ -148,17 +221,17 @@ void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
   for (int i = 0; i < o->n_top; i++)
     fprintf(f, "  %12s  %5" PRIu64 "x  %s\n", sz(o->top[i].bytes, a), o->top[i].allocs,
             one_line(o->top[i].text, esc, 200));
-  if (o->top_other_sites)
-    fprintf(f, "  %12s         (%" PRIu64 " other callsites)\n", sz(o->top_other_bytes, a), o->top_other_sites);
+  if (o->other_sites)
+    fprintf(f, "  %12s         (%" PRIu64 " other callsites)\n", sz(o->other_bytes, a), o->other_sites);
   print_why(f, o);
   fprintf(f, "smallest change that fits:\n");
   if (o->live_exceeds) {
     fprintf(f, "  no setting helps: the live bytes alone exceed the device by %s (needs at least %s, has %s)\n",
-            sz(o->live_excess, a), sz(o->needs_bytes, b), sz(o->capacity, c));
-  } else if (o->fix_found) {
-    ana_policy_env_line(o->fix_spec, o->device_memory, line, sizeof line);
-    fprintf(f, "  setting: %s (peak reserved %s; from %s", gm_escape(line, esc, sizeof esc), sz(o->fix_peak, a),
-            o->fix_from);
+            sz(o->live_excess, a), sz(o->needs, b), sz(o->capacity, c));
+  } else if (o->setting) {
+    ana_policy_env_line(o->setting, o->device_memory, line, sizeof line);
+    fprintf(f, "  setting: %s (peak reserved %s; from %s", gm_escape(line, esc, sizeof esc), sz(o->setting_peak, a),
+            o->setting_from);
     if (o->grid_tried) fprintf(f, ", %d of %d other settings fit", o->grid_fit, o->grid_tried);
     fprintf(f, ")\n");
   } else {
@@ -170,78 +243,23 @@ void ana_oom_print_text(FILE *f, const char *path, const gr_oom_t *o) {
             sz(o->fits_capacity > o->capacity ? o->fits_capacity - o->capacity : 0, b), sz(o->capacity, c));
 }
 
-static void set_u64(json_t *o, const char *k, uint64_t v) { json_object_set_new(o, k, json_integer((json_int_t)v)); }
-
-gm_status_t ana_oom_print_json(FILE *f, const char *path, const gr_oom_t *o, gm_err_t *err) {
-  static const char *const causes[] = {"policy", "external", "oversize"};
-  json_t *j = json_object();
-  json_object_set_new(j, "trace", json_string(path));
-  json_object_set_new(j, "policy", json_string(o->policy));
-  set_u64(j, "capacity_bytes", o->capacity);
-  json_object_set_new(j, "capacity_note", json_string(o->capacity_note));
-  set_u64(j, "needs_bytes", o->needs_bytes);
-  set_u64(j, "peak_reserved_bytes", o->peak_reserved);
-  set_u64(j, "recorded_failures", o->recorded_failures);
-  set_u64(j, "ooms", o->ooms);
-  json_object_set_new(j, "oom", json_boolean(o->found));
-  if (o->found) {
-    json_t *q = json_object();
-    json_object_set_new(q, "event", json_integer(o->event));
-    set_u64(q, "ts_ns", o->ts_ns);
-    set_u64(q, "size_bytes", o->size);
-    json_object_set_new(q, "stream", o->stream == GMT_STREAM_NONE ? json_null() : json_integer((json_int_t)o->stream));
-    json_object_set_new(q, "callsite", json_string(o->callsite_text));
-    json_object_set_new(q, "cause", json_string(causes[o->cause % 3]));
-    json_object_set_new(j, "request", q);
-    json_t *l = json_object();
-    set_u64(l, "bytes", o->live_bytes);
-    set_u64(l, "allocs", o->live_allocs);
-    set_u64(l, "external_bytes", o->external_bytes);
-    set_u64(l, "reserved_bytes", o->reserved_bytes);
-    json_t *top = json_array();
-    for (int i = 0; i < o->n_top; i++) {
-      json_t *t = json_object();
-      json_object_set_new(t, "callsite", json_string(o->top[i].text));
-      set_u64(t, "bytes", o->top[i].bytes);
-      set_u64(t, "allocs", o->top[i].allocs);
-      json_array_append_new(top, t);
+gm_status_t ana_oom_print_json(FILE *f, const ana_oom_t *o, gm_err_t *err) {
+  json_t *j = json_deep_copy((json_t *)o->json);
+  json_t *fx = j ? json_object_get(j, "fix") : NULL;
+  if (j && fx && o->setting) {
+    /* fix as gpureplay wrote it, the line to paste right after the setting it is for */
+    char line[1024];
+    ana_policy_env_line(o->setting, o->device_memory, line, sizeof line);
+    json_t *nf = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(fx, k, v) {
+      json_object_set(nf, k, v);
+      if (strcmp(k, "setting") == 0) json_object_set_new(nf, "paste", json_string(line));
     }
-    json_object_set_new(l, "top_callsites", top);
-    set_u64(l, "other_callsites_bytes", o->top_other_bytes);
-    json_object_set_new(j, "live", l);
-    if (o->has_report) {
-      const rp_oom_report_t *w = &o->why;
-      json_t *fr = json_object();
-      set_u64(fr, "rounded_size_bytes", w->rounded_size);
-      set_u64(fr, "free_bytes", w->free_bytes);
-      set_u64(fr, "free_blocks", w->free_blocks);
-      set_u64(fr, "largest_free_bytes", w->largest_free);
-      set_u64(fr, "too_small_bytes", w->too_small_bytes);
-      set_u64(fr, "other_stream_bytes", w->other_stream_bytes);
-      set_u64(fr, "other_pool_bytes", w->other_pool_bytes);
-      set_u64(fr, "not_splittable_bytes", w->not_splittable_bytes);
-      set_u64(fr, "limit_bytes", w->limit_bytes);
-      json_object_set_new(fr, "at_limit", json_boolean(w->at_limit));
-      json_object_set_new(j, "free", fr);
-    }
-    json_t *fx = json_object();
-    json_object_set_new(fx, "live_exceeds_device", json_boolean(o->live_exceeds));
-    set_u64(fx, "live_excess_bytes", o->live_excess);
-    if (o->fix_found) {
-      char line[1024];
-      ana_policy_env_line(o->fix_spec, o->device_memory, line, sizeof line);
-      json_object_set_new(fx, "setting", json_string(o->fix_spec));
-      json_object_set_new(fx, "paste", json_string(line));
-      set_u64(fx, "setting_peak_reserved_bytes", o->fix_peak);
-      json_object_set_new(fx, "setting_from", json_string(o->fix_from));
-    } else {
-      json_object_set_new(fx, "setting", json_null());
-    }
-    if (o->fits_capacity) set_u64(fx, "capacity_bytes", o->fits_capacity);
-    else json_object_set_new(fx, "capacity_bytes", json_null());
-    json_object_set_new(j, "fix", fx);
+    json_object_set_new(j, "fix", nf);
   }
-  char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+  char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
   json_decref(j);
   if (!s) return gm_err_set(err, GM_ERR_NOMEM, "out of memory writing JSON");
   fprintf(f, "%s\n", s);

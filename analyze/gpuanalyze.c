@@ -34,7 +34,7 @@
 
 #include "analyze/ana.h"
 #include "analyze/ana_diff.h"
-#include "analyze/ana_replayed.h"
+#include "analyze/ana_gpureplay.h"
 
 extern char **environ;
 
@@ -58,6 +58,9 @@ typedef struct config {
   {"verbose", 'v', GM_OPT_FLAG, NULL, "more diagnostics on stderr", offsetof(config_t, verbose)}, \
   {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(config_t, quiet)}
 
+#define GPUREPLAY_OPT                                                                            \
+  {"gpureplay", 0, GM_OPT_STR, "PATH", "the gpureplay to run (default: found beside, $GPUREPLAY, PATH)", \
+   offsetof(config_t, gpureplay)}
 #define DB_OPT {"db", 0, GM_OPT_STR, "FILE", "SQLite database (default gpumem.db)", offsetof(config_t, db)}
 #define STRICT_OPT                                                                               \
   {"strict", 0, GM_OPT_FLAG, NULL, "refuse a damaged trace instead of salvaging its good chunks", \
@@ -81,7 +84,7 @@ static const gm_opt_t report_opts[] = {
      "the advice is its choice with its driver time and the smallest GPU it fits (runs again each time)",
      offsetof(config_t, tune)},
     {"csv", 0, GM_OPT_STR, "DIR", "write one CSV file per table into DIR", offsetof(config_t, csv_dir)},
-    {"gpureplay", 0, GM_OPT_STR, "PATH", "gpureplay to run for a bare trace (default: found beside, $GPUREPLAY, PATH)", offsetof(config_t, gpureplay)},
+    GPUREPLAY_OPT,
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
     {"gpu-memory", 0, GM_OPT_SIZE, "SIZE", "a snapshot pickle's GPU memory (gpurec import --gpu-memory), e.g. 80GiB", offsetof(config_t, gpu_memory)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
@@ -90,14 +93,15 @@ static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
 #define JSON_OPT {"json", 0, GM_OPT_FLAG, NULL, "one JSON object on stdout instead of text", offsetof(config_t, json)}
 #define JOBS_OPT {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)}
 static const gm_opt_t oom_opts[] = {
-    BASE_OPTS, STRICT_OPT, JSON_OPT, JOBS_OPT,
+    BASE_OPTS, STRICT_OPT, JSON_OPT, JOBS_OPT, GPUREPLAY_OPT,
     {"policy", 0, GM_OPT_STR, "SPEC", "the setting to replay, in gpureplay's or the framework's words "
      "(default: the framework's default)", offsetof(config_t, policy)},
+    /* at most 256 TiB: the largest request a policy serves (RP_REQUEST_MAX), as gpureplay takes it */
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "a device of this size (default: what the recorded run had when it "
-     "failed, else unlimited)", offsetof(config_t, capacity)},
+     "failed, else unlimited)", offsetof(config_t, capacity), 1, 1ull << 48},
     {0}};
 static const gm_opt_t diff_opts[] = {
-    BASE_OPTS, STRICT_OPT, JSON_OPT,
+    BASE_OPTS, STRICT_OPT, JSON_OPT, GPUREPLAY_OPT,
     {"csv", 0, GM_OPT_STR, "DIR", "write diff_summary.csv, diff_callsites.csv (every callsite) and "
      "diff_timeline.csv (both traces on one normalised time axis) into DIR", offsetof(config_t, csv_dir)},
     {"top", 'n', GM_OPT_U64, "N", "callsites listed in the text (default 15)", offsetof(config_t, top)},
@@ -123,7 +127,7 @@ static const command_t commands[] = {
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
     {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped, a trace whose file changed since it was loaded is replaced.", load_opts, 1, 1000},
     {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]...", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
-    {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Replays through gpureplay's code.", oom_opts, 1, 1},
+    {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Runs gpureplay --explain-oom (found as report finds it) and says what it answers.", oom_opts, 1, 1},
     {"diff", "gpuanalyze diff [options] A.zst B.zst", "Two traces of the same job side by side: peak live, peak reserved (each framework's default setting, replayed), live bytes at each peak by callsite sorted by growth, callsites new in B or gone from A, and (--csv) both live timelines on one normalised time axis.", diff_opts, 2, 2},
     {"ranks", "gpuanalyze ranks [options] [TRACE.zst...]", "The ranks of a job side by side: peak per rank and device (live, mapped, reserved under the default and under the job's setting), the rank that limits the job, the spread, the callsites that differ most, and one setting for the whole job. Given traces: replays them under gpureplay's sweep (all at once, on every core) into --db (default ranks.db; replays already there are reused; given gpureplay results files too, loads them instead of replaying); the database keeps per-trace summaries, not events. Without arguments: reads the database (--db).", ranks_opts, 0, 100000},
     {"recommend", "gpuanalyze recommend [options]", "The best allocator setting per trace as the line to paste, its saving against the default and the waste left (figures: README.md, Glossary).", recommend_opts, 0, 0},
@@ -321,37 +325,6 @@ static int cmd_load(const config_t *c, char **pos, int npos) {
   return 0;
 }
 
-static int file_exists_exec(const char *p) { return p && access(p, X_OK) == 0; }
-
-/* A sibling tool: its option, $ENV, beside this binary (installed layout), ../SUBDIR/ (the
- * bazel-bin layout), then PATH. */
-static int find_tool(const char *given, const char *env_name, const char *name, const char *subdir,
-                     char *out, size_t n) {
-  if (given) return snprintf(out, n, "%s", given), 1;
-  const char *env = getenv(env_name);
-  if (env && *env) return snprintf(out, n, "%s", env), 1;
-  char self[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len > 0) {
-    self[len] = '\0';
-    char *dir = dirname(self);
-    snprintf(out, n, "%s/%s", dir, name);
-    if (file_exists_exec(out)) return 1;
-    snprintf(out, n, "%s/../%s/%s", dir, subdir, name);
-    if (file_exists_exec(out)) return 1;
-  }
-  const char *path = getenv("PATH");
-  if (path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-      snprintf(out, n, "%s/%s", d, name);
-      if (file_exists_exec(out)) return 1;
-    }
-  }
-  return 0;
-}
-
 /* Run argv[0] with argv; its stdout goes to our stderr on a terminal (progress for a person),
  * else nowhere: our stdout carries only the recommendation. Its stderr passes through. */
 static int run_tool(char *const *argv, gm_err_t *err) {
@@ -424,7 +397,7 @@ static int import_input(const config_t *c, const char *in, char *trace, size_t n
     }
   }
   char tool[PATH_MAX], mem[64];
-  if (!find_tool(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool))
+  if (!ana_tool_find(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool))
     return gm_err_set(err, GM_ERR_IO, "'%s' needs importing and gpurec was not found (beside gpuanalyze, "
                       "$GPUREC, PATH): run `gpurec import %s -o %s`", in, in, trace);
   snprintf(mem, sizeof mem, "--gpu-memory=%" PRIu64, c->gpu_memory);
@@ -467,7 +440,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
         runs, trace, c->db, c->db);
     return 0;
   }
-  if (find_tool(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
     /* .json: the loader tells results files from traces by their extension. */
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemps(json, 5);
@@ -647,31 +620,109 @@ static int cmd_report(config_t *c, char **pos, int npos) {
   return 0;
 }
 
-static ana_replay_opts_t replay_opts(const config_t *c) {
-  ana_replay_opts_t o = {0};
-  o.capacity = c->capacity;
-  o.read_flags = read_flags(c);
-  o.jobs = (int)(c->jobs ? c->jobs : default_jobs());
-  return o;
+/* gpureplay run for a command that reads its output (oom, diff): its stdout captured, its own
+ * other lines (warnings) passed on to stderr, its error said in one line of ours. A usage error
+ * about an option the user gave us to pass on (usage_ours: --policy, --capacity) is ours, exit
+ * 2; its runtime error is its cause chain, exit 1, as if we had replayed ourselves. 0: it
+ * succeeded and r holds what it printed (ana_run_free); else the exit code, all said. */
+static int replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r) {
+  gm_err_t err = {0};
+  if (ana_tool_capture(argv, r, &err) < 0) {
+    gm_err_wrap(&err, "cannot %s", what);
+    return fail(&err);
+  }
+  if (r->exit_status == 0) {
+    fputs(r->err, stderr);
+    return 0;
+  }
+  char msg[GM_ERR_MSG_MAX], *rest = NULL;
+  int named = ana_tool_message(r, "gpureplay", msg, sizeof msg, &rest);
+  if (rest) fputs(rest, stderr);
+  free(rest);
+  int rc = 1;
+  if (r->exit_status == 2 && named && usage_ours && (strstr(msg, "--policy") || strstr(msg, "--capacity")))
+    rc = usage_error(msg);
+  else if (r->exit_status == 1 && named) gm_log(GM_LOG_ERROR, "%s", msg);
+  else if (r->exit_status == 2 && named)
+    gm_log(GM_LOG_ERROR, "cannot %s: %s refused it: %s%s", what, argv[0], msg,
+           strstr(msg, "unknown option") ? " (a gpureplay older than this gpuanalyze?)" : "");
+  else gm_log(GM_LOG_ERROR, "cannot %s: %s", what, msg);
+  ana_run_free(r);
+  return rc;
 }
 
+/* `oom`: gpureplay --explain-oom replays and searches; this says its answer. */
 static int cmd_oom(const config_t *c, const char *path) {
   gm_err_t err = {0};
   if (wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
-  gr_oom_t *o = malloc(sizeof *o);
-  if (!o) return 1;
-  ana_replay_opts_t ro = replay_opts(c);
-  gm_status_t s = ana_oom_explain(path, c->policy, &ro, o, &err);
-  if (s == GM_ERR_INVAL && c->policy) {
-    free(o);
-    char msg[GM_ERR_MSG_MAX + 256];
-    snprintf(msg, sizeof msg, "bad --policy '%.200s': %s", c->policy, err.msg);
-    return usage_error(msg);
+  char replay[PATH_MAX], jobs[32], cap[48];
+  if (!ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+    gm_log(GM_LOG_ERROR, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): oom replays the trace "
+           "with it (--gpureplay=PATH)");
+    return 1;
   }
-  if (s >= 0 && c->json) s = ana_oom_print_json(stdout, path, o, &err);
-  else if (s >= 0) ana_oom_print_text(stdout, path, o);
-  free(o);
+  uint64_t j = c->jobs ? c->jobs : default_jobs();
+  snprintf(jobs, sizeof jobs, "--jobs=%" PRIu64, j > 256 ? 256 : j);
+  snprintf(cap, sizeof cap, "--capacity=%" PRIu64, c->capacity);
+  size_t pl = c->policy ? strlen(c->policy) + 16 : 1;
+  char *pol = malloc(pl);
+  if (!pol) return 1;
+  snprintf(pol, pl, "--policy=%s", c->policy ? c->policy : "");
+  char *argv[10];
+  int n = 0;
+  argv[n++] = replay;
+  argv[n++] = "--explain-oom";
+  argv[n++] = "--json";
+  argv[n++] = jobs;
+  if (c->capacity) argv[n++] = cap;
+  if (c->policy) argv[n++] = pol;
+  if (c->strict) argv[n++] = "--strict";
+  argv[n++] = "--"; /* a trace named -x.zst is a trace */
+  argv[n++] = (char *)path;
+  argv[n] = NULL;
+  char what[PATH_MAX + 64];
+  snprintf(what, sizeof what, "explain why '%s' runs out of memory", path);
+  ana_run_t r;
+  int rc = replay_run(argv, 1, what, &r);
+  free(pol);
+  if (rc) return rc;
+  ana_oom_t o;
+  gm_status_t s = ana_oom_read(r.out, &o, &err);
+  ana_run_free(&r);
+  if (s < 0) return fail(&err);
+  if (c->json) s = ana_oom_print_json(stdout, &o, &err);
+  else ana_oom_print_text(stdout, path, &o);
+  ana_oom_free(&o);
   return s < 0 ? fail(&err) : 0;
+}
+
+/* diff's peak reserved of one trace: gpureplay --json under the setting its job ran with. */
+static int diff_reserved(const config_t *c, const char *replay, const char *trace, ana_diff_side_t *side) {
+  gm_err_t err = {0};
+  char spec[1100], pol[1200], what[PATH_MAX + 64];
+  if (ana_trace_ran_with(trace, read_flags(c), spec, sizeof spec, &err) < 0) return fail(&err);
+  snprintf(pol, sizeof pol, "--policy=%s", spec);
+  /* the recorded timing of stream events: one figure, not a range */
+  char *argv[9];
+  int n = 0;
+  argv[n++] = (char *)replay;
+  argv[n++] = "--json";
+  argv[n++] = "-q";
+  argv[n++] = "--event-timing=recorded";
+  argv[n++] = pol;
+  if (c->strict) argv[n++] = "--strict";
+  argv[n++] = "--";
+  argv[n++] = (char *)trace;
+  argv[n] = NULL;
+  snprintf(what, sizeof what, "replay '%s' for its peak reserved", trace);
+  ana_run_t r;
+  int rc = replay_run(argv, 0, what, &r);
+  if (rc) return rc;
+  gm_status_t s = ana_replay_peak_read(r.out, &side->peak_reserved, side->policy, sizeof side->policy, &err);
+  ana_run_free(&r);
+  if (s < 0) return fail(&err);
+  side->has_reserved = 1;
+  return 0;
 }
 
 static int cmd_diff(const config_t *c, char **pos) {
@@ -682,20 +733,26 @@ static int cmd_diff(const config_t *c, char **pos) {
   ana_diff_t *d = malloc(sizeof *d);
   if (!d) return 1;
   gm_status_t s = ana_diff_traces(pos[0], pos[1], read_flags(c), d, &err);
-  ana_replay_opts_t ro = replay_opts(c);
-  for (int i = 0; i < 2 && s >= 0 && !c->no_replay; i++) {
-    s = ana_replay_default_peak(pos[i], &ro, &d->side[i].peak_reserved, d->side[i].policy,
-                                sizeof d->side[i].policy, &err);
-    d->side[i].has_reserved = s >= 0;
+  if (s < 0) {
+    free(d);
+    return fail(&err);
   }
-  if (s >= 0 && c->json) s = ana_diff_print_json(stdout, d, &err);
-  else if (s >= 0) ana_diff_print_text(stdout, d, c->top ? (int)(c->top > 100000 ? 100000 : c->top) : 15);
-  if (s >= 0 && c->csv_dir) {
+  char replay[PATH_MAX];
+  int rc = 0;
+  if (!c->no_replay && !ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay))
+    gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): the diff goes without peak "
+           "reserved (--gpureplay=PATH; --no-replay skips it)");
+  else
+    for (int i = 0; i < 2 && !c->no_replay && rc == 0; i++) rc = diff_reserved(c, replay, pos[i], &d->side[i]);
+  if (rc == 0 && c->json) s = ana_diff_print_json(stdout, d, &err);
+  else if (rc == 0) ana_diff_print_text(stdout, d, c->top ? (int)(c->top > 100000 ? 100000 : c->top) : 15);
+  if (rc == 0 && s >= 0 && c->csv_dir) {
     s = ana_diff_write_csv(d, c->csv_dir, &err);
     if (s >= 0) say("wrote diff_summary.csv, diff_callsites.csv and diff_timeline.csv into %s/", c->csv_dir);
   }
   ana_diff_free(d);
   free(d);
+  if (rc) return rc;
   return s < 0 ? fail(&err) : 0;
 }
 

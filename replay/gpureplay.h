@@ -1,5 +1,6 @@
 /* gpureplay.h: what the files of the gpureplay tool share (main, the runner, the output
- * writers). Internal to //replay:gpureplay. */
+ * writers). Internal to //replay (and the benchmarks and tests): the analyzer runs the
+ * gpureplay binary and reads what it prints, it never links this (DESIGN.md). */
 #ifndef GPUREPLAY_H
 #define GPUREPLAY_H
 
@@ -156,6 +157,9 @@ typedef struct gr_oom {
  * unlimited) and explain its first OOM. o->found == 0: no OOM (not an error). */
 gm_status_t gr_oom_explain(const gr_config_t *cfg, const char *path, const char *spec, gr_oom_t *o,
                            gm_err_t *err);
+/* o as one JSON object on a line (gpureplay --explain-oom --json; the schema: replay/README.md
+ * "Why it ran out of memory"). */
+gm_status_t gr_oom_print_json(FILE *f, const char *path, const gr_oom_t *o, gm_err_t *err);
 
 /* The recorded run's first failure's callsite text into lt->info (from a replay's result). */
 void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # gpureplay_cli_test.sh: gpureplay end to end: exit codes, stdout/stderr discipline, the
-# --json keys, the results file, capacity what-ifs, determinism, and every policy of the
+# --json keys, the results file, capacity what-ifs, determinism, --explain-oom, and every policy of the
 # sweep under --check (invariants after every event) on a synthetic training-like trace.
 # A real requests trace (two_streams) checks how synchronous allocations are read.
 #   usage (bazel sh_test): gpureplay_cli_test.sh GPUREPLAY REPLAY_SYNTH REQUESTS_TRACE
@@ -200,6 +200,29 @@ grep -q "late-mallocs must be at most 1000000" "$T/badlate.err" || fail "badlate
 run asyncsim 0 "$REQ" -p async
 grep -q "^async pool (simulated): " "$T/asyncsim.out" || fail "asyncsim: no pool line: $(cat "$T/asyncsim.out" "$T/asyncsim.err")"
 grep -qE "^   1 .*MiB\.\.[0-9.]+ MiB +async$" "$T/asyncsim.out" || fail "asyncsim: no range: $(cat "$T/asyncsim.out")"
+
+# --explain-oom (what `gpuanalyze oom` reads): one JSON object; its failing event is the plain
+# replay's first OOM, and the setting it names replays without one within the same capacity
+jv() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).readline()); print($2)" "$1"; }
+run xoom 0 "$REQ" --explain-oom --json --capacity=360MiB --jobs=2
+[ -s "$T/xoom.err" ] && fail "explain-oom: stderr not empty: $(cat "$T/xoom.err")"
+[ "$(wc -l <"$T/xoom.out")" = 1 ] || fail "explain-oom: not one line: $(cat "$T/xoom.out")"
+[ "$(jv "$T/xoom.out" "d['oom'], d['policy'], d['capacity_bytes']")" = "True pytorch 377487360" ] ||
+  fail "explain-oom: $(cat "$T/xoom.out")"
+run xoomp 0 "$REQ" -p pytorch --capacity=360MiB --json
+[ "$(jv "$T/xoom.out" "d['request']['event']")" = "$(jv "$T/xoomp.out" "d['first_oom_event']")" ] ||
+  fail "explain-oom: failing event differs from the replay's first OOM"
+xspec=$(jv "$T/xoom.out" "d['fix']['setting']")
+run xfix 0 "$REQ" -p "$xspec" --capacity=360MiB --json
+[ "$(jv "$T/xfix.out" "d['ooms']")" = 0 ] || fail "explain-oom: the setting '$xspec' has OOMs within 360 MiB"
+run xnojson 2 "$REQ" --explain-oom
+grep -q "^gpureplay: --explain-oom prints one JSON object: add --json" "$T/xnojson.err" || fail "xnojson: $(cat "$T/xnojson.err")"
+run xtwo 2 "$REQ" "$REQ" --explain-oom --json
+grep -q "^gpureplay: --explain-oom takes one trace$" "$T/xtwo.err" || fail "xtwo: $(cat "$T/xtwo.err")"
+run xsweep 2 "$REQ" --explain-oom --json --sweep
+grep -q "without --sweep, --tune, -o or --device" "$T/xsweep.err" || fail "xsweep: $(cat "$T/xsweep.err")"
+run xpol 2 "$REQ" --explain-oom --json -p nosuch
+grep -q "^gpureplay: bad --policy 'nosuch': unknown policy 'nosuch'" "$T/xpol.err" || fail "xpol: $(cat "$T/xpol.err")"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails failure(s)"

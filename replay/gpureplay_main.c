@@ -2,6 +2,7 @@
  *
  *   gpureplay TRACE... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] [--capacity=SIZE]
  *             [--jobs=N] [-o RESULTS] [--json] [--check]
+ *   gpureplay TRACE --explain-oom [--policy=SPEC] [--capacity=SIZE] --json
  *
  * main(): parse (one option table feeds the parser and --help) -> validate (every policy
  * spec is created once against a throw-away simulator, so a bad key is a usage error, exit 2,
@@ -21,7 +22,7 @@
 #include "replay/va_model.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check, quiet, tune, no_capacity, strict;
+  int help, version, sweep, json, check, quiet, tune, no_capacity, strict, explain_oom;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,
@@ -47,6 +48,12 @@ static const gm_opt_t kOpts[] = {
      "recorded duration (default 0.01)", offsetof(opts_t, budget)},
     {"no-capacity", 0, GM_OPT_FLAG, NULL, "--tune: skip the bisection over --capacity",
      offsetof(opts_t, no_capacity)},
+    {"explain-oom", 0, GM_OPT_FLAG, NULL, "why one setting (--policy, default: the framework's "
+     "default) runs out of memory over one trace within --capacity (default: what the recorded run "
+     "had when it failed, else unlimited): the failing request, what was live by callsite, the "
+     "policy's account of its free bytes, and the smallest change that fits (a setting of the same "
+     "framework, a capacity), as one JSON object (with --json; `gpuanalyze oom` says it in text)",
+     offsetof(opts_t, explain_oom)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(opts_t, device)},
     {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: a bump "
@@ -100,7 +107,8 @@ static const gm_opt_t kOpts[] = {
 };
 
 static const char kUsage[] = "gpureplay TRACE.zst... [--policy=SPEC]... [--sweep] [--device=sim|cuda:N] "
-                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS.json] [--json]";
+                             "[--capacity=SIZE] [--jobs=N] [-o RESULTS.json] [--json]\n"
+                             "       gpureplay TRACE.zst --explain-oom [--policy=SPEC] [--capacity=SIZE] --json";
 static const char kDescription[] =
     "Replay recorded GPU memory traces under allocator policies and report what each would\n"
     "reserve, waste and cost. Device memory requests of one device are replayed (the first\n"
@@ -273,6 +281,26 @@ static int tune(gr_config_t *cfg, const opts_t *o) {
   return rc;
 }
 
+/* --explain-oom: gr_oom_explain over the one trace, printed as one JSON object. The recorded
+ * timing of stream events only (--event-timing=early|late may pick another; a range would be
+ * a second answer to the same question). */
+static int explain_oom(gr_config_t *cfg, const char *spec) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  cfg->timing_range = 0;
+  cfg->preload = 1;
+  gr_oom_t *x = malloc(sizeof *x);
+  gm_status_t st = x ? gr_oom_explain(cfg, cfg->traces[0], spec, x, &err)
+                     : gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
+  if (st == GM_OK) st = gr_oom_print_json(stdout, cfg->traces[0], x, &err);
+  free(x);
+  if (st != GM_OK) {
+    gm_log_err(&err);
+    return 1;
+  }
+  return 0;
+}
+
 /* Everything after the allocation of pos (main frees it whatever this returns). */
 static int gpureplay(int argc, char **argv, char **pos) {
   opts_t o;
@@ -344,6 +372,14 @@ static int gpureplay(int argc, char **argv, char **pos) {
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");
 
+  if (o.explain_oom) {
+    if (o.sweep || o.tune || o.output || cfg.cuda_ordinal >= 0)
+      return usage_error("--explain-oom replays one setting on the simulator: without --sweep, --tune, -o or --device");
+    if (npos != 1) return usage_error("--explain-oom takes one trace");
+    if (o.policy.n > 1) return usage_error("--explain-oom takes one --policy");
+    if (!o.json)
+      return usage_error("--explain-oom prints one JSON object: add --json (`gpuanalyze oom TRACE` says it in text)");
+  }
   if (o.tune) return tune(&cfg, &o);
   if (o.tune_mode || o.budget > 0 || o.no_capacity)
     return usage_error("--tune-mode, --budget and --no-capacity go with --tune");
@@ -394,7 +430,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     if (len > max_grid) max_grid = len;
   }
-  if (n == 0 && !o.sweep) specs[n++] = "pytorch";
+  if (n == 0 && !o.sweep && !o.explain_oom) specs[n++] = "pytorch"; /* explain: the framework's default */
   n_user = n;
   cfg.policies = specs;
   cfg.n_policies = n;
@@ -414,6 +450,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     gm_log_err(&err);
     return 1;
   }
+  if (o.explain_oom) return explain_oom(&cfg, n ? specs[0] : NULL);
 
   gr_results_t *rs = o.output ? gr_results_new() : NULL;
   int n_max = n_user + max_grid;

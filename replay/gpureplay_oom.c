@@ -9,7 +9,8 @@
  *   - a setting of the same framework that fits: the sweep grid first (least peak reserved
  *     among those without an OOM), then, for PyTorch, the tuner's search within the capacity;
  *   - the smallest capacity the setting replayed fits in (bisection in 2 MiB steps).
- * Nothing is printed here (gpuanalyze oom prints gr_oom_t). */
+ * Nothing is printed here: gpureplay --explain-oom writes gr_oom_t as JSON (gpureplay_oom_out.c),
+ * which `gpuanalyze oom` reads and says in text. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <jansson.h>
 #include <unistd.h>
 #include "replay/gpureplay.h"
 
@@ -109,6 +110,51 @@ TEST(OomExplain, FreeBlocksTooSmall) {
   EXPECT_FALSE(o.live_exceeds);
   // A second 20 MiB segment serves it: 40 MiB.
   EXPECT_EQ(o.fits_capacity, 40 * MiB);
+}
+
+// What gpureplay --explain-oom --json prints (and gpuanalyze oom reads): the struct's figures
+// under their keys; a callsite that is not UTF-8 is escaped, never dropped.
+TEST(OomExplain, JsonCarriesTheFigures) {
+  std::string p = Write("oom_json.zst", Holes(6 * MiB, 1));
+  gr_config_t c = Config(20 * MiB);
+  gr_oom_t o;
+  gm_err_t err = {};
+  ASSERT_EQ(gr_oom_explain(&c, p.c_str(), "pytorch", &o, &err), GM_OK) << err.msg;
+  ASSERT_TRUE(o.found);
+  snprintf(o.top[0].text, sizeof o.top[0].text, "opt.py:5 \xff step");
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_EQ(gr_oom_print_json(f, "t.zst", &o, &err), GM_OK) << err.msg;
+  fclose(f);
+  ASSERT_EQ(std::string(buf).find('\n'), len - 1) << buf;  // one line
+  json_error_t je;
+  json_t *j = json_loads(buf, 0, &je);
+  ASSERT_NE(j, nullptr) << je.text << ": " << buf;
+  auto num = [](json_t *o, const char *k) { return (uint64_t)json_integer_value(json_object_get(o, k)); };
+  json_t *q = json_object_get(j, "request"), *l = json_object_get(j, "live"), *fr = json_object_get(j, "free"),
+         *fx = json_object_get(j, "fix");
+  EXPECT_STREQ(json_string_value(json_object_get(j, "trace")), "t.zst");
+  EXPECT_TRUE(json_is_true(json_object_get(j, "oom")));
+  EXPECT_EQ(num(j, "capacity_bytes"), 20 * MiB);
+  EXPECT_EQ(num(j, "requests"), o.requests);
+  EXPECT_EQ(num(q, "event"), 6u);
+  EXPECT_EQ(num(q, "size_bytes"), 6 * MiB);
+  EXPECT_STREQ(json_string_value(json_object_get(q, "callsite")), "model.py:10 forward");
+  EXPECT_STREQ(json_string_value(json_object_get(q, "cause")), "policy");
+  EXPECT_EQ(num(l, "bytes"), 8 * MiB);
+  json_t *t0 = json_array_get(json_object_get(l, "top_callsites"), 0);
+  EXPECT_STREQ(json_string_value(json_object_get(t0, "callsite")), "opt.py:5 \\xff step");
+  EXPECT_EQ(num(t0, "bytes"), 8 * MiB);
+  EXPECT_EQ(num(fr, "too_small_bytes"), 12 * MiB);
+  EXPECT_EQ(num(fr, "largest_too_small_bytes"), 4 * MiB);
+  EXPECT_EQ(num(fr, "allocated_bytes"), o.why.allocated_bytes);
+  EXPECT_EQ(num(fx, "capacity_bytes"), 40 * MiB);
+  EXPECT_EQ(num(fx, "grid_tried"), (uint64_t)o.grid_tried);
+  if (o.fix_found) EXPECT_STREQ(json_string_value(json_object_get(fx, "setting")), o.fix_spec);
+  else EXPECT_TRUE(json_is_null(json_object_get(fx, "setting")));
+  json_decref(j);
+  free(buf);
 }
 
 TEST(OomExplain, FreeBlocksOnAnotherStream) {

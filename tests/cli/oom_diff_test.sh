@@ -124,6 +124,36 @@ has diff1.err "diff takes two traces: A.zst B.zst"
 run diffe 0 "$GA" diff "$EMPTY" "$D0" --no-replay
 has diffe.out "note: A has no GPU allocation (0 events): its figures are 0"
 
+# oom and diff run gpureplay (the analyzer does not link it): --json is gpureplay
+# --explain-oom's object with the paste line added; gpureplay's failures are one line of ours.
+"$RP" "$CKPT" --explain-oom --capacity=800MiB --json --jobs=2 >x800.json 2>x800.err || fail "gpureplay --explain-oom"
+empty x800.err
+python3 -c "
+import json; a=json.load(open('c800.out')); b=json.load(open('x800.json'))
+assert a['fix'].pop('paste').startswith('PYTORCH_CUDA_ALLOC_CONF='), a['fix']
+assert a == b, (a, b)" || fail "oom --json is not gpureplay --explain-oom's object: $(cat c800.out x800.json)"
+mkdir -p alone && cp "$GA" alone/gpuanalyze
+run nogr 1 env -u GPUREPLAY PATH=/usr/bin:/bin alone/gpuanalyze oom "$CKPT"
+empty nogr.out
+[ "$(cat nogr.err)" = "gpuanalyze: error: gpureplay not found (beside gpuanalyze, \$GPUREPLAY, PATH): oom replays the trace with it (--gpureplay=PATH)" ] ||
+  fail "nogr: $(cat nogr.err)"
+run badgr 1 "$GA" oom "$CKPT" --gpureplay=/nonexistent/gpureplay
+[ "$(cat badgr.err)" = "gpuanalyze: error: cannot explain why '$CKPT' runs out of memory: cannot run '/nonexistent/gpureplay': No such file or directory" ] ||
+  fail "badgr: $(cat badgr.err)"
+python3 -c "
+b=bytearray(open('$CKPT','rb').read()); b[len(b)//2]^=0xff; open('flip.zst','wb').write(b)"
+run flip 1 "$GA" oom flip.zst --strict
+[ "$(cat flip.err)" = "gpuanalyze: error: cannot read 'flip.zst': chunk 1 at offset 798: checksum mismatch" ] ||
+  fail "flip: $(cat flip.err)"
+run dnogr 0 env -u GPUREPLAY PATH=/usr/bin:/bin alone/gpuanalyze diff "$D0" "$D1"
+has dnogr.err "gpuanalyze: warning: gpureplay not found (beside gpuanalyze, \$GPUREPLAY, PATH): the diff goes without peak reserved"
+grep -q "^peak reserved" dnogr.out && fail "dnogr: a peak reserved without gpureplay: $(cat dnogr.out)"
+# diff's peak reserved is gpureplay's own figure for the setting the job ran with.
+"$RP" "$D0" -p pytorch --event-timing=recorded --json >d0.json 2>/dev/null || fail "gpureplay $D0"
+run dj 0 "$GA" diff "$D0" "$D1" --json
+[ "$(json dj.out "d['a']['peak_reserved_bytes']")" = "$(json d0.json "d['peak_reserved_plus_external_bytes']")" ] ||
+  fail "diff's peak reserved of A is not gpureplay's: $(cat dj.out | head -c 300)"
+
 # report over two traces, one database; load reads what gpureplay --json writes.
 run rep 0 "$GA" report "$D0" "$D1" --gpureplay "$RP" --html two.html
 [ "$(grep -c '^  paste: ' rep.out)" = 2 ] || fail "report over two traces: $(cat rep.out)"
