@@ -21,7 +21,7 @@
 #include "replay/va_model.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check, quiet, tune, no_capacity, strict;
+  int help, version, sweep, json, check, quiet, tune, no_capacity, strict, list_policies;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,
@@ -89,6 +89,10 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, output)},
     {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
      offsetof(opts_t, json)},
+    /* what gpurec predict --fit asks before it replays: the recorder knows no policies */
+    {"list-policies", 0, GM_OPT_FLAG, NULL, "replay nothing: print the settings a replay would run, one "
+     "a line in gpureplay's words (the --policy specs, then with --sweep the grid of each trace's "
+     "framework), a trace after another", offsetof(opts_t, list_policies)},
     {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
      offsetof(opts_t, check)},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(opts_t, quiet)},
@@ -344,6 +348,8 @@ static int gpureplay(int argc, char **argv, char **pos) {
   else if (o.preload && strcmp(o.preload, "no") == 0) cfg.preload = 0;
   else if (o.preload && strcmp(o.preload, "auto") != 0) return usage_error("bad --preload (auto, yes or no)");
 
+  if (o.tune && o.list_policies) return usage_error("--list-policies lists a replay's or a sweep's settings, not --tune's");
+  if (o.list_policies && o.output) return usage_error("--list-policies replays nothing: no results file (-o)");
   if (o.tune) return tune(&cfg, &o);
   if (o.tune_mode || o.budget > 0 || o.no_capacity)
     return usage_error("--tune-mode, --budget and --no-capacity go with --tune");
@@ -452,6 +458,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     cfg.policies = specs;
     cfg.n_policies = n;
+    if (o.list_policies) {
+      for (int i = 0; i < n; i++) puts(specs[i]);
+      continue;
+    }
     /* Every device the trace allocates on is replayed with its own allocator state. */
     int devs[GR_MAX_DEVICES], nd = 0;
     if (gr_trace_devices(cfg.traces[t], devs, GR_MAX_DEVICES, &nd, &err) != GM_OK) {
