@@ -398,11 +398,10 @@ static int open_replayer(search_t *s, const fit_cfg_t *c, gm_err_t *err) {
 }
 
 /* The search and its answer on stdout. Returns the exit code. */
-static int search_and_print(search_t *s, const fit_cfg_t *c, uint64_t device, gm_err_t *err) {
+static int search_and_print(search_t *s, const fit_cfg_t *c, uint64_t device, const struct timespec *t0, gm_err_t *err) {
   const pred_input_t *in = s->in;
   size_t n = s->n_in;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct timespec t1;
   s->capacity = (uint64_t)floor((double)(device - c->other) / (1.0 + c->margin));
   s->ro.device_memory = device; /* what fractions and thresholds are shares of */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -446,7 +445,7 @@ static int search_and_print(search_t *s, const fit_cfg_t *c, uint64_t device, gm
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (!c->quiet)
     fprintf(stderr, "gpurec: --fit: %d values (%d predicted), %d replays, %.2f s%s\n", s->n_pts, s->predictions, s->replays,
-            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+            (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec),
             refused ? "; the prediction refused at a value a setting needed: its answer is a lower bound (exit 3)" : "");
   if (gm_stdout_close(err) < 0) {
     fprintf(stderr, "gpurec: error: %s\n", err->msg);
@@ -480,6 +479,8 @@ static uint64_t device_of(const search_t *s, const fit_cfg_t *c) {
 int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
   gm_err_t err;
   gm_err_clear(&err);
+  struct timespec t0; /* what --fit cost, the recordings' loading included */
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   search_t s;
   memset(&s, 0, sizeof s);
   s.cfg = c;
@@ -496,7 +497,7 @@ int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
   }
   uint64_t device = rc ? 0 : device_of(&s, c);
   if (!rc && !device) rc = 1;
-  if (!rc) rc = search_and_print(&s, c, device, &err);
+  if (!rc) rc = search_and_print(&s, c, device, &t0, &err);
   free(s.pts);
   pred_model_close(s.model);
   fitrp_free_list(s.specs, s.n_specs);
