@@ -3,8 +3,9 @@
  * peak reserved against the value with the recordings as points.
  *
  * Method: the recordings are loaded and aligned once (pred_model_*); at each value the search
- * needs, the prediction's events go to the replay runner of gpureplay (replay/gpureplay.h,
- * the one replay API) for every setting at once. A setting fits at a value when its replay
+ * needs, the prediction is written to a private temporary trace and the gpureplay binary
+ * replays it under every setting at once (gpurec_replay.c: the recorder links no replayer and
+ * knows no policies; the settings themselves are gpureplay's answer to --list-policies). A setting fits at a value when its replay
  * completes without an out-of-memory within the capacity: the device minus the memory that is
  * not the framework's (--other: CUDA context, libraries), divided by 1 + the margin for the
  * prediction's own error (--margin). The replay is unconstrained first (the curve's peak); a
@@ -16,6 +17,7 @@
  * grows with the value), so it may answer below the true largest, never above it under the
  * margin. A value where the prediction refuses (low confidence) ends the setting's search
  * with that refusal: the answer is then a lower bound, and gpurec exits 3. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,8 @@
 
 #include "base/gm_base.h"
 #include "recorder/gpurec_fit.h"
+#include "recorder/gpurec_replay.h"
 #include "recorder/predict/pred.h"
-#include "replay/gpureplay.h"
 
 #define MAX_POINTS 256
 
@@ -53,7 +55,10 @@ typedef struct search {
   pred_model_t *model;
   const pred_input_t *in;
   size_t n_in;
-  gr_config_t gr;
+  fitrp_t *rp;           /* gpureplay, and the folder of the predicted traces */
+  fitrp_opts_t ro;       /* how every value is replayed (the capacity set per run) */
+  char **specs;          /* the settings, in gpureplay's words (fitrp_list) */
+  int n_specs;
   uint64_t capacity;
   point_t *pts;
   int n_pts;
@@ -68,42 +73,30 @@ static int recorded_index(const search_t *s, long k) {
   return -1;
 }
 
-static gm_status_t alloc_results(int n, rp_result_t **res, gm_err_t *err) {
-  for (int i = 0; i < n; i++)
-    if (!(res[i] = calloc(1, sizeof **res))) {
-      for (int j = 0; j < i; j++) free(res[j]);
-      return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-    }
-  return GM_OK;
-}
-
-/* Replay every setting over lt: unconstrained, then within the capacity where the peak is above it. */
-static gm_status_t replay_point(search_t *s, const gr_loaded_t *lt, point_t *p, gm_err_t *err) {
-  const fit_cfg_t *c = s->cfg;
-  rp_result_t *res[FIT_MAX_POLICIES];
-  gm_status_t st = alloc_results(c->n_policies, res, err);
-  if (st < 0) return st;
-  gr_config_t g = s->gr;
-  g.capacity = 0;
-  st = gr_run_loaded(&g, lt, c->policies, c->n_policies, res, err);
-  s->replays += c->n_policies;
+/* Replay every setting over the trace at path: unconstrained, then within the capacity where
+ * the peak is above it. */
+static gm_status_t replay_point(search_t *s, const char *path, const char *name, point_t *p, gm_err_t *err) {
+  fitrp_result_t res[FIT_MAX_POLICIES];
+  fitrp_opts_t o = s->ro;
+  o.capacity = 0;
+  gm_status_t st = fitrp_replay(s->rp, path, name, &o, (const char *const *)s->specs, s->n_specs, res, err);
+  s->replays += s->n_specs;
   const char *again[FIT_MAX_POLICIES];
   int idx[FIT_MAX_POLICIES], m = 0;
-  for (int i = 0; st == GM_OK && i < c->n_policies; i++) {
-    p->peak[i] = res[i]->peak_reserved_bytes;
-    p->fits[i] = res[i]->ooms == 0 && p->peak[i] <= s->capacity;
-    if (!p->fits[i] && res[i]->ooms == 0) {
-      again[m] = c->policies[i];
+  for (int i = 0; st == GM_OK && i < s->n_specs; i++) {
+    p->peak[i] = res[i].peak_reserved_bytes;
+    p->fits[i] = res[i].ooms == 0 && p->peak[i] <= s->capacity;
+    if (!p->fits[i] && res[i].ooms == 0) {
+      again[m] = s->specs[i];
       idx[m++] = i;
     }
   }
   if (st == GM_OK && m) {
-    g.capacity = s->capacity;
-    st = gr_run_loaded(&g, lt, again, m, res, err);
+    o.capacity = s->capacity;
+    st = fitrp_replay(s->rp, path, name, &o, again, m, res, err);
     s->replays += m;
-    for (int i = 0; st == GM_OK && i < m; i++) p->fits[idx[i]] = res[i]->ooms == 0;
+    for (int i = 0; st == GM_OK && i < m; i++) p->fits[idx[i]] = res[i].ooms == 0;
   }
-  for (int i = 0; i < c->n_policies; i++) free(res[i]);
   return st;
 }
 
@@ -119,12 +112,13 @@ static gm_status_t point_at(search_t *s, long k, int *out, gm_err_t *err) {
   memset(p, 0, sizeof *p);
   p->k = k;
   p->confidence = 1;
-  gr_loaded_t lt;
   gm_status_t st;
+  const char *path, *name;
+  char what[64];
   int rec = recorded_index(s, k);
   if (rec >= 0) {
     p->recorded = 1;
-    st = gr_trace_load(&s->gr, s->in[rec].path, &lt, err);
+    path = name = s->in[rec].path;
   } else {
     pred_opts_t po = {value_of(s, k), s->cfg->min_confidence, NULL};
     pred_result_t r;
@@ -139,18 +133,14 @@ static gm_status_t point_at(search_t *s, long k, int *out, gm_err_t *err) {
       *out = s->n_pts++;
       return GM_OK;
     }
-    gmt_event_t *evs = NULL;
-    size_t n = 0;
-    gmt_header_t h;
-    st = pred_model_header(s->model, &po, &r, &h, err);
-    if (st == GM_OK) st = pred_model_events(s->model, &evs, &n, err);
-    if (st == GM_OK) st = gr_loaded_from_events(&s->gr, "the prediction", &h, evs, n, &lt, err);
-    gmt_header_free(&h);
-    free(evs);
+    /* one file for every value, replaced each time: the folder never holds more than one */
+    path = fitrp_path(s->rp, "pred.zst");
+    snprintf(what, sizeof what, "the prediction at %.15g", value_of(s, k));
+    name = what;
+    st = pred_model_write(s->model, &po, path, &r, err);
+    if (st < 0) return gm_err_wrap(err, "writing %s", what);
   }
-  if (st < 0) return st;
-  st = replay_point(s, &lt, p, err);
-  gr_loaded_free(&lt);
+  st = replay_point(s, path, name, p, err);
   if (st < 0) return st;
   *out = s->n_pts++;
   return GM_OK;
@@ -222,7 +212,7 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
          gm_format_size(s->capacity, b3, sizeof b3));
   printf("\nlargest %s that fits, per setting:\n", c->name);
   printf("%3s  %10s  %13s  %-44s  %s\n", "#", "largest", "peak there", "the next", "setting");
-  for (int i = 0; i < c->n_policies; i++) {
+  for (int i = 0; i < s->n_specs; i++) {
     const answer_t *a = &ans[i];
     char largest[64] = "none", peak[32] = "-", next[GM_ERR_MSG_MAX + 128] = "";
     const point_t *lo = a->lo ? find_point(s, a->lo) : NULL, *hi = a->hi ? find_point(s, a->hi) : NULL;
@@ -244,29 +234,29 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
       vtext(s, a->hi, v, sizeof v);
       snprintf(next, sizeof next, "%s does not fit (%s unconstrained)", v, gm_format_size(hi->peak[i], b1, sizeof b1));
     }
-    printf("%3d  %10s  %13s  %-44s  %s\n", i + 1, largest, peak, next, c->policies[i]);
+    printf("%3d  %10s  %13s  %-44s  %s\n", i + 1, largest, peak, next, s->specs[i]);
   }
-  for (int i = 0; i < c->n_policies; i++)
+  for (int i = 0; i < s->n_specs; i++)
     if (ans[i].state == ANS_REFUSED) {
       printf("refused at %.15g: %s\nto answer: %s\n", value_of(s, s->pts[ans[i].refused_at].k),
              s->pts[ans[i].refused_at].reason, s->pts[ans[i].refused_at].advice);
       break;
     }
   long best = 0;
-  for (int i = 0; i < c->n_policies; i++)
+  for (int i = 0; i < s->n_specs; i++)
     if (ans[i].lo > best && ans[i].state != ANS_REFUSED) best = ans[i].lo;
   if (best && largest_rec_k)
     printf("(the largest answer is %.1fx the largest recording: the nearer the recordings, the surer the answer)\n",
            (double)best / (double)largest_rec_k);
   printf("\npeak reserved by %s, per setting # (recorded: the recording replayed; *: does not fit):\n", c->name);
   printf("%10s  %-10s  %10s", c->name, "source", "confidence");
-  for (int i = 0; i < c->n_policies; i++) printf("  %11d", i + 1);
+  for (int i = 0; i < s->n_specs; i++) printf("  %11d", i + 1);
   printf("\n");
   for (int j = 0; j < s->n_pts; j++) {
     const point_t *p = &s->pts[j];
     vtext(s, p->k, v, sizeof v);
     printf("%10s  %-10s  %9.1f%%", v, p->recorded ? "recorded" : p->refused ? "refused" : "predicted", 100 * p->confidence);
-    for (int i = 0; i < c->n_policies; i++) {
+    for (int i = 0; i < s->n_specs; i++) {
       char cell[48];
       if (p->refused) snprintf(cell, sizeof cell, "-");
       else snprintf(cell, sizeof cell, "%s%s", p->fits[i] ? "" : "*", gm_format_size(p->peak[i], b1, sizeof b1));
@@ -277,16 +267,15 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
 }
 
 static void print_csv(const search_t *s, const answer_t *ans) {
-  const fit_cfg_t *c = s->cfg;
   printf("setting,value,source,confidence,peak_reserved_bytes,fits,answer\n");
-  for (int i = 0; i < c->n_policies; i++)
+  for (int i = 0; i < s->n_specs; i++)
     for (int j = 0; j < s->n_pts; j++) {
       const point_t *p = &s->pts[j];
       const char *answer = ans[i].lo == p->k && ans[i].state != ANS_REFUSED ? (ans[i].state == ANS_AT_LEAST ? "at_least" : "largest")
                            : ans[i].state == ANS_REFUSED && ans[i].refused_at == j ? "refused"
                                                                                   : "";
       /* a spec holds commas (pytorch:a:1,b:2): quoted */
-      printf("\"%s\",%.15g,%s,%.4f,", c->policies[i], value_of(s, p->k),
+      printf("\"%s\",%.15g,%s,%.4f,", s->specs[i], value_of(s, p->k),
              p->recorded ? "recorded" : p->refused ? "refused" : "predicted", p->confidence);
       if (p->refused) printf(",,%s\n", answer);
       else printf("%llu,%d,%s\n", (unsigned long long)p->peak[i], p->fits[i], answer);
@@ -324,11 +313,11 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
     printf(", \"value\": %.15g}", s->in[j].value);
   }
   printf("],\n \"settings\": [\n");
-  for (int i = 0; i < c->n_policies; i++) {
+  for (int i = 0; i < s->n_specs; i++) {
     const answer_t *a = &ans[i];
     const point_t *lo = a->lo ? find_point(s, a->lo) : NULL;
     printf("  {\"policy\": ");
-    jstr(c->policies[i]);
+    jstr(s->specs[i]);
     printf(", \"state\": \"%s\", \"largest\": ", state_name(a->state));
     if (lo) printf("%.15g, \"peak_reserved_at_largest\": %llu", value_of(s, a->lo), (unsigned long long)lo->peak[i]);
     else printf("null, \"peak_reserved_at_largest\": null");
@@ -341,7 +330,7 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
       printf(", \"advice\": ");
       jstr(r->advice);
     }
-    printf("}%s\n", i + 1 < c->n_policies ? "," : "");
+    printf("}%s\n", i + 1 < s->n_specs ? "," : "");
   }
   printf(" ],\n \"points\": [\n");
   for (int j = 0; j < s->n_pts; j++) {
@@ -350,15 +339,15 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
            p->recorded ? "recorded" : p->refused ? "refused" : "predicted", p->confidence);
     if (!p->refused) {
       printf(", \"peak_reserved_bytes\": {");
-      for (int i = 0; i < c->n_policies; i++) {
+      for (int i = 0; i < s->n_specs; i++) {
         printf("%s", i ? ", " : "");
-        jstr(c->policies[i]);
+        jstr(s->specs[i]);
         printf(": %llu", (unsigned long long)p->peak[i]);
       }
       printf("}, \"fits\": {");
-      for (int i = 0; i < c->n_policies; i++) {
+      for (int i = 0; i < s->n_specs; i++) {
         printf("%s", i ? ", " : "");
-        jstr(c->policies[i]);
+        jstr(s->specs[i]);
         printf(": %s", p->fits[i] ? "true" : "false");
       }
       printf("}");
@@ -370,109 +359,148 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
 
 /* ---- the command --------------------------------------------------------------------------- */
 
-int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
-  gm_err_t err;
-  gm_err_clear(&err);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  search_t s;
-  memset(&s, 0, sizeof s);
-  s.cfg = c;
-  s.in = in;
-  s.n_in = n;
-  pred_result_t res;
-  gm_status_t st = pred_model_open(in, n, &s.model, &res, &err);
+/* A setting gpureplay rejects is a usage mistake, as gpurec's own options are. */
+static int predict_fit_usage_error(const char *msg) {
+  fprintf(stderr, "gpurec: error: %s\ntry 'gpurec predict --help'\n", msg);
+  return 2;
+}
+
+/* gpureplay found, its folder made, the settings listed. Returns an exit code (0: go on). */
+static int open_replayer(search_t *s, const fit_cfg_t *c, gm_err_t *err) {
+  char tool[PATH_MAX];
+  const char *from = NULL;
+  if (!fitrp_find(tool, sizeof tool, &from)) {
+    if (strcmp(from, "$GPUREPLAY") == 0)
+      fprintf(stderr, "gpurec: error: --fit replays through gpureplay: $GPUREPLAY '%s' is not an executable file\n", tool);
+    else
+      fprintf(stderr, "gpurec: error: --fit replays through gpureplay, which was not found (beside gpurec, "
+                      "../replay/, PATH): install it beside gpurec (tools/install) or set GPUREPLAY\n");
+    return 1;
+  }
+  if (fitrp_open(tool, &s->rp, err) < 0) {
+    fprintf(stderr, "gpurec: error: --fit: %s\n", err->msg);
+    return 1;
+  }
+  /* the user's settings in gpureplay's words (checked by it), or the grid of the first
+   * recording's framework */
+  gm_status_t st = fitrp_list(s->rp, s->in[0].path, c->policies, c->n_policies, c->device, &s->specs, &s->n_specs, err);
+  if (st == GM_ERR_INVAL) return predict_fit_usage_error(err->msg);
   if (st < 0) {
-    fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
+    fprintf(stderr, "gpurec: error: cannot answer --fit: %s\n", err->msg);
     return 1;
   }
-  if (res.refused) {
-    fprintf(stderr, "gpurec: cannot predict: %s\ngpurec: %s\n", res.reason, res.advice);
-    pred_model_close(s.model);
-    return 3;
-  }
-  uint64_t device = c->device;
-  if (!device) { /* --fit=recorded: the recordings' own GPU, as the frameworks see it */
-    const gmt_header_t *h = pred_model_recording_header(s.model, 0);
-    const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
-    if (!mi || gm_parse_u64(mi, &device, NULL) < 0) device = h->gpu_total_mem;
-    if (!device) {
-      fprintf(stderr, "gpurec: error: --fit=recorded: the recordings do not say how much memory their GPU had; "
-                      "give the size, e.g. --fit=79GiB\n");
-      pred_model_close(s.model);
-      return 1;
-    }
-  }
-  if (c->other >= device) {
-    char b1[32], b2[32];
-    fprintf(stderr, "gpurec: error: --other=%s leaves nothing of the device's %s to the framework\n",
-            gm_format_size(c->other, b1, sizeof b1), gm_format_size(device, b2, sizeof b2));
-    pred_model_close(s.model);
+  if (s->n_specs > FIT_MAX_POLICIES) {
+    fprintf(stderr, "gpurec: error: --fit: gpureplay lists %d settings, more than the %d --fit answers for\n",
+            s->n_specs, FIT_MAX_POLICIES);
     return 1;
   }
-  s.capacity = (uint64_t)floor((double)(device - c->other) / (1.0 + c->margin));
-  s.gr.cuda_ordinal = -1;
-  s.gr.device = -1;
-  s.gr.device_memory = device; /* what fractions and thresholds are shares of */
+  return 0;
+}
+
+/* The search and its answer on stdout. Returns the exit code. */
+static int search_and_print(search_t *s, const fit_cfg_t *c, uint64_t device, const struct timespec *t0, gm_err_t *err) {
+  const pred_input_t *in = s->in;
+  size_t n = s->n_in;
+  struct timespec t1;
+  s->capacity = (uint64_t)floor((double)(device - c->other) / (1.0 + c->margin));
+  s->ro.device_memory = device; /* what fractions and thresholds are shares of */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  s.gr.jobs = ncpu > 0 ? (int)ncpu : 1;
-  s.gr.read_flags = GMT_READ_SALVAGE;
-  s.gr.preload = 1;
-  s.gr.sync_allocs = GR_SYNC_AUTO;
-  s.gr.vmm_buffers = GR_VMM_AUTO;
-  s.gr.event_timing = RP_EVENTS_RECORDED;
-  s.gr.late_mallocs = 1;
-  s.pts = calloc(MAX_POINTS, sizeof *s.pts);
+  s->ro.jobs = ncpu > 0 ? (int)ncpu : 1;
+  gm_status_t st = GM_OK;
+  s->pts = calloc(MAX_POINTS, sizeof *s->pts);
   answer_t ans[FIT_MAX_POLICIES];
-  if (!s.pts) st = gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
+  if (!s->pts) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   double vmax = 0;
   for (size_t j = 0; j < n; j++) vmax = in[j].value > vmax ? in[j].value : vmax;
   long k0 = (long)floor(vmax / c->step + 1e-9);
   if (k0 < 1) k0 = 1;
   long kmax = (long)floor(c->max / c->step + 1e-9);
   if (kmax < k0) kmax = k0;
-  for (int i = 0; st == GM_OK && i < c->n_policies; i++) st = search_setting(&s, i, k0, kmax, &ans[i], &err);
+  for (int i = 0; st == GM_OK && i < s->n_specs; i++) st = search_setting(s, i, k0, kmax, &ans[i], err);
   /* every recording is a point of the curve too */
   for (size_t j = 0; st == GM_OK && j < n; j++) {
     double k = in[j].value / c->step;
     int pi;
-    if (fabs(k - floor(k + 0.5)) < 1e-9 && k >= 1) st = point_at(&s, (long)floor(k + 0.5), &pi, &err);
+    if (fabs(k - floor(k + 0.5)) < 1e-9 && k >= 1) st = point_at(s, (long)floor(k + 0.5), &pi, err);
   }
   if (st < 0) {
-    fprintf(stderr, "gpurec: error: cannot answer --fit: %s\n", err.msg);
-    free(s.pts);
-    pred_model_close(s.model);
+    fprintf(stderr, "gpurec: error: cannot answer --fit: %s\n", err->msg);
     return 1;
   }
   /* sorted by value: answers refer to points by k */
-  for (int i = 0; i < c->n_policies; i++) ans[i].refused_at = ans[i].refused_at >= 0 ? (int)s.pts[ans[i].refused_at].k : -1;
-  qsort(s.pts, (size_t)s.n_pts, sizeof *s.pts, by_value);
-  for (int i = 0; i < c->n_policies; i++)
+  for (int i = 0; i < s->n_specs; i++) ans[i].refused_at = ans[i].refused_at >= 0 ? (int)s->pts[ans[i].refused_at].k : -1;
+  qsort(s->pts, (size_t)s->n_pts, sizeof *s->pts, by_value);
+  for (int i = 0; i < s->n_specs; i++)
     if (ans[i].refused_at >= 0)
-      for (int j = 0; j < s.n_pts; j++)
-        if (s.pts[j].k == ans[i].refused_at) {
+      for (int j = 0; j < s->n_pts; j++)
+        if (s->pts[j].k == ans[i].refused_at) {
           ans[i].refused_at = j;
           break;
         }
-  if (strcmp(c->format, "csv") == 0) print_csv(&s, ans);
-  else if (strcmp(c->format, "json") == 0) print_json(&s, ans, device);
-  else print_text(&s, ans, device, (uint64_t)k0);
+  if (strcmp(c->format, "csv") == 0) print_csv(s, ans);
+  else if (strcmp(c->format, "json") == 0) print_json(s, ans, device);
+  else print_text(s, ans, device, (uint64_t)k0);
   int refused = 0;
-  for (int i = 0; i < c->n_policies; i++) refused |= ans[i].state == ANS_REFUSED;
+  for (int i = 0; i < s->n_specs; i++) refused |= ans[i].state == ANS_REFUSED;
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (st == GM_OK && !c->quiet)
-    fprintf(stderr, "gpurec: --fit: %d values (%d predicted), %d replays, %.2f s%s\n", s.n_pts, s.predictions, s.replays,
-            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+  if (!c->quiet)
+    fprintf(stderr, "gpurec: --fit: %d values (%d predicted), %d replays, %.2f s%s\n", s->n_pts, s->predictions, s->replays,
+            (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec),
             refused ? "; the prediction refused at a value a setting needed: its answer is a lower bound (exit 3)" : "");
-  free(s.pts);
-  pred_model_close(s.model);
-  if (st < 0) {
-    fprintf(stderr, "gpurec: error: %s\n", err.msg);
-    return 1;
-  }
-  if (gm_stdout_close(&err) < 0) {
-    fprintf(stderr, "gpurec: error: %s\n", err.msg);
+  if (gm_stdout_close(err) < 0) {
+    fprintf(stderr, "gpurec: error: %s\n", err->msg);
     return 1;
   }
   return refused ? 3 : 0;
+}
+
+/* The device's memory the answer is for (--fit=SIZE, or the recordings' own); 0 after an error line. */
+static uint64_t device_of(const search_t *s, const fit_cfg_t *c) {
+  uint64_t device = c->device;
+  if (!device) { /* --fit=recorded: the recordings' own GPU, as the frameworks see it */
+    const gmt_header_t *h = pred_model_recording_header(s->model, 0);
+    const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
+    if (!mi || gm_parse_u64(mi, &device, NULL) < 0) device = h->gpu_total_mem;
+    if (!device) {
+      fprintf(stderr, "gpurec: error: --fit=recorded: the recordings do not say how much memory their GPU had; "
+                      "give the size, e.g. --fit=79GiB\n");
+      return 0;
+    }
+  }
+  if (c->other >= device) {
+    char b1[32], b2[32];
+    fprintf(stderr, "gpurec: error: --other=%s leaves nothing of the device's %s to the framework\n",
+            gm_format_size(c->other, b1, sizeof b1), gm_format_size(device, b2, sizeof b2));
+    return 0;
+  }
+  return device;
+}
+
+int gpurec_fit(const fit_cfg_t *c, const pred_input_t *in, size_t n) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  struct timespec t0; /* what --fit cost, the recordings' loading included */
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  search_t s;
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.in = in;
+  s.n_in = n;
+  int rc = open_replayer(&s, c, &err); /* before the recordings are read: a bad setting is said at once */
+  pred_result_t res;
+  if (!rc && pred_model_open(in, n, &s.model, &res, &err) < 0) {
+    fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
+    rc = 1;
+  } else if (!rc && res.refused) {
+    fprintf(stderr, "gpurec: cannot predict: %s\ngpurec: %s\n", res.reason, res.advice);
+    rc = 3;
+  }
+  uint64_t device = rc ? 0 : device_of(&s, c);
+  if (!rc && !device) rc = 1;
+  if (!rc) rc = search_and_print(&s, c, device, &t0, &err);
+  free(s.pts);
+  pred_model_close(s.model);
+  fitrp_free_list(s.specs, s.n_specs);
+  fitrp_close(s.rp); /* the folder goes, whatever happened */
+  return rc;
 }

@@ -16,8 +16,8 @@ typedef struct fit_cfg {
   double step;           /* values searched: multiples of it */
   double max;            /* largest value tried */
   double min_confidence; /* as pred_opts_t (negative: the default) */
-  const char *const *policies; /* gpureplay specs */
-  int n_policies;
+  const char *const *policies; /* --policy as given (gpureplay's or the framework's words); */
+  int n_policies;              /* none: gpureplay's grid for the first recording's framework */
   const char *format;    /* "text", "csv", "json" */
   const char *name;      /* what the value is called in the output ("batch") */
   int quiet;

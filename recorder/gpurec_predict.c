@@ -12,7 +12,6 @@
 #include "recorder/gpurec_fit.h"
 #include "recorder/gpurec_predict.h"
 #include "recorder/predict/pred.h"
-#include "replay/gpureplay.h"
 
 typedef struct predict_config {
   const char *output;
@@ -72,8 +71,7 @@ static int positive(const char *s, double *out) {
 }
 
 /* --fit and its options into fc; a usage error's exit code (2) or 0. */
-static int parse_fit(const predict_config_t *cfg, const pred_input_t *in, int n, fit_cfg_t *fc,
-                     char specs[][512], const char **spec_ptr, gm_err_t *err) {
+static int parse_fit(const predict_config_t *cfg, const pred_input_t *in, int n, fit_cfg_t *fc, gm_err_t *err) {
   if (strcmp(cfg->fit, "recorded") == 0) fc->device = 0;
   else if (gm_parse_size(cfg->fit, &fc->device, err) < 0 || fc->device == 0)
     return predict_usage_error("--fit: give the device's memory, e.g. --fit=79GiB, or --fit=recorded");
@@ -95,20 +93,10 @@ static int parse_fit(const predict_config_t *cfg, const pred_input_t *in, int n,
     return predict_usage_error("--format: text, csv or json");
   fc->name = cfg->name ? cfg->name : "value";
   fc->quiet = cfg->quiet;
-  fc->n_policies = 0;
+  /* as given: gpureplay puts them in its words and checks them (gpurec_fit.c); none: the grid */
   if (cfg->policy.n > FIT_MAX_POLICIES) return predict_usage_error("--policy: at most 32 settings");
-  for (int i = 0; i < cfg->policy.n; i++) {
-    if (gr_policy_from_env(cfg->policy.v[i], specs[i], 512) < 0) return predict_usage_error("--policy: spec too long");
-    spec_ptr[fc->n_policies++] = specs[i];
-  }
-  if (!fc->n_policies) { /* the framework's grid, from the first recording's header */
-    unsigned fw = 0;
-    gm_err_t e2;
-    if (gr_trace_frameworks(in[0].path, &fw, &e2) < 0) fw = 0;
-    const char *const *g = gr_sweep_grid_for(gmt_framework_single(fw));
-    for (int i = 0; g[i] && fc->n_policies < FIT_MAX_POLICIES; i++) spec_ptr[fc->n_policies++] = g[i];
-  }
-  fc->policies = spec_ptr;
+  fc->n_policies = cfg->policy.n;
+  fc->policies = cfg->policy.v;
   return 0;
 }
 
@@ -171,9 +159,7 @@ int gpurec_predict(int argc, char **argv) {
     if (pred_parse_input(pos[i], paths[i], sizeof paths[i], &in[i], &err) < 0) rc = predict_usage_error(err.msg);
   fit_cfg_t fc;
   memset(&fc, 0, sizeof fc);
-  char specs[FIT_MAX_POLICIES][512];
-  const char *spec_ptr[FIT_MAX_POLICIES];
-  if (!rc && cfg.fit) rc = parse_fit(&cfg, in, npos, &fc, specs, spec_ptr, &err);
+  if (!rc && cfg.fit) rc = parse_fit(&cfg, in, npos, &fc, &err);
   if (!rc && !cfg.fit) {
     char *end = NULL;
     po.target = strtod(cfg.at, &end);

@@ -143,11 +143,24 @@ run det1 0 "$T/small.zst" --json -p pytorch -p pytorch:expandable_segments:True 
 run det2 0 "$T/small.zst" --json -p pytorch -p pytorch:expandable_segments:True -p bfc:growth --jobs=2
 [ "$(strip "$T/det1.out")" = "$(strip "$T/det2.out")" ] || fail "determinism: runs differ"
 
+# --list-policies (what gpurec predict --fit asks): the settings in gpureplay's words, one a
+# line, the sweep's the same the table ranks; nothing replayed, a bad key a usage error
+run list 0 "$T/small.zst" --list-policies -p PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -p bfc
+[ "$(cat "$T/list.out")" = "$(printf 'pytorch:expandable_segments:True\nbfc')" ] || fail "list: $(cat "$T/list.out")"
+[ -s "$T/list.err" ] && fail "list: stderr not empty"
+run listsweep 0 "$T/small.zst" --list-policies --sweep
+[ "$(head -1 "$T/listsweep.out")" = "pytorch" ] && [ "$(wc -l < "$T/listsweep.out")" -ge 12 ] || fail "listsweep: $(cat "$T/listsweep.out")"
+run listbad 2 "$T/small.zst" --list-policies -p pytorch:bogus_key:1
+grep -q "bogus_key" "$T/listbad.err" && [ ! -s "$T/listbad.out" ] || fail "listbad: $(cat "$T/listbad.err")"
+run listtune 2 "$T/small.zst" --list-policies --tune
+run listout 2 "$T/small.zst" --list-policies -o "$T/list.json"
+
 # the whole sweep with invariant checks after every event, ranked 1..N
 run sweep 0 "$T/small.zst" --sweep --check --jobs=2
 n=$(grep -c "^ *[0-9][0-9]* " "$T/sweep.out")
 [ "$n" -ge 12 ] || fail "sweep: only $n policies ranked: $(cat "$T/sweep.err")"
 grep -q "^   1 " "$T/sweep.out" || fail "sweep: no rank 1"
+[ "$n" = "$(wc -l < "$T/listsweep.out")" ] || fail "sweep: $n ranked, --list-policies said $(wc -l < "$T/listsweep.out")"
 
 # --tune on a real trace (two_streams): the grid's best is expandable segments (304 MiB); the
 # search finds a setting below every grid point, says by how much, and answers capacity

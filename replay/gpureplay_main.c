@@ -22,7 +22,7 @@
 #include "replay/va_model.h"
 
 typedef struct opts {
-  int help, version, sweep, json, check, quiet, tune, no_capacity, strict, explain_oom;
+  int help, version, sweep, json, check, quiet, tune, no_capacity, strict, explain_oom, list_policies;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,
@@ -96,6 +96,10 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, output)},
     {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
      offsetof(opts_t, json)},
+    /* what gpurec predict --fit asks before it replays: the recorder knows no policies */
+    {"list-policies", 0, GM_OPT_FLAG, NULL, "replay nothing: print the settings a replay would run, one "
+     "a line in gpureplay's words (the --policy specs, then with --sweep the grid of each trace's "
+     "framework), a trace after another", offsetof(opts_t, list_policies)},
     {"check", 0, GM_OPT_FLAG, NULL, "check the policy's invariants after every event (slow)",
      offsetof(opts_t, check)},
     {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(opts_t, quiet)},
@@ -380,6 +384,8 @@ static int gpureplay(int argc, char **argv, char **pos) {
     if (!o.json)
       return usage_error("--explain-oom prints one JSON object: add --json (`gpuanalyze oom TRACE` says it in text)");
   }
+  if (o.tune && o.list_policies) return usage_error("--list-policies lists a replay's or a sweep's settings, not --tune's");
+  if (o.list_policies && o.output) return usage_error("--list-policies replays nothing: no results file (-o)");
   if (o.tune) return tune(&cfg, &o);
   if (o.tune_mode || o.budget > 0 || o.no_capacity)
     return usage_error("--tune-mode, --budget and --no-capacity go with --tune");
@@ -489,6 +495,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     cfg.policies = specs;
     cfg.n_policies = n;
+    if (o.list_policies) {
+      for (int i = 0; i < n; i++) puts(specs[i]);
+      continue;
+    }
     /* Every device the trace allocates on is replayed with its own allocator state. */
     int devs[GR_MAX_DEVICES], nd = 0;
     if (gr_trace_devices(cfg.traces[t], devs, GR_MAX_DEVICES, &nd, &err) != GM_OK) {

@@ -123,6 +123,26 @@ out=$("$GPUREC" predict quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p pyto
 [[ $rc == 3 && $out == *"      >= 16      66.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
    && $(cat err.txt) == *"its answer is a lower bound (exit 3)" ]] && ok "--fit: refused past the recordings, exit 3" \
   || bad "--fit refused: rc=$rc $out $(cat err.txt)"
+# --fit replays through the gpureplay binary: found beside gpurec (bazel-bin's ../replay/ here),
+# $GPUREPLAY overrides; its temporary folder is gone after an answer and after an error
+mkdir -p tmpfit
+fit=("$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 --margin=0 -p pytorch --format=csv)
+a=$(TMPDIR=$T/tmpfit "${fit[@]}" 2>/dev/null); rc1=$?
+b=$(TMPDIR=$T/tmpfit GPUREPLAY=$GPUREPLAY "${fit[@]}" 2>/dev/null); rc2=$?
+[[ $rc1 == 0 && $rc2 == 0 && -n $a && $a == "$b" && $a == "$csv" && -z $(ls -A tmpfit) ]] \
+  && ok "--fit: gpureplay beside gpurec = \$GPUREPLAY, nothing left in \$TMPDIR" || bad "--fit spawn: $rc1 $rc2 $(ls -A tmpfit)"
+expect "--fit, gpureplay missing" 1 "" "gpurec: error: --fit replays through gpureplay: \$GPUREPLAY '$T/none' is not an executable file" \
+  -- env GPUREPLAY="$T/none" "${fit[@]}"
+expect "--fit, a setting gpureplay rejects" 2 "" "gpurec: error: bad --policy 'pytorch:bogus:1': pytorch: unknown key 'bogus' (not a torch 2.11 PYTORCH_CUDA_ALLOC_CONF key)
+try 'gpurec predict --help'" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=200MiB -p pytorch:bogus:1
+printf '#!/bin/sh\ncase "$*" in *--list-policies*) exec "%s" "$@";; esac\necho "gpureplay: error: made to fail" >&2; exit 1\n' \
+  "$GPUREPLAY" > failing_gpureplay; chmod +x failing_gpureplay
+expect "--fit, gpureplay fails" 1 "" "gpurec: error: cannot answer --fit: gpureplay on affine16.zst (exit status 1): made to fail" \
+  -- env TMPDIR="$T/tmpfit" GPUREPLAY="$T/failing_gpureplay" "${fit[@]}"
+[[ -z $(ls -A tmpfit) ]] && ok "--fit: nothing left in \$TMPDIR after an error" || bad "--fit left $(ls -A tmpfit)"
+# the framework's words, put in gpureplay's by gpureplay (the setting shown as it replayed it)
+out=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 -p PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True --format=csv | sed -n 2p)
+[[ $out == '"pytorch:expandable_segments:True",8,recorded,'* ]] && ok "--fit: a setting in the framework's words" || bad "--fit env words: $out"
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
