@@ -119,6 +119,7 @@ typedef struct work {
   uint64_t *ev_size;               /* per ref event: its size in the output */
   /* at the predicted peak */
   uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
+  uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
 } work_t;
 
 static void work_free(work_t *w) {
@@ -222,6 +223,7 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
       else if (w->why[i] == INCONSISTENT) inconsistent += sz;
       else unmatched[w->missing_in[i]] += sz;
       if (rlive > res->ref_peak_live) res->ref_peak_live = rlive;
+      if (live - certain > w->uncertain_max) w->uncertain_max = live - certain;
       if (live > w->peak) {
         w->peak = live;
         w->peak_certain = certain;
@@ -247,6 +249,8 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
   free(m.val);
   res->peak_live = w->peak;
   res->confidence = w->peak ? (double)w->peak_certain / (double)w->peak : 1.0;
+  res->uncertain_max = w->uncertain_max;
+  res->uncertain_share = w->peak ? (double)w->uncertain_max / (double)w->peak : 0.0;
   return st;
 }
 
@@ -304,6 +308,46 @@ static void refuse_low_confidence(const work_t *w, const pred_input_t *in, doubl
   } else {
     snprintf(res->advice, sizeof res->advice, "record once more at a value nearer %s and add it", (pred_value_text(target, t, sizeof t), t));
   }
+  res->refused = 1;
+}
+
+/* Uncertain allocations that are not live at the predicted peak still shape the allocator's
+ * pool: each may need a segment of its own, or leave a larger or smaller hole than the real
+ * one (under max_split_size_mb a block above the limit is never split, so an oversized guess
+ * is a segment more). A wrong size of X bytes can move the peak reserved by about X, whether
+ * or not the allocation is live at the peak of requested bytes, and the live-bytes confidence
+ * cannot see it. So when the uncertain bytes live at any one moment exceed
+ * PRED_MAX_UNCERTAIN_SHARE of the predicted peak (the tightest target, 1 %), the answer is not
+ * known to that precision: refused, naming the largest such allocation. */
+static void refuse_uncertain_off_peak(const work_t *w, const pred_input_t *in, double target, size_t ref,
+                                      pred_result_t *res) {
+  const pred_rec_t *R = &w->rec[ref];
+  size_t big = SIZE_MAX;
+  for (size_t i = 0; i < R->n_alloc; i++)
+    if (w->why[i] != CERTAIN && (big == SIZE_MAX || w->size[i] > w->size[big])) big = i;
+  char t[64], rv[64], what[512] = "";
+  pred_value_text(target, t, sizeof t);
+  pred_value_text(R->value, rv, sizeof rv);
+  if (big != SIZE_MAX) {
+    const char *cs = pred_strings_get(w->strs, R->ev[R->alloc_ev[big]].callsite);
+    snprintf(what, sizeof what, "; the largest: allocation %zu%s%.200s, %llu bytes at %s, %s", big + 1,
+             cs && *cs ? " at " : "", cs ? cs : "", (unsigned long long)R->ev[R->alloc_ev[big]].size, rv,
+             w->why[big] == INCONSISTENT ? "its sizes follow no law of a tensor (a workspace, a kernel's chunking)"
+                                         : "made in only some recordings");
+  }
+  snprintf(res->reason, sizeof res->reason,
+           "%.1f%% of the predicted peak (%llu bytes) is held at one moment by allocations whose size at %s is not "
+           "known (more than %.0f%%): they shape the allocator's segments even when not live at the peak%s",
+           100 * res->uncertain_share, (unsigned long long)res->uncertain_max, t, 100 * PRED_MAX_UNCERTAIN_SHARE, what);
+  res->suggest = suggest_value(w, target, ref);
+  if (res->suggest > 0) {
+    char sv[64];
+    pred_value_text(res->suggest, sv, sizeof sv);
+    snprintf(res->advice, sizeof res->advice, "record once more at %s (nearer %s) and add it, or run at %s", sv, t, t);
+  } else {
+    snprintf(res->advice, sizeof res->advice, "record the job at %s itself", t);
+  }
+  (void)in;
   res->refused = 1;
 }
 
@@ -501,13 +545,15 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   free(w->ev_size);
   w->size = w->ev_size = NULL;
   w->why = w->missing_in = NULL;
-  w->peak = w->peak_certain = w->peak_inconsistent = 0;
+  w->peak = w->peak_certain = w->peak_inconsistent = w->uncertain_max = 0;
   memset(w->peak_unmatched, 0, sizeof w->peak_unmatched);
   gm_status_t s = align_to(m, ref, err);
   res->dropped_other = m->dropped_other;
   if (s == GM_OK) s = fit_all(w, ref, o->target, res->granule, res, err);
   if (s == GM_OK) s = size_events(w, ref, res, err);
   if (s == GM_OK && res->confidence < minc) refuse_low_confidence(w, in, o->target, minc, ref, res);
+  else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->uncertain_share > PRED_MAX_UNCERTAIN_SHARE)
+    refuse_uncertain_off_peak(w, in, o->target, ref, res);
   if (s == GM_OK) res->events = w->rec[ref].n_ev;
   m->have_sizes = s == GM_OK && !res->refused;
   return s;

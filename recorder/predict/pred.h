@@ -39,6 +39,10 @@ typedef struct pred_opts {
 } pred_opts_t;
 
 #define PRED_DEFAULT_MIN_CONFIDENCE 0.95
+/* Refuse when uncertain allocations hold more than this share of the predicted peak at any one
+ * moment (pred.c, refuse_uncertain_off_peak, says why). Applied only at min_confidence at or
+ * above the default: a lower one accepts uncertain answers. */
+#define PRED_MAX_UNCERTAIN_SHARE 0.01
 
 typedef struct pred_result {
   int refused;              /* nothing was written: reason and advice say why */
@@ -55,6 +59,8 @@ typedef struct pred_result {
   uint64_t carried;         /* ... present in only some recordings, carried by their rule */
   uint64_t dropped_other;   /* allocations of other recordings the reference does not have */
   uint64_t peak_live;       /* predicted peak of live requested bytes */
+  uint64_t uncertain_max;   /* the most live bytes of uncertain allocations at any moment */
+  double uncertain_share;   /* uncertain_max / peak_live */
   uint64_t ref_peak_live;   /* the reference recording's own peak of live requested bytes */
   uint64_t granule;         /* the recordings' size granularity (1 or 512) */
 } pred_result_t;

@@ -312,6 +312,101 @@ TEST(Predict, AllocationPresentOnlyAtLargerValuesIsCarried) {
   }
 }
 
+// A job whose truth is known, written as a CSV trace: 4 weights of 1 MiB, then per step a
+// transient buffer (allocated and freed before the activations) of ws bytes, then 8
+// activations of 100000 * b bytes live together (the peak of requested bytes).
+std::string Job(unsigned b, uint64_t ws) {
+  std::string in = Tmp("job" + std::to_string(b) + ".csv"), out = Tmp("job" + std::to_string(b) + ".zst");
+  FILE *f = fopen(in.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  if (!f) return out;
+  fprintf(f, "# gpumem trace, text form 1\n#capture_mode=torch\n#gpu_name=H100\n#gpu_total_mem=85899345920\n"
+             "#command_line=python job.py --batch=%u\nts_ns,kind,device,stream,addr,size,mem_kind,callsite\n"
+             "#string.1=model.py:1:weight\n#string.2=model.py:2:buffer\n#string.3=model.py:3:act\n", b);
+  uint64_t ts = 1000, addr = 0x10000000;
+  auto ev = [&](const char *kind, uint64_t a, uint64_t size, int cs) {
+    fprintf(f, "%llu,%s,0,0,0x%llx,%llu,device,%d\n", (unsigned long long)ts, kind, (unsigned long long)a,
+            (unsigned long long)size, cs);
+    ts += 1000;
+  };
+  for (int i = 0; i < 4; i++, addr += 0x10000000) ev("alloc", addr, 1 << 20, 1);
+  for (int step = 0; step < 2; step++) {
+    ev("alloc", addr, ws, 2);
+    ev("free", addr, ws, 2);
+    uint64_t a0 = addr + 0x10000000;
+    for (int i = 0; i < 8; i++) ev("alloc", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
+    for (int i = 0; i < 8; i++) ev("free", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
+  }
+  fclose(f);
+  FILE *g = fopen(in.c_str(), "rb");
+  gm_err_t err{};
+  EXPECT_EQ(gmt_csv_import(g, in.c_str(), out.c_str(), nullptr, &err), GM_OK) << err.msg;
+  fclose(g);
+  return out;
+}
+
+TEST(PredFit, AGrowingSizeWithALargeFixedPartIsNoTensor) {
+  // seen on an H100: a backward buffer of 48, 96, 132 MiB at batch 4, 8, 16
+  pred_fit_t f;
+  double v2[] = {8, 16};
+  uint64_t two[] = {96ull << 20, 132ull << 20};
+  pred_fit_points(v2, two, 2, 512, 32, &f);
+  EXPECT_EQ(f.degree, 1);
+  EXPECT_FALSE(f.consistent);
+  double v3[] = {4, 8, 16};
+  uint64_t three[] = {48ull << 20, 96ull << 20, 132ull << 20};
+  pred_fit_points(v3, three, 3, 512, 32, &f);
+  EXPECT_FALSE(f.consistent);
+  // a step-like workspace (a size the library picks): a parabola fits three points exactly,
+  // with a fixed part larger than the smallest size
+  uint64_t steps[] = {3 << 20, 4 << 20, 8 << 20};
+  pred_fit_points(v3, steps, 3, 1, 32, &f);
+  EXPECT_EQ(f.degree, 2);
+  EXPECT_FALSE(f.consistent);
+  // proportional, or with a small fixed part ((S + 1) * k): a tensor
+  uint64_t prop[] = {8 * 65536 + 65536, 16 * 65536 + 65536};
+  pred_fit_points(v2, prop, 2, 1, 32, &f);
+  EXPECT_TRUE(f.consistent);
+  // constant (a weight): no growing part, any size
+  uint64_t weight[] = {1 << 20, 1 << 20};
+  pred_fit_points(v2, weight, 2, 1, 32, &f);
+  EXPECT_TRUE(f.consistent);
+}
+
+TEST(Predict, AnUncertainBufferOffThePeakIsRefused) {
+  // The buffer is freed before the peak of requested bytes: the live-bytes confidence is 100 %
+  // either way. Its size follows no tensor's law (3 MiB at 8, 4 MiB at 16): at 32 it is not
+  // known. Against a peak of 8 * 3.2 MB + 4 MiB it is more than 1 %: refused, naming it.
+  std::string b8 = Job(8, 3 << 20), b16 = Job(16, 4 << 20);
+  Outcome r = Predict({{b8, 8}, {b16, 16}}, 32);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  ASSERT_TRUE(r.res.refused);
+  EXPECT_EQ(r.res.confidence, 1.0);
+  EXPECT_GT(r.res.uncertain_share, 0.01);
+  EXPECT_NE(std::string(r.res.reason).find("shape the allocator's segments even when not live at the peak"),
+            std::string::npos) << r.res.reason;
+  EXPECT_NE(std::string(r.res.reason).find("model.py:2:buffer, 4194304 bytes at 16"), std::string::npos) << r.res.reason;
+  EXPECT_NE(std::string(r.res.advice).find("record once more at 24"), std::string::npos) << r.res.advice;
+  EXPECT_FALSE(Exists(r.out));
+  // the same buffer at 1/32 of the size: under 1 % of the peak, the prediction stands
+  std::string s8 = Job(8, 3 << 15), s16 = Job(16, 4 << 15);
+  Outcome ok = Predict({{s8, 8}, {s16, 16}}, 32);
+  ASSERT_EQ(ok.st, GM_OK) << ok.err.msg;
+  ASSERT_FALSE(ok.res.refused) << ok.res.reason;
+  EXPECT_GT(ok.res.uncertain_share, 0.0);
+  EXPECT_LT(ok.res.uncertain_share, 0.01);
+  // a buffer proportional to the batch is certain: nothing uncertain at all
+  std::string p8 = Job(8, 8 << 20), p16 = Job(16, 16 << 20);
+  Outcome prop = Predict({{p8, 8}, {p16, 16}}, 32);
+  ASSERT_EQ(prop.st, GM_OK) << prop.err.msg;
+  ASSERT_FALSE(prop.res.refused) << prop.res.reason;
+  EXPECT_EQ(prop.res.uncertain_share, 0.0);
+  // a lower --min-confidence accepts the uncertain one
+  Outcome low = Predict({{b8, 8}, {b16, 16}}, 32, 0.9);
+  ASSERT_EQ(low.st, GM_OK) << low.err.msg;
+  EXPECT_FALSE(low.res.refused) << low.res.reason;
+}
+
 TEST(Predict, AnotherAlgorithmAtTheSmallValueIsRefusedWithTheRecordingToAdd) {
   Outcome r = Predict({{Csv("algo4"), 4}, {Csv("affine8"), 8}}, 16);
   ASSERT_EQ(r.st, GM_OK) << r.err.msg;
