@@ -93,6 +93,10 @@ if has loop; then
     run loop history.r$round -- "${L[@]}" --history nostacks
     run loop auto.r$round -- $D/gpurec -q -o "$W/rec/loop.auto.r$round.zst" -- "${L[@]}"
     run loop requests.r$round -- $D/gpurec -q --mode=requests -o "$W/rec/loop.requests.r$round.zst" -- "${L[@]}"
+    if [ -n "${LOOP_MORE:-}" ]; then  # where the default's cost goes: CUPTI's activity records instead of callbacks
+      run loop auto_activity.r$round -- $D/gpurec -q --capture=activity -o "$W/rec/loop.act.r$round.zst" -- "${L[@]}"
+      run loop auto_empty.r$round -- env GPUMEM_DIAG=empty_callbacks $D/gpurec -q -o "$W/rec/loop.empty.r$round.zst" -- "${L[@]}"
+    fi
   done
   ls -la "$W"/rec/loop.* | head
 fi
@@ -180,10 +184,10 @@ for (job, var), rs in res.items():
 if loop:
     print("\nhost-bound loop, median step ms per round (overhead vs unrecorded of the same round):")
     base = {r: ms for r, ms, _ in loop.get("unrec", [])}
-    for v in ("unrec", "history", "auto", "requests"):
+    for v in ("unrec", "history", "auto", "requests", "auto_activity", "auto_empty"):
         rows = sorted(loop.get(v, []))
         ov = [100.0 * (ms - base[r]) / base[r] for r, ms, _ in rows if r in base]
-        print("  %-9s %s  overhead median %s  allocs/step %s" % (v, " ".join("%.3f" % ms for _, ms, _ in rows),
+        print("  %-13s %s  overhead median %s  allocs/step %s" % (v, " ".join("%.3f" % ms for _, ms, _ in rows),
               "%+.2f %%" % statistics.median(ov) if ov else "-", rows[0][2] if rows else "-"))
 # snapshot cost
 for r in res.get(("snapcost", "plain"), []):
