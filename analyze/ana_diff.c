@@ -170,7 +170,7 @@ static gm_status_t merge(pass_t *p, ana_diff_t *d, gm_err_t *err) {
     d->side[side].sites = HASH_COUNT(p[side].sites);
     for (site_t *s = p[side].sites; s; s = s->hh.next) all[k++] = (named_t){s->text ? s->text : "", s, side};
   }
-  qsort(all, n, sizeof *all, by_text);
+  if (n) qsort(all, n, sizeof *all, by_text);
   d->sites = n ? calloc(n, sizeof *d->sites) : NULL;
   if (n && !d->sites) {
     free(all);
@@ -199,7 +199,7 @@ static gm_status_t merge(pass_t *p, ana_diff_t *d, gm_err_t *err) {
     if (s->allocs[1] && !s->allocs[0]) d->new_sites++, d->new_allocs += s->allocs[1], d->new_bytes += s->bytes[1];
     if (s->allocs[0] && !s->allocs[1]) d->gone_sites++, d->gone_allocs += s->allocs[0], d->gone_bytes += s->bytes[0];
   }
-  qsort(d->sites, d->n_sites, sizeof *d->sites, by_growth);
+  if (d->n_sites) qsort(d->sites, d->n_sites, sizeof *d->sites, by_growth);
   return GM_OK;
 }
 

@@ -429,7 +429,7 @@ static int search_and_print(search_t *s, const fit_cfg_t *c, uint64_t device, co
   }
   /* sorted by value: answers refer to points by k */
   for (int i = 0; i < s->n_specs; i++) ans[i].refused_at = ans[i].refused_at >= 0 ? (int)s->pts[ans[i].refused_at].k : -1;
-  qsort(s->pts, (size_t)s->n_pts, sizeof *s->pts, by_value);
+  if (s->n_pts) qsort(s->pts, (size_t)s->n_pts, sizeof *s->pts, by_value);
   for (int i = 0; i < s->n_specs; i++)
     if (ans[i].refused_at >= 0)
       for (int j = 0; j < s->n_pts; j++)

@@ -128,8 +128,8 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
     bl[nb].size = m->b;
     nb++;
   }
-  qsort(sg, ns, sizeof *sg, by_addr_seg);
-  qsort(bl, nb, sizeof *bl, by_addr_blk);
+  if (ns) qsort(sg, ns, sizeof *sg, by_addr_seg);
+  if (nb) qsort(bl, nb, sizeof *bl, by_addr_blk);
   /* Mapped pages that touch are one (expandable) segment. */
   size_t w = 0;
   for (size_t i = 0; i < ns; i++) {
@@ -176,7 +176,7 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   if (ns > RP_SNAP_SEGS) {
     if (!(bysize = malloc(sizeof *bysize * ns))) goto out;
     for (size_t i = 0; i < ns; i++) bysize[i] = &sg[i];
-    qsort(bysize, ns, sizeof *bysize, by_size_desc);
+    if (ns) qsort(bysize, ns, sizeof *bysize, by_size_desc);
     for (size_t i = 0; i < RP_SNAP_SEGS; i++) bysize[i]->chosen = 1;
   } else {
     for (size_t i = 0; i < ns; i++) sg[i].chosen = 1;

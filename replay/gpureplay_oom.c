@@ -114,7 +114,7 @@ static gm_status_t live_by_callsite(const gr_loaded_t *lt, int device, int64_t i
     free(sites);
     return st;
   }
-  qsort(sites, n_sites, sizeof *sites, by_id);
+  if (n_sites) qsort(sites, n_sites, sizeof *sites, by_id);
   size_t k = 0;
   for (size_t i = 0; i < n_sites; i++) {
     if (k && sites[k - 1].id == sites[i].id) {
@@ -124,7 +124,7 @@ static gm_status_t live_by_callsite(const gr_loaded_t *lt, int device, int64_t i
       sites[k++] = sites[i];
     }
   }
-  qsort(sites, k, sizeof *sites, by_bytes);
+  if (k) qsort(sites, k, sizeof *sites, by_bytes);
   uint32_t ids[GR_OOM_TOP];
   o->n_top = k < GR_OOM_TOP ? (int)k : GR_OOM_TOP;
   for (int i = 0; i < o->n_top; i++) {
