@@ -103,11 +103,6 @@ typedef struct gr_loaded {
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
-/* The same from events already in memory (a predicted trace: gpurec predict --fit): h is the
- * header the trace would have, name what messages call it (kept as a pointer); the events are
- * copied. The requests are read as gr_trace_load reads a file with this header and events. */
-gm_status_t gr_loaded_from_events(const gr_config_t *cfg, const char *name, const gmt_header_t *h,
-                                  const gmt_event_t *evs, size_t n, gr_loaded_t *lt, gm_err_t *err);
 /* Replay specs[0..n) over the loaded events (cfg: capacity, device_memory, jobs, backend);
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,

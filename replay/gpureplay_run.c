@@ -738,32 +738,6 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   return preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
 }
 
-gm_status_t gr_loaded_from_events(const gr_config_t *cfg, const char *name, const gmt_header_t *h,
-                                  const gmt_event_t *evs, size_t n, gr_loaded_t *lt, gm_err_t *err) {
-  memset(lt, 0, sizeof *lt);
-  gr_trace_info_t *info = &lt->info;
-  info->path = name;
-  info_from_header(h, info);
-  info->events_in_index = n;
-  int platform = platform_alloc(h, info);
-  for (size_t i = 0; i < n && !info->has_async_alloc; i++) /* as scan_async_alloc */
-    info->has_async_alloc = evs[i].kind == GMT_EV_ALLOC && (evs[i].flags & GMT_F_ASYNC) &&
-                            (evs[i].mem_kind == GMT_MEM_DEVICE || evs[i].mem_kind == GMT_MEM_UNKNOWN);
-  decide_reading(h, cfg->sync_allocs, cfg->vmm_buffers, platform, info);
-  uint64_t total_memory = cfg->device_memory ? cfg->device_memory
-                          : cfg->capacity    ? cfg->capacity
-                          : info->gpu_mem_info_total ? info->gpu_mem_info_total
-                                                     : info->gpu_total_mem;
-  info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
-  info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
-  lt->total_memory = total_memory;
-  lt->evs = malloc((n ? n : 1) * sizeof *lt->evs);
-  if (!lt->evs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for %zu events", n);
-  memcpy(lt->evs, evs, n * sizeof *evs);
-  lt->n_evs = n;
-  return GM_OK;
-}
-
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err) {
   pool_t p;
