@@ -30,6 +30,8 @@ int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, 
                       int pool, int pass);
 const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode);
 int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
+/* A trace's header value for key (raw, as recorded) into buf; NULL if it has none. */
+const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n);
 
 /* Tables added to version 1 after it shipped (CREATE TABLE IF NOT EXISTS ...; one string). */
 extern const char ana_added_tables_sql[];

@@ -27,27 +27,12 @@ static const char *sz(int64_t v, char *buf, size_t n) {
   return gm_format_size((uint64_t)v, buf, n);
 }
 
-static const char *kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
-  sqlite3_stmt *st = NULL;
-  const char *v = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT value FROM trace_kv WHERE trace_id=? AND key=?", -1, &st, NULL) != SQLITE_OK)
-    return NULL;
-  sqlite3_bind_int64(st, 1, trace_id);
-  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
-    v = buf;
-  }
-  sqlite3_finalize(st);
-  return v;
-}
-
 /* The run of the setting the job ran with: PyTorch's own record of its conf (torch mode), or
  * the environment of a capture that did not switch allocators; else the framework's default
  * run (the advice's). *label says which. -1: none replayed. */
 static int64_t recorded_run(ana_db_t *db, int64_t trace_id, const ana_advice_t *a, char *label, size_t n) {
   char conf[512] = "", mode[64] = "", pol[600];
-  const char *c = kv(db, trace_id, "torch.alloc_conf", conf, sizeof conf);
+  const char *c = ana_trace_kv(db, trace_id, "torch.alloc_conf", conf, sizeof conf);
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h, "SELECT COALESCE(capture_mode, '') FROM traces WHERE trace_id=?", -1, &st, NULL) ==
       SQLITE_OK) {
@@ -57,8 +42,8 @@ static int64_t recorded_run(ana_db_t *db, int64_t trace_id, const ana_advice_t *
   }
   /* `requests` mode switched the frameworks to cudaMallocAsync: its environment is gpurec's. */
   if ((!c || !*c) && strcmp(mode, "requests") != 0) {
-    c = kv(db, trace_id, "PYTORCH_CUDA_ALLOC_CONF", conf, sizeof conf);
-    if (!c || !*c) c = kv(db, trace_id, "PYTORCH_ALLOC_CONF", conf, sizeof conf);
+    c = ana_trace_kv(db, trace_id, "PYTORCH_CUDA_ALLOC_CONF", conf, sizeof conf);
+    if (!c || !*c) c = ana_trace_kv(db, trace_id, "PYTORCH_ALLOC_CONF", conf, sizeof conf);
   }
   int64_t id = -1;
   if (c && *c && strncmp(a->framework, "PyTorch", 7) == 0) {

@@ -245,7 +245,7 @@ typedef struct run_row {
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
 static int64_t rank_bytes(const run_row_t *r) { return r->range && r->high > r->reserved ? r->high : r->reserved; }
 
-static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
+const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
   sqlite3_stmt *st = NULL;
   const char *v = NULL;
   if (sqlite3_prepare_v2(db->h, "SELECT value FROM trace_kv WHERE trace_id=? AND key=?", -1, &st, NULL) != SQLITE_OK)
@@ -253,11 +253,19 @@ static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char 
   sqlite3_bind_int64(st, 1, trace_id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-    gm_escape((const char *)sqlite3_column_text(st, 0), buf, n); /* printed on the terminal */
+    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
     v = buf;
   }
   sqlite3_finalize(st);
   return v;
+}
+
+/* A header value printed on the terminal: escaped. */
+static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
+  char raw[1024];
+  if (!ana_trace_kv(db, trace_id, key, raw, sizeof raw)) return NULL;
+  gm_escape(raw, buf, n);
+  return buf;
 }
 
 static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
