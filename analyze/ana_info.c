@@ -168,6 +168,20 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
     gm_fputs_escaped(h->kv[i].value ? h->kv[i].value : "", out);
     fputc('\n', out);
   }
+  /* Requests mode switched PyTorch to another allocator than the one the job runs under: the
+   * job's own figures printed inside this run are that backend's (issue 17 item 4). */
+  const char *mode = gmt_capture_mode_name(h->capture_mode);
+  for (size_t i = 0; mode && strcmp(mode, "requests") == 0 && i < h->n_kv; i++)
+    if (h->kv[i].value && strcmp(h->kv[i].key, "PYTORCH_CUDA_ALLOC_CONF") == 0 &&
+        strstr(h->kv[i].value, "backend:cudaMallocAsync")) {
+      fputs("note:           recorded under backend:cudaMallocAsync, which gpurec --mode=requests set: not the "
+            "allocator the job runs under by itself. PyTorch's own peaks inside this run are that backend's "
+            "(the driver pool's, which move with GPU timing where buffers cross streams); replay the job's own "
+            "with --policy=pytorch[:CONF], or record with gpurec's default mode, which leaves the allocator as it "
+            "is\n",
+            out);
+      break;
+    }
   fprintf(out, "duration:       ");
   print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
   if (s->events) {
