@@ -33,18 +33,23 @@ static void extra_for(const fid_entry_t *e, char *buf, size_t n) {
   if (e->fraction[0]) snprintf(buf, n, "per_process_memory_fraction:%s", e->fraction);
 }
 
+/* DIR/MANIFEST.tsv, or one error line on stderr and -1. */
+static int read_manifest(const char *dir, fid_entry_t **m, size_t *n) {
+  gm_err_t err = {0};
+  char mp[1024];
+  snprintf(mp, sizeof(mp), "%s/MANIFEST.tsv", dir);
+  if (fid_manifest_read(mp, m, n, &err) == GM_OK) return 0;
+  fprintf(stderr, "predict: error: %s\n", err.msg);
+  return -1;
+}
+
 static fid_addr_t table_addrs = FID_ADDR_DRIVER;
 
 static int table(const char *dir) {
   fid_entry_t *m;
   size_t n;
   gm_err_t err = {0};
-  char mp[1024];
-  snprintf(mp, sizeof(mp), "%s/MANIFEST.tsv", dir);
-  if (fid_manifest_read(mp, &m, &n, &err) != GM_OK) {
-    fprintf(stderr, "predict: error: %s\n", err.msg);
-    return 1;
-  }
+  if (read_manifest(dir, &m, &n)) return 1;
   printf("| workload | setting | PYTORCH_CUDA_ALLOC_CONF | predicted peak reserved (B) | real "
          "max_memory_reserved (B) | error %% | replayed under |\n|---|---|---|---:|---:|---:|---|\n");
   double worst = 0;
@@ -93,12 +98,7 @@ static int addresses(const char *dir) {
   fid_entry_t *m;
   size_t n;
   gm_err_t err = {0};
-  char mp[1024];
-  snprintf(mp, sizeof(mp), "%s/MANIFEST.tsv", dir);
-  if (fid_manifest_read(mp, &m, &n, &err) != GM_OK) {
-    fprintf(stderr, "predict: error: %s\n", err.msg);
-    return 1;
-  }
+  if (read_manifest(dir, &m, &n)) return 1;
   fid_addr_stats_t tot[2] = {{0}};
   printf("| snapshot | segments | exact: driver | exact: bump | step: driver | step: bump | same-size pairs | in order: driver | in order: bump |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (size_t k = 0; k < n; k++) {
