@@ -51,7 +51,9 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   e->ff_event = -1;
   rp_timeline_init(&e->tl);
   rp_engine_driver_init(e);
-  gm_status_t st = ops->create(conf ? conf : "", &e->drv, &e->pol, err);
+  gm_status_t st = e->opts.tap ? e->opts.tap->create(e->opts.tap->ctx, ops, conf ? conf : "", &e->drv, &e->ops,
+                                                     &e->pol, err)
+                               : ops->create(conf ? conf : "", &e->drv, &e->pol, err);
   if (st != GM_OK) {
     rp_engine_destroy(e);
     return st;

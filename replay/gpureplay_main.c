@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "replay/gpureplay.h"
+#include "replay/gpureplay_memviz.h"
 #include "replay/gpureplay_tune.h"
 #include "replay/rp_cuda.h"
 #include "replay/va_model.h"
@@ -26,7 +27,7 @@ typedef struct opts {
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,
-      *event_timing;
+      *event_timing, *export_snapshot;
   double budget;
   uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
 } opts_t;
@@ -94,6 +95,9 @@ static const gm_opt_t kOpts[] = {
      "policies (auto: when several policies and it fits in 2 GiB and 32x the file)", offsetof(opts_t, preload)},
     {"output", 'o', GM_OPT_STR, "RESULTS", "write the results file (replay/RESULTS.md) here",
      offsetof(opts_t, output)},
+    {"export-snapshot", 0, GM_OPT_STR, "OUT.pickle", "write one --policy's simulated run over one trace as a "
+     "PyTorch memory snapshot (torch.cuda.memory._dump_snapshot's pickle) for pytorch.org/memory_viz",
+     offsetof(opts_t, export_snapshot)},
     {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
      offsetof(opts_t, json)},
     /* what gpurec predict --fit asks before it replays: the recorder knows no policies */
@@ -305,6 +309,20 @@ static int explain_oom(gr_config_t *cfg, const char *spec) {
   return 0;
 }
 
+/* --export-snapshot: gr_memviz_export, one line on stderr naming the file. */
+static int export_snapshot(gr_config_t *cfg, const char *spec, const char *out, int quiet) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  gr_memviz_stats_t st;
+  char line[512];
+  if (gr_memviz_export(cfg, cfg->traces[0], spec, out, &st, &err) != GM_OK) {
+    gm_log_err(&err);
+    return 1;
+  }
+  if (!quiet) fprintf(stderr, "gpureplay: %s\n", gr_memviz_describe(&st, out, line, sizeof line));
+  return 0;
+}
+
 /* Everything after the allocation of pos (main frees it whatever this returns). */
 static int gpureplay(int argc, char **argv, char **pos) {
   opts_t o;
@@ -384,6 +402,14 @@ static int gpureplay(int argc, char **argv, char **pos) {
     if (!o.json)
       return usage_error("--explain-oom prints one JSON object: add --json (`gpuanalyze oom TRACE` says it in text)");
   }
+  if (o.export_snapshot) {
+    const char *why = o.policy.n == 1 ? gr_memviz_refuse(o.policy.v[0]) : NULL;
+    if (o.policy.n != 1 || npos != 1 || o.sweep || o.tune || o.explain_oom || o.list_policies || o.output || o.json ||
+        cfg.cuda_ordinal >= 0)
+      return usage_error("--export-snapshot writes one --policy's simulated run over one trace: give one trace and "
+                         "one --policy, without --sweep, --tune, --explain-oom, --list-policies, -o, --json or --device");
+    if (why) return usage_error(why);
+  }
   if (o.tune && o.list_policies) return usage_error("--list-policies lists a replay's or a sweep's settings, not --tune's");
   if (o.list_policies && o.output) return usage_error("--list-policies replays nothing: no results file (-o)");
   if (o.tune) return tune(&cfg, &o);
@@ -457,6 +483,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     return 1;
   }
   if (o.explain_oom) return explain_oom(&cfg, n ? specs[0] : NULL);
+  if (o.export_snapshot) return export_snapshot(&cfg, specs[0], o.export_snapshot, o.quiet);
 
   gr_results_t *rs = o.output ? gr_results_new() : NULL;
   int n_max = n_user + max_grid;

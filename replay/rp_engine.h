@@ -139,7 +139,20 @@ typedef struct rp_engine_opts {
    * leaves the policy only what they left the real program (issue 17). RP_OTHER_*: none; the
    * maps flagged GMT_F_EXTERNAL; every map that is not a request. */
   int count_other;
+  /* Optional: a layer between the engine and the policy (NULL: none). The engine calls
+   * tap->create instead of ops->create and drives the ops and state it returns, which wrap
+   * the policy and see every request and driver call it makes (gpureplay --export-snapshot
+   * records the simulated run that way: replay/gpureplay_memviz.c). */
+  const struct rp_policy_tap *tap;
 } rp_engine_opts_t;
+
+typedef struct rp_policy_tap {
+  void *ctx;
+  /* Create the policy `inner` with conf over drv (the engine's counting driver), wrapped:
+   * *ops and *out are what the engine then calls. Fails as inner->create does. */
+  gm_status_t (*create)(void *ctx, const rp_policy_ops_t *inner, const char *conf, const rp_driver_t *drv,
+                        const rp_policy_ops_t **ops, rp_policy_t **out, gm_err_t *err);
+} rp_policy_tap_t;
 
 /* What failed first: the policy (its OOM path ran), an external allocation beside it (the
  * device had no room for a library's own cudaMalloc), a request larger than any device. */
