@@ -266,6 +266,10 @@ static gm_status_t t_alloc(rp_policy_t *p, uint64_t size, uint64_t stream, uint6
     uint64_t free_bytes = r->capacity > r->reserved ? r->capacity - r->reserved : 0;
     push(r, MV_OOM, free_bytes, size, stream, r->cur_site);
     r->ooms++;
+    if (r->peak_pending) { /* the peak was reached on the way to this failure */
+      r->peak_pending = 0;
+      r->peak_at = r->n;
+    }
     return st;
   }
   if (st != GM_OK) return st;
