@@ -403,7 +403,9 @@ static int gpureplay(int argc, char **argv, char **pos) {
       return usage_error("--explain-oom prints one JSON object: add --json (`gpuanalyze oom TRACE` says it in text)");
   }
   if (o.export_snapshot) {
-    const char *why = o.policy.n == 1 ? gr_memviz_refuse(o.policy.v[0]) : NULL;
+    char spec[1024] = "";
+    if (o.policy.n == 1 && gr_policy_from_env(o.policy.v[0], spec, sizeof spec) < 0) spec[0] = '\0';
+    const char *why = gr_memviz_refuse(spec);
     if (o.policy.n != 1 || npos != 1 || o.sweep || o.tune || o.explain_oom || o.list_policies || o.output || o.json ||
         cfg.cuda_ordinal >= 0)
       return usage_error("--export-snapshot writes one --policy's simulated run over one trace: give one trace and "

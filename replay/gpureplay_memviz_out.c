@@ -8,7 +8,8 @@
  *   block:   address, size, requested_size, state ('active_allocated' | 'active_pending_free' |
  *            'inactive'), frames. The blocks of a segment tile it in address order: memory_viz
  *            computes each block's address by adding up the sizes before it.
- *   entry:   action, addr (an oom's is device_free), size, stream, time_us, frames
+ *   entry:   action, addr (an oom's is device_free), size, stream, time_us, compile_context,
+ *            user_metadata, frames
  *   frame:   filename, line, name (innermost first)
  * Strings used over and over (keys, actions, states) and each callsite's frames list are
  * written once and then referred to through the memo, as CPython's pickler does for shared
@@ -32,13 +33,13 @@ enum {
   S_ACTION, S_ADDR, S_SIZE, S_STREAM, S_TIME_US, S_FRAMES, S_DEVICE_FREE, S_FILENAME, S_LINE, S_NAME,
   S_DEVICE, S_ADDRESS, S_TOTAL_SIZE, S_ALLOCATED_SIZE, S_ACTIVE_SIZE, S_REQUESTED_SIZE, S_SEGMENT_TYPE,
   S_SEGMENT_POOL_ID, S_IS_EXPANDABLE, S_BLOCKS, S_STATE, S_ACTIVE_ALLOCATED, S_ACTIVE_PENDING_FREE,
-  S_INACTIVE, S_LARGE, S_SMALL, S_COUNT
+  S_INACTIVE, S_LARGE, S_SMALL, S_COMPILE_CONTEXT, S_USER_METADATA, S_NA, S_EMPTY, S_COUNT
 };
 static const char *const kStrings[S_COUNT] = {
     "action", "addr", "size", "stream", "time_us", "frames", "device_free", "filename", "line", "name",
     "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "segment_type",
     "segment_pool_id", "is_expandable", "blocks", "state", "active_allocated", "active_pending_free",
-    "inactive", "large", "small",
+    "inactive", "large", "small", "compile_context", "user_metadata", "N/A", "",
 };
 
 #define SITE_TEXT_MAX 512          /* bytes of a callsite's text kept (6 frames of a real stack) */
@@ -207,6 +208,10 @@ static void put_entry(mv_out_t *o, const mv_ev_t *e) {
   pkw_uint(w, e->stream);
   put(o, S_TIME_US);
   pkw_uint(w, (o->start_time_ns + e->ts_ns) / 1000u);
+  put(o, S_COMPILE_CONTEXT); /* torch 2.11's entries have both: no compile, no user metadata */
+  put(o, S_NA);
+  put(o, S_USER_METADATA);
+  put(o, S_EMPTY);
   put(o, S_FRAMES);
   put_frames(o, e->site);
   pkw_end(w);
