@@ -26,10 +26,21 @@ static void fail(pkw_t *w, gm_status_t st, const char *why) {
   snprintf(w->why, sizeof w->why, "%s", why);
 }
 
+static void flush(pkw_t *w) {
+  if (w->st == GM_OK && w->nbuf && fwrite(w->buf, 1, w->nbuf, w->f) != w->nbuf) fail(w, GM_ERR_IO, "write failed");
+  w->nbuf = 0;
+}
+
 static void out(pkw_t *w, const void *p, size_t n) {
   if (w->st != GM_OK) return;
-  if (n && fwrite(p, 1, n, w->f) != n) fail(w, GM_ERR_IO, "write failed");
   w->bytes += n;
+  if (w->nbuf + n > sizeof w->buf) flush(w);
+  if (n >= sizeof w->buf) {
+    if (fwrite(p, 1, n, w->f) != n) fail(w, GM_ERR_IO, "write failed");
+    return;
+  }
+  memcpy(w->buf + w->nbuf, p, n);
+  w->nbuf += n;
 }
 
 static void op(pkw_t *w, uint8_t c) { out(w, &c, 1); }
@@ -76,6 +87,7 @@ void pkw_init(pkw_t *w, FILE *f, int protocol) {
 gm_status_t pkw_finish(pkw_t *w, gm_err_t *err) {
   if (w->depth != 0) fail(w, GM_ERR_INVAL, "a container was not ended");
   op(w, '.');
+  flush(w);
   if (w->st == GM_OK && fflush(w->f) != 0) fail(w, GM_ERR_IO, "write failed");
   if (w->st != GM_OK) return gm_err_set(err, w->st, "pickle: %s", w->why);
   return GM_OK;

@@ -47,6 +47,8 @@ typedef struct pkw {
   int depth;
   pkw_frame_t stack[PKW_MAX_DEPTH];
   uint64_t bytes;  /* written so far */
+  size_t nbuf;     /* bytes in buf not yet given to f (one fwrite per buffer, not per opcode) */
+  uint8_t buf[32768];
 } pkw_t;
 
 /* Starts a pickle of the given protocol (2, 3 or 4) on f: writes PROTO. */
