@@ -375,6 +375,38 @@ TEST(MemvizExport, OutOfMemoryAndDevices) {
   EXPECT_EQ(on2, 1);
 }
 
+TEST(MemvizExport, CallsitesFromStrangers) {
+  // a 100 KB callsite with bytes that are not UTF-8, and 3000 distinct callsites
+  std::string csv = "ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context\n#string.1=";
+  for (int i = 0; i < 25000; i++) csv += "a\\xff";  // the text form's escape of the byte 0xff
+  csv += ":7:f\n1,alloc,0,0,0x100,4096,device,0x0,0,1,0\n";
+  for (int i = 0; i < 3000; i++)
+    csv += "#string." + std::to_string(i + 2) + "=f" + std::to_string(i) + ".py:" + std::to_string(i) + ":g\n" +
+           std::to_string(i + 2) + ",alloc,0,0," + std::to_string(0x10000 + i * 16) + ",8,device,0x0,0," +
+           std::to_string(i + 2) + ",0\n";
+  std::string trace = MakeTrace(csv);
+  gr_memviz_stats_t st;
+  std::string out = Export(trace, "pytorch", &st);
+  EXPECT_EQ(st.callsites, 3001u);
+  Doc d(ReadAll(out));
+  ASSERT_EQ(d.st, GM_OK) << d.err.msg;
+  const snap_val_t *t = Get(d.root(), "device_traces")->items[0];
+  size_t longest = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    const snap_val_t *fr = Get(t->items[i], "frames");
+    for (size_t k = 0; k < fr->n; k++) {
+      std::string f = Str(Get(fr->items[k], "filename"));
+      longest = f.size() > longest ? f.size() : longest;
+      for (unsigned char c : f) ASSERT_LT(c, 0xf5) << "not UTF-8";
+      if (f.size() > 100) {
+        EXPECT_NE(f.find("a\xef\xbf\xbd"), std::string::npos);  // U+FFFD for 0xff
+      }
+    }
+  }
+  EXPECT_GT(longest, 100u);
+  EXPECT_LE(longest, 1600u);  // cut at 512 bytes, each of them 3 at most once made valid
+}
+
 TEST(MemvizExport, RefusesWhatItCannotWrite) {
   std::string trace = MakeTrace(kTrace);
   const char *specs[1] = {"async"};
