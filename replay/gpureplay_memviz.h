@@ -16,7 +16,7 @@
  * segment), as torch's is: memory_viz rebuilds every earlier state by walking the trace back
  * from it, so it must be the end, and the peak is found by the marker (README.md).
  *
- * Layout (the format's keys and types: replay/README.md "Export to memory_viz"):
+ * Layout (keys and types: gpureplay_memviz_out.c; for users: README.md "In PyTorch's memory_viz"):
  *   {segments: [...], device_traces: [[...] per device], allocator_settings: {...},
  *    gpumem_replay: {trace, policy, peaks, ...}}
  * written whole or not at all (base gm_out). */
