@@ -209,8 +209,15 @@ gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t 
   const snap_val_t *t = snap_dict_get(e, "time_us");
   out->has_time = snap_int(t, &out->time_us);
   if (t && !out->has_time) return gm_err_set(err, GM_ERR_FORMAT, "time_us is not an int");
-  if (kind == GMT_EV_ALLOC_FAILED) { /* torch puts device_free there: kept for the header */
-    out->device_free = out->ev.addr;
+  if (kind == GMT_EV_ALLOC_FAILED) {
+    /* torch writes an OOM entry's free device memory under "device_free", in place of "addr"
+     * (torch/csrc/cuda/memory_snapshot.cpp); older hand-made files put it in addr. Kept for
+     * the header. */
+    uint64_t free_bytes = out->ev.addr;
+    if (snap_dict_get(e, "device_free") &&
+        (st = snap_field_u64(e, "device_free", (uint64_t)INT64_MAX, &free_bytes, err)))
+      return st;
+    out->device_free = free_bytes;
     out->ev.addr = 0;
   }
   out->frames = snap_dict_get(e, "frames");

@@ -399,3 +399,34 @@ TEST(SnapImport, RealCorpusSnapshotMatchesTorchCounts) {
 }
 
 }  // namespace
+
+// torch writes an OOM entry's free device memory under "device_free" (no "addr"):
+// torch/csrc/cuda/memory_snapshot.cpp. The importer keeps it in the header.
+TEST(SnapImport, OomDeviceFreeAsTorchWritesIt) {
+  const int64_t T = 1795262363399030LL, A = 139670365143040LL;
+  Pk p;
+  p.proto(4).dict().mark();
+  p.str("segments").list();
+  p.str("device_traces").list().mark().list().mark();
+  Entry(p, "segment_alloc", A, 20 << 20, 0, T);
+  Entry(p, "alloc", A, 3 << 20, 0, T + 2);
+  p.dict().mark();
+  p.kvs("action", "oom").kv("device_free", 987654321).kv("size", 1LL << 40).kv("stream", 0).kv("time_us", T + 3);
+  p.setitems();
+  p.appends().appends();
+  p.setitems().stop();
+  std::string in = WriteFile("oomfree.pickle", p.b), out = TmpPath("oomfree.zst");
+  gm_err_t err{};
+  ASSERT_EQ(snap_import_file(in.c_str(), out.c_str(), nullptr, nullptr, &err), GM_OK) << err.msg;
+  Trace t(out);
+  ASSERT_NE(t.kv("torch.snapshot.oom_device_free_bytes"), nullptr);
+  EXPECT_STREQ(t.kv("torch.snapshot.oom_device_free_bytes"), "987654321");
+  bool failed = false;
+  for (const gmt_event_t &e : t.ev)
+    if (e.kind == GMT_EV_ALLOC_FAILED) {
+      failed = true;
+      EXPECT_EQ(e.addr, 0u);
+      EXPECT_EQ(e.size, 1ULL << 40);
+    }
+  EXPECT_TRUE(failed);
+}
