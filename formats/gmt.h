@@ -44,7 +44,8 @@ extern "C" {
   X(POOL_TRIM, 12, "pool_trim")          /* pool trimmed (empty_cache under cudaMallocAsync); size = keep bytes */ \
   X(POOL_DESTROY, 13, "pool_destroy")                                                             \
   X(MARKER, 14, "marker")                /* step/phase boundary: callsite = name string, size = value */ \
-  X(EMPTY_CACHE, 15, "empty_cache")      /* the app asked its allocator to release cached memory */
+  X(EMPTY_CACHE, 15, "empty_cache")      /* the app asked its allocator to release cached memory */ \
+  X(ALLOC_SITE, 16, "alloc_site")        /* not a request: the callsite of one the framework's allocator served at addr */
 
 typedef enum gmt_kind {
 #define GMT_KIND_ENUM(name, val, str) GMT_EV_##name = val,
