@@ -46,6 +46,7 @@
 #include "recorder/cupti_convert.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
+#include "recorder/rec_sites.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define ACT_BUF_BYTES (1u << 20)
@@ -665,7 +666,10 @@ static void install_term(int sig) {
 }
 
 /* A fork()ed child (DataLoader worker) inherits the core but not its writer thread. */
-static void in_child(void) { g.core = NULL; }
+static void in_child(void) {
+  g.core = NULL;
+  rec_sites_attach(NULL, NULL, NULL);
+}
 
 /* What the header says about callsites: the mode, and why Python frames are not read. */
 static const char *callsites_header(void) {
@@ -739,6 +743,7 @@ static int start_core(unsigned mode) {
     g.core = NULL;
     return 0;
   }
+  rec_sites_attach(g.core, g.cs, hook_now);
   pthread_atfork(NULL, NULL, in_child);
   atexit(at_exit);
   install_term(SIGTERM);
@@ -916,6 +921,18 @@ static void init_once(void) {
   /* the core first: CUPTI may deliver records as soon as activity is enabled */
   if (!start_core(env_mode())) return;
   if (!enable_cupti()) rec_core_fail(g.core, "recording off");
+}
+
+/* gpurec's sitecustomize calls this (ctypes) once PyTorch's CUDA is up and its history is on: each
+ * request PyTorch's allocator serves gets its callsite from then on (rec_sites.c). Returns the
+ * hooked slots (0: already), -1 when PyTorch cannot be hooked (said once on stderr), -2 when
+ * nothing is recorded (no trace, or callsites off). */
+EXPORT int gpumem_torch_sites(void);
+EXPORT int gpumem_torch_sites(void) {
+  char why[512];
+  int r = rec_sites_hook(REC_SITES_OBJECT, REC_SITES_SYMBOL, why, sizeof why);
+  if (r == -1) warn_once("no callsites for PyTorch's requests: %s", why);
+  return r;
 }
 
 EXPORT int InitializeInjection(void);
