@@ -13,8 +13,8 @@
  * a cache lookup per frame once the line has been seen) and pushes one ALLOC_SITE note (address,
  * block size, device, callsite id) into the recorder's ring; frees pass straight on. The merge
  * with the history (snapshot/snap_sites.c) gives each history alloc the callsite of its note.
- * The allocator, its settings and its decisions are untouched: the hook returns what the
- * original returns, after calling it with the same arguments.
+ * The allocator, its settings and its decisions are untouched: the hook then calls the original
+ * with the same arguments.
  * c10::Device is {int8 type; int8 index}, passed in one register: type in the low byte. */
 #include "recorder/rec_sites.h"
 
@@ -48,8 +48,9 @@ uint64_t rec_sites_notes(void) { return atomic_load(&S.notes); }
 static void note(void *ptr, int64_t size, uint16_t device) {
   rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
   if (!core) return;
+  /* a thread without Python frames (autograd's device threads) still gets its note, with no
+   * callsite: the notes are then the history's allocations one for one, which the merge relies on */
   uint32_t id = rec_callsites_capture(S.cs);
-  if (!id) return; /* no Python frame on this thread: nothing to say */
   gmt_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = GMT_EV_ALLOC_SITE;

@@ -52,6 +52,9 @@ typedef struct snap_merge_stats {
   uint64_t cupti_dropped;  /* CUPTI events left out: PyTorch's own driver calls, failed
                               device allocations, pool trims */
   int cupti_truncated;     /* the CUPTI trace ended early (it is merged as far as it goes) */
+  uint64_t site_notes;     /* alloc_site notes in the CUPTI trace (the requests' callsites) */
+  uint64_t allocs;         /* the history's allocations (the synthetic initial state left out) */
+  uint64_t allocs_with_callsite; /* ... that got a callsite from their note */
 } snap_merge_stats_t;
 
 /* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at

@@ -71,6 +71,18 @@ void snap_cs_cache_free(snap_cs_cache_t **cache);
 /* Intern e's string (its callsite, the snapshot marker's or an annotation's name) into w and set
  * e->ev.callsite; cache starts NULL. */
 gm_status_t snap_event_strings(gmt_writer_t *w, snap_cs_cache_t **cache, snap_event_t *e, gm_err_t *err);
+/* One alloc_site note of the CUPTI trace (recorder/rec_sites.c): a request's callsite. */
+typedef struct snap_site {
+  uint64_t addr, ts; /* ts: on the CUPTI trace's clock */
+  uint16_t device;
+  const char *str;   /* the callsite, or NULL (a thread without Python frames) */
+} snap_site_t;
+
+/* snap_sites.c: out[k] (k: index into ps->evs, ps->n entries, NULL-filled by the caller) gets the
+ * callsite of the note of each history allocation that has one; shift moves history time onto
+ * the notes' clock, timed says whether it does. Returns how many allocations got a callsite. */
+size_t snap_sites_match(const snap_pass_t *ps, const snap_site_t *sites, size_t nsites, int64_t shift,
+                        int timed, const char **out);
 /* The whole file into *buf (malloc'd). */
 gm_status_t snap_read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err);
 /* Import from an already parsed tree (tests and fuzzing use it). */

@@ -18,7 +18,10 @@
  *     cudaMalloc after freeing its cache, and its history says which requests failed;
  *   - every other CUPTI event is kept, merged by time, flagged GMT_F_EXTERNAL (a marker excepted):
  *     another library's memory (its allocations, frees, VMM calls, pool records), external to a
- *     replay.
+ *     replay;
+ *   - the alloc_site notes (the callsite of each request, read on the allocating thread by the
+ *     recorder's hook, recorder/rec_sites.c) are not events of the merged trace: each gives its
+ *     callsite to the history's alloc it belongs to (snap_sites.c), where the history has none.
  * The header is the CUPTI trace's (host, GPU, versions, command line, environment) with the
  * snapshot's settings added and capture mode torch-history. */
 #include <stdlib.h>
@@ -169,7 +172,7 @@ static int is_vmm(unsigned k) {
 /* Mark the CUPTI events that are PyTorch's own (or left out), queue the segment calls for the
  * history to claim, flag the rest external. */
 static gm_status_t classify(const snap_pass_t *ps, cupti_side_t *c, seg_q_t **queues, uint64_t *dropped,
-                            uint64_t *external, gm_err_t *err) {
+                            uint64_t *external, snap_site_t **sites, size_t *nsites, gm_err_t *err) {
   seg_q_t *segs = NULL; /* (addr, size) of the history's segments: a set */
   range_t *maps = NULL;
   size_t nmaps = 0;
@@ -209,6 +212,15 @@ static gm_status_t classify(const snap_pass_t *ps, cupti_side_t *c, seg_q_t **qu
     cev_t *ce = &c->v[i];
     gmt_event_t *e = &ce->ev;
     int drop = 0;
+    if (e->kind == GMT_EV_ALLOC_SITE) { /* a request's callsite, for the history's alloc */
+      if (!*sites && !(*sites = malloc(c->n * sizeof **sites))) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      (*sites)[(*nsites)++] = (snap_site_t){e->addr, e->ts_ns, e->device, ce->str};
+      e->kind = 0;
+      continue;
+    }
     if (e->kind == GMT_EV_ALLOC && device_mem(e) && q_find(segs, 0, e->addr, e->size)) {
       seg_q_t *q = q_get(queues, GMT_EV_ALLOC, e->addr, e->size), *l = q_get(&live, 0, e->addr, 0);
       if (!q || !l || q_push(q, i) < 0) {
@@ -293,7 +305,17 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
   gmt_header_init(&h);
   gmt_writer_t *w = NULL;
   snap_cs_cache_t *cache = NULL;
-  s = classify(&ps, c, &queues, &dropped, &external, err);
+  snap_site_t *sites = NULL;
+  size_t nsites = 0, site_hits = 0, allocs = 0;
+  const char **site_of = NULL;
+  s = classify(&ps, c, &queues, &dropped, &external, &sites, &nsites, err);
+  if (s == GM_OK && nsites) {
+    if (!(site_of = calloc(ps.n + 1, sizeof *site_of))) s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    else site_hits = snap_sites_match(&ps, sites, nsites, clock_shift(&ps, &c->header),
+                                      clock_aligned(&ps, &c->header), site_of);
+    for (size_t k = 0; k < ps.n; k++)
+      allocs += ps.evs[k]->ev.kind == GMT_EV_ALLOC && !(ps.evs[k]->ev.flags & GMT_F_SYNTHETIC);
+  }
   for (size_t k = 0; k < ps.n && s == GM_OK; k++) {
     gmt_event_t *e = &ps.evs[k]->ev;
     if (e->kind != GMT_EV_SEGMENT_ALLOC && e->kind != GMT_EV_SEGMENT_FREE) continue;
@@ -317,6 +339,9 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
                                err)) == GM_OK &&
         c->truncated)
       s = gmt_header_kv_set(&h, "torch_history.cupti_truncated", "1", err);
+    /* the callsites of the requests (rec_sites.c's notes): how many allocations got one */
+    if (s == GM_OK && nsites && (s = kv_u64(&h, "torch_history.alloc_site_notes", nsites, err)) == GM_OK)
+      s = kv_u64(&h, "torch_history.allocs_with_callsite", site_hits, err);
   }
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
@@ -334,9 +359,12 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
         if (ht < last) ht = last;
       }
       if (k < ps.n && (i >= c->n || ht <= c->v[i].ev.ts_ns)) {
+        const char *site = site_of ? site_of[k] : NULL;
         snap_event_t *e = ps.evs[k++];
         e->ev.ts_ns = last = ht;
         s = snap_event_strings(w, &cache, e, err);
+        if (s == GM_OK && site && e->ev.callsite == GMT_NO_STRING) /* the history's own stack wins */
+          s = gmt_writer_intern(w, site, &e->ev.callsite, err);
         if (s == GM_OK) s = gmt_writer_append(w, &e->ev, err);
       } else if (i < c->n) {
         cev_t *ce = &c->v[i++];
@@ -358,7 +386,12 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
     ms->external = external;
     ms->cupti_dropped = dropped;
     ms->cupti_truncated = c->truncated;
+    ms->site_notes = nsites;
+    ms->allocs = allocs;
+    ms->allocs_with_callsite = site_hits;
   }
+  free(site_of);
+  free(sites);
   snap_cs_cache_free(&cache);
   q_free_all(&queues);
   gmt_header_free(&h);

@@ -28,6 +28,7 @@ std::string Corpus(const char *name) {
 struct Trace {
   gmt_header_t h;
   std::vector<gmt_event_t> ev;
+  std::vector<std::string> cs;  // each event's callsite text, "" if none
   explicit Trace(const std::string &path) {
     gmt_header_init(&h);
     gm_err_t err{};
@@ -38,7 +39,11 @@ struct Trace {
     }
     gmt_header_copy(&h, gmt_reader_header(r), &err);
     gmt_event_t e;
-    while (gmt_reader_next(r, &e, &err) == GM_OK) ev.push_back(e);
+    while (gmt_reader_next(r, &e, &err) == GM_OK) {
+      ev.push_back(e);
+      const char *t = e.callsite != GMT_NO_STRING ? gmt_reader_string(r, e.callsite) : nullptr;
+      cs.push_back(t ? t : "");
+    }
     gmt_reader_close(r);
   }
   ~Trace() { gmt_header_free(&h); }
@@ -54,7 +59,11 @@ const uint64_t kNccl = 0x10000000ull, kForeignMap = 0x20000000ull;
 // The CUPTI trace of the process: each segment call of the import as the driver saw it (300 ns
 // after the history's time), and other libraries' memory: an NCCL buffer, pinned host memory, a
 // VMM map of a range PyTorch never had, a failed 2 GiB cudaMalloc, a pool trim.
-void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls) {
+// notes: also the recorder's alloc_site note of every history allocation ("train.py:<n>:step",
+// n counting the allocations), with what can go wrong: three notes from before the history, the
+// note of allocation 10 lost, an extra note after allocation 20, and allocation 30's made on a
+// thread without Python frames (a note without callsite).
+void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls, bool notes = false) {
   gmt_header_t h;
   gmt_header_init(&h);
   h.capture_mode = GMT_CAPTURE_NATIVE;
@@ -84,7 +93,24 @@ void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls
   ev(1000, GMT_EV_ALLOC, kNccl, 64 << 20, GMT_MEM_DEVICE);
   ev(2000, GMT_EV_ALLOC, 0x30000000ull, 1 << 20, GMT_MEM_PINNED);
   ev(3000, GMT_EV_VMM_MAP, kForeignMap, 2 << 20, GMT_MEM_DEVICE);
+  size_t nalloc = 0;
+  auto note = [&](uint64_t ts, uint64_t addr, uint16_t dev, const std::string &site) {
+    ev(ts, GMT_EV_ALLOC_SITE, addr, 512, GMT_MEM_DEVICE);
+    out.back().device = dev;
+    out.back().corr_id = 0;
+    out.back().callsite = GMT_NO_STRING;
+    if (!site.empty()) {
+      ASSERT_EQ(gmt_writer_intern(w, site.c_str(), &out.back().callsite, &err), GM_OK);
+    }
+  };
+  if (notes)
+    for (uint64_t k = 0; k < 3; k++) note(3100 + k, 0x7000000 + 512 * k, 0, "warmup.py:1:before");
   for (const gmt_event_t &e : imp.ev) {
+    if (notes && e.kind == GMT_EV_ALLOC && !(e.flags & GMT_F_SYNTHETIC)) {
+      size_t n = nalloc++;
+      if (n != 10) note(kLater + e.ts_ns + 100, e.addr, e.device, n == 30 ? "" : "train.py:" + std::to_string(n) + ":step");
+      if (n == 20) note(kLater + e.ts_ns + 150, 0xdead000, e.device, "train.py:999:extra");
+    }
     unsigned kind = 0;
     if (e.kind == GMT_EV_SEGMENT_ALLOC) kind = GMT_EV_ALLOC;
     if (e.kind == GMT_EV_SEGMENT_FREE) kind = GMT_EV_FREE;
@@ -169,6 +195,56 @@ void CheckMerge(const char *pickle, bool vmm) {
 TEST(SnapMerge, SegmentsMatchedOthersExternal) { CheckMerge("train_amp.default.pickle", false); }
 
 TEST(SnapMerge, ExpandableSegmentsVmmMatched) { CheckMerge("train_amp.expandable.pickle", true); }
+
+// The requests' callsites from the recorder's notes: each history allocation without a stack of
+// its own gets its note's, whatever went wrong around it; the notes are not events of the merge.
+TEST(SnapMerge, NotesGiveAllocationsTheirCallsites) {
+  std::string snap = Corpus("train_amp.default.pickle"), plain = TmpPath("sites.plain.zst"),
+              cupti = TmpPath("sites.cupti.zst");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  size_t calls = 0;
+  WriteCupti(cupti, imp, &calls, true);
+  snap_merge_stats_t ms;
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK)
+      << err.msg;
+  Trace m(cupti);
+  std::vector<size_t> hist;
+  for (size_t i = 0; i < m.ev.size(); i++) {
+    EXPECT_NE(m.ev[i].kind, GMT_EV_ALLOC_SITE) << i;
+    if (!(m.ev[i].flags & GMT_F_EXTERNAL)) hist.push_back(i);
+  }
+  ASSERT_EQ(hist.size(), imp.ev.size());
+  size_t n = 0, own = 0, got = 0;
+  for (size_t i = 0; i < imp.ev.size(); i++) {
+    const gmt_event_t &b = imp.ev[i];
+    const std::string &mine = m.cs[hist[i]];
+    if (b.kind != GMT_EV_ALLOC || (b.flags & GMT_F_SYNTHETIC)) {
+      EXPECT_EQ(mine, imp.cs[i]) << i;
+      continue;
+    }
+    size_t k = n++;
+    if (!imp.cs[i].empty()) {
+      EXPECT_EQ(mine, imp.cs[i]) << "allocation " << k << ": the history's own stack wins";
+      own++;
+    } else if (k == 10 || k == 30) {
+      EXPECT_EQ(mine, "") << "allocation " << k;
+    } else {
+      EXPECT_EQ(mine, "train.py:" + std::to_string(k) + ":step") << "allocation " << k;
+      got++;
+    }
+  }
+  EXPECT_GT(own, 100u);
+  EXPECT_GT(got, 100u);
+  EXPECT_EQ(ms.allocs, n);
+  EXPECT_EQ(ms.site_notes, n - 1 + 4);               // one lost, three early, one extra
+  EXPECT_EQ(ms.allocs_with_callsite, n - 2);          // all but the lost one and the frameless one
+  EXPECT_EQ(m.kv("torch_history.allocs_with_callsite"), std::to_string(n - 2));
+  EXPECT_EQ(ms.cupti_dropped, calls + 2);             // the notes are neither dropped calls...
+  EXPECT_EQ(ms.external, 4u);                         // ... nor other libraries' memory
+}
 
 TEST(SnapMerge, MissingInputsAreErrors) {
   gm_err_t err{};
