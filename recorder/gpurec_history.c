@@ -105,11 +105,15 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
         continue;
       }
       merged[t] = 1;
+      char sites[128] = "";
+      if (ms.site_notes)
+        snprintf(sites, sizeof sites, ", callsites for %llu of %llu allocations",
+                 (unsigned long long)ms.allocs_with_callsite, (unsigned long long)ms.allocs);
       if (!quiet)
         fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
-                        "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries\n",
+                        "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
                 r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,
-                (unsigned long long)ms.segments, (unsigned long long)ms.external);
+                (unsigned long long)ms.segments, (unsigned long long)ms.external, sites);
       continue;
     }
     char out[4200];

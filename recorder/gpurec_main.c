@@ -232,7 +232,8 @@ static int set_mode_env(const char *mode, const char *stacks, int quiet) {
               "allocator to MemoryAsyncPool (--mode=native leaves them)\n",
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? "=" : " unset",
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? getenv("PYTORCH_CUDA_ALLOC_CONF") : "",
-              strcmp(stacks, "python") == 0 ? "with Python stacks" : "without stacks");
+              strcmp(stacks, "python") == 0 ? "with Python stacks"
+                                             : "without stacks, each request's callsite read by gpurec");
     return 0;
   }
   if (strcmp(mode, "requests") != 0) {

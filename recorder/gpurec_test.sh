@@ -170,6 +170,24 @@ done < "$RUNROOT/traces/snapshots/MANIFEST.tsv"
 out=$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --stacks=python -o st.zst -- python3 "$R/testdata/torch_auto.py" 2>st.err); rc=$?
 check "auto: the user's PYTORCH_CUDA_ALLOC_CONF untouched" '[[ $rc == 0 && $out == *"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"* && $(<st.err) == *"(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)"* ]]'
 check "auto --stacks=python: history with stacks, said in the header" '[[ $out == *"context=['"'"'all'"'"']"* && "$("$CSV" st.zst)" == *"#kv.torch_history.stacks=python"* ]]'
+# callsites by default (rec_sites.c): a stand-in libc10_cuda.so reports each allocation of the
+# snapshot from torch_auto.py's step(), as PyTorch's allocator reports its requests; every history
+# allocation without a stack of its own gets that line, and the allocator's setting stays unset
+SNAPF=$RUNROOT/traces/snapshots/train_amp.default.pickle
+rm -f cs*.zst
+out=$("${FT[@]}" FAKE_TORCH_C10="$R/testdata/fakec10" FAKE_TORCH_SNAPSHOT="$SNAPF" "$GPUREC" -o cs.zst -- python3 "$R/testdata/torch_auto.py" 2>cs.err); rc=$?
+site=$(sed -n 's/^SITE //p' <<< "$out")
+"$GPUREC" import "$SNAPF" -o csplain.zst 2>/dev/null
+nalloc=$("$CSV" csplain.zst | grep -c ",alloc,")
+nbare=$("$CSV" csplain.zst | awk -F, '$2 == "alloc" && ($10 == "" || $10 == 0)' | wc -l)
+sid=$("$CSV" cs.zst | awk -v s="$site" '/^#string\./ { i = index($0, "="); if (substr($0, i + 1) == s) print substr($0, 9, i - 9) }')
+check "auto callsites: script ran, PYTORCH_CUDA_ALLOC_CONF unset, said" '[[ $rc == 0 && -n $site && $out == *"PYTORCH_CUDA_ALLOC_CONF=<unset>"* && $(<cs.err) == *"callsites for $nalloc of $nalloc allocations"* ]]'
+check "auto callsites: every allocation without a stack ($nbare) names step()" '[[ $nbare -gt 100 && -n $sid && $("$CSV" cs.zst | awk -F, -v s=$sid "\$2 == \"alloc\" && \$10 == s" | wc -l) == $nbare ]]'
+check "auto callsites: no allocation left without one, no note left in the trace" '[[ $("$CSV" cs.zst | awk -F, "\$2 == \"alloc\" && (\$10 == \"\" || \$10 == 0)" | wc -l) == 0 && $("$CSV" cs.zst | grep -c ",alloc_site,") == 0 ]]'
+check "auto callsites: the header counts them" '[[ "$("$CSV" cs.zst)" == *"#kv.torch_history.allocs_with_callsite=$nalloc"* ]]'
+check "auto callsites: the replay is the import's" '[[ $(peak cs.zst pytorch) == $(peak csplain.zst pytorch) && -n $(peak cs.zst pytorch) ]]'
+out=$(GPUMEM_TORCH_SITES=0 "${FT[@]}" FAKE_TORCH_C10="$R/testdata/fakec10" FAKE_TORCH_SNAPSHOT="$SNAPF" "$GPUREC" -o cs0.zst -- python3 "$R/testdata/torch_auto.py" 2>cs0.err); rc=$?
+check "auto GPUMEM_TORCH_SITES=0: no hook, allocations as the history has them" '[[ $rc == 0 && $(<cs0.err) != *"callsites for"* && $("$CSV" cs0.zst | awk -F, "\$2 == \"alloc\" && (\$10 == \"\" || \$10 == 0)" | wc -l) == $nbare ]]'
 err=$("$GPUREC" --stacks=python --mode=native -- true 2>&1); rc=$?
 check "--stacks outside auto/torch: exit 2" '[[ $rc == 2 && $err == *"--stacks is for --mode=auto and --mode=torch"* ]]'
 err=$("$GPUREC" --stacks=full -- true 2>&1); rc=$?

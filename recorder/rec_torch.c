@@ -7,9 +7,12 @@
  * then wraps torch.cuda._lazy_init so that the moment CUDA is initialised it calls
  * torch.cuda.memory._record_memory_history(max_entries=N, ...): without stacks (context=None,
  * ~35 ns per entry on an H200) when GPUMEM_TORCH_STACKS=none, with Python stacks (stacks="python",
- * ~808 ns) otherwise. It registers an atexit dump of the snapshot into the launcher's directory
- * as snap.<rank|->.<pid>.pickle, and, where SIGTERM still has its default action, a handler that
- * exits through SystemExit(143) so the dump runs (Python runs it between bytecodes: a main thread
+ * ~808 ns) otherwise; without stacks in auto mode it then asks the injection library to hook
+ * PyTorch's per-request report (gpumem_torch_sites, rec_sites.c), which gives each request its
+ * callsite at a cache lookup's cost (GPUMEM_TORCH_SITES=0: not, for measurements). It registers
+ * an atexit dump of the snapshot into the launcher's directory as snap.<rank|->.<pid>.pickle,
+ * and, where SIGTERM still has its default action, a handler that exits through SystemExit(143)
+ * so the dump runs (Python runs it between bytecodes: a main thread
  * stuck in one long C call delays it). SIGKILL loses the history (the CUPTI trace keeps what the
  * driver saw). Processes that import torch but never touch CUDA (torchrun's agent) record
  * nothing. A user's own sitecustomize.py is run after ours. After the child exits the launcher
@@ -72,6 +75,18 @@ static const char sitecustomize_py[] =
     "        raise SystemExit(128 + signum)\n"
     "    signal.signal(signal.SIGTERM, on_term)\n"
     "\n"
+    "def _gpurec_sites():\n"
+    "    # each request's callsite, read by the recorder on the allocating thread from PyTorch's\n"
+    "    # per-request report (recorder/rec_sites.c); the recorder says itself why it cannot\n"
+    "    lib = _os.environ.get('CUDA_INJECTION64_PATH')\n"
+    "    if not lib:\n"
+    "        return\n"
+    "    try:\n"
+    "        import ctypes\n"
+    "        ctypes.CDLL(lib).gpumem_torch_sites()\n"
+    "    except (OSError, AttributeError) as e:\n"
+    "        _gpurec_warn('no callsites for PyTorch requests: %s' % e)\n"
+    "\n"
     "def _gpurec_torch():\n"
     "    out_dir = _os.environ.get('GPUMEM_TORCH_DIR')\n"
     "    if not out_dir:\n"
@@ -94,6 +109,9 @@ static const char sitecustomize_py[] =
     "        except Exception as e:\n"
     "            _gpurec_warn('cannot enable PyTorch memory history: %s' % e)\n"
     "            return\n"
+    "        if stacks == 'none' and _os.environ.get('GPUMEM_MODE') == 'auto' and \\\n"
+    "                _os.environ.get('GPUMEM_TORCH_SITES', '1') != '0':\n"
+    "            _gpurec_sites()\n"
     "        import atexit\n"
     "\n"
     "        def dump():\n"
