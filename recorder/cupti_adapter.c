@@ -935,6 +935,14 @@ EXPORT int gpumem_torch_sites(void) {
   return r;
 }
 
+/* The hook off again (tests/gpu/sites_bench.py: its cost measured against no hook, step by step
+ * in one process); gpumem_torch_sites() puts it back. Returns the slots restored, -1 if none. */
+EXPORT int gpumem_torch_sites_off(void);
+EXPORT int gpumem_torch_sites_off(void) {
+  char why[512];
+  return rec_sites_unhook(REC_SITES_OBJECT, REC_SITES_SYMBOL, why, sizeof why);
+}
+
 EXPORT int InitializeInjection(void);
 EXPORT int InitializeInjection(void) {
   pthread_once(&g.once, init_once);

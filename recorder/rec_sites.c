@@ -71,6 +71,16 @@ static void on_report(void *ptr, int64_t size, size_t total_allocated, size_t to
   if (orig) orig(ptr, size, total_allocated, total_reserved, device);
 }
 
+int rec_sites_unhook(const char *object, const char *symbol, char *why, size_t nwhy) {
+  report_fn orig = __atomic_load_n(&S.orig, __ATOMIC_ACQUIRE);
+  if (!orig) {
+    snprintf(why, nwhy, "not hooked");
+    return -1;
+  }
+  void *was = NULL; /* the hook itself: S.orig stays the original */
+  return rec_got_hook(object, symbol, (void *)orig, &was, why, nwhy);
+}
+
 int rec_sites_hook(const char *object, const char *symbol, char *why, size_t nwhy) {
   if (!atomic_load(&S.core)) {
     snprintf(why, nwhy, "not recording callsites");

@@ -28,6 +28,10 @@ void rec_sites_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(
  * off). */
 int rec_sites_hook(const char *object, const char *symbol, char *why, size_t nwhy);
 
+/* The slots back at the original (a measurement's control, in the same process): returns the
+ * slots changed, -1 with why when it was never hooked. rec_sites_hook hooks again. */
+int rec_sites_unhook(const char *object, const char *symbol, char *why, size_t nwhy);
+
 /* Notes pushed so far (tests). */
 uint64_t rec_sites_notes(void);
 

@@ -1,8 +1,9 @@
 """Step-time overhead of recording on a PyTorch training loop with >1000 allocations per step.
 
 One variant per process (the caller runs this under gpurec or not, with the allocator it wants):
-  python3 rec_overhead.py --history none|nostacks|python [--steps N] [--snapshot PATH]
+  python3 rec_overhead.py --history none|nostacks|alloc|python [--steps N] [--snapshot PATH]
 --history nostacks: torch.cuda.memory._record_memory_history(context=None) (no stack traces);
+--history alloc:    _record_memory_history(context="alloc", stacks="python") (a stack per alloc);
 --history python:   _record_memory_history(context="all", stacks="python").
 Model: a 48-block MLP (Linear + LayerNorm + GELU + residual, d=256, batch 32) with AdamW
 (foreach=False, so the optimizer allocates per parameter): small kernels, so the loop is bound
@@ -33,7 +34,7 @@ class Block(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--history", default="none", choices=["none", "nostacks", "python"])
+    ap.add_argument("--history", default="none", choices=["none", "nostacks", "alloc", "python"])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--snapshot", default="")
@@ -42,6 +43,9 @@ def main():
     dev = torch.device("cuda:0")
     if a.history == "nostacks":
         torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=10_000_000)
+    elif a.history == "alloc":
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                 max_entries=10_000_000)
     elif a.history == "python":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
                                                  max_entries=10_000_000)

@@ -30,4 +30,8 @@ def forward():
 line = forward()
 last = (ctypes.c_uint64 * 5).in_dll(c10, "fake_c10_last")
 print("reports %d last %s" % (ctypes.c_int.in_dll(c10, "fake_c10_reports").value, ",".join("%d" % v for v in last)))
+print("off %d" % lib.gpumem_torch_sites_off())
+report(0x7F0000002000, 8192, 1, 3)  # unhooked: no note
+print("on %d" % lib.gpumem_torch_sites())
+report(0x7F0000003000, 8192, 1, 3)  # hooked again: a note
 print("SITE %s:%d:forward" % (__file__, line))

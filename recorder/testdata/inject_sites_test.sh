@@ -26,10 +26,12 @@ site=$(sed -n 's/^SITE //p' <<< "$out")
 check "hook: not before libc10_cuda.so is loaded, said once" '[[ $(grep ^before <<< "$out") == "before -1" && $err == "[gpurec] no callsites for PyTorch'"'"'s requests: libc10_cuda.so is not loaded" ]]'
 check "hook: one GOT slot, then nothing left to change" '[[ $(grep ^hook <<< "$out") == "hook 1" && $(grep ^again <<< "$out") == "again 0" ]]'
 check "every report reached libc10.so, the last one's arguments intact" '[[ $(grep ^reports <<< "$out") == "reports 3 last 20480,512,1000,2000,0" ]]'
-notes=$(grep ",alloc_site," <<< "$csv")
+check "off and on again: the slot restored, then hooked" '[[ $(grep ^off <<< "$out") == "off 1" && $(grep ^on <<< "$out") == "on 1" ]]'
+check "hooked again: a note, none while off" '[[ $(grep -c ",alloc_site,.*,0x7f0000003000," <<< "$csv") == 1 && $(grep -c "0x7f0000002000" <<< "$csv") == 0 ]]'
+notes=$(grep ",alloc_site,.*,0x7f0000001000," <<< "$csv")
 sid=$(sed -n "s/^#string\.\([0-9]*\)=$(sed 's/[][\/.*^$]/\\&/g' <<< "$site")$/\1/p" <<< "$csv")
 check "trace: the calling line is a string ($site)" '[[ -n $sid ]]'
-check "trace: one note, the CUDA alloc (not its free, not the CPU tensor)" '[[ $(wc -l <<< "$notes") == 1 ]]'
+check "trace: one note, the CUDA alloc (not its free, not the CPU tensor)" '[[ $(wc -l <<< "$notes") == 1 && $(grep -c ",alloc_site," <<< "$csv") == 2 ]]'
 IFS=, read -r ts kind dev stream addr size memk flags corr cs ctx <<< "$notes"
 check "trace: the note's device, address, size and callsite" '[[ $dev == 3 && $addr == 0x7f0000001000 && $size == 4096 && $cs == "$sid" ]]'
 echo "note: $notes"
