@@ -26,8 +26,10 @@
 
 #define C10_CUDA_DEVICE 1 /* c10::DeviceType::CUDA */
 
+/* device: the register that carries c10::Device, taken and passed on whole (only its low two
+ * bytes are the struct; what else the caller left there reaches the original unchanged) */
 typedef void (*report_fn)(void *ptr, int64_t size, size_t total_allocated, size_t total_reserved,
-                          uint16_t device);
+                          uint64_t device);
 
 static struct {
   _Atomic(rec_core_t *) core;
@@ -45,7 +47,7 @@ void rec_sites_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(
 
 uint64_t rec_sites_notes(void) { return atomic_load(&S.notes); }
 
-static void note(void *ptr, int64_t size, uint16_t device) {
+static void note(void *ptr, int64_t size, uint64_t device) {
   rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
   if (!core) return;
   /* a thread without Python frames (autograd's device threads) still gets its note, with no
@@ -65,7 +67,7 @@ static void note(void *ptr, int64_t size, uint16_t device) {
 }
 
 static void on_report(void *ptr, int64_t size, size_t total_allocated, size_t total_reserved,
-                      uint16_t device) {
+                      uint64_t device) {
   if (size > 0 && (device & 0xff) == C10_CUDA_DEVICE) note(ptr, size, device);
   report_fn orig = __atomic_load_n(&S.orig, __ATOMIC_ACQUIRE);
   if (orig) orig(ptr, size, total_allocated, total_reserved, device);
