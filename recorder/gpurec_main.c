@@ -220,8 +220,11 @@ static int set_other_frameworks_env(void) {
   return 0;
 }
 
-static int set_mode_env(const char *mode, const char *stacks, int quiet) {
+static int set_mode_env(const char *mode, const char *stacks, const char *callsites, int quiet) {
   if (strcmp(mode, "auto") == 0) {
+    /* each request's callsite from gpurec's hook (rec_sites.c), unless callsites are off */
+    const char *cs = callsites ? callsites : getenv(REC_ENV_CALLSITES), *ts = getenv("GPUMEM_TORCH_SITES");
+    int sites = rec_cs_mode_parse(cs) > 0 && !(ts && strcmp(ts, "0") == 0);
     /* PyTorch untouched: its history gives the requests of the allocator the user runs. */
     if (set_other_frameworks_env() < 0) return -1;
     if (!quiet)
@@ -233,7 +236,8 @@ static int set_mode_env(const char *mode, const char *stacks, int quiet) {
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? "=" : " unset",
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? getenv("PYTORCH_CUDA_ALLOC_CONF") : "",
               strcmp(stacks, "python") == 0 ? "with Python stacks"
-                                             : "without stacks, each request's callsite read by gpurec");
+              : sites                        ? "without stacks, each request's callsite read by gpurec"
+                                             : "without stacks");
     return 0;
   }
   if (strcmp(mode, "requests") != 0) {
@@ -483,7 +487,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
   snprintf(manifest, sizeof manifest, "%s/manifest", dir);
   if (recording) {
     if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
-        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->stacks, cfg->quiet) < 0 ||
+        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->stacks, cfg->callsites, cfg->quiet) < 0 ||
         (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0) ||
         (cfg->callsites && set_env(REC_ENV_CALLSITES, cfg->callsites) < 0))
       return 1;
