@@ -83,7 +83,7 @@ if has loop; then
   L=("$PY" "$ROOT/bench/recorder/rec_overhead.py" --steps ${STEPS:-150} --warmup 20)
   VARS=(unrec nosites auto)
   for round in $(seq ${ROUNDS:-3}); do
-    if [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-180} ]; then
+    if [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-150} ]; then
       echo "  budget spent: $((round - 1)) rounds"; break
     fi
     for k in 0 1 2; do
