@@ -1,0 +1,60 @@
+/* ana_cli.h: what gpuanalyze's subcommand files share (the binary only, not the library).
+ *
+ * gpuanalyze.c holds main(), the option tables and the dispatch; each ana_cmd_*.c holds one
+ * group of subcommands; ana_cli.c the helpers they share. Only these files print and choose
+ * exit codes: each ana_cmd_* returns the exit code (0, 1 runtime failure said on stderr, 2
+ * usage). */
+#ifndef GM_ANALYZE_ANA_CLI_H
+#define GM_ANALYZE_ANA_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/ana.h"
+#include "analyze/ana_diff.h"
+#include "analyze/ana_gpureplay.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct config {
+  int help, version, verbose, quiet;
+  int csv, strict;
+  uint64_t limit, wait; /* wait: UINT64_MAX until given (--wait=0 is a choice) */
+  const char *db, *html, *csv_dir, *gpureplay, *gpurec;
+  uint64_t gpu_memory, jobs;
+  int tune;
+  int json, no_replay;      /* oom, diff */
+  const char *policy;       /* oom */
+  uint64_t capacity, top;   /* oom; diff */
+} config_t;
+
+/* The command being run, for usage errors' "try 'gpuanalyze CMD --help'" (NULL: none yet). */
+extern const char *ana_cli_cmd_name;
+
+int ana_cli_usage_error(const char *msg);
+void ana_cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int ana_cli_wrong_kind(const char *path, unsigned wanted);
+int ana_cli_fail(gm_err_t *err);
+unsigned ana_cli_read_flags(const config_t *c);
+int ana_cli_wait_ms(const config_t *c);
+int ana_cli_need_db(const char *path);
+uint64_t ana_cli_default_jobs(void);
+int ana_cli_run_tool(char *const *argv, gm_err_t *err);
+ana_load_opts_t ana_cli_load_opts(const config_t *c);
+void ana_cli_end_progress(void);
+
+int ana_cmd_info(const config_t *c, const char *path);
+int ana_cmd_dump(const config_t *c, const char *path);
+int ana_cmd_load(const config_t *c, char **pos, int npos);
+int ana_cmd_report(config_t *c, char **pos, int npos);
+int ana_cmd_oom(const config_t *c, const char *path);
+int ana_cmd_diff(const config_t *c, char **pos);
+int ana_cmd_recommend(const config_t *c);
+int ana_cmd_ranks(config_t *c, char **pos, int npos);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,277 @@
+/* ana_cmd_report.c: `gpuanalyze report`: the newcomer's one step. Given traces (a snapshot
+ * pickle or CSV trace imported first through gpurec import), it replays each under gpureplay's
+ * sweep (or --tune), loads trace and results into a database, prints the recommendation and
+ * writes the HTML; given a database, it reports on it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "analyze/ana_cli.h"
+
+extern char **environ;
+
+static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
+                     int strict, gm_err_t *err) {
+  char j[32];
+  snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
+  /* --tune replays the sweep's grid too, and searches past it (issue 13). */
+  char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json,
+                  strict ? "--strict" : NULL, NULL};
+  return ana_cli_run_tool(argv, err);
+}
+
+static int newer_than(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+  return sa.st_mtim.tv_sec > sb.st_mtim.tv_sec ||
+         (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec >= sb.st_mtim.tv_nsec);
+}
+
+/* A snapshot pickle or CSV trace into a trace beside it (snap.pickle -> snap.zst), through
+ * gpurec import. One made from it before (newer, written by gpurec import, with the same GPU
+ * memory) is reused; a different file of that name is left alone. */
+static int import_input(const config_t *c, const char *in, char *trace, size_t n, gm_err_t *err) {
+  const char *slash = strrchr(in, '/'), *dot = strrchr(in, '.');
+  size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - in) : strlen(in);
+  snprintf(trace, n, "%.*s.zst", (int)stem, in);
+  gm_file_kind_t k = gm_file_kind(trace);
+  if (k != GM_FILE_MISSING) {
+    gmt_reader_t *r = NULL;
+    int ours = 0, same_gpu = 0;
+    if (k == GM_FILE_TRACE && gmt_reader_open(&r, trace, NULL) == GM_OK) {
+      const gmt_header_t *h = gmt_reader_header(r);
+      ours = h->tool && strcmp(h->tool, "gpurec import") == 0;
+      same_gpu = !c->gpu_memory || h->gpu_total_mem == c->gpu_memory;
+      gmt_reader_close(r);
+    }
+    if (!ours)
+      return gm_err_set(err, GM_ERR_IO, "'%s' exists and was not imported from '%s': import it yourself, "
+                        "`gpurec import %s -o OTHER.zst`, and report on that", trace, in, in);
+    if (same_gpu && newer_than(trace, in)) {
+      ana_cli_say("reusing %s (imported from %s, which has not changed since)", trace, in);
+      return GM_OK;
+    }
+  }
+  char tool[PATH_MAX], mem[64];
+  if (!ana_tool_find(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool))
+    return gm_err_set(err, GM_ERR_IO, "'%s' needs importing and gpurec was not found (beside gpuanalyze, "
+                      "$GPUREC, PATH): run `gpurec import %s -o %s`", in, in, trace);
+  snprintf(mem, sizeof mem, "--gpu-memory=%" PRIu64, c->gpu_memory);
+  char *argv[] = {tool, "import", (char *)in, "-o", trace, c->gpu_memory ? mem : NULL, NULL};
+  /* gpurec's own lines (what it imported, what it assumed) go to our stderr as they are. */
+  pid_t pid;
+  int rc = posix_spawn(&pid, tool, NULL, NULL, argv, environ);
+  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", tool, strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return gm_err_set(err, GM_ERR_IO, "waitpid: %s", strerror(errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return gm_err_set(err, GM_ERR_IO, "gpurec import failed (exit status %d)",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  return GM_OK;
+}
+
+/* One trace of `report TRACE...` into c->db: replayed under the sweep (or --tune) and loaded,
+ * unless the database already holds its replays. may_renew: c->db is the one this command
+ * named after the trace, made afresh when it holds an older recording of that name; alone:
+ * the only trace of the command. */
+static int report_load(config_t *c, const char *trace, int may_renew, int alone) {
+  gm_err_t err = {0};
+  char json[PATH_MAX] = "", replay[PATH_MAX];
+  int existed = access(c->db, F_OK) == 0;
+  int64_t runs = -1, others = 0;
+  if (existed) {
+    ana_db_t *db = NULL;
+    if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
+    gm_status_t s = ana_trace_replayed(db, trace, &runs, &others, &err);
+    ana_db_close(db);
+    if (s < 0) return ana_cli_fail(&err);
+  }
+  /* TRACE.db made for an older recording of the same name: its figures are stale, and would
+   * be reported beside the new ones. Made afresh (only the database this command names itself,
+   * never one given with --db), once the new replays have succeeded. */
+  int fresh = runs < 0 && others > 0 && may_renew;
+  if (runs > 0 && !c->tune) {
+    ana_cli_say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
+        runs, trace, c->db, c->db);
+    return 0;
+  }
+  if (ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+    /* .json: the loader tells results files from traces by their extension. */
+    snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemps(json, 5);
+    if (fd < 0) {
+      gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
+      return ana_cli_fail(&err);
+    }
+    close(fd);
+    uint64_t jobs = c->jobs ? c->jobs : ana_cli_default_jobs();
+    if (isatty(STDERR_FILENO))
+      ana_cli_say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
+                  : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
+    if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, &err) < 0) {
+      unlink(json);
+      gm_err_wrap(&err, "cannot replay '%s'", trace);
+      return ana_cli_fail(&err);
+    }
+  } else {
+    gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
+  }
+  if (fresh) {
+    static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+      char p[PATH_MAX + 16];
+      snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
+      unlink(p);
+    }
+    ana_cli_say("%s changed since %s was made: made it afresh", trace, c->db);
+    existed = 0;
+  }
+  ana_db_t *db = NULL;
+  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) {
+    if (*json) unlink(json);
+    return ana_cli_fail(&err);
+  }
+  const char *inputs[2] = {trace, json};
+  ana_load_opts_t o = ana_cli_load_opts(c);
+  ana_load_stats_t st = {0};
+  gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
+  ana_cli_end_progress();
+  if (*json) unlink(json);
+  ana_db_close(db);
+  if (s < 0) return ana_cli_fail(&err);
+  if (alone) ana_cli_say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
+  else ana_cli_say("wrote %s (the database: %s and its replays; %s)", c->db, trace, existed ? "added to it" : "new");
+  return 0;
+}
+
+/* `report TRACE...`: the newcomer's one step, for one trace or several (ranks, two runs). */
+static int report_traces(config_t *c, char **traces, int n) {
+  gm_err_t err = {0};
+  char dbpath[PATH_MAX];
+  const char *html = c->html ? c->html : "report.html";
+  int db_defaulted = !c->db;
+  if (!c->db && n > 1) {
+    c->db = "report.db";
+  } else if (!c->db) {
+    /* TRACE.db beside the trace; in $TMPDIR when that directory is read-only. */
+    char dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", traces[0]);
+    snprintf(base, sizeof base, "%s", traces[0]);
+    if (access(dirname(dir), W_OK) == 0) {
+      snprintf(dbpath, sizeof dbpath, "%s.db", traces[0]);
+    } else {
+      snprintf(dbpath, sizeof dbpath, "%s/%s.db", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", basename(base));
+      ana_cli_say("'%s' is read-only: the database goes to %s", dir, dbpath);
+    }
+    c->db = dbpath;
+  }
+  /* Every output's directory is checked before the replays start, not after. */
+  if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
+      (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
+    return ana_cli_fail(&err);
+  for (int i = 0; i < n; i++) {
+    int rc = report_load(c, traces[i], db_defaulted && n == 1, n == 1);
+    if (rc) return rc;
+  }
+  ana_db_t *db = NULL;
+  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
+  gm_status_t s = ana_recommend(db, stdout, &err);
+  if (s >= 0) s = ana_report_html(db, html, &err);
+  if (s >= 0) ana_cli_say("wrote %s (the report)", html);
+  if (s >= 0 && c->csv_dir) {
+    s = ana_report_csv(db, c->csv_dir, &err);
+    if (s >= 0) ana_cli_say("wrote the report's tables as CSV into %s/", c->csv_dir);
+  }
+  ana_db_close(db);
+  return s < 0 ? ana_cli_fail(&err) : 0;
+}
+
+/* What `report` makes of one input: a trace (imported into one first if it is a pickle or a
+ * CSV trace: into buf), or a database (*is_db). 1: refused (said why). */
+static int report_input(config_t *c, const char *in, char *buf, size_t n, const char **trace, int *is_db) {
+  gm_err_t err = {0};
+  gm_file_kind_t k = gm_file_kind(in);
+  *is_db = 0;
+  switch (k) {
+    case GM_FILE_TRACE: *trace = in; return 0;
+    case GM_FILE_PICKLE:
+    case GM_FILE_CSV:
+      if (import_input(c, in, buf, n, &err) < 0) return ana_cli_fail(&err);
+      *trace = buf;
+      return 0;
+    case GM_FILE_DATABASE: *is_db = 1; return 0;
+    case GM_FILE_MISSING:
+    case GM_FILE_UNREADABLE:
+      gm_err_set(&err, GM_ERR_IO, "cannot open '%s': %s", in, strerror(errno ? errno : ENOENT));
+      return ana_cli_fail(&err);
+    default: {
+      char advice[GM_ERR_MSG_MAX];
+      if (!gm_file_advice(in, k, GM_WANT(GM_FILE_TRACE), advice, sizeof advice))
+        snprintf(advice, sizeof advice, "cannot open '%s': not a gpumem trace, snapshot pickle, CSV trace "
+                 "or database", in);
+      gm_log(GM_LOG_ERROR, "%s", advice);
+      return 1;
+    }
+  }
+}
+
+int ana_cmd_report(config_t *c, char **pos, int npos) {
+  gm_err_t err = {0};
+  if (npos >= 1) {
+    /* Every input is looked at (and imported) before anything is replayed. */
+    char (*bufs)[PATH_MAX] = calloc((size_t)npos, PATH_MAX);
+    char **traces = calloc((size_t)npos, sizeof *traces);
+    int rc = bufs && traces ? 0 : 1, n_db = 0;
+    for (int i = 0; i < npos && rc == 0; i++) {
+      const char *t = NULL;
+      int is_db = 0;
+      rc = report_input(c, pos[i], bufs[i], PATH_MAX, &t, &is_db);
+      if (rc == 0 && is_db) {
+        n_db++;
+        if (npos > 1) {
+          free(bufs);
+          free(traces);
+          return ana_cli_usage_error("a database is reported on alone: give it without traces (or as --db to add them to it)");
+        }
+        if (c->db && strcmp(c->db, pos[i]) != 0) {
+          free(bufs);
+          free(traces);
+          return ana_cli_usage_error("give the database once: as --db or as the argument");
+        }
+        c->db = pos[i];
+      } else if (rc == 0) {
+        traces[i] = (char *)t;
+      }
+    }
+    if (rc == 0 && !n_db) rc = report_traces(c, traces, npos);
+    free(bufs);
+    free(traces);
+    if (rc || !n_db) return rc;
+  }
+  if (!c->db) c->db = "gpumem.db";
+  if (ana_cli_need_db(c->db)) return 1;
+  ana_db_t *db = NULL;
+  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
+  gm_status_t s = GM_OK;
+  if (!c->html && !c->csv_dir) s = ana_report_text(db, stdout, &err);
+  if (s >= 0 && c->html) {
+    s = ana_report_html(db, c->html, &err);
+    if (s >= 0) ana_cli_say("wrote %s (the report)", c->html);
+  }
+  if (s >= 0 && c->csv_dir) {
+    s = ana_report_csv(db, c->csv_dir, &err);
+    if (s >= 0) ana_cli_say("wrote the report's tables as CSV into %s/", c->csv_dir);
+  }
+  ana_db_close(db);
+  if (s < 0) return ana_cli_fail(&err);
+  return 0;
+}
