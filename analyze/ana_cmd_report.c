@@ -100,6 +100,17 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
    * never one given with --db), once the new replays have succeeded. */
   int fresh = runs < 0 && others > 0 && may_renew;
   if (runs > 0 && !c->tune) {
+    /* the trace again (skipped when it is there as it is; a trace loaded by an older
+     * gpuanalyze, without the report's summaries, is upgraded in place, its replays kept) */
+    ana_db_t *db = NULL;
+    const char *in[1] = {trace};
+    ana_load_opts_t o = ana_cli_load_opts(c);
+    o.summary_only = 1;
+    ana_load_stats_t st = {0};
+    if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
+    gm_status_t s = ana_db_load(db, in, 1, &o, &st, &err);
+    ana_db_close(db);
+    if (s < 0) return ana_cli_fail(&err);
     ana_cli_say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
         runs, trace, c->db, c->db);
     return 0;
@@ -142,6 +153,9 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   }
   const char *inputs[2] = {trace, json};
   ana_load_opts_t o = ana_cli_load_opts(c);
+  /* the report reads per-trace summaries (ana_load_peak.c), never events: none are stored
+   * (`gpuanalyze load` stores them, for SQL) */
+  o.summary_only = 1;
   ana_load_stats_t st = {0};
   gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
   ana_cli_end_progress();

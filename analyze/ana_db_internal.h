@@ -33,6 +33,17 @@ int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
 /* A trace's header value for key (raw, as recorded) into buf; NULL if it has none. */
 const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n);
 
+/* The report's per-trace summaries, made at load by two more decoding passes (ana_load_peak.c):
+ * what is live at the peak (by callsite, by stream, the largest) and the active-memory timeline
+ * stacked by callsite class (the top ANA_STACK_CLASSES - 1 callsites at the peak and the rest)
+ * on ANA_STACK_BUCKETS + 1 time buckets over [0, last_ts_ns]. */
+enum { ANA_STACK_CLASSES = 9, ANA_STACK_BUCKETS = 800 };
+gm_status_t ana_load_peak_summaries(ana_db_t *db, int64_t trace_id, const void *buf, size_t len, unsigned flags,
+                                    const ana_summary_t *m, gm_err_t *err);
+/* 0 when every trace of the database has the report's summaries; else an error naming the
+ * first that lacks them (loaded by an older gpuanalyze) and how to upgrade it. */
+gm_status_t ana_report_check_summaries(ana_db_t *db, gm_err_t *err);
+
 /* Tables added to version 1 after it shipped (CREATE TABLE IF NOT EXISTS ...; one string). */
 extern const char ana_added_tables_sql[];
 

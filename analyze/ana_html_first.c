@@ -485,13 +485,17 @@ static void callsite_cell(FILE *out, const char *cs) {
 
 void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
+  /* the loader's summary of the peak (ana_load_peak.c): the top callsites, and the rest as what
+   * they leave of the peak's totals */
   if (sqlite3_prepare_v2(db->h,
-                         "WITH g AS (SELECT p.callsite, COUNT(*) n, SUM(p.size) b FROM live_peak p WHERE p.trace_id=?1"
-                         " GROUP BY p.callsite), r AS (SELECT callsite, n, b, ROW_NUMBER() OVER (ORDER BY b DESC,"
-                         " callsite) k FROM g)"
-                         " SELECT CASE WHEN k <= ?2 THEN COALESCE(s.text, '') END, SUM(n), SUM(b), COUNT(*),"
-                         " (SELECT SUM(b) FROM g) FROM r LEFT JOIN strings s ON s.trace_id = ?1 AND s.string_id = r.callsite"
-                         " GROUP BY CASE WHEN k <= ?2 THEN k ELSE ?2 + 1 END ORDER BY MIN(k)",
+                         "WITH r AS (SELECT callsite, allocs n, bytes b, ROW_NUMBER() OVER (ORDER BY bytes DESC,"
+                         " callsite) k FROM trace_peak_callsites WHERE trace_id=?1),"
+                         " t AS (SELECT peak_live_bytes tb, COALESCE(peak_live_allocs, 0) ta,"
+                         " COALESCE(peak_live_callsites, 0) tc FROM traces WHERE trace_id=?1)"
+                         " SELECT CASE WHEN r.callsite = '(none)' THEN '' ELSE r.callsite END, n, b, 1, t.tb, k FROM r, t"
+                         " WHERE k <= ?2"
+                         " UNION ALL SELECT NULL, t.ta - SUM(n), t.tb - SUM(b), t.tc - COUNT(*), t.tb, ?2 + 1 FROM r, t"
+                         " WHERE k <= ?2 GROUP BY t.tb HAVING t.tb > SUM(b) OR t.tc > COUNT(*) ORDER BY 6",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);

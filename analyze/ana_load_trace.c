@@ -256,8 +256,10 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       "requested_bytes_total=?,peak_live_bytes=?,peak_live_seq=?,peak_live_ts_ns=?,"
       "live_bytes_at_end=?,peak_segment_bytes=?,n_devices=?,n_streams=?,chunks=?,seq_gaps=?,"
       "dropped=?,unknown_records=?,truncated=?,has_index=?,unknown_free=?,double_alloc=?,"
-      "damaged_chunks=?,lost_events=?,uncounted_chunks=?,damaged_bytes=?,index_damaged=?,partial=?"
-      " WHERE trace_id=?",
+      "damaged_chunks=?,lost_events=?,uncounted_chunks=?,damaged_bytes=?,index_damaged=?,partial=?,"
+      "report_summaries=1,last_ts_ns=?,failed_size=?,failed_stream=?,failed_ts_ns=?,"
+      "failed_callsite=(SELECT text FROM strings WHERE trace_id=:tid AND string_id=:cs)"
+      " WHERE trace_id=:tid",
       err);
   if (s < 0) return s;
   int i = 1;
@@ -288,7 +290,17 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   bind_u64(st, i++, rs->damaged_bytes);
   sqlite3_bind_int(st, i++, rs->index_damaged);
   sqlite3_bind_int(st, i++, gmt_stats_partial(rs));
-  sqlite3_bind_int64(st, i++, L->trace_id);
+  if (m->events) bind_u64(st, i++, m->last_ts_ns);
+  else sqlite3_bind_null(st, i++);
+  for (int k = 0; k < 3; k++) { /* the recorded run's first failed request, if any */
+    uint64_t v = k == 0 ? m->failed_size : k == 1 ? m->failed_stream : m->failed_ts_ns;
+    if (!m->failed_allocs || (k == 1 && v == GMT_STREAM_NONE)) sqlite3_bind_null(st, i++);
+    else bind_u64(st, i++, v);
+  }
+  int cs = sqlite3_bind_parameter_index(st, ":cs");
+  if (m->failed_allocs && m->failed_callsite != GMT_NO_STRING) sqlite3_bind_int64(st, cs, m->failed_callsite);
+  else sqlite3_bind_null(st, cs);
+  sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tid"), L->trace_id);
   s = step(L->db, st, err);
   sqlite3_finalize(st);
   if (s < 0) return s;
@@ -384,84 +396,6 @@ static gm_status_t insert_owners(loader_t *L, const ana_summary_t *m, gm_err_t *
   return s;
 }
 
-/* Live at the peak, by callsite: a second pass over the trace (decoding only) pairs every
- * allocation as the first did, up to the peak event, and keeps those still live there: the
- * rows v_live_at_peak selects, without event rows to select from. It stops at the peak, so it
- * costs half a decode on average (ana_bench: load cpu -8 % beside the first pass alone). */
-typedef struct cs_live {
-  uint32_t callsite;
-  uint64_t allocs, bytes;
-  UT_hash_handle hh;
-} cs_live_t;
-
-typedef struct peak_pass {
-  uint64_t peak_seq;
-  cs_live_t *by_cs;
-} peak_pass_t;
-
-static gm_status_t on_peak_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
-  peak_pass_t *pp = ctx;
-  if (!ana_counts_as_device(p->mem_kind) || p->alloc_seq > pp->peak_seq) return GM_OK;
-  if (p->free_seq != UINT64_MAX && p->free_seq <= pp->peak_seq) return GM_OK;
-  cs_live_t *c;
-  HASH_FIND(hh, pp->by_cs, &p->callsite, sizeof p->callsite, c);
-  if (!c) {
-    if (!(c = calloc(1, sizeof *c))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    c->callsite = p->callsite;
-    HASH_ADD(hh, pp->by_cs, callsite, sizeof c->callsite, c);
-  }
-  c->allocs++;
-  c->bytes += p->size;
-  return GM_OK;
-}
-
-static int by_bytes_desc(cs_live_t *a, cs_live_t *b) { return a->bytes < b->bytes ? 1 : a->bytes > b->bytes ? -1 : 0; }
-
-static gm_status_t insert_peak_callsites(loader_t *L, const void *buf, size_t len, unsigned flags, uint64_t peak_seq,
-                                         gm_err_t *err) {
-  peak_pass_t pp = {peak_seq, NULL};
-  gmt_reader_t *r = NULL;
-  ana_scan_t *scan = NULL;
-  gm_status_t s = gmt_reader_open_mem_flags(&r, buf, len, flags, err);
-  if (s >= 0) s = ana_scan_new(&scan, on_peak_pair, &pp, err);
-  uint64_t seq = 0;
-  while (s >= 0 && seq <= peak_seq) {
-    const gmt_event_t *evs = NULL;
-    size_t n = 0;
-    s = gmt_reader_next_view(r, &evs, &n, err);
-    if (s == GM_END || s < 0) break;
-    for (size_t k = 0; k < n && s >= 0 && seq <= peak_seq; k++, seq++) s = ana_scan_event(scan, &evs[k], err);
-  }
-  if (s == GM_END) s = GM_OK;
-  if (s >= 0) s = ana_scan_finish(scan, err);
-  ana_scan_free(scan);
-  gmt_reader_close(r);
-  HASH_SORT(pp.by_cs, by_bytes_desc);
-  sqlite3_stmt *st = NULL;
-  if (s >= 0)
-    s = ana_prepare(L->db, &st,
-                    "INSERT INTO trace_peak_callsites SELECT ?1, COALESCE((SELECT text FROM strings"
-                    " WHERE trace_id = ?1 AND string_id = ?2), '(none)'), ?3, ?4 WHERE 1" /* WHERE: the upsert's parse */
-                    " ON CONFLICT(trace_id, callsite) DO UPDATE SET allocs = allocs + excluded.allocs,"
-                    " bytes = bytes + excluded.bytes",
-                    err);
-  int kept = 0;
-  cs_live_t *c, *t;
-  HASH_ITER(hh, pp.by_cs, c, t) {
-    if (s >= 0 && kept++ < 50) { /* the 50 largest (two ids of one text add up) */
-      sqlite3_bind_int64(st, 1, L->trace_id);
-      sqlite3_bind_int64(st, 2, c->callsite);
-      bind_u64(st, 3, c->allocs);
-      bind_u64(st, 4, c->bytes);
-      s = step(L->db, st, err);
-    }
-    HASH_DEL(pp.by_cs, c);
-    free(c);
-  }
-  sqlite3_finalize(st);
-  return s;
-}
-
 static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
@@ -528,8 +462,9 @@ static gm_status_t exec_id(ana_db_t *db, const char *sql, int64_t id, gm_err_t *
 }
 
 /* Remove trace id and every row that belongs to it, with the replay runs that joined it and no
- * other trace (and their results file once it has no run left). */
-static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
+ * other trace (and their results file once it has no run left), unless keep_runs (the same
+ * trace loaded again: its runs join the new row by process). */
+static gm_status_t delete_trace(ana_db_t *db, int64_t id, int keep_runs, gm_err_t *err) {
   static const char *const sql[] = {
       "DELETE FROM events WHERE ev_id BETWEEN (SELECT first_ev_id FROM traces WHERE trace_id=?1)"
       " AND (SELECT last_ev_id FROM traces WHERE trace_id=?1)",
@@ -538,11 +473,16 @@ static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
       "DELETE FROM trace_devices WHERE trace_id=?1",
       "DELETE FROM trace_owners WHERE trace_id=?1",
       "DELETE FROM trace_peak_callsites WHERE trace_id=?1",
+      "DELETE FROM trace_peak_streams WHERE trace_id=?1",
+      "DELETE FROM trace_peak_allocs WHERE trace_id=?1",
+      "DELETE FROM trace_stack_classes WHERE trace_id=?1",
+      "DELETE FROM trace_stack_timeline WHERE trace_id=?1",
       "DELETE FROM trace_kinds WHERE trace_id=?1",
       "DELETE FROM strings WHERE trace_id=?1",
       "DELETE FROM trace_timeline WHERE trace_id=?1",
       "DELETE FROM size_histogram WHERE trace_id=?1",
       "DELETE FROM lifetime_histogram WHERE trace_id=?1",
+      "DELETE FROM traces WHERE trace_id=?1 AND ?2", /* keep_runs: what follows finds no runs */
       "CREATE TEMP TABLE IF NOT EXISTS gone_runs(run_id INTEGER PRIMARY KEY, results_id INTEGER)",
       "DELETE FROM temp.gone_runs WHERE ?1 IS NOT NULL",
       "INSERT INTO temp.gone_runs SELECT r.run_id, r.results_id FROM runs r JOIN traces t"
@@ -556,7 +496,14 @@ static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
       "DELETE FROM traces WHERE trace_id=?1",
       NULL};
   gm_status_t s = GM_OK;
-  for (const char *const *q = sql; *q && s >= 0; q++) s = exec_id(db, *q, id, err);
+  for (const char *const *q = sql; *q && s >= 0; q++) {
+    sqlite3_stmt *st = NULL;
+    if ((s = ana_prepare(db, &st, *q, err)) < 0) break;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_bind_parameter_count(st) >= 2) sqlite3_bind_int(st, 2, keep_runs);
+    s = step(db, st, err);
+    sqlite3_finalize(st);
+  }
   return s;
 }
 
@@ -565,11 +512,20 @@ static gm_status_t delete_trace(ana_db_t *db, int64_t id, gm_err_t *err) {
 static gm_status_t check_identity(ana_db_t *db, const char *path, const char *real, const char *hash,
                                   const ana_load_opts_t *o, gm_err_t *err) {
   sqlite3_stmt *q = NULL;
-  gm_status_t s = ana_prepare(db, &q, "SELECT trace_id FROM traces WHERE content_hash=?", err);
+  gm_status_t s = ana_prepare(db, &q, "SELECT trace_id, report_summaries FROM traces WHERE content_hash=?", err);
   if (s < 0) return s;
   bind_text(q, 1, hash);
   int seen = sqlite3_step(q) == SQLITE_ROW;
+  int64_t old = seen ? sqlite3_column_int64(q, 0) : -1;
+  int stale = seen && !sqlite3_column_int(q, 1);
   sqlite3_finalize(q);
+  if (stale) {
+    /* Loaded by a gpuanalyze older than the report's summaries (ana_load_peak.c): the same
+     * bytes again upgrade it in place; its replay runs stay (they join by process). */
+    warn(o, "'%s' was loaded by an older gpuanalyze (trace %lld, without the report's summaries): loading it "
+         "again; its replays stay", path, (long long)old);
+    return delete_trace(db, old, 1, err);
+  }
   if (seen) return GM_END;
   if ((s = ana_prepare(db, &q, "SELECT trace_id, path, loaded_unix_ns, events FROM traces WHERE real_path=?", err)) < 0)
     return s;
@@ -582,7 +538,7 @@ static gm_status_t check_identity(ana_db_t *db, const char *path, const char *re
     if (localtime_r(&when, &tm)) strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
     warn(o, "'%s' has changed since it was loaded on %s (trace %lld, %lld events): replacing that trace and its replay runs",
          path, stamp, (long long)id, (long long)sqlite3_column_int64(q, 3));
-    s = delete_trace(db, id, err);
+    s = delete_trace(db, id, 0, err);
   }
   sqlite3_finalize(q);
   return s;
@@ -651,8 +607,8 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
   if (s >= 0) s = insert_summary(L, r, scan, err);
   if (s >= 0) s = insert_owners(L, ana_scan_summary(scan), err);
   if (s >= 0)
-    s = insert_peak_callsites(L, buf, len, o ? o->read_flags : GMT_READ_STRICT,
-                              ana_scan_summary(scan)->peak_live_seq, err);
+    s = ana_load_peak_summaries(db, L->trace_id, buf, len, o ? o->read_flags : GMT_READ_STRICT,
+                                ana_scan_summary(scan), err);
   if (s >= 0) {
     stats->traces_loaded++;
     stats->events += done;

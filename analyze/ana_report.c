@@ -63,22 +63,21 @@ const ana_table_t ana_tables[] = {
      "   WHERE (?1 IS NULL OR trace_id=?1) AND EXISTS (SELECT 1 FROM trace_owners o WHERE o.trace_id = traces.trace_id))"
      " ORDER BY trace_id, device IS NULL, device, at_peak_bytes DESC",
      0},
+    /* what was live at the peak: the loader's summaries (ana_load_peak.c), never events */
     {"live_at_peak_largest", "Largest allocations live at the peak",
      "SELECT p.trace_id, p.alloc_seq, p.size AS size_bytes, p.device, p.stream,"
      " COALESCE(s.text, '') AS callsite, ROUND((t.peak_live_ts_ns - p.t_alloc_ns)/1e9, 6) AS age_s"
-     " FROM live_peak p JOIN traces t USING(trace_id)"
+     " FROM trace_peak_allocs p JOIN traces t USING(trace_id)"
      " LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite"
      " WHERE (?1 IS NULL OR p.trace_id=?1) ORDER BY p.trace_id, p.size DESC, p.alloc_seq LIMIT 25",
      1},
     {"live_at_peak_by_stream", "Live at the peak, by stream",
-     "SELECT trace_id, stream, COUNT(*) AS allocs, SUM(size) AS live_bytes FROM live_peak"
-     " WHERE (?1 IS NULL OR trace_id=?1) GROUP BY trace_id, stream ORDER BY trace_id, live_bytes DESC",
+     "SELECT trace_id, stream, allocs, bytes AS live_bytes FROM trace_peak_streams"
+     " WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, live_bytes DESC, stream",
      0},
     {"live_at_peak_by_callsite", "Live at the peak, by callsite",
-     "SELECT p.trace_id, COALESCE(s.text, '(none)') AS callsite, COUNT(*) AS allocs, SUM(p.size) AS live_bytes"
-     " FROM live_peak p LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite"
-     " WHERE (?1 IS NULL OR p.trace_id=?1) GROUP BY p.trace_id, p.callsite"
-     " ORDER BY p.trace_id, live_bytes DESC LIMIT 25",
+     "SELECT trace_id, callsite, allocs, bytes AS live_bytes FROM trace_peak_callsites"
+     " WHERE (?1 IS NULL OR trace_id=?1) ORDER BY trace_id, live_bytes DESC, callsite LIMIT 25",
      1},
     {"size_histogram", "Request sizes (power-of-two classes)",
      "SELECT trace_id, (1 << MAX(size_log2, 0)) AS bucket_min_bytes, allocs, bytes AS total_bytes FROM size_histogram"
@@ -102,13 +101,25 @@ const ana_table_t ana_tables[] = {
      0},
     {NULL, NULL, NULL, 0}};
 
-gm_status_t ana_report_prepare(ana_db_t *db, gm_err_t *err) {
-  gm_status_t s = ana_exec(db,
-                           "DROP TABLE IF EXISTS temp.live_peak;"
-                           "CREATE TEMP TABLE live_peak AS SELECT * FROM v_live_at_peak;",
-                           err);
-  return s < 0 ? gm_err_wrap(err, "report") : GM_OK;
+gm_status_t ana_report_check_summaries(ana_db_t *db, gm_err_t *err) {
+  sqlite3_stmt *st = NULL;
+  gm_status_t s = ana_prepare(db, &st, "SELECT trace_id, path FROM traces WHERE NOT report_summaries"
+                              " ORDER BY trace_id LIMIT 1", err);
+  if (s < 0) return s;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    char p[1024];
+    gm_escape((const char *)sqlite3_column_text(st, 1), p, sizeof p);
+    s = gm_err_set(err, GM_ERR_VERSION, "trace %lld ('%s') was loaded by an older gpuanalyze, without the "
+                   "summaries the report reads: load it again (`gpuanalyze load --db %s %s` upgrades it in "
+                   "place and keeps its replays)", (long long)sqlite3_column_int64(st, 0), p,
+                   db->path ? db->path : "DB", p);
+  }
+  sqlite3_finalize(st);
+  return s;
 }
+
+/* The report reads per-trace and per-run summaries only: a trace without them is refused. */
+gm_status_t ana_report_prepare(ana_db_t *db, gm_err_t *err) { return ana_report_check_summaries(db, err); }
 
 int ana_col_is_bytes(const char *name) {
   size_t n = strlen(name);
@@ -193,16 +204,12 @@ static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int6
 static void print_trace_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
-                         "SELECT k.count, e.size, e.stream, e.ts_ns, COALESCE(s.text, '') FROM trace_kinds k"
-                         " JOIN traces t USING(trace_id)"
-                         " JOIN events e ON e.ev_id BETWEEN t.first_ev_id AND t.last_ev_id AND e.kind = ?2"
-                         " LEFT JOIN strings s ON s.trace_id = t.trace_id AND s.string_id = e.callsite"
-                         " WHERE k.trace_id = ?1 AND k.kind = 'alloc_failed' AND k.count > 0"
-                         " ORDER BY e.ev_id LIMIT 1",
+                         "SELECT k.count, t.failed_size, t.failed_stream, t.failed_ts_ns, COALESCE(t.failed_callsite, '')"
+                         " FROM trace_kinds k JOIN traces t USING(trace_id)"
+                         " WHERE k.trace_id = ?1 AND k.kind = 'alloc_failed' AND k.count > 0",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);
-  sqlite3_bind_int(st, 2, GMT_EV_ALLOC_FAILED);
   if (sqlite3_step(st) == SQLITE_ROW) {
     char b1[32];
     int64_t n = sqlite3_column_int64(st, 0);

@@ -175,6 +175,16 @@ const ana_added_column_t ana_added_columns[] = {
     /* issue 17: each device's peak of every byte mapped (framework, libraries, unknown) */
     {"trace_devices", "peak_mapped_bytes", "INTEGER"},
     {"traces", "events_loaded", "INTEGER NOT NULL DEFAULT 1"}, /* 0: summaries only (ranks) */
+    /* issue 14: the report reads summaries, never events (ana_load_peak.c). 0: a trace loaded
+     * by an older gpuanalyze, without them: the report refuses it, a load upgrades it. */
+    {"traces", "report_summaries", "INTEGER NOT NULL DEFAULT 0"},
+    {"traces", "last_ts_ns", "INTEGER"},          /* the last event's ts: the timeline's span */
+    {"traces", "peak_live_allocs", "INTEGER"},    /* GPU allocations live at the peak */
+    {"traces", "peak_live_callsites", "INTEGER"}, /* distinct callsites among them */
+    {"traces", "failed_size", "INTEGER"},         /* the recorded run's first failed request */
+    {"traces", "failed_stream", "INTEGER"},
+    {"traces", "failed_ts_ns", "INTEGER"},
+    {"traces", "failed_callsite", "TEXT"},
     {NULL, NULL, NULL}};
 
 /* Tables added to version 1 after it shipped: per-trace summaries made at load, so that views
@@ -192,6 +202,31 @@ const char ana_added_tables_sql[] =
     "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
     "  callsite TEXT NOT NULL, allocs INTEGER NOT NULL, bytes INTEGER NOT NULL,\n"
     "  PRIMARY KEY(trace_id, callsite)\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_peak_streams( -- live at the trace's peak, by stream\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  stream INTEGER, allocs INTEGER NOT NULL, bytes INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_peak_allocs( -- the 25 largest allocations live at the peak\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  alloc_seq INTEGER NOT NULL, size INTEGER NOT NULL, device INTEGER NOT NULL,\n"
+    "  stream INTEGER, callsite INTEGER,   -- callsite: string_id in strings\n"
+    "  t_alloc_ns INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_stack_classes( -- the stacked timeline's classes\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  class INTEGER NOT NULL,             -- 0: the most bytes live at the peak\n"
+    "  kind TEXT NOT NULL,                 -- callsite | none (no callsite) | rest | all\n"
+    "  callsite TEXT,                      -- the callsite's text (kind callsite)\n"
+    "  peak_bytes INTEGER NOT NULL,        -- its bytes live at the peak (0 for rest, all)\n"
+    "  PRIMARY KEY(trace_id, class)\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_stack_timeline( -- live bytes per class, max per time bucket\n"
+    "  trace_id INTEGER NOT NULL REFERENCES traces(trace_id),\n"
+    "  bucket INTEGER NOT NULL,            -- time bucket * (last_ts_ns + 1) / 800\n"
+    "  total_bytes INTEGER NOT NULL,       -- the bucket's highest live total\n"
+    "  class_bytes TEXT NOT NULL,          -- each class's live bytes then, comma-separated\n"
+    "  PRIMARY KEY(trace_id, bucket)\n"
     ");\n"
     /* v_runs joins runs to their trace by process: a report over hundreds of ranks asks it per
      * trace (256 ranks x 15 runs: text report 13.2 s -> 4.2 s, bench/RESULTS.md "Ranks") */

@@ -872,3 +872,145 @@ TEST(Html, TracesWithNothingToReportSaySo) {
   EXPECT_NE(h.find("No replay runs are loaded"), std::string::npos);
   ana_db_close(db);
 }
+
+namespace {
+// A random program whose allocations come from 12 callsites, written as a trace.
+std::vector<gmt_event_t> WriteCallsiteTrace(const std::string &path, unsigned seed, size_t n, uint64_t start) {
+  auto evs = RandomProgram(seed, n);
+  gmt_header_t h;
+  gmt_header_init(&h);
+  gm_err_t err = {};
+  h.pid = 4242;
+  h.start_time_ns = start;
+  h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+  EXPECT_EQ(gmt_header_set(&h.command_line, "python many.py", &err), GM_OK);
+  gmt_writer_t *w = nullptr;
+  gmt_writer_opts_t o = {};
+  o.chunk_events = 1000;
+  EXPECT_EQ(gmt_writer_open(&w, path.c_str(), &h, &o, &err), GM_OK) << err.msg;
+  uint32_t ids[12];
+  for (int i = 0; i < 12; i++) {
+    std::string cs = "model.py:" + std::to_string(10 + i) + " layer" + std::to_string(i) + " < torch/nn/x.py:1 f";
+    EXPECT_EQ(gmt_writer_intern(w, cs.c_str(), &ids[i], &err), GM_OK);
+  }
+  std::mt19937_64 rng(seed * 7 + 1);
+  for (auto &e : evs)
+    if (e.kind == GMT_EV_ALLOC && rng() % 13) e.callsite = ids[rng() % 12];  // some without a callsite
+  EXPECT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+  EXPECT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+  gmt_header_free(&h);
+  return evs;
+}
+}  // namespace
+
+// Issue 14: the report reads the loader's summaries (ana_load_peak.c), never events. With the
+// events loaded too, every summary equals what the views compute from the events.
+TEST(Summaries, EqualWhatTheViewsComputeFromEvents) {
+  std::string t = Unique("s") + ".zst", dbp = Unique("s") + ".db";
+  WriteCallsiteTrace(t, 21, 30000, 9001);
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str()};
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(db, "SELECT report_summaries FROM traces"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT peak_live_allocs FROM traces"), Scalar(db, "SELECT COUNT(*) FROM v_live_at_peak"));
+  EXPECT_EQ(Scalar(db, "SELECT peak_live_callsites FROM traces"),
+            Scalar(db, "SELECT COUNT(DISTINCT COALESCE(callsite, -1)) FROM v_live_at_peak"));
+  const char *streams = "SELECT trace_id, stream, COUNT(*), SUM(size) FROM v_live_at_peak GROUP BY stream";
+  EXPECT_EQ(Scalar(db, std::string("SELECT COUNT(*) FROM (SELECT * FROM trace_peak_streams EXCEPT ") + streams + ")"), 0);
+  EXPECT_EQ(Scalar(db, std::string("SELECT COUNT(*) FROM (") + streams + " EXCEPT SELECT * FROM trace_peak_streams)"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM trace_peak_streams"), 2);
+  const char *largest = "SELECT * FROM (SELECT trace_id, alloc_seq, size, device, stream, callsite, t_alloc_ns"
+                        " FROM v_live_at_peak ORDER BY size DESC, alloc_seq LIMIT 25)";
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM trace_peak_allocs"), 25);
+  EXPECT_EQ(Scalar(db, std::string("SELECT COUNT(*) FROM (SELECT * FROM trace_peak_allocs EXCEPT ") + largest + ")"), 0);
+  const char *by_cs = "SELECT p.trace_id, COALESCE(s.text, '(none)'), COUNT(*), SUM(p.size) FROM v_live_at_peak p"
+                      " LEFT JOIN strings s ON s.trace_id = p.trace_id AND s.string_id = p.callsite GROUP BY 2";
+  EXPECT_EQ(Scalar(db, std::string("SELECT COUNT(*) FROM (") + by_cs + " EXCEPT SELECT * FROM trace_peak_callsites)"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM trace_peak_callsites"), 13);  // 12 and none
+  // The stacked timeline: 8 callsite classes and the rest; each bucket's classes add up to its
+  // total; the highest total is the peak, and at the peak's bucket the classes are the
+  // callsites' bytes live at the peak.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM trace_stack_classes"), 9);
+  EXPECT_EQ(Scalar(db, "SELECT MAX(total_bytes) FROM trace_stack_timeline"), Scalar(db, "SELECT peak_live_bytes FROM traces"));
+  EXPECT_LE(Scalar(db, "SELECT COUNT(*) FROM trace_stack_timeline"), 801);
+  EXPECT_GT(Scalar(db, "SELECT COUNT(*) FROM trace_stack_timeline"), 700);
+  sqlite3 *h = static_cast<sqlite3 *>(ana_db_sqlite(db));
+  sqlite3_stmt *q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT total_bytes, class_bytes FROM trace_stack_timeline ORDER BY bucket", -1, &q,
+                               nullptr), SQLITE_OK);
+  int64_t peak = Scalar(db, "SELECT peak_live_bytes FROM traces");
+  std::vector<int64_t> at_peak;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    int64_t tot = sqlite3_column_int64(q, 0), sum = 0;
+    std::vector<int64_t> v;
+    std::istringstream ss(reinterpret_cast<const char *>(sqlite3_column_text(q, 1)));
+    std::string x;
+    while (std::getline(ss, x, ',')) v.push_back(std::stoll(x)), sum += v.back();
+    EXPECT_EQ(v.size(), 9u);
+    EXPECT_EQ(sum, tot);
+    if (tot == peak && at_peak.empty()) at_peak = v;
+  }
+  sqlite3_finalize(q);
+  ASSERT_EQ(at_peak.size(), 9u);
+  ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT c.class, c.peak_bytes, (SELECT bytes FROM trace_peak_callsites p"
+                               " WHERE p.callsite = COALESCE(c.callsite, '(none)')) FROM trace_stack_classes c"
+                               " WHERE c.kind IN ('callsite', 'none') ORDER BY class", -1, &q, nullptr), SQLITE_OK);
+  int64_t named = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    int c = sqlite3_column_int(q, 0);
+    EXPECT_EQ(at_peak[(size_t)c], sqlite3_column_int64(q, 1)) << "class " << c;
+    EXPECT_EQ(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2)) << "class " << c;
+    named += at_peak[(size_t)c];
+  }
+  sqlite3_finalize(q);
+  EXPECT_EQ(at_peak[8], peak - named);
+  ana_db_close(db);
+}
+
+// The report is the same whether the events were loaded or not (it never reads them), and a
+// trace loaded by an older gpuanalyze is refused with what to do, then upgraded by a load that
+// keeps its replays.
+TEST(Summaries, ReportNeedsNoEventsAndOlderTracesAreUpgraded) {
+  std::string t = Unique("u") + ".zst", js = Unique("u") + ".json", full = Unique("full") + ".db",
+              small = Unique("small") + ".db", h1 = Unique("u1") + ".html", h2 = Unique("u2") + ".html";
+  WriteCallsiteTrace(t, 22, 20000, 9002);
+  WriteFile(js, ResultsJson(t, 9002, {"pytorch", "pytorch:expandable_segments:True"}, {300, 200}, 120));
+  gm_err_t err = {};
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_db_t *a = nullptr, *b = nullptr;
+  ana_load_stats_t st = {};
+  ASSERT_EQ(ana_db_open(&a, full.c_str(), &err), GM_OK);
+  ASSERT_EQ(ana_db_load(a, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  ana_load_opts_t o = {};
+  o.summary_only = 1;
+  ASSERT_EQ(ana_db_open(&b, small.c_str(), &err), GM_OK);
+  ASSERT_EQ(ana_db_load(b, in, 2, &o, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Scalar(b, "SELECT COUNT(*) FROM events"), 0);
+  ASSERT_EQ(ana_report_html(a, h1.c_str(), &err), GM_OK) << err.msg;
+  ASSERT_EQ(ana_report_html(b, h2.c_str(), &err), GM_OK) << err.msg;
+  std::string x = Slurp(h1), y = Slurp(h2);
+  EXPECT_GT(x.size(), 10000u);
+  EXPECT_TRUE(x == y) << "the report differs with and without events";
+  // the callsite table's rows: the top 10 and the rest, adding up to the peak
+  EXPECT_EQ(Count(x, "<details"), 10u);
+  EXPECT_NE(x.find("the other 3 callsites"), std::string::npos);
+  // An older gpuanalyze's trace: no summaries.
+  ASSERT_EQ(sqlite3_exec(static_cast<sqlite3 *>(ana_db_sqlite(b)), "UPDATE traces SET report_summaries = 0", nullptr,
+                         nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(ana_report_html(b, h2.c_str(), &err), GM_ERR_VERSION);
+  EXPECT_NE(std::string(err.msg).find("was loaded by an older gpuanalyze"), std::string::npos) << err.msg;
+  EXPECT_NE(std::string(err.msg).find("gpuanalyze load --db"), std::string::npos) << err.msg;
+  gm_err_t e2 = {};
+  ana_load_stats_t st2 = {};
+  ASSERT_EQ(ana_db_load(b, in, 1, &o, &st2, &e2), GM_OK) << e2.msg;
+  EXPECT_EQ(st2.traces_loaded, 1u);
+  EXPECT_EQ(Scalar(b, "SELECT COUNT(*) FROM traces"), 1);
+  EXPECT_EQ(Scalar(b, "SELECT COUNT(*) FROM v_runs WHERE trace_id IS NOT NULL"), 2);  // the replays stayed
+  ASSERT_EQ(ana_report_html(b, h2.c_str(), &e2), GM_OK) << e2.msg;
+  EXPECT_NE(Slurp(h2).find("expandable_segments"), std::string::npos);
+  ana_db_close(a);
+  ana_db_close(b);
+}
