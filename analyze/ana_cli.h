@@ -44,6 +44,8 @@ uint64_t ana_cli_default_jobs(void);
 int ana_cli_run_tool(char *const *argv, gm_err_t *err);
 ana_load_opts_t ana_cli_load_opts(const config_t *c);
 void ana_cli_end_progress(void);
+/* gpureplay run whose stdout is read (oom, diff, report's "why it ran out"): ana_cmd_oom_diff.c. */
+int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r);
 
 int ana_cmd_info(const config_t *c, const char *path);
 int ana_cmd_dump(const config_t *c, const char *path);

@@ -15,7 +15,7 @@
  * about an option the user gave us to pass on (usage_ours: --policy, --capacity) is ours, exit
  * 2; its runtime error is its cause chain, exit 1, as if we had replayed ourselves. 0: it
  * succeeded and r holds what it printed (ana_run_free); else the exit code, all said. */
-static int replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r) {
+int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r) {
   gm_err_t err = {0};
   if (ana_tool_capture(argv, r, &err) < 0) {
     gm_err_wrap(&err, "cannot %s", what);
@@ -73,7 +73,7 @@ int ana_cmd_oom(const config_t *c, const char *path) {
   char what[PATH_MAX + 64];
   snprintf(what, sizeof what, "explain why '%s' runs out of memory", path);
   ana_run_t r;
-  int rc = replay_run(argv, 1, what, &r);
+  int rc = ana_cli_replay_run(argv, 1, what, &r);
   free(pol);
   if (rc) return rc;
   ana_oom_t o;
@@ -106,7 +106,7 @@ static int diff_reserved(const config_t *c, const char *replay, const char *trac
   argv[n] = NULL;
   snprintf(what, sizeof what, "replay '%s' for its peak reserved", trace);
   ana_run_t r;
-  int rc = replay_run(argv, 0, what, &r);
+  int rc = ana_cli_replay_run(argv, 0, what, &r);
   if (rc) return rc;
   gm_status_t s = ana_replay_peak_read(r.out, &side->peak_reserved, side->policy, sizeof side->policy, &err);
   ana_run_free(&r);

@@ -14,17 +14,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "analyze/ana_cli.h"
 
 extern char **environ;
 
 static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
-                     int strict, gm_err_t *err) {
-  char j[32];
+                     int strict, uint64_t capacity, gm_err_t *err) {
+  char j[32], cap[48];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
+  snprintf(cap, sizeof cap, "--capacity=%" PRIu64, capacity);
   /* --tune replays the sweep's grid too, and searches past it (issue 13). */
   char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json,
-                  strict ? "--strict" : NULL, NULL};
+                  capacity ? cap : (char *)"-q", strict ? "--strict" : NULL, NULL};
   return ana_cli_run_tool(argv, err);
 }
 
@@ -128,7 +131,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     if (isatty(STDERR_FILENO))
       ana_cli_say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
                   : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-    if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, &err) < 0) {
+    if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, c->capacity, &err) < 0) {
       unlink(json);
       gm_err_wrap(&err, "cannot replay '%s'", trace);
       return ana_cli_fail(&err);
@@ -167,6 +170,50 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   return 0;
 }
 
+/* A trace that runs out of memory (the recorded run failed, or a replay failed under
+ * --capacity): gpureplay --explain-oom, as `gpuanalyze oom` runs it, its object kept in the
+ * database for the report's first section ("Why it ran out", ana_html_oom.c). */
+static int report_oom(config_t *c, const char *trace) {
+  gm_err_t err = {0};
+  ana_db_t *db = NULL;
+  char *real = realpath(trace, NULL);
+  int64_t id = -1, need = 0;
+  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return free(real), ana_cli_fail(&err);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2((sqlite3 *)ana_db_sqlite(db),
+                         "SELECT t.trace_id, COALESCE((SELECT count FROM trace_kinds k WHERE k.trace_id = t.trace_id"
+                         " AND k.kind = 'alloc_failed'), 0) + ?2 * COALESCE((SELECT SUM(ooms) FROM v_runs r"
+                         " WHERE r.trace_id = t.trace_id), 0) FROM traces t WHERE t.real_path = ?1"
+                         " ORDER BY t.trace_id DESC LIMIT 1",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, real ? real : trace, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 2, c->capacity != 0);
+    if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int64(st, 0), need = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  free(real);
+  char replay[PATH_MAX];
+  if (id < 0 || need <= 0 || !ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+    ana_db_close(db);
+    return 0;
+  }
+  char jobs[32], cap[48], what[PATH_MAX + 64];
+  uint64_t j = c->jobs ? c->jobs : ana_cli_default_jobs();
+  snprintf(jobs, sizeof jobs, "--jobs=%" PRIu64, j > 256 ? 256 : j);
+  snprintf(cap, sizeof cap, "--capacity=%" PRIu64, c->capacity);
+  char *argv[] = {replay, "--explain-oom", "--json", jobs, c->strict ? "--strict" : "-q",
+                  c->capacity ? cap : "-q", "--", (char *)trace, NULL};
+  snprintf(what, sizeof what, "explain why '%s' runs out of memory", trace);
+  ana_cli_say("%s runs out of memory: asking gpureplay --explain-oom why ...", trace);
+  ana_run_t r;
+  int rc = ana_cli_replay_run(argv, 1, what, &r);
+  if (rc) return ana_db_close(db), rc;
+  gm_status_t s = ana_oom_store(db, id, r.out, &err);
+  ana_run_free(&r);
+  ana_db_close(db);
+  return s < 0 ? ana_cli_fail(&err) : 0;
+}
+
 /* `report TRACE...`: the newcomer's one step, for one trace or several (ranks, two runs). */
 static int report_traces(config_t *c, char **traces, int n) {
   gm_err_t err = {0};
@@ -194,6 +241,10 @@ static int report_traces(config_t *c, char **traces, int n) {
     return ana_cli_fail(&err);
   for (int i = 0; i < n; i++) {
     int rc = report_load(c, traces[i], db_defaulted && n == 1, n == 1);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < n; i++) {
+    int rc = report_oom(c, traces[i]);
     if (rc) return rc;
   }
   ana_db_t *db = NULL;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/ana.h"
 #include "base/gm_base.h"
 
 #ifdef __cplusplus
@@ -84,6 +85,10 @@ typedef struct ana_oom {
   uint64_t setting_peak, fits_capacity;
   int grid_tried, grid_fit, tune_tried;
 } ana_oom_t;
+
+/* Keep gpureplay --explain-oom's object for a loaded trace (table trace_oom): the HTML report's
+ * "Why it ran out" section (ana_html_oom.c) reads it back. */
+gm_status_t ana_oom_store(ana_db_t *db, int64_t trace_id, const char *json, gm_err_t *err);
 
 /* Read the object; a key missing or of the wrong type is an error that names it. */
 gm_status_t ana_oom_read(const char *json_text, ana_oom_t *o, gm_err_t *err);

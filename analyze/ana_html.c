@@ -17,6 +17,8 @@
 
 #include "analyze/ana_report_internal.h"
 
+enum { ANA_HTML_RANK_SECTIONS = 8 }; /* a job of more ranks: a section for its largest only */
+
 extern const unsigned char ana_dygraph_js[];
 extern const unsigned long ana_dygraph_js_len;
 
@@ -284,6 +286,30 @@ static void oom_banner(FILE *out, const char *rec_text) {
   free(line);
 }
 
+/* Jobs of more ranks than get a section each: which rank has one, and where the others are. */
+static void ranks_note(ana_db_t *db, FILE *out) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT COUNT(*), command_line, (SELECT rank FROM traces u WHERE u.command_line IS t.command_line"
+                         " AND u.world_size IS t.world_size AND u.rank IS NOT NULL ORDER BY peak_live_bytes DESC, trace_id"
+                         " LIMIT 1), MAX(peak_live_bytes), MIN(peak_live_bytes) FROM traces t WHERE rank IS NOT NULL"
+                         " GROUP BY command_line, world_size HAVING COUNT(*) > ?1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int(st, 1, ANA_HTML_RANK_SECTIONS);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    char b1[32], b2[32];
+    fprintf(out, "<p class=\"partial\" id=\"ranks-note\">%lld ranks of one job (<code>", (long long)sqlite3_column_int64(st, 0));
+    ana_html_escape(out, (const char *)sqlite3_column_text(st, 1));
+    fprintf(out, "</code>): the section below is of rank %lld, the one with the largest peak live (%s; the "
+                 "smallest is %s); every rank is a row of <a href=\"#ranks--1\">Ranks side by side</a> at the end. "
+                 "<code>gpuanalyze report RANK.zst</code> reports one rank alone.</p>\n",
+            (long long)sqlite3_column_int64(st, 2), gm_format_size((uint64_t)sqlite3_column_int64(st, 3), b1, sizeof b1),
+            gm_format_size((uint64_t)sqlite3_column_int64(st, 4), b2, sizeof b2));
+  }
+  sqlite3_finalize(st);
+}
+
 gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
@@ -304,7 +330,17 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
   fprintf(out, "\n</script>\n</head><body>\n<h1>gpumem report</h1>\n");
   sqlite3_stmt *st = NULL;
   int ntraces = 0;
-  s = ana_prepare(db, &st, "SELECT trace_id, path FROM traces ORDER BY rank, trace_id", err);
+  ranks_note(db, out);
+  /* One section per trace, but for a job of many ranks only its rank with the largest peak: the
+   * rest are rows of the ranks table (256 ranks made 75 MB of HTML). */
+  s = ana_prepare(db, &st,
+                  "WITH j AS (SELECT trace_id, ROW_NUMBER() OVER (PARTITION BY command_line, world_size"
+                  " ORDER BY peak_live_bytes DESC, trace_id) k, COUNT(*) OVER (PARTITION BY command_line, world_size) n"
+                  " FROM traces WHERE rank IS NOT NULL)"
+                  " SELECT t.trace_id, t.path FROM traces t LEFT JOIN j USING(trace_id)"
+                  " WHERE j.trace_id IS NULL OR j.n <= ?1 OR j.k = 1 ORDER BY t.rank, t.trace_id",
+                  err);
+  if (s >= 0) sqlite3_bind_int(st, 1, ANA_HTML_RANK_SECTIONS);
   while (s >= 0 && sqlite3_step(st) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(st, 0);
     ntraces++;
@@ -322,9 +358,11 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
     }
     s = ana_advise(db, id, mem, &adv, err);
     fclose(mem);
+    /* the answer to "why did it run out" comes before everything else */
+    int oom = ana_html_oom(db, out, id, (const char *)sqlite3_column_text(st, 1));
     partial_banner(db, out, id);
     empty_note(db, out, id);
-    oom_banner(out, rec);
+    if (!oom) oom_banner(out, rec);
     int64_t rec_run = -1;
     if (s >= 0) {
       ana_html_first_screen(db, out, id, &adv, rec, &rec_run);

@@ -477,6 +477,7 @@ static gm_status_t delete_trace(ana_db_t *db, int64_t id, int keep_runs, gm_err_
       "DELETE FROM trace_peak_allocs WHERE trace_id=?1",
       "DELETE FROM trace_stack_classes WHERE trace_id=?1",
       "DELETE FROM trace_stack_timeline WHERE trace_id=?1",
+      "DELETE FROM trace_oom WHERE trace_id=?1",
       "DELETE FROM trace_kinds WHERE trace_id=?1",
       "DELETE FROM strings WHERE trace_id=?1",
       "DELETE FROM trace_timeline WHERE trace_id=?1",

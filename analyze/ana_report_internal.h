@@ -35,6 +35,8 @@ void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t
 void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
 void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
+/* "Why it ran out" (ana_html_oom.c) from the trace's stored --explain-oom object; 1 if written. */
+int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
                               gm_err_t *err);
 

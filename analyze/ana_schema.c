@@ -228,6 +228,10 @@ const char ana_added_tables_sql[] =
     "  class_bytes TEXT NOT NULL,          -- each class's live bytes then, comma-separated\n"
     "  PRIMARY KEY(trace_id, bucket)\n"
     ");\n"
+    "CREATE TABLE IF NOT EXISTS trace_oom(    -- why it ran out: gpureplay --explain-oom's object\n"
+    "  trace_id INTEGER PRIMARY KEY REFERENCES traces(trace_id),\n"
+    "  json TEXT NOT NULL                  -- as `gpuanalyze oom --json` prints it, less the paste line\n"
+    ");\n"
     /* v_runs joins runs to their trace by process: a report over hundreds of ranks asks it per
      * trace (256 ranks x 15 runs: text report 13.2 s -> 4.2 s, bench/RESULTS.md "Ranks") */
     "CREATE INDEX IF NOT EXISTS runs_trace ON runs(trace_start_time_ns, trace_pid);\n"

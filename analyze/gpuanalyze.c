@@ -61,6 +61,8 @@ static const gm_opt_t report_opts[] = {
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
     {"gpu-memory", 0, GM_OPT_SIZE, "SIZE", "a snapshot pickle's GPU memory (gpurec import --gpu-memory), e.g. 80GiB", offsetof(config_t, gpu_memory)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
+    {"capacity", 'c', GM_OPT_SIZE, "SIZE", "replay on a device of this size; a trace that runs out of memory (so, "
+     "or as recorded) opens with why, as `gpuanalyze oom` says it", offsetof(config_t, capacity), 1, 1ull << 48},
     {0}};
 static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
 #define JSON_OPT {"json", 0, GM_OPT_FLAG, NULL, "one JSON object on stdout instead of text", offsetof(config_t, json)}

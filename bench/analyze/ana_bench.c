@@ -96,6 +96,25 @@ int main(int argc, char **argv) {
   printf("  load / decode+scan = %.2f\n", load_rate / dec_rate);
   ana_db_close(d);
 
+  /* What `gpuanalyze report TRACE` loads: the summaries the report reads, no event rows. */
+  {
+    char sdb[4200];
+    snprintf(sdb, sizeof sdb, "%s.summaries", db);
+    unlink(sdb);
+    ana_db_t *s = NULL;
+    check(ana_db_open(&s, sdb, &err), &err, "open");
+    ana_load_opts_t so = {0};
+    so.summary_only = 1;
+    ana_load_stats_t sst = {0};
+    t = start();
+    check(ana_db_load(s, in, 1, &so, &sst, &err), &err, "load summaries");
+    t = stop(t);
+    ana_db_close(s);
+    printf("LOAD (report: summaries only, no event rows): %.2f s wall (%.2f s cpu): %.2f M events/s cpu; db %lld bytes\n",
+           t.wall, t.cpu, (double)n / t.cpu / 1e6, file_size(sdb));
+    unlink(sdb);
+  }
+
   /* A sweep's worth of runs for the trace (what gpureplay --sweep writes: 16 policies, each
    * with a full 2048-point timeline), so the HTML carries the largest timelines it can get. */
   char res[4200];
