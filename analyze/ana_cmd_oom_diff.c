@@ -87,7 +87,7 @@ int ana_cmd_oom(const config_t *c, const char *path) {
 }
 
 /* diff's peak reserved of one trace: gpureplay --json under the setting its job ran with. */
-static int diff_reserved(const config_t *c, const char *replay, const char *trace, ana_diff_side_t *side) {
+int ana_cli_diff_reserved(const config_t *c, const char *replay, const char *trace, ana_diff_side_t *side) {
   gm_err_t err = {0};
   char spec[1100], pol[1200], what[PATH_MAX + 64];
   if (ana_trace_ran_with(trace, ana_cli_read_flags(c), spec, sizeof spec, &err) < 0) return ana_cli_fail(&err);
@@ -120,6 +120,7 @@ int ana_cmd_diff(const config_t *c, char **pos) {
   for (int i = 0; i < 2; i++)
     if (ana_cli_wrong_kind(pos[i], GM_WANT(GM_FILE_TRACE))) return 1;
   if (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0) return ana_cli_fail(&err);
+  if (c->html && gm_output_check(c->html, &err) < 0) return ana_cli_fail(&err);
   ana_diff_t *d = malloc(sizeof *d);
   if (!d) return 1;
   gm_status_t s = ana_diff_traces(pos[0], pos[1], ana_cli_read_flags(c), d, &err);
@@ -133,9 +134,13 @@ int ana_cmd_diff(const config_t *c, char **pos) {
     gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): the diff goes without peak "
            "reserved (--gpureplay=PATH; --no-replay skips it)");
   else
-    for (int i = 0; i < 2 && !c->no_replay && rc == 0; i++) rc = diff_reserved(c, replay, pos[i], &d->side[i]);
+    for (int i = 0; i < 2 && !c->no_replay && rc == 0; i++) rc = ana_cli_diff_reserved(c, replay, pos[i], &d->side[i]);
   if (rc == 0 && c->json) s = ana_diff_print_json(stdout, d, &err);
   else if (rc == 0) ana_diff_print_text(stdout, d, c->top ? (int)(c->top > 100000 ? 100000 : c->top) : 15);
+  if (rc == 0 && s >= 0 && c->html) {
+    s = ana_diff_write_html(d, c->html, &err);
+    if (s >= 0) ana_cli_say("wrote %s (the two runs side by side)", c->html);
+  }
   if (rc == 0 && s >= 0 && c->csv_dir) {
     s = ana_diff_write_csv(d, c->csv_dir, &err);
     if (s >= 0) ana_cli_say("wrote diff_summary.csv, diff_callsites.csv and diff_timeline.csv into %s/", c->csv_dir);

@@ -170,28 +170,72 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   return 0;
 }
 
+/* The trace_id the database gives the trace at path (the newest loaded from there), -1: none. */
+static int64_t trace_id_of(ana_db_t *db, const char *path) {
+  char *real = realpath(path, NULL);
+  sqlite3_stmt *st = NULL;
+  int64_t id = -1;
+  if (sqlite3_prepare_v2((sqlite3 *)ana_db_sqlite(db), "SELECT MAX(trace_id) FROM traces WHERE real_path = ?", -1, &st,
+                         NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, real ? real : path, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) id = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  free(real);
+  return id;
+}
+
+/* `report A.zst B.zst`, two runs of one job (not two ranks): the two-runs section first, the
+ * same figures `gpuanalyze diff` prints (peak reserved replayed as diff replays it). NULL: not two runs, or the traces could not be read again (said). */
+static ana_diff_t *report_diff(config_t *c, ana_db_t *db, char **traces, int n) {
+  if (n != 2) return NULL;
+  int64_t id[2] = {trace_id_of(db, traces[0]), trace_id_of(db, traces[1])};
+  if (id[0] < 0 || id[1] < 0 || id[0] == id[1]) return NULL;
+  sqlite3_stmt *st = NULL;
+  int ranks = 0;
+  if (sqlite3_prepare_v2((sqlite3 *)ana_db_sqlite(db), "SELECT COUNT(*) FROM traces WHERE trace_id IN (?1, ?2)"
+                         " AND rank IS NOT NULL", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, id[0]);
+    sqlite3_bind_int64(st, 2, id[1]);
+    if (sqlite3_step(st) == SQLITE_ROW) ranks = sqlite3_column_int(st, 0) == 2;
+  }
+  sqlite3_finalize(st);
+  if (ranks) return NULL; /* two ranks of a job: the ranks view, not a before and after */
+  gm_err_t err = {0};
+  ana_diff_t *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  if (ana_diff_db(db, id[0], id[1], ana_cli_read_flags(c), d, &err) < 0) {
+    gm_log(GM_LOG_WARN, "the report goes without its two-runs section: %s", err.msg);
+    free(d);
+    return NULL;
+  }
+  /* peak reserved as `gpuanalyze diff` replays it, so that the page and the command agree */
+  char replay[PATH_MAX];
+  for (int i = 0; i < 2 && ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay); i++)
+    if (ana_cli_diff_reserved(c, replay, traces[i], &d->side[i]) != 0) d->side[0].has_reserved = d->side[1].has_reserved = 0;
+  return d;
+}
+
 /* A trace that runs out of memory (the recorded run failed, or a replay failed under
  * --capacity): gpureplay --explain-oom, as `gpuanalyze oom` runs it, its object kept in the
  * database for the report's first section ("Why it ran out", ana_html_oom.c). */
 static int report_oom(config_t *c, const char *trace) {
   gm_err_t err = {0};
   ana_db_t *db = NULL;
-  char *real = realpath(trace, NULL);
-  int64_t id = -1, need = 0;
-  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return free(real), ana_cli_fail(&err);
+  int64_t need = 0;
+  if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
+  int64_t id = trace_id_of(db, trace);
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2((sqlite3 *)ana_db_sqlite(db),
-                         "SELECT t.trace_id, COALESCE((SELECT count FROM trace_kinds k WHERE k.trace_id = t.trace_id"
+                         "SELECT COALESCE((SELECT count FROM trace_kinds k WHERE k.trace_id = ?1"
                          " AND k.kind = 'alloc_failed'), 0) + ?2 * COALESCE((SELECT SUM(ooms) FROM v_runs r"
-                         " WHERE r.trace_id = t.trace_id), 0) FROM traces t WHERE t.real_path = ?1"
-                         " ORDER BY t.trace_id DESC LIMIT 1",
+                         " WHERE r.trace_id = ?1), 0)",
                          -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, real ? real : trace, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int(st, 2, c->capacity != 0);
-    if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int64(st, 0), need = sqlite3_column_int64(st, 1);
+    if (sqlite3_step(st) == SQLITE_ROW) need = sqlite3_column_int64(st, 0);
   }
   sqlite3_finalize(st);
-  free(real);
   char replay[PATH_MAX];
   if (id < 0 || need <= 0 || !ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
     ana_db_close(db);
@@ -250,8 +294,11 @@ static int report_traces(config_t *c, char **traces, int n) {
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
-  if (s >= 0) s = ana_report_html(db, html, &err);
-  if (s >= 0) ana_cli_say("wrote %s (the report)", html);
+  ana_diff_t *d = s >= 0 ? report_diff(c, db, traces, n) : NULL;
+  if (s >= 0) s = ana_report_html_diff(db, html, d, &err);
+  if (d) ana_diff_free(d);
+  free(d);
+  if (s >= 0) ana_cli_say("wrote %s (the report%s)", html, d ? ", opening with the two runs side by side" : "");
   if (s >= 0 && c->csv_dir) {
     s = ana_report_csv(db, c->csv_dir, &err);
     if (s >= 0) ana_cli_say("wrote the report's tables as CSV into %s/", c->csv_dir);

@@ -59,6 +59,13 @@ gm_status_t ana_diff_print_json(FILE *f, const ana_diff_t *d, gm_err_t *err);
 /* diff_summary.csv, diff_callsites.csv, diff_timeline.csv into dir (created if missing). */
 gm_status_t ana_diff_write_csv(const ana_diff_t *d, const char *dir, gm_err_t *err);
 
+/* HTML (ana_html_diff.c): the two-runs section (figures side by side, growth by callsite, new
+ * and gone callsites, both live timelines on one axis); a page of it alone (`diff --html`);
+ * and the report with it first (`report A.zst B.zst`). */
+void ana_html_diff(FILE *out, const ana_diff_t *d);
+gm_status_t ana_diff_write_html(const ana_diff_t *d, const char *path, gm_err_t *err);
+gm_status_t ana_report_html_diff(ana_db_t *db, const char *path, const ana_diff_t *d, gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/ana_diff.h"
 #include "analyze/ana_report_internal.h"
 
 enum { ANA_HTML_RANK_SECTIONS = 8 }; /* a job of more ranks: a section for its largest only */
@@ -115,6 +116,7 @@ static const char css[] =
     ".key{display:inline-block;width:11px;height:11px;margin:0 3px 0 10px;vertical-align:middle}"
     ".side{display:flex;flex-wrap:wrap;gap:24px}.segmap{max-height:820px;overflow:auto}"
     "td.cs summary{cursor:pointer}.stack{font-family:monospace;font-size:12px;margin:4px 0}"
+    ".diffup{color:#c53030}.diffdown{color:#2f855a}"
     ".stack .lib{color:#888}.norun{font-size:14px}select{max-width:40em}"
     "table.waste td.t{min-width:16em}table.callsites td.cs{min-width:30em}";
 
@@ -217,7 +219,7 @@ static const char page_js[] =
     "for(var j=0;j<K;j++)series[d.labels[1+j]]={fillGraph:true,strokeWidth:0.6,color:pal[(K-1-j)%9]};"
     "for(var r=0;r<R;r++)series[d.labels[1+K+r]]={strokeWidth:2,color:rc[r%8]};"
     "var g=new Dygraph(div,d.rows,{labels:d.labels,stepPlot:true,fillAlpha:0.9,axes:{y:{labelsKMG2:true}},"
-    "xlabel:'seconds since the trace started',ylabel:'bytes',legend:'always',"
+    "xlabel:d.xlabel||'seconds since the trace started',ylabel:'bytes',legend:'always',"
     "labelsDiv:document.getElementById(id+'-legend'),showRangeSelector:true,series:series,"
     "legendFormatter:function(a){if(a.x==null)return '';var h=gmEsc(a.xHTML)+' s:';"
     "a.series.forEach(function(s,i){if(!s.isVisible||s.y==null)return;var v=s.y;"
@@ -310,7 +312,23 @@ static void ranks_note(ana_db_t *db, FILE *out) {
   sqlite3_finalize(st);
 }
 
+void ana_html_page_begin(FILE *out, const char *title) {
+  fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+               "<title>%s</title>\n<style>%s</style>\n"
+               "<script>/* dygraphs 2.2.1, MIT licence, from Debian's libjs-dygraphs */\n",
+          title, css);
+  fwrite(ana_dygraph_js, 1, ana_dygraph_js_len, out);
+  fprintf(out, "\n</script>\n</head><body>\n<h1>%s</h1>\n", title);
+}
+
+void ana_html_page_end(FILE *out) { fprintf(out, "<script>%s</script>\n</body></html>\n", page_js); }
+
 gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
+  return ana_report_html_diff(db, path, NULL, err);
+}
+
+gm_status_t ana_report_html_diff(ana_db_t *db, const char *path, const ana_diff_t *diff, gm_err_t *err) {
   gm_status_t s = ana_report_prepare(db, err);
   if (s < 0) return s;
   /* Written whole or not at all: a temporary file renamed over path (gm_out). */
@@ -321,13 +339,8 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
     gm_out_abort(o);
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
-  fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-               "<title>gpumem report</title>\n<style>%s</style>\n"
-               "<script>/* dygraphs 2.2.1, MIT licence, from Debian's libjs-dygraphs */\n",
-          css);
-  fwrite(ana_dygraph_js, 1, ana_dygraph_js_len, out);
-  fprintf(out, "\n</script>\n</head><body>\n<h1>gpumem report</h1>\n");
+  ana_html_page_begin(out, "gpumem report");
+  if (diff) ana_html_diff(out, diff);
   sqlite3_stmt *st = NULL;
   int ntraces = 0;
   ranks_note(db, out);
@@ -396,9 +409,9 @@ gm_status_t ana_report_html(ana_db_t *db, const char *path, gm_err_t *err) {
         fputs("</div>\n", out);
       }
     fprintf(out, "<p class=\"note\">gpuanalyze %s, database schema %d. Sizes in binary units. The lower bound is "
-                 "the peak of live requested bytes: no allocator can reserve less.</p>\n<script>%s</script>\n"
-                 "</body></html>\n",
-            ANA_VERSION, ANA_SCHEMA_VERSION, page_js);
+                 "the peak of live requested bytes: no allocator can reserve less.</p>\n",
+            ANA_VERSION, ANA_SCHEMA_VERSION);
+    ana_html_page_end(out);
   }
   if (s < 0) {
     gm_out_abort(o);

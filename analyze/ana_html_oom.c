@@ -58,7 +58,11 @@ int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path) {
     return 0;
   }
   char a[32], b[32], sub[1400], line[600];
-  fprintf(out, "<section class=\"oom\" id=\"oom-%" PRId64 "\"><h2 class=\"sub\">Why it ran out</h2>\n", trace_id);
+  /* the exact figures in data- attributes, for scripts and tests (the cards are rounded) */
+  fprintf(out, "<section class=\"oom\" id=\"oom-%" PRId64 "\" data-event=\"%" PRId64 "\" data-size=\"%" PRIu64
+               "\" data-live=\"%" PRIu64 "\" data-free=\"%" PRIu64 "\" data-fits-capacity=\"%" PRIu64 "\" data-ooms=\"%" PRIu64
+               "\"><h2 class=\"sub\">Why it ran out</h2>\n",
+          trace_id, o.event, o.size, o.live_bytes, o.free_bytes, o.fits_capacity, o.ooms);
   fprintf(out, "<p class=\"oomline\">Replayed under <code>");
   ana_html_escape(out, o.policy);
   fprintf(out, "</code> on a device of %s", sz(o.capacity, a));

@@ -35,6 +35,10 @@ void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t
 void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
 void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
+/* The page around the sections (ana_html.c): head with the styles and dygraphs, and the
+ * page's script at the end. */
+void ana_html_page_begin(FILE *out, const char *title);
+void ana_html_page_end(FILE *out);
 /* "Why it ran out" (ana_html_oom.c) from the trace's stored --explain-oom object; 1 if written. */
 int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,

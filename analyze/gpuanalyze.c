@@ -80,6 +80,8 @@ static const gm_opt_t diff_opts[] = {
     {"csv", 0, GM_OPT_STR, "DIR", "write diff_summary.csv, diff_callsites.csv (every callsite) and "
      "diff_timeline.csv (both traces on one normalised time axis) into DIR", offsetof(config_t, csv_dir)},
     {"top", 'n', GM_OPT_U64, "N", "callsites listed in the text (default 15)", offsetof(config_t, top)},
+    {"html", 0, GM_OPT_STR, "FILE", "also write the two runs side by side as a self-contained HTML page",
+     offsetof(config_t, html)},
     {"no-replay", 0, GM_OPT_FLAG, NULL, "skip the replay of each trace's default setting (peak reserved)",
      offsetof(config_t, no_replay)},
     {0}};

@@ -101,6 +101,20 @@ timeout 120 "$CHROME" --headless --disable-gpu --no-sandbox --no-first-run --dis
 [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ] && cp first.png real.html "$TEST_UNDECLARED_OUTPUTS_DIR/"
 
 # --- 3. nothing to report: a report that says so -----------------------------------------
+# Issue 14 items 4-5: a report that runs out of memory opens with why; two runs side by side.
+cp "$REAL" oom.zst
+"$GA" report -q oom.zst --capacity=4MiB --gpureplay="$GR" --html oom.html > oom.out || fail "report --capacity failed"
+render oom.html
+D=oom.html.dom
+grep -q '<section class="oom" id="oom-1" data-event=' $D || fail "oom.html: no 'Why it ran out'"
+[ "$(grep -o 'class="sub"' $D | head -1)" ] && [ "$(grep -o '<h2 class="sub">[^<]*' $D | head -1)" = '<h2 class="sub">Why it ran out' ] ||
+  fail "oom.html: 'Why it ran out' is not the first section"
+grep -q 'card oom"><div class="ct">failed request' $D || fail "oom.html: no failed request"
+"$GA" diff fx.zst r1.zst --gpureplay="$GR" --html diff.html > diff.out 2> diff.err || fail "diff --html: $(cat diff.err)"
+render diff.html
+grep -q 'id="diff-peak-live" data-a=' diff.html.dom || fail "diff.html: no peak live of both"
+grep -q 'data-chart="chart-diff"' diff.html.dom || fail "diff.html: no timeline of both"
+
 "$MK" trace empty.zst 0 && "$MK" frees frees.zst 3 || exit 1
 "$GA" load -q --db e.db empty.zst frees.zst || exit 1
 "$GA" report --db e.db --html empty.html || fail "report of empty traces failed"

@@ -165,5 +165,48 @@ has lines.err "1 results files (0 already there)"
 run lines2 0 "$GA" recommend --db lines.db
 has lines2.out "paste: "
 
+# Issue 14 items 4-5 in the HTML. A report whose replay runs out of memory opens with "Why it
+# ran out", and its figures are `gpuanalyze oom --json`'s (c700 above: the same capacity).
+cp "$CKPT" ck.zst
+run repoom 0 "$GA" report ck.zst --capacity=700MiB --gpureplay "$RP" --html oom.html
+has repoom.err "ck.zst runs out of memory: asking gpureplay --explain-oom why"
+"$GA" oom ck.zst --capacity=700MiB --json --gpureplay "$RP" >oomj.out 2>/dev/null || fail "oom --json 700"
+python3 - oom.html oomj.out <<'PY' || fail "the report's 'Why it ran out' differs from gpuanalyze oom --json"
+import json, re, sys
+h = open(sys.argv[1]).read(); o = json.load(open(sys.argv[2]))
+m = re.search(r'<section class="oom" id="oom-1" data-event="(\d+)" data-size="(\d+)" data-live="(\d+)" '
+              r'data-free="(\d+)" data-fits-capacity="(\d+)" data-ooms="(\d+)"><h2 class="sub">Why it ran out</h2>', h)
+assert m, "no section"
+assert h.index('Why it ran out') < h.index('What the job needs') if 'What the job needs' in h else True
+ev, size, live, free, fits, ooms = map(int, m.groups())
+assert ev == o['request']['event'] and size == o['request']['size_bytes'], (ev, size, o['request'])
+assert live == o['live']['bytes'] and ooms == o['ooms'], (live, o['live'], ooms)
+assert free == o['free']['free_bytes'] and fits == o['fix']['capacity_bytes'], (free, fits, o['free'], o['fix'])
+assert h.index('<section class="oom"') < h.index('class="cards"'), "not the first section"
+PY
+# report A B: the two-runs section, its figures those of `gpuanalyze diff A B --json`.
+cp "$JAX" jx.zst
+run rep2 0 "$GA" report ck.zst jx.zst --gpureplay "$RP" --html two2.html --db two2.db
+has rep2.err "wrote two2.html (the report, opening with the two runs side by side)"
+run dj2 0 "$GA" diff ck.zst jx.zst --gpureplay "$RP" --json --html d2.html
+has dj2.err "wrote d2.html (the two runs side by side)"
+for h in two2.html d2.html; do
+  python3 - $h dj2.out <<'PY' || fail "$h: the two-runs figures differ from gpuanalyze diff --json"
+import json, re, sys
+h = open(sys.argv[1]).read(); d = json.load(open(sys.argv[2]))
+def row(i):
+    m = re.search(r'id="%s" data-a="(\d+)" data-b="(\d+)"' % i, h); assert m, i; return tuple(map(int, m.groups()))
+assert row("diff-peak-live") == (d['a']['peak_live_bytes'], d['b']['peak_live_bytes'])
+assert row("diff-peak-reserved") == (d['a']['peak_reserved_bytes'], d['b']['peak_reserved_bytes'])
+assert row("diff-allocs") == (d['a']['allocs'], d['b']['allocs'])
+assert row("diff-callsites") == (d['a']['callsites'], d['b']['callsites'])
+assert 'callsites new in B</div><div class="cv">%d<' % d['new_callsites'] in h
+g = re.findall(r'<tr data-a="(\d+)" data-b="(\d+)"><td class="t">', h)
+want = [(c['a_peak_bytes'], c['b_peak_bytes']) for c in d['callsites']][:15]
+assert [tuple(map(int, x)) for x in g] == want, (g, want)
+assert h.count('data-chart="chart-diff"') == 1
+PY
+done
+
 [ "$fails" = 0 ] && echo PASS
 exit $((fails > 0))
