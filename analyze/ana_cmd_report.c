@@ -26,8 +26,11 @@ static int run_sweep(const char *gpureplay, const char *trace, const char *json,
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   snprintf(cap, sizeof cap, "--capacity=%" PRIu64, capacity);
   /* --tune replays the sweep's grid too, and searches past it (issue 13). */
-  char *argv[] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json,
-                  capacity ? cap : (char *)"-q", strict ? "--strict" : NULL, NULL};
+  char *argv[10] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json};
+  int n = 7;
+  if (capacity) argv[n++] = cap;
+  if (strict) argv[n++] = "--strict";
+  argv[n] = NULL;
   return ana_cli_run_tool(argv, err);
 }
 
@@ -245,8 +248,13 @@ static int report_oom(config_t *c, const char *trace) {
   uint64_t j = c->jobs ? c->jobs : ana_cli_default_jobs();
   snprintf(jobs, sizeof jobs, "--jobs=%" PRIu64, j > 256 ? 256 : j);
   snprintf(cap, sizeof cap, "--capacity=%" PRIu64, c->capacity);
-  char *argv[] = {replay, "--explain-oom", "--json", jobs, c->strict ? "--strict" : "-q",
-                  c->capacity ? cap : "-q", "--", (char *)trace, NULL};
+  char *argv[10] = {replay, "--explain-oom", "--json", jobs};
+  int na = 4;
+  if (c->strict) argv[na++] = "--strict";
+  if (c->capacity) argv[na++] = cap;
+  argv[na++] = "--"; /* a trace named -x.zst is a trace */
+  argv[na++] = (char *)trace;
+  argv[na] = NULL;
   snprintf(what, sizeof what, "explain why '%s' runs out of memory", trace);
   ana_cli_say("%s runs out of memory: asking gpureplay --explain-oom why ...", trace);
   ana_run_t r;
