@@ -287,6 +287,15 @@ static int report_traces(config_t *c, char **traces, int n) {
     }
     c->db = dbpath;
   }
+  /* Replays on a smaller device are other figures than the same settings unlimited: their own
+   * database (TRACE.capacity-BYTES.db), never reused for, or mixed with, the unlimited ones. */
+  char capdb[PATH_MAX + 48];
+  if (db_defaulted && c->capacity) {
+    const char *d = c->db;
+    size_t l = strlen(d);
+    snprintf(capdb, sizeof capdb, "%.*s.capacity-%" PRIu64 ".db", (int)(l > 3 ? l - 3 : l), d, c->capacity);
+    c->db = capdb;
+  }
   /* Every output's directory is checked before the replays start, not after. */
   if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
       (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))

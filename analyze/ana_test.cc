@@ -1014,3 +1014,35 @@ TEST(Summaries, ReportNeedsNoEventsAndOlderTracesAreUpgraded) {
   ana_db_close(a);
   ana_db_close(b);
 }
+
+// A job of many ranks: one full section (the rank with the largest peak live), the others rows
+// of the ranks table, and a note saying so (256 ranks made 11-75 MB of HTML, one section each).
+TEST(Html, ManyRanksGetOneSection) {
+  std::string dbp = Unique("rk") + ".db", html = Unique("rk") + ".html";
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  int64_t best = 0, best_rank = -1;
+  for (int r = 0; r < 10; r++) {
+    std::string t = Unique("rk" + std::to_string(r)) + ".zst";
+    auto evs = RandomProgram(40 + r, 2000 + 300 * r);
+    WriteTrace(t, evs, "torchrun job", r, 1000 + r);
+    const char *in[] = {t.c_str()};
+    ana_load_stats_t st = {};
+    ASSERT_EQ(ana_db_load(db, in, 1, nullptr, &st, &err), GM_OK) << err.msg;
+    int64_t peak = (int64_t)Compute(evs).peak;
+    if (peak > best) best = peak, best_rank = r;
+  }
+  ASSERT_EQ(ana_report_html(db, html.c_str(), &err), GM_OK) << err.msg;
+  std::string h = Slurp(html);
+  EXPECT_EQ(Count(h, "<section id=\"trace-"), 1u);
+  EXPECT_EQ(Count(h, "class=\"chart\""), 1u);
+  EXPECT_NE(h.find("10 ranks of one job (<code>torchrun job</code>): the section below is of rank " +
+                   std::to_string(best_rank) + ", the one with the largest peak live"), std::string::npos);
+  EXPECT_EQ(Scalar(db, "SELECT rank FROM traces WHERE trace_id = " +
+                       h.substr(h.find("<section id=\"trace-") + 19, h.find('"', h.find("<section id=\"trace-") + 19) -
+                                                                        (h.find("<section id=\"trace-") + 19))),
+            best_rank);
+  EXPECT_EQ(Count(h, "<tr>") >= 10, true);  // every rank a row of the ranks table
+  ana_db_close(db);
+}

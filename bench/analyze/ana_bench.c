@@ -103,11 +103,11 @@ int main(int argc, char **argv) {
     unlink(sdb);
     ana_db_t *s = NULL;
     check(ana_db_open(&s, sdb, &err), &err, "open");
-    ana_load_opts_t so = {0};
-    so.summary_only = 1;
+    ana_load_opts_t sum_o = {0};
+    sum_o.summary_only = 1;
     ana_load_stats_t sst = {0};
     t = start();
-    check(ana_db_load(s, in, 1, &so, &sst, &err), &err, "load summaries");
+    check(ana_db_load(s, in, 1, &sum_o, &sst, &err), &err, "load summaries");
     t = stop(t);
     ana_db_close(s);
     printf("LOAD (report: summaries only, no event rows): %.2f s wall (%.2f s cpu): %.2f M events/s cpu; db %lld bytes\n",
