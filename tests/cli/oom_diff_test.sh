@@ -11,7 +11,8 @@ GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); CKPT=$(realpath "
 D1=$(realpath "$6"); JAX=$(realpath "$7")
 shift 7
 EMPTY=
-for v in "$@"; do case "$v" in */empty.zst) EMPTY=$(realpath "$v");; esac; done
+ALLK=
+for v in "$@"; do case "$v" in */empty.zst) EMPTY=$(realpath "$v");; */all-kinds.zst) ALLK=$(realpath "$v");; esac; done
 [ -n "$EMPTY" ] || { echo "FAIL: traces/valid/empty.zst not given" >&2; exit 1; }
 T=${TEST_TMPDIR:-$(mktemp -d)}/oomdiff
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
@@ -184,6 +185,21 @@ assert live == o['live']['bytes'] and ooms == o['ooms'], (live, o['live'], ooms)
 assert free == o['free']['free_bytes'] and fits == o['fix']['capacity_bytes'], (free, fits, o['free'], o['fix'])
 assert h.index('<section class="oom"') < h.index('class="cards"'), "not the first section"
 PY
+# A trace whose recorded run failed: no --capacity needed, the same section from the recorded failure.
+cp "$ALLK" ak.zst
+run repak 0 "$GA" report ak.zst --gpureplay "$RP" --html ak.html
+has repak.err "ak.zst runs out of memory: asking gpureplay --explain-oom why"
+"$GA" oom ak.zst --json --gpureplay "$RP" >akj.out 2>/dev/null || fail "oom --json all-kinds"
+python3 - ak.html akj.out <<'PY' || fail "ak.html's 'Why it ran out' differs from gpuanalyze oom --json"
+import json, re, sys
+h = open(sys.argv[1]).read(); o = json.load(open(sys.argv[2]))
+m = re.search(r'<section class="oom" id="oom-1" data-event="(\d+)" data-size="(\d+)" data-live="(\d+)"', h)
+assert m and o['recorded_failures'] == 1, (m, o['recorded_failures'])
+assert tuple(map(int, m.groups())) == (o['request']['event'], o['request']['size_bytes'], o['live']['bytes']), m.groups()
+PY
+# A report that does not run out of memory has no such section.
+! grep -q 'class="oom"' two.html || fail "two.html (no OOM) has a 'Why it ran out'"
+
 # report A B: the two-runs section, its figures those of `gpuanalyze diff A B --json`.
 cp "$JAX" jx.zst
 run rep2 0 "$GA" report ck.zst jx.zst --gpureplay "$RP" --html two2.html --db two2.db
