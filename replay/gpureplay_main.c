@@ -475,7 +475,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   /* The sweep grid depends on each trace's framework (gr_sweep_grid_for): it is added per
    * trace below. Checked here once, all grids, so a build without a policy says so up front. */
   int n_user = n;
-  static const unsigned grids[] = {0, GMT_FW_PYTORCH, GMT_FW_JAX, GMT_FW_TENSORFLOW, GMT_FW_CUPY};
+  static const unsigned grids[] = {0, GMT_FW_PYTORCH, GMT_FW_JAX, GMT_FW_TENSORFLOW, GMT_FW_CUPY, GMT_FW_RMM};
   static char grid_ok[sizeof grids / sizeof grids[0]][64];
   int max_grid = 0;
   for (size_t k = 0; o.sweep && k < sizeof grids / sizeof grids[0]; k++) {
