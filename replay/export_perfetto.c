@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "replay/export_perfetto.h"
 #include "replay/rp_map.h"
@@ -399,6 +400,8 @@ static void write_json(FILE *f, exp_t *x, const char *trace_path, const gr_trace
 gm_status_t gr_export_perfetto(const char *path, const gr_config_t *cfg, const char *trace_path,
                                const gr_trace_info_t *info, rp_result_t *const *res, int n,
                                gr_perfetto_stats_t *out, gm_err_t *err) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   exp_t *x = calloc(1, sizeof *x);
   if (!x || !(x->heap = malloc(GR_PERFETTO_MAX_SLICES * sizeof *x->heap))) {
     free(x);
@@ -434,6 +437,8 @@ gm_status_t gr_export_perfetto(const char *path, const gr_config_t *cfg, const c
   }
   struct stat sb;
   if (st == GM_OK && stat(path, &sb) == 0) x->st.bytes = (uint64_t)sb.st_size;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  x->st.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   if (out) *out = x->st;
   for (size_t i = 0; i < x->callsites.cap; i++)
     if (x->callsites.slots[i].state == 1) free((void *)(uintptr_t)x->callsites.slots[i].a);

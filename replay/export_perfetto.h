@@ -32,6 +32,7 @@ typedef struct gr_perfetto_stats {
   uint64_t counter_points;   /* counter events written (all series) */
   uint64_t peak_live_bytes, peak_ts_ns;
   uint64_t bytes;            /* size of the file */
+  double seconds;            /* the export's own time (both passes and the writing) */
 } gr_perfetto_stats_t;
 
 /* Write path (whole or not at all: base's gm_out) for the replay of trace_path whose results

@@ -339,8 +339,8 @@ static int export_perfetto(const gr_config_t *cfg, const opts_t *o, const gr_tra
   }
   if (!o->quiet)
     fprintf(stderr, "gpureplay: wrote %s (%llu bytes): %llu of %llu allocations as slices (%llu alive at the peak), "
-            "%llu counter points\n", o->export_perfetto, (unsigned long long)ps.bytes, (unsigned long long)ps.slices,
-            (unsigned long long)ps.allocations, (unsigned long long)ps.slices_at_peak, (unsigned long long)ps.counter_points);
+            "%llu counter points, in %.2f s\n", o->export_perfetto, (unsigned long long)ps.bytes, (unsigned long long)ps.slices,
+            (unsigned long long)ps.allocations, (unsigned long long)ps.slices_at_peak, (unsigned long long)ps.counter_points, ps.seconds);
   return 0;
 }
 
