@@ -549,6 +549,7 @@ static int report_input(config_t *c, const char *in, char *buf, size_t n, const 
     case GM_FILE_TRACE: *trace = in; return 0;
     case GM_FILE_PICKLE:
     case GM_FILE_CSV:
+    case GM_FILE_RMM_LOG:
       if (import_input(c, in, buf, n, &err) < 0) return fail(&err);
       *trace = buf;
       return 0;
