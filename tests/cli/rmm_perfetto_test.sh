@@ -3,9 +3,9 @@
 # rmm.mr.LoggingResourceAdaptor writes it) imported with `gpurec import`, replayed by gpureplay
 # (RMM's grid: direct and async model it), a bad log refused with its line; and gpureplay
 # --export-perfetto: the JSON a trace viewer opens, its refusals, and nothing half-written.
-# Usage: rmm_perfetto_test.sh GPUREC GPUREPLAY
+# Usage: rmm_perfetto_test.sh GPUREC GPUREPLAY GPUANALYZE
 set -u
-GR=$(realpath "$1"); RP=$(realpath "$2")
+GR=$(realpath "$1"); RP=$(realpath "$2"); GA=$(realpath "$3")
 T=${TEST_TMPDIR:-$(mktemp -d)}/rmm
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
 fails=0
@@ -44,6 +44,11 @@ has r.txt "framework: RAPIDS RMM unknown; the trace holds requests: RAPIDS RMM's
 grep -qE '^ +[0-9]+ +896\.00 MiB .* direct$' r.txt || fail "direct reserves the live bytes: $(cat r.txt)"
 "$RP" t.zst --sweep --list-policies >l.txt 2>&1 || fail "list rc=$?"
 same l.txt $'direct\nasync\npytorch\npytorch:expandable_segments:True\nbfc:growth'
+# gpuanalyze report takes the log itself (importing it) and advises no RMM setting.
+mkdir rep && cp rmm_log.dev0.csv rep/ && (cd rep && GPUREC="$GR" GPUREPLAY="$RP" "$GA" report rmm_log.dev0.csv >r.txt 2>e.txt) ||
+  fail "report rc=$?: $(cat rep/e.txt)"
+has rep/r.txt "  framework: RAPIDS RMM unknown (an imported allocation log)"
+has rep/r.txt "  no setting advised: RMM's pool resources (pool, arena, binning) are not modelled"
 # The log itself given to gpureplay: what to do with it.
 "$RP" rmm_log.dev0.csv >o.txt 2>e.txt; rc=$?
 [ $rc = 1 ] || fail "gpureplay on the log: rc=$rc"
