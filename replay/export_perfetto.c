@@ -20,7 +20,7 @@
 
 #define CALLSITE_CACHE_MAX 65536 /* distinct callsite texts kept (the rest: "callsite #id") */
 #define CALLSITE_TEXT 200        /* bytes of a callsite's text kept */
-#define SIZE_BITS 48             /* GMT_MAX_SIZE: sizes fit in 48 bits */
+#define SIZE_BITS 49             /* sizes up to GMT_MAX_SIZE (2^48) fit; larger ones are clamped */
 #define SIZE_MASK ((1ull << SIZE_BITS) - 1)
 
 typedef struct slice {
@@ -36,7 +36,7 @@ typedef struct exp {
   int device;
   uint64_t streams[GR_PERFETTO_STREAMS]; /* the last entry stands for "other streams" */
   int n_streams;
-  rp_map_t live;      /* addr -> a: start ts, b: size | stream << 48 | at-peak bit 63, c: callsite */
+  rp_map_t live;      /* addr -> a: start ts, b: size | stream << 49 | external bit 62 | at-peak bit 63, c: callsite */
   rp_map_t callsites; /* id -> a: malloc'd text */
   size_t n_callsites;
   slice_t *heap;
@@ -110,7 +110,7 @@ static void close_slice(exp_t *x, rp_map_entry_t *e, uint64_t end, int freed) {
   s.start = e->a;
   s.end = end < e->a ? e->a : end;
   s.size = e->b & SIZE_MASK;
-  s.stream = (uint16_t)((e->b >> SIZE_BITS) & 0x7f);
+  s.stream = (uint16_t)((e->b >> SIZE_BITS) & 0x3f); /* < GR_PERFETTO_STREAMS */
   s.external = (uint8_t)((e->b >> 62) & 1);
   s.at_peak = (uint8_t)((e->b >> 63) & 1) && (!freed || x->seq > x->peak_idx);
   s.callsite = e->c;
@@ -160,7 +160,7 @@ static gm_status_t scan(exp_t *x, const char *path, unsigned flags, int pass, gm
         rp_map_remove(&x->live, e);
       }
       if (ev->kind != GMT_EV_ALLOC) continue;
-      uint64_t size = ev->size & SIZE_MASK;
+      uint64_t size = ev->size < SIZE_MASK ? ev->size : SIZE_MASK;
       uint64_t ext = x->r0->external_sync && !(ev->flags & GMT_F_ASYNC);
       if (pass == 0) {
         if (ext) size = 0; /* external memory: not in the live bytes (nor their peak) */

@@ -240,6 +240,20 @@ TEST(ExportPerfetto, CapKeepsThePeakThenTheLargest) {
   unlink(out.c_str());
 }
 
+// A trace of frees only: a file with no slices that says so, no crash.
+TEST(ExportPerfetto, FreesOnly) {
+  std::string t = Write("pf_frees.zst", {Ev(GMT_EV_FREE, 10, 0x1000, 0, 1), Ev(GMT_EV_FREE, 20, 0x2000, 0, 1)});
+  std::string out = TempPath("pf_frees.json");
+  Export x;
+  ReplayAndExport(t, {"pytorch"}, out, &x);
+  EXPECT_EQ(x.st.allocations, 0u);
+  EXPECT_EQ(x.st.slices, 0u);
+  EXPECT_TRUE(x.by_tid.empty());
+  EXPECT_EQ(MaxOf(x.counters["live bytes"]), 0u);
+  unlink(t.c_str());
+  unlink(out.c_str());
+}
+
 // A file that cannot be written: an error naming it, and an older file of that name kept.
 TEST(ExportPerfetto, WholeOrNothing) {
   std::string t = Write("pf_err.zst", {Ev(GMT_EV_ALLOC, 10, 0x1000, MiB, 1)});
