@@ -433,8 +433,9 @@ static int gpureplay(int argc, char **argv, char **pos) {
                          "one --policy, without --sweep, --tune, --explain-oom, --list-policies, -o, --json or --device");
     if (why) return usage_error(why);
   }
-  if (o.export_perfetto && (npos != 1 || o.tune || o.explain_oom || o.list_policies))
-    return usage_error("--export-perfetto writes the replay of one trace (without --tune, --explain-oom, --list-policies)");
+  if (o.export_perfetto && (npos != 1 || o.tune || o.explain_oom || o.list_policies || o.export_snapshot))
+    return usage_error("--export-perfetto writes the replay of one trace (without --tune, --explain-oom, "
+                       "--list-policies, --export-snapshot)");
   if (o.tune && o.list_policies) return usage_error("--list-policies lists a replay's or a sweep's settings, not --tune's");
   if (o.list_policies && o.output) return usage_error("--list-policies replays nothing: no results file (-o)");
   if (o.tune) return tune(&cfg, &o);

@@ -82,7 +82,7 @@ assert d["otherData"]["allocations"] == 48 and d["otherData"]["alive_at_peak"] =
 PY
 "$RP" t.zst t.zst --export-perfetto=p2.json >o.txt 2>e.txt; rc=$?
 [ $rc = 2 ] || fail "two traces: rc=$rc"
-same e.txt $'gpureplay: --export-perfetto writes the replay of one trace (without --tune, --explain-oom, --list-policies)\ntry \'gpureplay --help\''
+same e.txt $'gpureplay: --export-perfetto writes the replay of one trace (without --tune, --explain-oom, --list-policies, --export-snapshot)\ntry \'gpureplay --help\''
 "$RP" t.zst --export-perfetto=nodir/p.json >o.txt 2>e.txt; rc=$?
 [ $rc = 1 ] || fail "no directory: rc=$rc"
 has e.txt "nodir"
