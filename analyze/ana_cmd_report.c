@@ -54,7 +54,9 @@ static int import_input(const config_t *c, const char *in, char *trace, size_t n
     int ours = 0, same_gpu = 0;
     if (k == GM_FILE_TRACE && gmt_reader_open(&r, trace, NULL) == GM_OK) {
       const gmt_header_t *h = gmt_reader_header(r);
-      ours = h->tool && strcmp(h->tool, "gpurec import") == 0;
+      /* gpurec's importers write "gpurec VERSION import" */
+      size_t tl = h->tool ? strlen(h->tool) : 0;
+      ours = tl > 14 && strncmp(h->tool, "gpurec ", 7) == 0 && strcmp(h->tool + tl - 7, " import") == 0;
       same_gpu = !c->gpu_memory || h->gpu_total_mem == c->gpu_memory;
       gmt_reader_close(r);
     }
@@ -334,6 +336,7 @@ static int report_input(config_t *c, const char *in, char *buf, size_t n, const 
     case GM_FILE_TRACE: *trace = in; return 0;
     case GM_FILE_PICKLE:
     case GM_FILE_CSV:
+    case GM_FILE_RMM_LOG:
       if (import_input(c, in, buf, n, &err) < 0) return ana_cli_fail(&err);
       *trace = buf;
       return 0;

@@ -157,10 +157,10 @@ void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, 
   }
 }
 
-typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED } framework_t;
+typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED, FW_RMM } framework_t;
 
 static const char *fw_name(framework_t fw) {
-  static const char *const names[] = {"unknown", "PyTorch", "TensorFlow", "JAX", "CuPy", "several frameworks"};
+  static const char *const names[] = {"unknown", "PyTorch", "TensorFlow", "JAX", "CuPy", "several frameworks", "RAPIDS RMM"};
   return names[fw];
 }
 
@@ -182,6 +182,7 @@ static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *
       else if (!strcmp(k, "framework.jax")) fw = FW_JAX;
       else if (!strcmp(k, "framework.tensorflow")) fw = FW_TF;
       else if (!strcmp(k, "framework.cupy")) fw = FW_CUPY;
+      else if (!strcmp(k, "framework.rmm")) fw = FW_RMM;
     }
     sqlite3_finalize(st);
   }
@@ -415,7 +416,8 @@ static void print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, framewor
     }
     sqlite3_finalize(st);
   }
-  if (used) fprintf(out, "  framework: %s (advice in %s's words)\n", list, fw_name(fw));
+  if (used && fw == FW_RMM) fprintf(out, "  framework: %s (an imported allocation log)\n", list);
+  else if (used) fprintf(out, "  framework: %s (advice in %s's words)\n", list, fw_name(fw));
   else if (fw == FW_PYTORCH) fprintf(out, "  framework: PyTorch (a PyTorch memory history)\n");
   else
     fprintf(out, "  framework: not recorded (an older recording or another tool's): the advice is in "
@@ -528,7 +530,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   char b1[32], b2[32], b3[32], line[512];
   if (n == 0) return NULL;
   const run_row_t *best = NULL, *dflt = NULL;
-  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && !native; pass++)
+  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && fw != FW_RMM && !native; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
       if (!advisable(fw, r->policy, r->ooms, r->pool, pass)) continue;
@@ -551,7 +553,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
    * beside the allocator (external), never less than the lower bound. */
   int64_t need = rows[0].need > lower ? rows[0].need : lower;
   fill_advice(adv, fw, best, dflt, dname, lower, need, gpu_mem, rows[0].device);
-  if (!best && (fw == FW_MIXED || native)) return NULL;
+  if (!best && (fw == FW_MIXED || fw == FW_RMM || native)) return NULL;
   if (!best) {
     fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == FW_UNKNOWN ? "" : " ",
             fw == FW_UNKNOWN ? "" : fw_name(fw));
@@ -666,6 +668,13 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   /* A native recording of a framework holds its allocator's segments or pool blocks: a
    * replay of those through another setting predicts nothing. */
   int native = capture_mode && !strcmp(capture_mode, "native") && fw != FW_UNKNOWN;
+  /* An RMM log (recorder/rmm): RMM's settings are its memory resources, whose pools are not
+   * modelled; the table shows the driver's allocator and pool (direct, async) instead. */
+  if (fw == FW_RMM) {
+    fprintf(out, "  no setting advised: RMM's pool resources (pool, arena, binning) are not modelled; "
+                 "`direct` replays cuda_memory_resource and `async` cuda_async_memory_resource\n");
+    if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "RMM's pool resources are not modelled");
+  }
   if (fw == FW_MIXED || native) {
     fprintf(out, "  no setting advised: %s\n",
             fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
@@ -715,7 +724,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
 int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
                       int pool, int pass) {
   framework_t fw = detect_framework(db, trace_id, capture_mode);
-  if (fw == FW_MIXED || (fw != FW_UNKNOWN && capture_mode && !strcmp(capture_mode, "native"))) return 0;
+  if (fw == FW_MIXED || fw == FW_RMM || (fw != FW_UNKNOWN && capture_mode && !strcmp(capture_mode, "native"))) return 0;
   return advisable(fw, policy, ooms, pool, pass);
 }
 

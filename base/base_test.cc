@@ -226,6 +226,8 @@ TEST(FileKind, TellsTheFiveKindsApartByTheirFirstBytes) {
   EXPECT_EQ(gm_file_kind_of(csv, sizeof csv - 1), GM_FILE_CSV);
   const char bare_csv[] = "ts_ns,kind,device\n1,alloc,0\n";
   EXPECT_EQ(gm_file_kind_of(bare_csv, sizeof bare_csv - 1), GM_FILE_CSV);
+  const char rmm[] = "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x10,5,0\n";
+  EXPECT_EQ(gm_file_kind_of(rmm, sizeof rmm - 1), GM_FILE_RMM_LOG);
   const char json[] = "  {\"format\":\"gpumem-results\",\"version\":1}";
   EXPECT_EQ(gm_file_kind_of(json, sizeof json - 1), GM_FILE_RESULTS);
   const char other_json[] = "{\"format\":\"something-else\"}";

@@ -186,7 +186,8 @@ typedef enum gm_file_kind {
   GM_FILE_EMPTY,
   GM_FILE_DIR,
   GM_FILE_MISSING,
-  GM_FILE_UNREADABLE
+  GM_FILE_UNREADABLE,
+  GM_FILE_RMM_LOG     /* a RAPIDS RMM allocation log (rmm.mr.LoggingResourceAdaptor CSV) */
 } gm_file_kind_t;
 
 /* Bit for gm_file_advice's `wanted`: GM_WANT(GM_FILE_TRACE) | ... */

@@ -36,6 +36,9 @@ gm_file_kind_t gm_file_kind_of(const void *buf, size_t n) {
   if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return GM_FILE_PICKLE;
   if (has_prefix(b, n, "SQLite format 3", 16)) return GM_FILE_DATABASE;
   if (has_prefix(b, n, "# gpumem trace, text form", 25)) return GM_FILE_CSV;
+  if (has_prefix(b, n, "Thread,Time,Action,Pointer,Size,Stream", 38) ||
+      has_prefix(b, n, "\xEF\xBB\xBFThread,Time,Action,Pointer,Size,Stream", 41))
+    return GM_FILE_RMM_LOG;
   size_t i = 0;
   while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
   if (i < n && b[i] == '{' && memmem(b, n, "\"gpumem-results\"", 16)) return GM_FILE_RESULTS;
@@ -65,6 +68,7 @@ const char *gm_file_kind_name(gm_file_kind_t k) {
     case GM_FILE_TRACE: return "a gpumem trace";
     case GM_FILE_PICKLE: return "a PyTorch memory snapshot (pickle)";
     case GM_FILE_CSV: return "a gpumem trace in CSV text form";
+    case GM_FILE_RMM_LOG: return "a RAPIDS RMM allocation log (CSV)";
     case GM_FILE_RESULTS: return "a gpureplay results file";
     case GM_FILE_DATABASE: return "a gpuanalyze database (SQLite)";
     case GM_FILE_ZSTD: return "a zstd-compressed file that is not a gpumem trace";
@@ -101,6 +105,7 @@ int gm_file_advice(const char *path, gm_file_kind_t k, unsigned wanted, char *bu
                "(or run `gpuanalyze report %s`, which does that for you)", path, what, path, zst, path);
       return 1;
     case GM_FILE_CSV:
+    case GM_FILE_RMM_LOG:
       snprintf(buf, n, "'%s' is %s: convert it with `gpurec import %s -o %s`", path, what, path, zst);
       return 1;
     case GM_FILE_TRACE:

@@ -173,14 +173,15 @@ const char *gmt_header_kv_get(const gmt_header_t *h, const char *key); /* NULL i
 #define GMT_FW_JAX 0x2u
 #define GMT_FW_TENSORFLOW 0x4u
 #define GMT_FW_CUPY 0x8u
-#define GMT_FW_ALL 0xfu
+#define GMT_FW_RMM 0x10u /* RAPIDS RMM (an imported allocation log: recorder/rmm) */
+#define GMT_FW_ALL 0x1fu
 
 /* Bit set of GMT_FW_*; 0 when the header does not say. */
 unsigned gmt_header_frameworks(const gmt_header_t *h);
 /* The one framework of the set, or 0 when it holds none or several. */
 unsigned gmt_framework_single(unsigned set);
-/* "pytorch", "jax", "tensorflow", "cupy" (header keys, policy names); "PyTorch", "JAX",
- * "TensorFlow", "CuPy" (for people). NULL for anything but one bit. */
+/* "pytorch", "jax", "tensorflow", "cupy", "rmm" (header keys, policy names); "PyTorch", "JAX",
+ * "TensorFlow", "CuPy", "RAPIDS RMM" (for people). NULL for anything but one bit. */
 const char *gmt_framework_key(unsigned fw);
 const char *gmt_framework_display(unsigned fw);
 /* The version gpurec found ("unknown" without pip metadata), NULL if not recorded. */

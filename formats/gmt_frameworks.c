@@ -18,6 +18,7 @@ static const struct {
     {GMT_FW_JAX, "jax", "JAX"},
     {GMT_FW_TENSORFLOW, "tensorflow", "TensorFlow"},
     {GMT_FW_CUPY, "cupy", "CuPy"},
+    {GMT_FW_RMM, "rmm", "RAPIDS RMM"},
 };
 #define N_FWS (sizeof fws / sizeof fws[0])
 
@@ -82,6 +83,11 @@ const char *gmt_trace_holds(const gmt_header_t *h, int vmm_requests, int has_asy
     return "requests: buffers mapped one by one through the VMM API (XLA's platform allocator), "
            "each rounded up to the 2 MiB granularity";
   if (h->capture_mode == GMT_CAPTURE_TORCH) return "requests: PyTorch's own allocator history";
+  if (fw == GMT_FW_RMM)
+    return "requests: RAPIDS RMM's allocation log (LoggingResourceAdaptor). RMM's own pool resources "
+           "(pool, arena, binning) are not modelled: `direct` is cuda_memory_resource, `async` "
+           "cuda_async_memory_resource; the other policies show what their allocators would reserve for "
+           "the same requests";
   if (h->capture_mode == GMT_CAPTURE_TORCH_HISTORY)
     return "requests: PyTorch's own allocator history, with its segments and the other libraries' "
            "driver allocations beside them (not replayed as requests)";

@@ -13,6 +13,7 @@
 #include "base/gm_base.h"
 #include "formats/gmt.h"
 #include "recorder/gpurec_import.h"
+#include "recorder/rmm/rmm_import.h"
 #include "recorder/snapshot/snap_import.h"
 
 typedef struct import_config {
@@ -67,11 +68,45 @@ static void import_notes(const char *in_path, const char *out_path, const snap_i
                     "`gpurec import %s --gpu-memory=SIZE -o %s` (e.g. 80GiB)\n", in, out);
 }
 
+/* What gpurec import says after an RMM log: what it made, what it tolerated, and which replays
+ * model RMM (its own pool resources are not modelled). */
+static void rmm_notes(const char *in_path, const char *out_path, const rmm_import_stats_t *st, uint64_t gpu_memory) {
+  char in[1024], out[1024], b1[32], b2[32];
+  gm_escape(in_path, in, sizeof in);
+  gm_escape(out_path, out, sizeof out);
+  fprintf(stderr, "gpurec: %s: RAPIDS RMM log, %llu lines -> %llu allocations, %llu frees, %llu failed in %s "
+          "(device %d, %llu threads, %llu streams, %.3f s)\n", in, (unsigned long long)st->lines,
+          (unsigned long long)st->allocs, (unsigned long long)st->frees, (unsigned long long)st->failures, out,
+          st->device, (unsigned long long)st->threads, (unsigned long long)st->streams, (double)st->duration_ns / 1e9);
+  if (st->truncated_last_line)
+    fprintf(stderr, "gpurec: warning: the last line of '%s' has no newline (the process died while writing it?): "
+            "dropped\n", in);
+  if (st->clamped)
+    fprintf(stderr, "gpurec: note: %llu timestamps were earlier than the line before (by up to 1 s: threads race "
+            "for the log's lock): taken as the line before's\n", (unsigned long long)st->clamped);
+  if (st->midnights)
+    fprintf(stderr, "gpurec: note: the log's times of day pass midnight %llu time%s: a day added each time\n",
+            (unsigned long long)st->midnights, st->midnights == 1 ? "" : "s");
+  if (st->live_at_end)
+    fprintf(stderr, "gpurec: note: %llu allocations (%s) are never freed in the log: live to the end of the trace\n",
+            (unsigned long long)st->live_at_end, gm_format_size(st->live_bytes_at_end, b1, sizeof b1));
+  if (st->failures)
+    fprintf(stderr, "gpurec: %s: the logged run failed %llu allocation%s (the first of %s): `gpuanalyze report %s` "
+            "says which setting would have served it\n", in, (unsigned long long)st->failures,
+            st->failures == 1 ? "" : "s", gm_format_size(st->first_failure_size, b2, sizeof b2), out);
+  fprintf(stderr, "gpurec: note: RMM's own pool resources (pool, arena, binning) are not modelled: `gpureplay %s "
+          "--policy=direct --policy=async` replays cuda_memory_resource and cuda_async_memory_resource; --sweep adds "
+          "what PyTorch's and TensorFlow's allocators would reserve for the same requests\n", out);
+  if (!gpu_memory && st->allocs)
+    fprintf(stderr, "gpurec: note: an RMM log does not say which GPU it was taken on: the replays will assume a "
+            "size and say so. To give it: `gpurec import %s --gpu-memory=SIZE -o %s`\n", in, out);
+}
+
 int gpurec_import(int argc, char **argv) {
   static const gm_opt_t opts[] = {
       {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(import_config_t, output)},
       {"gpu-memory", 0, GM_OPT_SIZE, "SIZE",
-       "total memory of the GPU the snapshot was taken on (a pickle does not say; the replay's "
+       "total memory of the GPU the snapshot or RMM log was taken on (neither says; the replay's "
        "fractions and preallocated arenas are computed from it), e.g. 80GiB",
        offsetof(import_config_t, gpu_memory), 1ull << 20, GMT_MAX_SIZE},
       {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors on stderr", offsetof(import_config_t, quiet)},
@@ -89,10 +124,11 @@ int gpurec_import(int argc, char **argv) {
     return import_usage_error(err.msg);
   }
   if (cfg.help) {
-    gm_opts_help(stdout, "gpurec import SNAPSHOT.pickle|TRACE.csv -o TRACE.zst",
+    gm_opts_help(stdout, "gpurec import SNAPSHOT.pickle|TRACE.csv|RMM_LOG.csv -o TRACE.zst",
                  "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle, taken with\n"
-                 "torch.cuda.memory._record_memory_history() on) or a trace in CSV text form\n"
-                 "(formats/SPEC.md) into a gpumem trace for gpureplay and gpuanalyze.",
+                 "torch.cuda.memory._record_memory_history() on), a trace in CSV text form\n"
+                 "(formats/SPEC.md) or a RAPIDS RMM allocation log (rmm.mr.LoggingResourceAdaptor)\n"
+                 "into a gpumem trace for gpureplay and gpuanalyze.",
                  opts);
     free(pos);
     return 0;
@@ -107,7 +143,7 @@ int gpurec_import(int argc, char **argv) {
    * before anything is read or made. */
   gm_file_kind_t kind = gm_file_kind(in);
   char advice[GM_ERR_MSG_MAX];
-  if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV), advice, sizeof advice)) {
+  if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV) | GM_WANT(GM_FILE_RMM_LOG), advice, sizeof advice)) {
     error_line(NULL, NULL, advice);
     return 1;
   }
@@ -131,6 +167,11 @@ int gpurec_import(int argc, char **argv) {
     s = snap_import_file_prov(in, cfg.output, NULL, cfg.gpu_memory ? &prov : NULL, &st, &err);
     gmt_header_free(&prov);
     if (s >= 0 && !cfg.quiet) import_notes(in, cfg.output, &st, cfg.gpu_memory);
+  } else if (kind == GM_FILE_RMM_LOG) {
+    rmm_import_stats_t st;
+    s = rmm_import(f, in, cfg.output, cfg.gpu_memory, NULL, &st, &err);
+    fclose(f);
+    if (s >= 0 && !cfg.quiet) rmm_notes(in, cfg.output, &st, cfg.gpu_memory);
   } else if (cfg.gpu_memory) {
     fclose(f);
     return import_usage_error("--gpu-memory is for PyTorch snapshots (a CSV trace carries gpu_total_mem itself)");

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "replay/export_perfetto.h"
 #include "replay/gpureplay.h"
 #include "replay/gpureplay_memviz.h"
 #include "replay/gpureplay_tune.h"
@@ -27,7 +28,7 @@ typedef struct opts {
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,
-      *event_timing, *export_snapshot;
+      *event_timing, *export_snapshot, *export_perfetto;
   double budget;
   uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
 } opts_t;
@@ -98,6 +99,9 @@ static const gm_opt_t kOpts[] = {
     {"export-snapshot", 0, GM_OPT_STR, "OUT.pickle", "write one --policy's simulated run over one trace as a "
      "PyTorch memory snapshot (torch.cuda.memory._dump_snapshot's pickle) for pytorch.org/memory_viz",
      offsetof(opts_t, export_snapshot)},
+    {"export-perfetto", 0, GM_OPT_STR, "OUT.json", "also write the replay of one trace as Chrome/Perfetto "
+     "trace JSON (ui.perfetto.dev): live and reserved-per-policy counters, allocations as slices "
+     "(bounded: replay/README.md)", offsetof(opts_t, export_perfetto)},
     {"json", 0, GM_OPT_FLAG, NULL, "print one JSON object per run instead of the table",
      offsetof(opts_t, json)},
     /* what gpurec predict --fit asks before it replays: the recorder knows no policies */
@@ -323,6 +327,23 @@ static int export_snapshot(gr_config_t *cfg, const char *spec, const char *out, 
   return 0;
 }
 
+/* --export-perfetto: the first device's replay as trace JSON (replay/export_perfetto.h). */
+static int export_perfetto(const gr_config_t *cfg, const opts_t *o, const gr_trace_info_t *info,
+                           rp_result_t *const *res, int n) {
+  gm_err_t err;
+  gm_err_clear(&err);
+  gr_perfetto_stats_t ps;
+  if (gr_export_perfetto(o->export_perfetto, cfg, cfg->traces[0], info, res, n, &ps, &err) != GM_OK) {
+    gm_log_err(&err);
+    return 1;
+  }
+  if (!o->quiet)
+    fprintf(stderr, "gpureplay: wrote %s (%llu bytes): %llu of %llu allocations as slices (%llu alive at the peak), "
+            "%llu counter points, in %.2f s\n", o->export_perfetto, (unsigned long long)ps.bytes, (unsigned long long)ps.slices,
+            (unsigned long long)ps.allocations, (unsigned long long)ps.slices_at_peak, (unsigned long long)ps.counter_points, ps.seconds);
+  return 0;
+}
+
 /* Everything after the allocation of pos (main frees it whatever this returns). */
 static int gpureplay(int argc, char **argv, char **pos) {
   opts_t o;
@@ -412,6 +433,9 @@ static int gpureplay(int argc, char **argv, char **pos) {
                          "one --policy, without --sweep, --tune, --explain-oom, --list-policies, -o, --json or --device");
     if (why) return usage_error(why);
   }
+  if (o.export_perfetto && (npos != 1 || o.tune || o.explain_oom || o.list_policies || o.export_snapshot))
+    return usage_error("--export-perfetto writes the replay of one trace (without --tune, --explain-oom, "
+                       "--list-policies, --export-snapshot)");
   if (o.tune && o.list_policies) return usage_error("--list-policies lists a replay's or a sweep's settings, not --tune's");
   if (o.list_policies && o.output) return usage_error("--list-policies replays nothing: no results file (-o)");
   if (o.tune) return tune(&cfg, &o);
@@ -452,7 +476,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
   /* The sweep grid depends on each trace's framework (gr_sweep_grid_for): it is added per
    * trace below. Checked here once, all grids, so a build without a policy says so up front. */
   int n_user = n;
-  static const unsigned grids[] = {0, GMT_FW_PYTORCH, GMT_FW_JAX, GMT_FW_TENSORFLOW, GMT_FW_CUPY};
+  static const unsigned grids[] = {0, GMT_FW_PYTORCH, GMT_FW_JAX, GMT_FW_TENSORFLOW, GMT_FW_CUPY, GMT_FW_RMM};
   static char grid_ok[sizeof grids / sizeof grids[0]][64];
   int max_grid = 0;
   for (size_t k = 0; o.sweep && k < sizeof grids / sizeof grids[0]; k++) {
@@ -480,7 +504,8 @@ static int gpureplay(int argc, char **argv, char **pos) {
       return 1;
     }
   }
-  if (o.output && gm_output_check(o.output, &err) != GM_OK) {
+  if ((o.output && gm_output_check(o.output, &err) != GM_OK) ||
+      (o.export_perfetto && gm_output_check(o.export_perfetto, &err) != GM_OK)) {
     gm_log_err(&err);
     return 1;
   }
@@ -575,6 +600,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
         if (t || di) fputc('\n', stdout);
         gr_print_table(stdout, &info, res, n, order);
       }
+      if (o.export_perfetto && di == 0 && (rc = export_perfetto(&cfg, &o, &info, res, n)) != 0) break;
       for (int i = 0; rs && i < n && rc == 0; i++)
         if (gr_results_add(rs, &info, res[i], &err) != GM_OK) {
           gm_log_err(&err);

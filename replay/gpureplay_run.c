@@ -72,11 +72,17 @@ static const char *const tf_grid[] = {
 /* CuPy's default pool, and what the arrays need (set_allocator(None)). */
 static const char *const cupy_grid[] = {"cupy", "direct", NULL};
 
+/* RAPIDS RMM (an imported log): its pool resources are not modelled; the driver's allocator
+ * (cuda_memory_resource) and pool (cuda_async_memory_resource) are, and the caching allocators
+ * say what they would reserve for the same requests. */
+static const char *const rmm_grid[] = {"direct", "async", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", NULL};
+
 const char *const *gr_sweep_grid_for(unsigned framework) {
   switch (framework) {
     case GMT_FW_JAX: return jax_grid;
     case GMT_FW_TENSORFLOW: return tf_grid;
     case GMT_FW_CUPY: return cupy_grid;
+    case GMT_FW_RMM: return rmm_grid;
     default: return gr_sweep_grid;
   }
 }

@@ -2,7 +2,7 @@
 # run_fuzz.sh TARGET [SECONDS]: builds tests/fuzz/TARGET.c with the library it fuzzes under clang's
 # libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer and fuzzes it for a bounded
 # time (SECONDS, else FUZZ_SECONDS, else 20), seeded from traces/valid and traces/invalid
-# (trace targets) or tests/fuzz/corpus/TARGET (policy specs, CLI numbers). By hand, longer:
+# (trace targets) or tests/fuzz/corpus/TARGET (policy specs, CLI numbers, RMM logs). By hand, longer:
 #   FUZZ_SECONDS=120 tests/fuzz/run_fuzz.sh fuzz_policy_spec   (from the repository root)
 # Needs the Debian packages clang and libclang-rt-14-dev (tools/setup installs them).
 set -eu
@@ -18,6 +18,8 @@ base="base/gm_err.c base/gm_esc.c base/gm_input.c base/gm_log.c base/gm_opts.c b
 case $target in
   fuzz_policy_spec) srcs="$base $(ls replay/policies/*.c replay/policies/pytorch/*.c) replay/policies/testing/fake_driver.c" ;;
   fuzz_cli_numbers) srcs="$base" ;;
+  fuzz_rmm) srcs="recorder/rmm/rmm_import.c formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c
+      formats/gmt_frameworks.c formats/gmt_header.c formats/gmt_reader.c formats/gmt_writer.c $base" ;;
   *) srcs="formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c
       formats/gmt_writer.c $base" ;;
 esac
@@ -32,7 +34,7 @@ fi
 case $target in
   fuzz_reader) cp traces/valid/*.zst traces/invalid/*.zst "$work/corpus/" ;;
   fuzz_csv) cp traces/valid/*.csv "$work/corpus/" ;;
-  fuzz_policy_spec | fuzz_cli_numbers) cp "tests/fuzz/corpus/$target"/* "$work/corpus/" ;;
+  fuzz_policy_spec | fuzz_cli_numbers | fuzz_rmm) cp "tests/fuzz/corpus/$target"/* "$work/corpus/" ;;
   fuzz_decode) # the payloads of the one-chunk vectors (zstd -d skips the other frames)
     for f in traces/valid/all-kinds.zst traces/valid/extremes.zst traces/valid/future-records.zst; do
       if command -v zstd >/dev/null 2>&1; then zstd -q -d -c "$f" >"$work/corpus/$(basename "$f").payload" || true; fi
