@@ -152,16 +152,17 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
  * was at any recording (a workspace that stops growing, a buffer the job makes at every value
  * alike) to the largest of its recorded sizes scaled in proportion to the value (a size that
  * grows as fast as the value itself: faster than any affine law with a non-negative fixed
- * part, the mark of a tensor), and never narrower than the fitted size. The per-setting check
+ * part, the mark of a tensor), or to its square where the job has sizes quadratic in the
+ * value (the sequence length: attention scores), and never narrower than the fitted size. The per-setting check
  * (gpurec_check.c) replays both ends: where they move a setting's peak reserved by no more
  * than its tolerance, the uncertain sizes do not matter to that setting. */
 static void plausible_range(const double *v, const uint64_t *s, size_t np, double target, uint64_t granule,
-                            uint64_t fitted, uint64_t *lo, uint64_t *hi) {
+                            int power, uint64_t fitted, uint64_t *lo, uint64_t *hi) {
   uint64_t l = fitted, h = fitted;
   for (size_t j = 0; j < np; j++) {
     if (s[j] < l) l = s[j];
     if (s[j] > h) h = s[j];
-    double scaled = (double)s[j] * target / v[j];
+    double scaled = (double)s[j] * pow(target / v[j], power);
     if (scaled > 1.8e19) scaled = 1.8e19;
     uint64_t g = granule ? granule : 1, sc = (uint64_t)ceil(scaled / (double)g - 1e-6) * g;
     if (sc > h) h = sc;
@@ -182,6 +183,7 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
   if (!w->size || !w->why || !w->missing_in || !w->lo || !w->hi) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   double v[PRED_MAX_INPUTS];
   uint64_t s[PRED_MAX_INPUTS];
+  int quadratic_law = 0; /* a size matched everywhere follows a quadratic law of the value */
   for (size_t i = 0; i < R->n_alloc; i++) {
     size_t np = 0, missing = SIZE_MAX;
     for (size_t j = 0; j < w->n; j++) {
@@ -198,6 +200,9 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
     pred_fit_points(v, s, np, granule, target, &f);
     w->size[i] = f.degree ? pred_fit_eval(&f, target, granule) : R->ev[R->alloc_ev[i]].size;
     if (f.degree == 2) res->quadratic = 1;
+    /* a square that matters: attention scores in the sequence length, not a bent line */
+    if (f.degree == 2 && f.consistent && missing == SIZE_MAX && f.c2 > 0 && 4 * f.c2 * target * target >= (double)w->size[i])
+      quadratic_law = 1;
     if (missing != SIZE_MAX) {
       w->why[i] = UNMATCHED;
       w->missing_in[i] = (uint8_t)missing;
@@ -210,8 +215,20 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
       /* an inconsistent fit: never below what the reference itself asked for */
       if (!f.consistent && w->size[i] < R->ev[R->alloc_ev[i]].size) w->size[i] = R->ev[R->alloc_ev[i]].size;
     }
-    plausible_range(v, s, np, target, granule, w->size[i], &w->lo[i], &w->hi[i]);
-    if (w->why[i] == CERTAIN) w->lo[i] = w->hi[i] = w->size[i];
+    w->lo[i] = w->hi[i] = w->size[i];
+  }
+  /* the ranges of the uncertain sizes, once it is known whether the value has quadratic terms
+   * (a consistent quadratic fit of an allocation made in every recording) */
+  for (size_t i = 0; i < R->n_alloc; i++) {
+    if (w->why[i] == CERTAIN) continue;
+    size_t np = 0;
+    for (size_t j = 0; j < w->n; j++) {
+      int64_t m = j == ref ? (int64_t)i : w->match[j][i];
+      if (m < 0) continue;
+      v[np] = w->rec[j].value;
+      s[np++] = w->rec[j].ev[w->rec[j].alloc_ev[m]].size;
+    }
+    plausible_range(v, s, np, target, granule, quadratic_law ? 2 : 1, w->size[i], &w->lo[i], &w->hi[i]);
   }
   res->allocs = R->n_alloc;
   return GM_OK;
@@ -537,6 +554,7 @@ struct pred_model {
   size_t ref;             /* of the last pred_model_at */
   double target;
   int have_sizes;         /* pred_model_at succeeded and did not refuse */
+  int checkable;          /* ... or refused, checkable (the trace may be written for the check) */
 };
 
 void pred_model_close(pred_model_t *m) {
@@ -612,7 +630,7 @@ static gm_status_t align_to(pred_model_t *m, size_t ref, gm_err_t *err) {
 
 gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *res, gm_err_t *err) {
   memset(res, 0, sizeof *res);
-  m->have_sizes = 0;
+  m->have_sizes = m->checkable = 0;
   if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
   double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
   work_t *w = &m->w;
@@ -654,12 +672,14 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->uncertain_share > PRED_MAX_UNCERTAIN_SHARE)
     refuse_uncertain_off_peak(w, in, o->target, ref, res);
   if (s == GM_OK) res->events = w->rec[ref].n_ev;
-  /* Checkable: every byte at the predicted peak belongs to an allocation the reference shares
-   * with every recording (what is uncertain is a size, not whether the job makes it), so the
-   * two ends of the sizes' plausible range can be replayed per setting. */
+  /* Checkable: the refusal is for uncertain sizes off the peak (the confidence stands), every
+   * byte at the predicted peak belongs to an allocation the reference shares with every
+   * recording (what is uncertain is a size, not whether the job makes it), and the recordings
+   * nearest the target make the same allocations (drift_max): then the two ends of the
+   * uncertain sizes' plausible range can be replayed per setting. */
   int unmatched_at_peak = 0;
   for (size_t j = 0; j < n; j++) unmatched_at_peak |= w->peak_unmatched[j] != 0;
-  res->checkable = s == GM_OK && res->refused && !unmatched_at_peak;
+  res->checkable = s == GM_OK && res->refused && res->confidence >= minc && !unmatched_at_peak;
   if (res->checkable) {
     size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
     for (size_t j = 0; j < n; j++)
@@ -669,7 +689,8 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
     res->checkable = res->drift_share <= PRED_MAX_DRIFT_SHARE;
   }
   if (res->checkable) uncertain_range_effect(w, ref, res);
-  m->have_sizes = s == GM_OK && (!res->refused || res->checkable);
+  m->have_sizes = s == GM_OK && !res->refused;
+  m->checkable = s == GM_OK && res->checkable;
   return s;
 }
 
@@ -707,9 +728,10 @@ gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *
 
 gm_status_t pred_model_write_variant(pred_model_t *m, const pred_opts_t *o, pred_variant_t v, const char *out_path,
                                      pred_result_t *res, gm_err_t *err) {
-  if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
+  if (!m->have_sizes && !m->checkable) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
   gmt_header_t h;
-  gm_status_t s = pred_model_header(m, o, res, &h, err);
+  gmt_header_init(&h);
+  gm_status_t s = make_header(&m->w, m->in, m->ref, o, res, &h, err);
   if (s == GM_OK && v != PRED_SIZES_FITTED)
     s = gmt_header_kv_set(&h, "predicted.sizes", v == PRED_SIZES_LOW ? "low end" : "high end", err);
   char tmp[4096];
