@@ -430,29 +430,45 @@ static void uncertain_range_effect(const work_t *w, size_t ref, pred_result_t *r
   }
 }
 
-/* The most live bytes, at any moment, of the reference's allocations that the recording
- * nearest it towards the others (near) does not make. Where the two recordings nearest the
- * target differ in which allocations they make, the job is still changing its structure with
- * the value (an algorithm switch, a buffer made only above some size), and the target may
- * hold allocations that neither recording shows: sizes perturbed within their range cannot
- * stand for those, so such a prediction is not offered for the per-setting check. (Seen on
- * the GPT-2-like job: batch 4 and 8 differ by a 48 MiB buffer, and the prediction at 16
- * missed the real run's peak by -1.7 % under max_split_size_mb:128 with every perturbation
- * moving nothing; 8 and 16 make the same allocations, and their predictions hold.) */
-static uint64_t drift_max(const work_t *w, size_t ref, size_t near) {
-  const pred_rec_t *R = &w->rec[ref];
-  uint64_t live = 0, most = 0;
-  for (size_t e = 0; e < R->n_ev; e++) {
-    uint32_t i = w->ev_alloc[e];
-    if (i == UINT32_MAX || R->ev[e].kind == GMT_EV_FREE_REQUESTED || w->match[near][i] >= 0) continue;
-    if (R->ev[e].kind == GMT_EV_ALLOC) {
-      live += w->size[i];
-      if (live > most) most = live;
-    } else {
-      live -= w->size[i];
-    }
+/* How many allocations the two recordings nearest the target do not share: the reference's
+ * without a partner in the other, and the other's without one in the reference. Where they
+ * differ, the job is still changing how it allocates between them (an algorithm switch, a
+ * buffer made only above some size, a workspace that stops growing), and sizes extrapolated
+ * past the reference are not known even where each fits a line. (Seen on the GPT-2-like job:
+ * batch 4 and 8 differ by 42 allocations, and a backward buffer of 48 and 96 MiB there, a
+ * perfect line, is 132 MiB at 16, not 192: the prediction at 16 missed the real peak by -1.7 %
+ * under max_split_size_mb:128. Batch 8 and 16 make the same allocations.) */
+static uint64_t drift_count(const work_t *w, size_t ref, size_t near) {
+  uint64_t paired = 0, lone = 0;
+  for (size_t i = 0; i < w->rec[ref].n_alloc; i++) {
+    if (w->match[near][i] >= 0) paired++;
+    else lone++;
   }
-  return most;
+  return lone + (w->rec[near].n_alloc - paired);
+}
+
+static void refuse_drift(const work_t *w, const pred_input_t *in, double target, size_t ref, size_t near,
+                         pred_result_t *res) {
+  char t[64], rv[64], nv[64];
+  pred_value_text(target, t, sizeof t);
+  pred_value_text(in[ref].value, rv, sizeof rv);
+  pred_value_text(in[near].value, nv, sizeof nv);
+  snprintf(res->reason, sizeof res->reason,
+           "the recordings nearest %s, at %s and %s, do not make the same allocations (%llu of one have no partner in "
+           "the other): the job still changes how it allocates between them (an algorithm switch, a buffer made only "
+           "at some sizes, a workspace that stops growing), so sizes extrapolated to %s are not known",
+           t, nv, rv, (unsigned long long)res->drift_allocs, t);
+  res->suggest = suggest_value(w, target, ref);
+  if (res->suggest > 0) {
+    char sv[64];
+    pred_value_text(res->suggest, sv, sizeof sv);
+    snprintf(res->advice, sizeof res->advice,
+             "record once more at %s (nearer %s) and add it: two recordings that make the same allocations are needed",
+             sv, t);
+  } else {
+    snprintf(res->advice, sizeof res->advice, "record the job at %s itself", t);
+  }
+  res->refused = 1;
 }
 
 /* The output's header: the reference's, marked as predicted with its inputs. */
@@ -668,26 +684,24 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   res->dropped_other = m->dropped_other;
   if (s == GM_OK) s = fit_all(w, ref, o->target, res->granule, res, err);
   if (s == GM_OK) s = size_events(w, ref, res, err);
+  size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
+  for (size_t j = 0; j < n; j++)
+    if (j != ref && fabs(in[j].value - o->target) < fabs(in[near].value - o->target)) near = j;
+  if (s == GM_OK) res->drift_allocs = drift_count(w, ref, near);
   if (s == GM_OK && res->confidence < minc) refuse_low_confidence(w, in, o->target, minc, ref, res);
+  else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->drift_allocs)
+    refuse_drift(w, in, o->target, ref, near, res);
   else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->uncertain_share > PRED_MAX_UNCERTAIN_SHARE)
     refuse_uncertain_off_peak(w, in, o->target, ref, res);
   if (s == GM_OK) res->events = w->rec[ref].n_ev;
-  /* Checkable: the refusal is for uncertain sizes off the peak (the confidence stands), every
-   * byte at the predicted peak belongs to an allocation the reference shares with every
-   * recording (what is uncertain is a size, not whether the job makes it), and the recordings
-   * nearest the target make the same allocations (drift_max): then the two ends of the
-   * uncertain sizes' plausible range can be replayed per setting. */
+  /* Checkable: the refusal is for uncertain sizes off the peak (the confidence stands, the
+   * recordings nearest the target make the same allocations), every byte at the predicted
+   * peak belongs to an allocation the reference shares with every recording (what is
+   * uncertain is a size, not whether the job makes it): then the two ends of the uncertain
+   * sizes' plausible range can be replayed per setting. */
   int unmatched_at_peak = 0;
   for (size_t j = 0; j < n; j++) unmatched_at_peak |= w->peak_unmatched[j] != 0;
-  res->checkable = s == GM_OK && res->refused && res->confidence >= minc && !unmatched_at_peak;
-  if (res->checkable) {
-    size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
-    for (size_t j = 0; j < n; j++)
-      if (j != ref && fabs(in[j].value - o->target) < fabs(in[near].value - o->target)) near = j;
-    res->drift_max = drift_max(w, ref, near);
-    res->drift_share = w->peak ? (double)res->drift_max / (double)w->peak : 0;
-    res->checkable = res->drift_share <= PRED_MAX_DRIFT_SHARE;
-  }
+  res->checkable = s == GM_OK && res->refused && res->confidence >= minc && !res->drift_allocs && !unmatched_at_peak;
   if (res->checkable) uncertain_range_effect(w, ref, res);
   m->have_sizes = s == GM_OK && !res->refused;
   m->checkable = s == GM_OK && res->checkable;

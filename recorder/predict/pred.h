@@ -44,9 +44,6 @@ typedef struct pred_opts {
  * moment (pred.c, refuse_uncertain_off_peak, says why). Applied only at min_confidence at or
  * above the default: a lower one accepts uncertain answers. */
 #define PRED_MAX_UNCERTAIN_SHARE 0.01
-/* A refusal for uncertain sizes is checkable per setting only when the two recordings nearest
- * the target make the same allocations but for at most this share of the peak (pred.c). */
-#define PRED_MAX_DRIFT_SHARE 0.001
 
 typedef struct pred_result {
   int refused;              /* nothing was written: reason and advice say why */
@@ -75,8 +72,8 @@ typedef struct pred_result {
    * per setting whether the range moves that setting's peak reserved, and answers where not. */
   int checkable;
   uint64_t peak_live_low, peak_live_high; /* peak of live requested bytes at the two ends */
-  uint64_t drift_max;   /* most live bytes of the reference's allocations that the recording */
-  double drift_share;   /* nearest it does not make (pred.c, drift_max); over PRED_MAX_DRIFT_SHARE of the peak: not checkable */
+  uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
+                            any refuses (at the default --min-confidence or above) */
 } pred_result_t;
 
 /* Predict and write out_path (nothing is written when refused or on error). Errors: an input
