@@ -150,7 +150,7 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
 
 /* The sizes an uncertain allocation may plausibly take at the target: from the smallest it
  * was at any recording (a workspace that stops growing, a buffer the job makes at every value
- * alike) to the largest of its recorded sizes scaled in proportion to the value (a size that
+ * alike) to the largest of its recorded sizes, each scaled in proportion to the value (a size that
  * grows as fast as the value itself: faster than any affine law with a non-negative fixed
  * part, the mark of a tensor), or to its square where the job has sizes quadratic in the
  * value (the sequence length: attention scores), and never narrower than the fitted size. The per-setting check

@@ -81,8 +81,10 @@ pp=$("$GPUREPLAY" --json amp32.zst 2>/dev/null | grep -o '"peak_reserved_bytes":
 # --fit: the largest value that fits, checked against the replay of the predictions themselves
 expect "--fit with --at" 2 "" "gpurec: error: --fit searches the value itself: give it without --at and -o
 $TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=1GiB --at=32
-expect "--policy without --fit" 2 "" "gpurec: error: --policy, --other, --margin, --step, --max, --format and --name go with --fit
-$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst -p pytorch
+expect "--other without --fit" 2 "" "gpurec: error: --other, --margin, --step, --max, --format and --name go with --fit
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst --other=1GiB
+expect "--tolerance with --fit" 2 "" "gpurec: error: --tolerance goes with --at (--fit asks whether each value fits)
+$TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=1GiB --tolerance=0.02
 expect "bad --fit" 2 "" "gpurec: error: --fit: give the device's memory, e.g. --fit=79GiB, or --fit=recorded
 $TRY" -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --fit=lots
 expect "bad --format" 2 "" "gpurec: error: --format: text, csv or json
