@@ -122,8 +122,9 @@ int check_and_write(pred_model_t *m, const pred_input_t *in, size_t n_in, pred_o
     }
   }
   if (!rc && !quiet) {
-    fprintf(stderr, "gpurec: predicted %s at %.15g for %d of %d settings: %s\n", out_path, o->target, answered, n,
-            res->reason);
+    fprintf(stderr, "gpurec: predicted %s at %.15g, answered for %d of %d settings: %s; replayed with those sizes at "
+                    "both ends of their plausible range, per setting (answered: within %.2g %%):\n",
+            out_path, o->target, answered, n, res->reason, 100 * tolerance);
     for (int i = 0; i < n; i++) {
       char b1[32], b2[32], b3[32];
       fprintf(stderr, "gpurec:   %-8s %s: peak reserved %s (%s..%s with the uncertain sizes at their ends, %.2f %%)\n",
