@@ -35,6 +35,9 @@ void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t
 void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
 void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
+/* Peak reserved against the value for a predicted trace, or the recordings --curve named
+ * (ana_html_predict.c); nothing when neither. */
+void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
                               gm_err_t *err);
 

@@ -50,6 +50,7 @@ typedef struct config {
   int json, no_replay;      /* oom, diff */
   const char *policy;       /* oom */
   uint64_t capacity, top;   /* oom; diff */
+  gm_strlist_t curve;       /* report --curve (ana_html_predict.c) */
 } config_t;
 
 #define BASE_OPTS                                                                             \
@@ -88,6 +89,8 @@ static const gm_opt_t report_opts[] = {
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
     {"gpu-memory", 0, GM_OPT_SIZE, "SIZE", "a snapshot pickle's GPU memory (gpurec import --gpu-memory), e.g. 80GiB", offsetof(config_t, gpu_memory)},
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
+    {"curve", 0, GM_OPT_LIST, "TRACE@VALUE", "a recording of the job at a value (batch, length): the HTML draws every "
+     "setting's peak against the value through them (a trace of gpurec predict names its own)", offsetof(config_t, curve)},
     {0}};
 static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
 #define JSON_OPT {"json", 0, GM_OPT_FLAG, NULL, "one JSON object on stdout instead of text", offsetof(config_t, json)}
@@ -569,6 +572,8 @@ static int report_input(config_t *c, const char *in, char *buf, size_t n, const 
 }
 
 static int cmd_report(config_t *c, char **pos, int npos) {
+  int bad_curve = ana_html_predict_config(c->curve.v, c->curve.n, c->gpureplay);
+  if (bad_curve >= 0) return usage_error("--curve: give a recording as TRACE.zst@VALUE, e.g. run8.zst@8");
   gm_err_t err = {0};
   if (npos >= 1) {
     /* Every input is looked at (and imported) before anything is replayed. */
