@@ -47,10 +47,14 @@ static const char k_predict_desc[] =
     "\n"
     "It refuses (exit 3, nothing written) when the recordings cannot tell: when less than\n"
     "--min-confidence of the bytes at the predicted peak come from allocations matched in every\n"
-    "recording with a consistent fit, when allocations of unknown size hold over 1% of the\n"
-    "predicted peak at any moment (live at the peak or not: they shape the allocator's segments;\n"
-    "checked at the default --min-confidence or above), or when the steps or streams differ; it\n"
-    "says why and which recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
+    "recording with a consistent fit, when the two recordings nearest the target do not make the\n"
+    "same allocations (the job still changes how it allocates), or when the steps or streams\n"
+    "differ; it says why and which recording to add. Allocations of unknown size that hold over\n"
+    "1% of the predicted peak at some moment (live at the peak or not: they shape the allocator's\n"
+    "segments) are checked per setting (--policy, default the framework's grid): the prediction\n"
+    "is replayed through gpureplay with those sizes at both ends of their plausible range, and a\n"
+    "setting is answered when its peak reserved stays within --tolerance; the header's\n"
+    "predicted.settings says which were. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
     "\n"
     "With --fit=SIZE instead of --at and -o: the largest value that fits a device of SIZE, per\n"
     "allocator setting (--policy, repeatable, in gpureplay's or the framework's words; default:\n"
@@ -145,7 +149,7 @@ int gpurec_predict(int argc, char **argv) {
   if (cfg.help) {
     free(pos);
     gm_opts_help(stdout,
-                 "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst\n"
+                 "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst [--policy=SPEC...]\n"
                  "       gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --fit=SIZE [--policy=SPEC...]",
                  k_predict_desc, opts);
     return 0;
