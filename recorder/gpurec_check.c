@@ -70,7 +70,7 @@ void check_note(const char *const *specs, const check_setting_t *cs, int n, doub
   }
 }
 
-int check_and_write(pred_model_t *m, const pred_input_t *in, size_t n_in, pred_opts_t *o, pred_result_t *res,
+int check_and_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o, pred_result_t *res,
                     const char *const *specs, int n_specs, double tolerance, const char *out_path, int quiet) {
   gm_err_t err;
   gm_err_clear(&err);
@@ -135,6 +135,5 @@ int check_and_write(pred_model_t *m, const pred_input_t *in, size_t n_in, pred_o
   }
   fitrp_free_list(list, n);
   fitrp_close(rp);
-  (void)n_in;
   return rc;
 }

@@ -43,7 +43,7 @@ void check_note(const char *const *specs, const check_setting_t *cs, int n, doub
  * one setting is answered write OUT with the note in its header. Prints what it found on
  * stderr. Returns the exit code: 0 written, 1 error, 2 a setting gpureplay rejects, 3 refused
  * under every setting. */
-int check_and_write(pred_model_t *m, const pred_input_t *in, size_t n_in, pred_opts_t *o, pred_result_t *res,
+int check_and_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o, pred_result_t *res,
                     const char *const *specs, int n_specs, double tolerance, const char *out_path, int quiet);
 
 #ifdef __cplusplus

@@ -222,7 +222,7 @@ int gpurec_predict(int argc, char **argv) {
     return 1;
   }
   if (res.refused && res.checkable) { /* uncertain sizes: do they matter to each setting? */
-    rc = check_and_write(m, in, (size_t)npos, &po, &res, (const char *const *)cfg.policy.v, cfg.policy.n, tolerance,
+    rc = check_and_write(m, in, &po, &res, (const char *const *)cfg.policy.v, cfg.policy.n, tolerance,
                          cfg.output, cfg.quiet);
     pred_model_close(m);
     return rc;

@@ -277,9 +277,6 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
       else unmatched[w->missing_in[i]] += sz;
       if (rlive > res->ref_peak_live) res->ref_peak_live = rlive;
       if (live - certain > w->uncertain_max) w->uncertain_max = live - certain;
-      uint64_t um = 0;
-      for (size_t j = 0; j < w->n; j++) um += unmatched[j];
-      if (um > res->unmatched_max) res->unmatched_max = um;
       if (live > w->peak) {
         w->peak = live;
         w->peak_certain = certain;
@@ -406,28 +403,6 @@ static void refuse_uncertain_off_peak(const work_t *w, const pred_input_t *in, d
   }
   (void)in;
   res->refused = 1;
-}
-
-/* How far the uncertain allocations' plausible range moves the live bytes: the peak of live
- * requested bytes with every uncertain size at its low end and at its high end (the check
- * replays both; these say how much it has to absorb). */
-static void uncertain_range_effect(const work_t *w, size_t ref, pred_result_t *res) {
-  const pred_rec_t *R = &w->rec[ref];
-  uint64_t live_lo = 0, live_hi = 0;
-  res->peak_live_low = res->peak_live_high = 0;
-  for (size_t e = 0; e < R->n_ev; e++) {
-    uint32_t i = w->ev_alloc[e];
-    if (i == UINT32_MAX || R->ev[e].kind == GMT_EV_FREE_REQUESTED) continue;
-    if (R->ev[e].kind == GMT_EV_ALLOC) {
-      live_lo += w->lo[i];
-      live_hi += w->hi[i];
-    } else {
-      live_lo -= w->lo[i];
-      live_hi -= w->hi[i];
-    }
-    if (live_lo > res->peak_live_low) res->peak_live_low = live_lo;
-    if (live_hi > res->peak_live_high) res->peak_live_high = live_hi;
-  }
 }
 
 /* How many allocations the two recordings nearest the target do not share: the reference's
@@ -702,7 +677,6 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   int unmatched_at_peak = 0;
   for (size_t j = 0; j < n; j++) unmatched_at_peak |= w->peak_unmatched[j] != 0;
   res->checkable = s == GM_OK && res->refused && res->confidence >= minc && !res->drift_allocs && !unmatched_at_peak;
-  if (res->checkable) uncertain_range_effect(w, ref, res);
   m->have_sizes = s == GM_OK && !res->refused;
   m->checkable = s == GM_OK && res->checkable;
   return s;

@@ -61,7 +61,6 @@ typedef struct pred_result {
   uint64_t dropped_other;   /* allocations of other recordings the reference does not have */
   uint64_t peak_live;       /* predicted peak of live requested bytes */
   uint64_t uncertain_max;   /* the most live bytes of uncertain allocations at any moment */
-  uint64_t unmatched_max;   /* ... of those made in only some recordings */
   double uncertain_share;   /* uncertain_max / peak_live */
   uint64_t ref_peak_live;   /* the reference recording's own peak of live requested bytes */
   uint64_t granule;         /* the recordings' size granularity (1 or 512) */
@@ -71,7 +70,6 @@ typedef struct pred_result {
    * range (pred_model_write_variant), so that a caller that can replay (gpurec predict) checks
    * per setting whether the range moves that setting's peak reserved, and answers where not. */
   int checkable;
-  uint64_t peak_live_low, peak_live_high; /* peak of live requested bytes at the two ends */
   uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
                             any refuses (at the default --min-confidence or above) */
 } pred_result_t;
