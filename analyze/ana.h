@@ -215,6 +215,10 @@ void ana_policy_env_line(const char *policy, uint64_t gpu_total_mem, char *buf, 
 
 /* HTML text/attribute escape of s (& < > " '). */
 void ana_html_escape(FILE *out, const char *s);
+/* `report --curve=TRACE@VALUE` (recordings to draw the peak against the value with) and the
+ * gpureplay to replay them with (NULL: found as report finds it); kept, not copied. Returns
+ * -1, or the index of the first that is not TRACE@VALUE with a positive VALUE. */
+int ana_html_predict_config(const char *const *curve, int n, const char *gpureplay);
 /* A JSON string literal that is also safe inside <script>: escapes quotes, control
  * characters, '<' (so "</script>" cannot appear), U+2028 and U+2029. */
 void ana_json_string(FILE *out, const char *s);

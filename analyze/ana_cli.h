@@ -28,6 +28,7 @@ typedef struct config {
   int json, no_replay;      /* oom, diff */
   const char *policy;       /* oom */
   uint64_t capacity, top;   /* oom; diff */
+  gm_strlist_t curve;       /* report --curve (ana_html_predict.c) */
 } config_t;
 
 /* The command being run, for usage errors' "try 'gpuanalyze CMD --help'" (NULL: none yet). */

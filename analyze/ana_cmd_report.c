@@ -357,6 +357,8 @@ static int report_input(config_t *c, const char *in, char *buf, size_t n, const 
 }
 
 int ana_cmd_report(config_t *c, char **pos, int npos) {
+  int bad_curve = ana_html_predict_config(c->curve.v, c->curve.n, c->gpureplay);
+  if (bad_curve >= 0) return ana_cli_usage_error("--curve: give a recording as TRACE.zst@VALUE, e.g. run8.zst@8");
   gm_err_t err = {0};
   if (npos >= 1) {
     /* Every input is looked at (and imported) before anything is replayed. */

@@ -380,6 +380,7 @@ gm_status_t ana_report_html_diff(ana_db_t *db, const char *path, const ana_diff_
     if (s >= 0) {
       ana_html_first_screen(db, out, id, &adv, rec, &rec_run);
       ana_html_bars(db, out, id, &adv, rec_run);
+      ana_html_predict(db, out, id, adv.device);
       fputs("<h2 class=\"sub\">Where the bytes go at the peak</h2>\n", out);
       ana_html_waste(db, out, id, rec_run, adv.best_run_id);
       ana_html_callsites(db, out, id);

@@ -41,6 +41,9 @@ void ana_html_page_begin(FILE *out, const char *title);
 void ana_html_page_end(FILE *out);
 /* "Why it ran out" (ana_html_oom.c) from the trace's stored --explain-oom object; 1 if written. */
 int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path);
+/* Peak reserved against the value for a predicted trace, or the recordings --curve named
+ * (ana_html_predict.c); nothing when neither. */
+void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
                               gm_err_t *err);
 

@@ -63,6 +63,8 @@ static const gm_opt_t report_opts[] = {
     {"jobs", 'j', GM_OPT_U64, "N", "replay N settings at once (default: the number of cores)", offsetof(config_t, jobs)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "replay on a device of this size; a trace that runs out of memory (so, "
      "or as recorded) opens with why, as `gpuanalyze oom` says it", offsetof(config_t, capacity), 1, 1ull << 48},
+    {"curve", 0, GM_OPT_LIST, "TRACE@VALUE", "a recording of the job at a value (batch, length): the HTML draws every "
+     "setting's peak against the value through them (a trace of gpurec predict names its own)", offsetof(config_t, curve)},
     {0}};
 static const gm_opt_t recommend_opts[] = {BASE_OPTS, DB_OPT, WAIT_OPT, {0}};
 #define JSON_OPT {"json", 0, GM_OPT_FLAG, NULL, "one JSON object on stdout instead of text", offsetof(config_t, json)}

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/gm_base.h"
+#include "recorder/gpurec_check.h"
 #include "recorder/gpurec_fit.h"
 #include "recorder/gpurec_replay.h"
 #include "recorder/predict/pred.h"
@@ -37,8 +38,13 @@ typedef struct point {
   int recorded;           /* the recording itself was replayed */
   int refused;
   double confidence;      /* of the prediction (1 for a recording) */
-  uint64_t peak[FIT_MAX_POLICIES];
+  uint64_t peak[FIT_MAX_POLICIES];   /* unconstrained */
   int fits[FIT_MAX_POLICIES];
+  uint64_t capped[FIT_MAX_POLICIES];  /* where the peak is above the capacity: the replay within it */
+  uint64_t retries[FIT_MAX_POLICIES]; /* ... and how often it freed its cache to fit (0: not capped) */
+  int checked;                        /* the prediction's uncertain sizes were checked per setting */
+  int set_refused[FIT_MAX_POLICIES];  /* ... and the ends of their range disagree on whether this setting fits */
+  uint64_t lo[FIT_MAX_POLICIES], hi[FIT_MAX_POLICIES]; /* ... the peak's range */
   char reason[GM_ERR_MSG_MAX], advice[GM_ERR_MSG_MAX];
 } point_t;
 
@@ -84,7 +90,8 @@ static gm_status_t replay_point(search_t *s, const char *path, const char *name,
   const char *again[FIT_MAX_POLICIES];
   int idx[FIT_MAX_POLICIES], m = 0;
   for (int i = 0; st == GM_OK && i < s->n_specs; i++) {
-    p->peak[i] = res[i].peak_reserved_bytes;
+    p->peak[i] = p->capped[i] = res[i].peak_reserved_bytes;
+    p->retries[i] = 0;
     p->fits[i] = res[i].ooms == 0 && p->peak[i] <= s->capacity;
     if (!p->fits[i] && res[i].ooms == 0) {
       again[m] = s->specs[i];
@@ -95,8 +102,46 @@ static gm_status_t replay_point(search_t *s, const char *path, const char *name,
     o.capacity = s->capacity;
     st = fitrp_replay(s->rp, path, name, &o, again, m, res, err);
     s->replays += m;
-    for (int i = 0; st == GM_OK && i < m; i++) p->fits[idx[i]] = res[i].ooms == 0;
+    for (int i = 0; st == GM_OK && i < m; i++) {
+      p->fits[idx[i]] = res[i].ooms == 0;
+      p->capped[idx[i]] = res[i].peak_reserved_bytes;
+      p->retries[idx[i]] = res[i].alloc_retries;
+    }
   }
+  return st;
+}
+
+/* A prediction whose uncertain sizes might matter (pred.h, checkable): the fitted sizes'
+ * replay is the point; the two ends of the sizes' range are replayed as well (as
+ * gpurec_check.c does for --at). What --fit asks of a value is whether it fits: a setting is
+ * refused at this value only when the three replays disagree on that; where they agree, the
+ * uncertain sizes do not change the answer, however far they move the peak. */
+static gm_status_t replay_checked(search_t *s, const pred_opts_t *po, pred_result_t *r, point_t *p, gm_err_t *err) {
+  static const pred_variant_t variants[3] = {PRED_SIZES_FITTED, PRED_SIZES_LOW, PRED_SIZES_HIGH};
+  static const char *const what[3] = {"", " (uncertain sizes low)", " (uncertain sizes high)"};
+  point_t *q = calloc(1, sizeof *q);
+  if (!q) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t st = GM_OK;
+  p->checked = 1;
+  for (int v = 0; v < 3 && st == GM_OK; v++) {
+    const char *path = fitrp_path(s->rp, "pred.zst");
+    char name[96];
+    snprintf(name, sizeof name, "the prediction at %.15g%s", po->target, what[v]);
+    st = pred_model_write_variant(s->model, po, variants[v], path, r, err);
+    if (st < 0) st = gm_err_wrap(err, "writing %s", name);
+    if (st == GM_OK) st = replay_point(s, fitrp_path(s->rp, "pred.zst"), name, v ? q : p, err);
+    for (int i = 0; st == GM_OK && i < s->n_specs; i++) {
+      if (!v) {
+        p->lo[i] = p->hi[i] = p->peak[i];
+        continue;
+      }
+      if (q->peak[i] < p->lo[i]) p->lo[i] = q->peak[i];
+      if (q->peak[i] > p->hi[i]) p->hi[i] = q->peak[i];
+      /* the answer here is whether it fits: refused only where the ends disagree */
+      if (q->fits[i] != p->fits[i]) p->set_refused[i] = 1;
+    }
+  }
+  free(q);
   return st;
 }
 
@@ -126,6 +171,14 @@ static gm_status_t point_at(search_t *s, long k, int *out, gm_err_t *err) {
     s->predictions++;
     if (st < 0) return st;
     p->confidence = r.confidence;
+    if (r.refused && r.checkable) {
+      snprintf(p->reason, sizeof p->reason, "%s", r.reason);
+      snprintf(p->advice, sizeof p->advice, "%s", r.advice);
+      st = replay_checked(s, &po, &r, p, err);
+      if (st < 0) return st;
+      *out = s->n_pts++;
+      return GM_OK;
+    }
     if (r.refused) {
       p->refused = 1;
       snprintf(p->reason, sizeof p->reason, "%s", r.reason);
@@ -155,7 +208,7 @@ static gm_status_t search_setting(search_t *s, int i, long k0, long kmax, answer
   for (;;) { /* doubling up from the largest recording while it fits */
     gm_status_t st = point_at(s, k, &pi, err);
     if (st < 0) return st;
-    if (s->pts[pi].refused) {
+    if (s->pts[pi].refused || s->pts[pi].set_refused[i]) {
       a->state = ANS_REFUSED;
       a->refused_at = pi;
       return GM_OK;
@@ -175,7 +228,7 @@ static gm_status_t search_setting(search_t *s, int i, long k0, long kmax, answer
     long mid = a->lo + (a->hi - a->lo) / 2;
     gm_status_t st = point_at(s, mid, &pi, err);
     if (st < 0) return st;
-    if (s->pts[pi].refused) {
+    if (s->pts[pi].refused || s->pts[pi].set_refused[i]) {
       a->state = ANS_REFUSED;
       a->refused_at = pi;
       return GM_OK;
@@ -202,6 +255,17 @@ static const point_t *find_point(const search_t *s, long k) {
 
 static void vtext(const search_t *s, long k, char *b, size_t n) { snprintf(b, n, "%.15g", value_of(s, k)); }
 
+/* Why setting i was refused at point r: the prediction's own reason, or, where only this
+ * setting was (the per-setting check), the range its uncertain sizes span. */
+static const char *refusal_reason(const point_t *r, int i, char *buf, size_t n) {
+  if (r->refused || !r->set_refused[i]) return r->reason;
+  char b1[32], b2[32];
+  snprintf(buf, n, "%s; replayed with those sizes at both ends of their plausible range, this setting's peak reserved "
+                   "spans %s..%s, and the ends disagree on whether it fits", r->reason,
+           gm_format_size(r->lo[i], b1, sizeof b1), gm_format_size(r->hi[i], b2, sizeof b2));
+  return buf;
+}
+
 static void print_text(const search_t *s, const answer_t *ans, uint64_t device, uint64_t largest_rec_k) {
   const fit_cfg_t *c = s->cfg;
   char b1[32], b2[32], b3[32], v[64];
@@ -218,7 +282,7 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
     const point_t *lo = a->lo ? find_point(s, a->lo) : NULL, *hi = a->hi ? find_point(s, a->hi) : NULL;
     if (lo) {
       vtext(s, a->lo, largest, sizeof largest);
-      gm_format_size(lo->peak[i], peak, sizeof peak);
+      gm_format_size(lo->capped[i], peak, sizeof peak); /* what it holds on the device */
     }
     if (a->state == ANS_AT_LEAST) {
       snprintf(next, sizeof next, "not tried (--max)");
@@ -236,11 +300,29 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
     }
     printf("%3d  %10s  %13s  %-44s  %s\n", i + 1, largest, peak, next, s->specs[i]);
   }
+  /* A setting that fits only by freeing its cache: its unconstrained peak is above the
+   * capacity, and within it the allocator empties its cache and retries (PyTorch does the
+   * same under a cap, each time a device-wide synchronisation): it fits, slower. */
+  for (int i = 0; i < s->n_specs; i++) {
+    const point_t *lo = ans[i].lo ? find_point(s, ans[i].lo) : NULL;
+    if (lo && lo->peak[i] > s->capacity) {
+      char flushes[96] = "";
+      vtext(s, ans[i].lo, v, sizeof v);
+      if (lo->retries[i])
+        snprintf(flushes, sizeof flushes, ", emptying it whole %llu time%s", (unsigned long long)lo->retries[i],
+                 lo->retries[i] == 1 ? "" : "s");
+      printf("#%d fits at %s only by freeing cached blocks%s: unconstrained it would hold %s, above the %s it may use; "
+             "within that it holds %s (the real allocator does the same under a cap, each time a device "
+             "synchronisation)\n",
+             i + 1, v, flushes, gm_format_size(lo->peak[i], b1, sizeof b1), gm_format_size(s->capacity, b2, sizeof b2),
+             gm_format_size(lo->capped[i], b3, sizeof b3));
+    }
+  }
   for (int i = 0; i < s->n_specs; i++)
     if (ans[i].state == ANS_REFUSED) {
-      printf("refused at %.15g: %s\nto answer: %s\n", value_of(s, s->pts[ans[i].refused_at].k),
-             s->pts[ans[i].refused_at].reason, s->pts[ans[i].refused_at].advice);
-      break;
+      char why[2 * GM_ERR_MSG_MAX];
+      printf("refused at %.15g for #%d: %s\nto answer: %s\n", value_of(s, s->pts[ans[i].refused_at].k), i + 1,
+             refusal_reason(&s->pts[ans[i].refused_at], i, why, sizeof why), s->pts[ans[i].refused_at].advice);
     }
   long best = 0;
   for (int i = 0; i < s->n_specs; i++)
@@ -248,7 +330,8 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
   if (best && largest_rec_k)
     printf("(the largest answer is %.1fx the largest recording: the nearer the recordings, the surer the answer)\n",
            (double)best / (double)largest_rec_k);
-  printf("\npeak reserved by %s, per setting # (recorded: the recording replayed; *: does not fit):\n", c->name);
+  printf("\npeak reserved by %s, per setting # (unconstrained; recorded: the recording replayed; *: does not fit; ~: fits "
+         "by freeing its cache; ?: the uncertain sizes' ends disagree):\n", c->name);
   printf("%10s  %-10s  %10s", c->name, "source", "confidence");
   for (int i = 0; i < s->n_specs; i++) printf("  %11d", i + 1);
   printf("\n");
@@ -259,7 +342,8 @@ static void print_text(const search_t *s, const answer_t *ans, uint64_t device, 
     for (int i = 0; i < s->n_specs; i++) {
       char cell[48];
       if (p->refused) snprintf(cell, sizeof cell, "-");
-      else snprintf(cell, sizeof cell, "%s%s", p->fits[i] ? "" : "*", gm_format_size(p->peak[i], b1, sizeof b1));
+      else snprintf(cell, sizeof cell, "%s%s%s", p->set_refused[i] ? "?" : p->fits[i] ? "" : "*",
+                    p->peak[i] > s->capacity && p->fits[i] ? "~" : "", gm_format_size(p->peak[i], b1, sizeof b1));
       printf("  %11s", cell);
     }
     printf("\n");
@@ -319,14 +403,18 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
     printf("  {\"policy\": ");
     jstr(s->specs[i]);
     printf(", \"state\": \"%s\", \"largest\": ", state_name(a->state));
-    if (lo) printf("%.15g, \"peak_reserved_at_largest\": %llu", value_of(s, a->lo), (unsigned long long)lo->peak[i]);
+    if (lo)
+      printf("%.15g, \"peak_reserved_at_largest\": %llu, \"peak_reserved_within_capacity_at_largest\": %llu, "
+             "\"cache_flushes_at_largest\": %llu", value_of(s, a->lo), (unsigned long long)lo->peak[i],
+             (unsigned long long)lo->capped[i], (unsigned long long)lo->retries[i]);
     else printf("null, \"peak_reserved_at_largest\": null");
     if (a->hi) printf(", \"first_not_fitting\": %.15g", value_of(s, a->hi));
     else printf(", \"first_not_fitting\": null");
     if (a->state == ANS_REFUSED) {
       const point_t *r = &s->pts[a->refused_at];
+      char why[2 * GM_ERR_MSG_MAX];
       printf(", \"refused_at\": %.15g, \"reason\": ", value_of(s, r->k));
-      jstr(r->reason);
+      jstr(refusal_reason(r, i, why, sizeof why));
       printf(", \"advice\": ");
       jstr(r->advice);
     }
@@ -351,6 +439,16 @@ static void print_json(const search_t *s, const answer_t *ans, uint64_t device) 
         printf(": %s", p->fits[i] ? "true" : "false");
       }
       printf("}");
+      if (p->checked) { /* the uncertain sizes' range, per setting; refused where its ends disagree */
+        printf(", \"checked\": {");
+        for (int i = 0; i < s->n_specs; i++) {
+          printf("%s", i ? ", " : "");
+          jstr(s->specs[i]);
+          printf(": {\"low\": %llu, \"high\": %llu, \"refused\": %s}", (unsigned long long)p->lo[i],
+                 (unsigned long long)p->hi[i], p->set_refused[i] ? "true" : "false");
+        }
+        printf("}");
+      }
     }
     printf("}%s\n", j + 1 < s->n_pts ? "," : "");
   }

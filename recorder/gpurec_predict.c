@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/gm_base.h"
+#include "recorder/gpurec_check.h"
 #include "recorder/gpurec_fit.h"
 #include "recorder/gpurec_predict.h"
 #include "recorder/predict/pred.h"
@@ -17,7 +18,7 @@ typedef struct predict_config {
   const char *output;
   const char *at;
   const char *min_confidence;
-  const char *fit, *margin, *step, *max, *format, *name, *other;
+  const char *fit, *margin, *step, *max, *format, *name, *other, *tolerance;
   gm_strlist_t policy;
   int quiet, help;
 } predict_config_t;
@@ -46,10 +47,14 @@ static const char k_predict_desc[] =
     "\n"
     "It refuses (exit 3, nothing written) when the recordings cannot tell: when less than\n"
     "--min-confidence of the bytes at the predicted peak come from allocations matched in every\n"
-    "recording with a consistent fit, when allocations of unknown size hold over 1% of the\n"
-    "predicted peak at any moment (live at the peak or not: they shape the allocator's segments;\n"
-    "checked at the default --min-confidence or above), or when the steps or streams differ; it\n"
-    "says why and which recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
+    "recording with a consistent fit, when the two recordings nearest the target do not make the\n"
+    "same allocations (the job still changes how it allocates), or when the steps or streams\n"
+    "differ; it says why and which recording to add. Allocations of unknown size that hold over\n"
+    "1% of the predicted peak at some moment (live at the peak or not: they shape the allocator's\n"
+    "segments) are checked per setting (--policy, default the framework's grid): the prediction\n"
+    "is replayed through gpureplay with those sizes at both ends of their plausible range, and a\n"
+    "setting is answered when its peak reserved stays within --tolerance; the header's\n"
+    "predicted.settings says which were. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
     "\n"
     "With --fit=SIZE instead of --at and -o: the largest value that fits a device of SIZE, per\n"
     "allocator setting (--policy, repeatable, in gpureplay's or the framework's words; default:\n"
@@ -111,8 +116,11 @@ int gpurec_predict(int argc, char **argv) {
        offsetof(predict_config_t, min_confidence)},
       {"fit", 0, GM_OPT_STR, "SIZE|recorded", "instead of --at: the largest value that fits a device of SIZE, per setting",
        offsetof(predict_config_t, fit)},
-      {"policy", 'p', GM_OPT_LIST, "SPEC", "--fit: a setting to answer for (default: the framework's grid)",
+      {"policy", 'p', GM_OPT_LIST, "SPEC", "a setting to answer for (default: the framework's grid)",
        offsetof(predict_config_t, policy)},
+      {"tolerance", 0, GM_OPT_STR, "FRACTION",
+       "how far uncertain sizes may move a setting's peak reserved and it still be answered (default 0.01)",
+       offsetof(predict_config_t, tolerance)},
       {"other", 0, GM_OPT_STR, "SIZE", "--fit: memory on the device outside the framework (default 1GiB)",
        offsetof(predict_config_t, other)},
       {"margin", 0, GM_OPT_STR, "FRACTION", "--fit: margin for the prediction's error (default 0.005)",
@@ -141,7 +149,7 @@ int gpurec_predict(int argc, char **argv) {
   if (cfg.help) {
     free(pos);
     gm_opts_help(stdout,
-                 "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst\n"
+                 "gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --at=VALUE -o PREDICTED.zst [--policy=SPEC...]\n"
                  "       gpurec predict TRACE.zst@VALUE TRACE.zst@VALUE... --fit=SIZE [--policy=SPEC...]",
                  k_predict_desc, opts);
     return 0;
@@ -153,8 +161,9 @@ int gpurec_predict(int argc, char **argv) {
   if (npos < 2) rc = predict_usage_error("predict needs at least two recordings, each as TRACE.zst@VALUE");
   else if (npos > PRED_MAX_INPUTS) rc = predict_usage_error("predict takes at most 8 recordings");
   else if (cfg.fit && (cfg.at || cfg.output)) rc = predict_usage_error("--fit searches the value itself: give it without --at and -o");
-  else if (!cfg.fit && (cfg.policy.n || cfg.margin || cfg.step || cfg.max || cfg.format || cfg.name || cfg.other))
-    rc = predict_usage_error("--policy, --other, --margin, --step, --max, --format and --name go with --fit");
+  else if (cfg.fit && cfg.tolerance) rc = predict_usage_error("--tolerance goes with --at (--fit asks whether each value fits)");
+  else if (!cfg.fit && (cfg.margin || cfg.step || cfg.max || cfg.format || cfg.name || cfg.other))
+    rc = predict_usage_error("--other, --margin, --step, --max, --format and --name go with --fit");
   else if (!cfg.fit && !cfg.at) rc = predict_usage_error("predict needs --at=VALUE, the value to predict the job at (or --fit=SIZE)");
   else if (!cfg.fit && !cfg.output) rc = predict_usage_error("predict needs -o PREDICTED.zst");
   for (int i = 0; !rc && i < npos; i++)
@@ -167,6 +176,9 @@ int gpurec_predict(int argc, char **argv) {
     po.target = strtod(cfg.at, &end);
     if (!*cfg.at || *end || !(po.target > 0)) rc = predict_usage_error("--at: the value must be a positive number");
   }
+  double tolerance = CHECK_DEFAULT_TOLERANCE;
+  if (!rc && cfg.tolerance && gm_parse_fraction(cfg.tolerance, &tolerance, &err) < 0)
+    rc = predict_usage_error("--tolerance: give a fraction in [0, 1], e.g. 0.01");
   if (!rc && cfg.min_confidence) {
     double f = 0;
     if (gm_parse_fraction(cfg.min_confidence, &f, &err) < 0)
@@ -201,13 +213,30 @@ int gpurec_predict(int argc, char **argv) {
   for (int i = 0; i < argc && o < sizeof cmd; i++) o += (size_t)snprintf(cmd + o, sizeof cmd - o, " %s", argv[i]);
   po.command = cmd;
   pred_result_t res;
-  if (pred_run(in, (size_t)npos, &po, cfg.output, &res, &err) < 0) {
+  pred_model_t *m = NULL;
+  gm_status_t st = pred_model_open(in, (size_t)npos, &m, &res, &err);
+  if (st == GM_OK && !res.refused) st = pred_model_at(m, &po, &res, &err);
+  if (st < 0) {
+    pred_model_close(m);
     fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
     return 1;
   }
+  if (res.refused && res.checkable) { /* uncertain sizes: do they matter to each setting? */
+    rc = check_and_write(m, in, &po, &res, (const char *const *)cfg.policy.v, cfg.policy.n, tolerance,
+                         cfg.output, cfg.quiet);
+    pred_model_close(m);
+    return rc;
+  }
   if (res.refused) {
+    pred_model_close(m);
     fprintf(stderr, "gpurec: cannot predict at %s: %s\ngpurec: %s\n", cfg.at, res.reason, res.advice);
     return 3;
+  }
+  st = pred_model_write(m, &po, cfg.output, &res, &err);
+  pred_model_close(m);
+  if (st < 0) {
+    fprintf(stderr, "gpurec: error: cannot predict: %s\n", err.msg);
+    return 1;
   }
   if (!cfg.quiet) {
     char b1[32], b2[32];

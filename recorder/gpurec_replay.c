@@ -353,6 +353,12 @@ gm_status_t fitrp_replay(fitrp_t *r, const char *trace, const char *name, const 
     *nl = '\0';
     st = fitrp_json_u64(line, "peak_reserved_bytes", &res[i].peak_reserved_bytes, err);
     if (st == GM_OK) st = fitrp_json_u64(line, "ooms", &res[i].ooms, err);
+    /* optional: what it says is only shown (a gpureplay without it: none said) */
+    if (st == GM_OK) {
+      gm_err_t quiet;
+      gm_err_clear(&quiet);
+      if (fitrp_json_u64(line, "alloc_retries", &res[i].alloc_retries, &quiet) < 0) res[i].alloc_retries = 0;
+    }
     if (st < 0) gm_err_wrap(err, "gpureplay on %s, setting %d", name, i + 1);
     line = nl + 1;
   }

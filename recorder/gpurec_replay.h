@@ -18,6 +18,8 @@ extern "C" {
 
 typedef struct fitrp fitrp_t;
 
+#define FITRP_MAX_SPECS 32 /* settings in one replay */
+
 /* Where gpureplay is: $GPUREPLAY, beside this binary (installed layout), ../replay/ (the
  * bazel-bin layout), PATH. 1 found (path in out), 0 not; *from says which place was used. */
 int fitrp_find(char *out, size_t n, const char **from);
@@ -44,6 +46,7 @@ void fitrp_free_list(char **list, int n);
 typedef struct fitrp_result {
   uint64_t peak_reserved_bytes;
   uint64_t ooms;
+  uint64_t alloc_retries; /* times the allocator freed its cache to serve a request */
 } fitrp_result_t;
 
 /* Replay specs[0..n) over trace (name: what messages call it) on the simulator with the

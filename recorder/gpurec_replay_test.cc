@@ -59,7 +59,7 @@ TEST(FitReplayer, ResultsInTheOrderOfTheSettings) {
   // that it was asked for the settings, the capacity and the trace after "--"
   std::string tool = Script("gr_ok", R"(case "$*" in *"--capacity=1000 --policy=p1 --policy=p2 -- /x.zst"*) ;; *) echo "bad args: $*" >&2; exit 1;; esac
 echo '{"policy":"p1","peak_reserved_bytes":10,"ooms":0}'
-echo '{"policy":"p2","ooms":4,"peak_reserved_bytes":20}'
+echo '{"policy":"p2","ooms":4,"alloc_retries":3,"peak_reserved_bytes":20}'
 echo '{"policy":"p1","peak_reserved_bytes":99,"ooms":9}'
 )");
   fitrp_t *r = nullptr;
@@ -77,6 +77,8 @@ echo '{"policy":"p1","peak_reserved_bytes":99,"ooms":9}'
   EXPECT_EQ(res[0].ooms, 0u);
   EXPECT_EQ(res[1].peak_reserved_bytes, 20u);
   EXPECT_EQ(res[1].ooms, 4u);
+  EXPECT_EQ(res[0].alloc_retries, 0u);  // absent (an older gpureplay): none said
+  EXPECT_EQ(res[1].alloc_retries, 3u);
   fitrp_close(r);
   EXPECT_NE(stat(dir.c_str(), &sb), 0) << "the folder is left: " << dir;
 }

@@ -117,6 +117,8 @@ typedef struct work {
   uint8_t *why;                    /* per ref alloc: CERTAIN, UNMATCHED, INCONSISTENT */
   uint8_t *missing_in;             /* per ref alloc: first recording lacking it (UNMATCHED) */
   uint64_t *ev_size;               /* per ref event: its size in the output */
+  uint32_t *ev_alloc;              /* per ref event: the ref alloc it sizes, UINT32_MAX none */
+  uint64_t *lo, *hi;               /* per ref alloc: the plausible range of an uncertain size */
   /* at the predicted peak */
   uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
   uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
@@ -132,6 +134,9 @@ static void work_free(work_t *w) {
   free(w->why);
   free(w->missing_in);
   free(w->ev_size);
+  free(w->ev_alloc);
+  free(w->lo);
+  free(w->hi);
 }
 
 static uint64_t gcd64(uint64_t a, uint64_t b) {
@@ -143,15 +148,42 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
   return a;
 }
 
+/* The sizes an uncertain allocation may plausibly take at the target: from the smallest it
+ * was at any recording (a workspace that stops growing, a buffer the job makes at every value
+ * alike) to the largest of its recorded sizes, each scaled in proportion to the value (a size that
+ * grows as fast as the value itself: faster than any affine law with a non-negative fixed
+ * part, the mark of a tensor), or to its square where the job has sizes quadratic in the
+ * value (the sequence length: attention scores), and never narrower than the fitted size. The per-setting check
+ * (gpurec_check.c) replays both ends: where they move a setting's peak reserved by no more
+ * than its tolerance, the uncertain sizes do not matter to that setting. */
+static void plausible_range(const double *v, const uint64_t *s, size_t np, double target, uint64_t granule,
+                            int power, uint64_t fitted, uint64_t *lo, uint64_t *hi) {
+  uint64_t l = fitted, h = fitted;
+  for (size_t j = 0; j < np; j++) {
+    if (s[j] < l) l = s[j];
+    if (s[j] > h) h = s[j];
+    double scaled = (double)s[j] * pow(target / v[j], power);
+    if (scaled > 1.8e19) scaled = 1.8e19;
+    uint64_t g = granule ? granule : 1, sc = (uint64_t)ceil(scaled / (double)g - 1e-6) * g;
+    if (sc > h) h = sc;
+    if (sc && sc < l) l = sc;
+  }
+  *lo = l;
+  *hi = h;
+}
+
 /* Sizes of every reference allocation. */
 static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   w->size = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->size);
   w->why = malloc(R->n_alloc ? R->n_alloc : 1);
   w->missing_in = malloc(R->n_alloc ? R->n_alloc : 1);
-  if (!w->size || !w->why || !w->missing_in) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  w->lo = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->lo);
+  w->hi = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->hi);
+  if (!w->size || !w->why || !w->missing_in || !w->lo || !w->hi) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   double v[PRED_MAX_INPUTS];
   uint64_t s[PRED_MAX_INPUTS];
+  int quadratic_law = 0; /* a size matched everywhere follows a quadratic law of the value */
   for (size_t i = 0; i < R->n_alloc; i++) {
     size_t np = 0, missing = SIZE_MAX;
     for (size_t j = 0; j < w->n; j++) {
@@ -168,6 +200,9 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
     pred_fit_points(v, s, np, granule, target, &f);
     w->size[i] = f.degree ? pred_fit_eval(&f, target, granule) : R->ev[R->alloc_ev[i]].size;
     if (f.degree == 2) res->quadratic = 1;
+    /* a square that matters: attention scores in the sequence length, not a bent line */
+    if (f.degree == 2 && f.consistent && missing == SIZE_MAX && f.c2 > 0 && 4 * f.c2 * target * target >= (double)w->size[i])
+      quadratic_law = 1;
     if (missing != SIZE_MAX) {
       w->why[i] = UNMATCHED;
       w->missing_in[i] = (uint8_t)missing;
@@ -180,6 +215,20 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
       /* an inconsistent fit: never below what the reference itself asked for */
       if (!f.consistent && w->size[i] < R->ev[R->alloc_ev[i]].size) w->size[i] = R->ev[R->alloc_ev[i]].size;
     }
+    w->lo[i] = w->hi[i] = w->size[i];
+  }
+  /* the ranges of the uncertain sizes, once it is known whether the value has quadratic terms
+   * (a consistent quadratic fit of an allocation made in every recording) */
+  for (size_t i = 0; i < R->n_alloc; i++) {
+    if (w->why[i] == CERTAIN) continue;
+    size_t np = 0;
+    for (size_t j = 0; j < w->n; j++) {
+      int64_t m = j == ref ? (int64_t)i : w->match[j][i];
+      if (m < 0) continue;
+      v[np] = w->rec[j].value;
+      s[np++] = w->rec[j].ev[w->rec[j].alloc_ev[m]].size;
+    }
+    plausible_range(v, s, np, target, granule, quadratic_law ? 2 : 1, w->size[i], &w->lo[i], &w->hi[i]);
   }
   res->allocs = R->n_alloc;
   return GM_OK;
@@ -189,7 +238,9 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
 static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   w->ev_size = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_size);
-  if (!w->ev_size) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  w->ev_alloc = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_alloc);
+  if (!w->ev_size || !w->ev_alloc) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  if (R->n_alloc >= UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "more than 2^32 allocations in one recording");
   amap_t m = {0};
   uint64_t live = 0, certain = 0, inconsistent = 0, unmatched[PRED_MAX_INPUTS] = {0}, rlive = 0;
   size_t ai = 0;
@@ -197,6 +248,7 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
   for (size_t e = 0; e < R->n_ev; e++) {
     const gmt_event_t *ev = &R->ev[e];
     w->ev_size[e] = ev->size;
+    w->ev_alloc[e] = UINT32_MAX;
     if (ev->kind == GMT_EV_ALLOC) {
       size_t i = ai++;
       uint64_t k = akey(ev);
@@ -217,6 +269,7 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
       }
       uint64_t sz = w->size[i];
       w->ev_size[e] = sz;
+      w->ev_alloc[e] = (uint32_t)i;
       live += sz;
       rlive += ev->size;
       if (w->why[i] == CERTAIN) certain += sz;
@@ -236,6 +289,7 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
       size_t i = m.val[s];
       uint64_t sz = w->size[i];
       w->ev_size[e] = sz;
+      w->ev_alloc[e] = (uint32_t)i;
       if (ev->kind == GMT_EV_FREE_REQUESTED) continue;
       live -= sz;
       rlive -= R->ev[R->alloc_ev[i]].size;
@@ -351,6 +405,47 @@ static void refuse_uncertain_off_peak(const work_t *w, const pred_input_t *in, d
   res->refused = 1;
 }
 
+/* How many allocations the two recordings nearest the target do not share: the reference's
+ * without a partner in the other, and the other's without one in the reference. Where they
+ * differ, the job is still changing how it allocates between them (an algorithm switch, a
+ * buffer made only above some size, a workspace that stops growing), and sizes extrapolated
+ * past the reference are not known even where each fits a line. (Seen on the GPT-2-like job:
+ * batch 4 and 8 differ by 42 allocations, and a backward buffer of 48 and 96 MiB there, a
+ * perfect line, is 132 MiB at 16, not 192: the prediction at 16 missed the real peak by -1.7 %
+ * under max_split_size_mb:128. Batch 8 and 16 make the same allocations.) */
+static uint64_t drift_count(const work_t *w, size_t ref, size_t near) {
+  uint64_t paired = 0, lone = 0;
+  for (size_t i = 0; i < w->rec[ref].n_alloc; i++) {
+    if (w->match[near][i] >= 0) paired++;
+    else lone++;
+  }
+  return lone + (w->rec[near].n_alloc - paired);
+}
+
+static void refuse_drift(const work_t *w, const pred_input_t *in, double target, size_t ref, size_t near,
+                         pred_result_t *res) {
+  char t[64], rv[64], nv[64];
+  pred_value_text(target, t, sizeof t);
+  pred_value_text(in[ref].value, rv, sizeof rv);
+  pred_value_text(in[near].value, nv, sizeof nv);
+  snprintf(res->reason, sizeof res->reason,
+           "the recordings nearest %s, at %s and %s, do not make the same allocations (%llu of one have no partner in "
+           "the other): the job still changes how it allocates between them (an algorithm switch, a buffer made only "
+           "at some sizes, a workspace that stops growing), so sizes extrapolated to %s are not known",
+           t, nv, rv, (unsigned long long)res->drift_allocs, t);
+  res->suggest = suggest_value(w, target, ref);
+  if (res->suggest > 0) {
+    char sv[64];
+    pred_value_text(res->suggest, sv, sizeof sv);
+    snprintf(res->advice, sizeof res->advice,
+             "record once more at %s (nearer %s) and add it: two recordings that make the same allocations are needed",
+             sv, t);
+  } else {
+    snprintf(res->advice, sizeof res->advice, "record the job at %s itself", t);
+  }
+  res->refused = 1;
+}
+
 /* The output's header: the reference's, marked as predicted with its inputs. */
 static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
                                const pred_result_t *res, gmt_header_t *h, gm_err_t *err) {
@@ -372,6 +467,7 @@ static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t r
   if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.confidence", buf, err);
   if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.fit", res->quadratic ? "quadratic" : "affine", err);
   if (s == GM_OK && o->command) s = gmt_header_kv_set(h, "predicted.command", o->command, err);
+  if (s == GM_OK && o->settings_note) s = gmt_header_kv_set(h, "predicted.settings", o->settings_note, err);
   const char *cmd = w->rec[ref].header.command_line;
   if (s == GM_OK && cmd && *cmd) {
     /* the job's command at the target value, where the value is written in it */
@@ -393,8 +489,14 @@ static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t r
   return s;
 }
 
-static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h, const char *path, pred_result_t *res,
-                             gm_err_t *err) {
+static uint64_t variant_size(const work_t *w, size_t e, pred_variant_t v) {
+  uint32_t i = w->ev_alloc[e];
+  if (v == PRED_SIZES_FITTED || i == UINT32_MAX) return w->ev_size[e];
+  return v == PRED_SIZES_LOW ? w->lo[i] : w->hi[i];
+}
+
+static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h, pred_variant_t variant,
+                             const char *path, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   gmt_writer_t *wr;
   gm_status_t s = gmt_writer_open(&wr, path, h, NULL, err);
@@ -410,7 +512,7 @@ static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h,
   size_t nb = 0;
   for (size_t e = 0; e < R->n_ev && s == GM_OK; e++) {
     gmt_event_t ev = R->ev[e];
-    ev.size = w->ev_size[e];
+    ev.size = variant_size(w, e, variant);
     if (ev.callsite) {
       if (!wid[ev.callsite]) s = gmt_writer_intern(wr, pred_strings_get(w->strs, ev.callsite), &wid[ev.callsite], err);
       ev.callsite = wid[ev.callsite];
@@ -443,6 +545,7 @@ struct pred_model {
   size_t ref;             /* of the last pred_model_at */
   double target;
   int have_sizes;         /* pred_model_at succeeded and did not refuse */
+  int checkable;          /* ... or refused, checkable (the trace may be written for the check) */
 };
 
 void pred_model_close(pred_model_t *m) {
@@ -518,7 +621,7 @@ static gm_status_t align_to(pred_model_t *m, size_t ref, gm_err_t *err) {
 
 gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *res, gm_err_t *err) {
   memset(res, 0, sizeof *res);
-  m->have_sizes = 0;
+  m->have_sizes = m->checkable = 0;
   if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
   double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
   work_t *w = &m->w;
@@ -543,6 +646,11 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   free(w->why);
   free(w->missing_in);
   free(w->ev_size);
+  free(w->ev_alloc);
+  free(w->lo);
+  free(w->hi);
+  w->ev_alloc = NULL;
+  w->lo = w->hi = NULL;
   w->size = w->ev_size = NULL;
   w->why = w->missing_in = NULL;
   w->peak = w->peak_certain = w->peak_inconsistent = w->uncertain_max = 0;
@@ -551,11 +659,26 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   res->dropped_other = m->dropped_other;
   if (s == GM_OK) s = fit_all(w, ref, o->target, res->granule, res, err);
   if (s == GM_OK) s = size_events(w, ref, res, err);
+  size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
+  for (size_t j = 0; j < n; j++)
+    if (j != ref && fabs(in[j].value - o->target) < fabs(in[near].value - o->target)) near = j;
+  if (s == GM_OK) res->drift_allocs = drift_count(w, ref, near);
   if (s == GM_OK && res->confidence < minc) refuse_low_confidence(w, in, o->target, minc, ref, res);
+  else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->drift_allocs)
+    refuse_drift(w, in, o->target, ref, near, res);
   else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->uncertain_share > PRED_MAX_UNCERTAIN_SHARE)
     refuse_uncertain_off_peak(w, in, o->target, ref, res);
   if (s == GM_OK) res->events = w->rec[ref].n_ev;
+  /* Checkable: the refusal is for uncertain sizes off the peak (the confidence stands, the
+   * recordings nearest the target make the same allocations), every byte at the predicted
+   * peak belongs to an allocation the reference shares with every recording (what is
+   * uncertain is a size, not whether the job makes it): then the two ends of the uncertain
+   * sizes' plausible range can be replayed per setting. */
+  int unmatched_at_peak = 0;
+  for (size_t j = 0; j < n; j++) unmatched_at_peak |= w->peak_unmatched[j] != 0;
+  res->checkable = s == GM_OK && res->refused && res->confidence >= minc && !res->drift_allocs && !unmatched_at_peak;
   m->have_sizes = s == GM_OK && !res->refused;
+  m->checkable = s == GM_OK && res->checkable;
   return s;
 }
 
@@ -588,12 +711,20 @@ const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i)
 
 gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *out_path, pred_result_t *res,
                              gm_err_t *err) {
-  if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
+  return pred_model_write_variant(m, o, PRED_SIZES_FITTED, out_path, res, err);
+}
+
+gm_status_t pred_model_write_variant(pred_model_t *m, const pred_opts_t *o, pred_variant_t v, const char *out_path,
+                                     pred_result_t *res, gm_err_t *err) {
+  if (!m->have_sizes && !m->checkable) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
   gmt_header_t h;
-  gm_status_t s = pred_model_header(m, o, res, &h, err);
+  gmt_header_init(&h);
+  gm_status_t s = make_header(&m->w, m->in, m->ref, o, res, &h, err);
+  if (s == GM_OK && v != PRED_SIZES_FITTED)
+    s = gmt_header_kv_set(&h, "predicted.sizes", v == PRED_SIZES_LOW ? "low end" : "high end", err);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.partial", out_path);
-  if (s == GM_OK) s = write_out(&m->w, m->ref, &h, tmp, res, err);
+  if (s == GM_OK) s = write_out(&m->w, m->ref, &h, v, tmp, res, err);
   gmt_header_free(&h);
   if (s == GM_OK && rename(tmp, out_path) != 0)
     s = gm_err_set(err, GM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));

@@ -36,6 +36,7 @@ typedef struct pred_opts {
   double target;         /* the value to predict */
   double min_confidence; /* refuse below this (0..1); a negative value means the default 0.95 */
   const char *command;   /* the predict command as typed, for the header (may be NULL) */
+  const char *settings_note; /* the per-setting check's outcome, for the header (may be NULL) */
 } pred_opts_t;
 
 #define PRED_DEFAULT_MIN_CONFIDENCE 0.95
@@ -63,6 +64,14 @@ typedef struct pred_result {
   double uncertain_share;   /* uncertain_max / peak_live */
   uint64_t ref_peak_live;   /* the reference recording's own peak of live requested bytes */
   uint64_t granule;         /* the recordings' size granularity (1 or 512) */
+  /* A refusal for uncertain sizes only (every byte at the predicted peak is an allocation made
+   * in every recording; what is not known is some sizes): the trace can still be written, with
+   * the fitted sizes or with every uncertain size at the low or high end of its plausible
+   * range (pred_model_write_variant), so that a caller that can replay (gpurec predict) checks
+   * per setting whether the range moves that setting's peak reserved, and answers where not. */
+  int checkable;
+  uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
+                            any refuses (at the default --min-confidence or above) */
 } pred_result_t;
 
 /* Predict and write out_path (nothing is written when refused or on error). Errors: an input
@@ -79,7 +88,7 @@ typedef struct pred_model pred_model_t;
 gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **m, pred_result_t *res, gm_err_t *err);
 /* Predict at o->target (res as pred_run's, nothing written). */
 gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *res, gm_err_t *err);
-/* After a pred_model_at that did not refuse: the predicted events (a malloc'd copy; callsites
+/* After a pred_model_at that did not refuse (or refused with res->checkable): the predicted events (a malloc'd copy; callsites
  * are the model's own string ids, not a file's), the header the trace would have, or the
  * trace itself (written to a temporary name and renamed). */
 gm_status_t pred_model_events(const pred_model_t *m, gmt_event_t **evs, size_t *n, gm_err_t *err);
@@ -89,6 +98,12 @@ gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *
                              gm_err_t *err);
 /* The header of recording i (NULL past the end). */
 const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i);
+/* The trace with every uncertain size fitted (pred_model_write), or at the low or high end of
+ * its plausible range (pred.c, plausible_range, says which range). Also after a refusal when
+ * res->checkable; the header then says which sizes (predicted.sizes). */
+typedef enum pred_variant { PRED_SIZES_FITTED = 0, PRED_SIZES_LOW, PRED_SIZES_HIGH } pred_variant_t;
+gm_status_t pred_model_write_variant(pred_model_t *m, const pred_opts_t *o, pred_variant_t v, const char *out_path,
+                                     pred_result_t *res, gm_err_t *err);
 void pred_model_close(pred_model_t *m);
 
 /* "A.zst@8" -> path "A.zst" (into buf) and value 8. GM_ERR_INVAL with a reason otherwise. */

@@ -71,6 +71,10 @@ gm_status_t pred_align(const pred_rec_t *a, const pred_rec_t *b, int64_t *match,
  * the number of edits, or -1 when more than max_d were needed (match left all -1), -2 when
  * out of memory. */
 int64_t pred_diff(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, int64_t *match, size_t max_d);
+/* The same where two allocations are the same only when their sizes could also be one
+ * tensor's at values in the ratio k = value(b) / value(a) (pred_align.c says which). */
+int64_t pred_diff_sized(const uint64_t *a, const uint64_t *as, size_t na, const uint64_t *b, const uint64_t *bs,
+                        size_t nb, double k, int64_t *match, size_t max_d);
 
 /* ---- size fit ----------------------------------------------------------------------------- */
 

@@ -546,3 +546,87 @@ TEST(PredModel, ParallelLoadNamesTheFirstBadInputInOrder) {
   EXPECT_EQ(m, nullptr);
   EXPECT_NE(std::string(err.msg).find("cannot read '/nonexistent/one.zst'"), std::string::npos) << err.msg;
 }
+
+// ---- sizes in the alignment, the per-setting check's inputs, recordings that drift --------------
+
+TEST(PredDiff, SizesKeepIdenticalTokensFromShifting) {
+  // a run without callsites (autograd's backward thread): every token equal. b, at twice the
+  // value, makes one allocation more (the second); by tokens alone the edit script may drop any
+  // one of them, with sizes only the right one
+  std::vector<uint64_t> ta(4, 7), tb(5, 7);
+  std::vector<uint64_t> sa = {3072, 1 << 20, 4 << 20, 3072}, sb = {3072, 9 << 20, 2 << 20, 8 << 20, 3072};
+  std::vector<int64_t> m(4);
+  EXPECT_EQ(pred_diff_sized(ta.data(), sa.data(), 4, tb.data(), sb.data(), 5, 2.0, m.data(), 100), 1);
+  std::vector<int64_t> want = {0, 2, 3, 4};
+  EXPECT_EQ(m, want);
+  // a size that follows no law (a workspace: 96 MiB, then 132 MiB at twice the value) between
+  // two pairs, as many on each side: paired in order, for the fit to judge
+  std::vector<uint64_t> wa = {3072, 96ull << 20, 3072}, wb = {3072, 132ull << 20, 3072};
+  std::vector<int64_t> mw(3);
+  pred_diff_sized(ta.data(), wa.data(), 3, tb.data(), wb.data(), 3, 2.0, mw.data(), 100);
+  std::vector<int64_t> wantw = {0, 1, 2};
+  EXPECT_EQ(mw, wantw);
+}
+
+TEST(Predict, AnUncertainBufferIsCheckableWithBothEndsOfItsRange) {
+  // the buffer of AnUncertainBufferOffThePeakIsRefused: 3 MiB at 8, 4 MiB at 16 (no tensor's
+  // law). Refused, but checkable: the trace can be written with it at the ends of its plausible
+  // range at 32 (the smallest recorded, 3 MiB; the largest of the recorded sizes scaled with the
+  // value: 3 MiB * 32 / 8)
+  std::string b8 = Job(8, 3 << 20), b16 = Job(16, 4 << 20);
+  pred_input_t in[2] = {{b8.c_str(), 8}, {b16.c_str(), 16}};
+  pred_model_t *m = nullptr;
+  pred_result_t res;
+  gm_err_t err{};
+  ASSERT_EQ(pred_model_open(in, 2, &m, &res, &err), GM_OK) << err.msg;
+  pred_opts_t o{32, -1, nullptr};
+  ASSERT_EQ(pred_model_at(m, &o, &res, &err), GM_OK) << err.msg;
+  ASSERT_TRUE(res.refused);
+  EXPECT_TRUE(res.checkable);
+  EXPECT_EQ(res.drift_allocs, 0u);
+  std::string lo = Tmp("lo.zst"), hi = Tmp("hi.zst"), fit = Tmp("fit.zst");
+  ASSERT_EQ(pred_model_write_variant(m, &o, PRED_SIZES_LOW, lo.c_str(), &res, &err), GM_OK) << err.msg;
+  ASSERT_EQ(pred_model_write_variant(m, &o, PRED_SIZES_HIGH, hi.c_str(), &res, &err), GM_OK) << err.msg;
+  ASSERT_EQ(pred_model_write(m, &o, fit.c_str(), &res, &err), GM_OK) << err.msg;
+  std::vector<std::string> sites;
+  auto l = KindsAndSizes(lo, &sites), h = KindsAndSizes(hi), f = KindsAndSizes(fit);
+  ASSERT_EQ(l.size(), h.size());
+  ASSERT_EQ(l.size(), f.size());
+  int buffers = 0;
+  for (size_t i = 0; i < l.size(); i++) {
+    if (sites[i] == "model.py:2:buffer") {
+      buffers++;
+      EXPECT_EQ(l[i].second, 3u << 20) << i;
+      EXPECT_EQ(h[i].second, 12u << 20) << i;
+      EXPECT_GE(f[i].second, l[i].second);
+      EXPECT_LE(f[i].second, h[i].second);
+    } else {
+      EXPECT_EQ(l[i], f[i]) << i;  // every certain size as fitted
+      EXPECT_EQ(h[i], f[i]) << i;
+    }
+  }
+  EXPECT_EQ(buffers, 4);  // alloc and free, two steps
+  EXPECT_EQ(HeaderKv(lo, "predicted.sizes"), "low end");
+  EXPECT_EQ(HeaderKv(fit, "predicted.sizes"), "(absent)");
+  // the library's own run writes nothing on this refusal (only gpurec's check may answer)
+  Outcome r = Predict({{b8, 8}, {b16, 16}}, 32);
+  EXPECT_TRUE(r.res.refused);
+  EXPECT_FALSE(Exists(r.out));
+  pred_model_close(m);
+}
+
+TEST(Predict, NearestRecordingsThatAllocateDifferentlyAreRefused) {
+  // extra8 lacks the workspace that extra16 and extra32 make (one per step): from 16 and 32 the
+  // prediction at 64 stands on recordings that agree; from 8 and 16 they do not: refused, named
+  std::string e8 = Csv("extra8"), e16 = Csv("extra16"), e32 = Csv("extra32");
+  Outcome agree = Predict({{e16, 16}, {e32, 32}}, 64);
+  ASSERT_EQ(agree.st, GM_OK) << agree.err.msg;
+  EXPECT_EQ(agree.res.drift_allocs, 0u);
+  Outcome drift = Predict({{e8, 8}, {e16, 16}}, 32, 0.5);  // accepted for want of confidence ...
+  ASSERT_EQ(drift.st, GM_OK) << drift.err.msg;
+  EXPECT_FALSE(drift.res.refused);  // ... and below the default, the drift is not a refusal
+  EXPECT_EQ(drift.res.drift_allocs, 3u);
+  Outcome three = Predict({{e8, 8}, {e16, 16}, {e32, 32}}, 64);  // the two nearest agree
+  ASSERT_EQ(three.st, GM_OK) << three.err.msg;
+  EXPECT_EQ(three.res.drift_allocs, 0u);
+}

@@ -142,7 +142,7 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
             continue
         pred = os.path.join(work, "pred.%s.%s.at%d.zst" % (job, "_".join(map(str, inputs)), target))
         cmd = [os.path.join(a.bin, "gpurec"), "predict"] + ["%s@%d" % (recs[v], v) for v in inputs] + \
-              ["--at=%d" % target, "-o", pred]
+              ["--at=%d" % target, "-o", pred] + ["--policy=" + p for _, _, p in SETTINGS]
         p = subprocess.run(cmd, capture_output=True, text=True)
         sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
         if p.returncode == 3:
@@ -154,8 +154,20 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
             continue
         m = re.search(r"confidence ([0-9.]+)%", p.stderr)
         conf_pct = m.group(1) + " %" if m else "?"
+        # a prediction whose uncertain sizes were checked per setting (gpurec_check.c): a
+        # setting they move beyond the tolerance is refused, the others answered
+        checked = {}
+        for mm in re.finditer(r"^gpurec:   (answered|REFUSED) +(\S+): peak reserved \S+ \S+ \((.+?) with the uncertain "
+                              r"sizes at their ends, ([0-9.]+ %)\)$", p.stderr, re.M):
+            checked[mm.group(2)] = (mm.group(1), "%s, moved %s" % (mm.group(3), mm.group(4)))
+        if checked:
+            conf_pct = "checked"
         peaks = replay(a.bin, pred)
         for name, conf, pol in SETTINGS:
+            if checked.get(pol, ("answered",))[0] == "REFUSED":
+                out("| %s | %d | refused | %s | refused: the uncertain sizes move its peak reserved beyond 1 %% (%s) | - | - "
+                    "| refused |" % (label, target, name, checked[pol][1]))
+                continue
             r, note = real_peak(runs, target, conf)
             pk = peaks.get(pol.rstrip(":"))
             e = "%+.2f" % (100.0 * (pk - r) / r) if r and pk else "-"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# predict_report_test.sh: the report's "peak against the value" section (analyze/
+# ana_html_predict.c) end to end: a trace of gpurec predict names its recordings in its header,
+# `gpuanalyze report` replays them through gpureplay under the trace's settings and draws them
+# with the trace's own replay at its value; `--curve` names recordings for any trace. Every
+# figure in the section's table is checked against gpureplay run on its own.
+# Inputs: the hand-made CSV traces of testdata/ (affine8/16/32: a job whose truth is known).
+set -u
+RUNROOT=$PWD
+GPUREC=$RUNROOT/recorder/gpurec
+GPUREPLAY=$RUNROOT/replay/gpureplay
+GA=$RUNROOT/analyze/gpuanalyze
+DATA=$RUNROOT/recorder/predict/testdata
+T=${TEST_TMPDIR:-/tmp/predict_report_test.$$}/r
+rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
+export GPUREPLAY
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+for f in affine8 affine16 affine32; do "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"; done
+"$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --at=32 -o p32.zst || bad "predict"
+
+# the section of a predicted trace: its recordings' points and its own, per setting
+"$GA" report p32.zst --html p32.html -q > /dev/null 2> err.txt || bad "report p32: $(cat err.txt)"
+grep -q '<h2 class="sub" id="curve">Peak reserved against the value</h2>' p32.html && ok "the section is there" \
+  || bad "no section in p32.html"
+n_set=$(grep -o '<g class="setting">' p32.html | wc -l)
+n_rec=$(grep -o '<circle class="recorded"' p32.html | wc -l)
+n_pred=$(grep -o '<rect class="predicted"' p32.html | wc -l)
+[[ $n_set -ge 2 && $n_rec == $((2 * n_set)) && $n_pred == "$n_set" ]] \
+  && ok "two recorded points and the predicted one per setting ($n_set settings)" \
+  || bad "points: $n_set settings, $n_rec recorded, $n_pred predicted"
+grep -q '<th>8 (recorded)</th><th>16 (recorded)</th><th>32 (predicted: this trace)</th>' p32.html \
+  && ok "the table's columns" || bad "table columns"
+# the default setting's row against gpureplay itself
+row=$(grep -o '<tr><td>pytorch</td>[^\n]*</tr>' p32.html | head -1)
+for f in affine8 affine16 p32; do
+  want=$("$GPUREPLAY" --json -q -p pytorch "$f.zst" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['peak_reserved_bytes'])")
+  txt=$(python3 -c "
+import sys
+v=$want
+for u in ['B','KiB','MiB','GiB','TiB']:
+    if v < 1024 or u == 'TiB': break
+    v /= 1024.0
+print('%d B' % v if u == 'B' else '%.2f %s' % (v, u))")
+  [[ $row == *"<td>$txt"* ]] && ok "pytorch at $f: $txt, as gpureplay says" || bad "pytorch at $f: want $txt in $row"
+done
+# recordings that are gone: said, their points missing, the rest drawn
+mkdir -p moved && cp p32.zst moved/ && (cd moved && "$GA" report p32.zst --html m.html -q > /dev/null 2>&1)
+grep -q 'Recording <code>affine8.zst</code>: not found (its point is missing).' moved/m.html \
+  && ok "a missing recording is said" || bad "missing recording not said"
+# a recorded trace with the recordings given
+"$GA" report affine32.zst --curve=affine8.zst@8 --curve=affine16.zst@16 --html r32.html -q > /dev/null 2> err.txt \
+  || bad "report --curve: $(cat err.txt)"
+[[ $(grep -o '<circle class="recorded"' r32.html | wc -l) -ge 4 && $(grep -c '<rect class="predicted"' r32.html) == 0 ]] \
+  && ok "--curve: the recordings' points, no predicted one" || bad "--curve points"
+# no recordings: no section
+"$GA" report affine32.zst --html plain.html -q > /dev/null 2>&1
+grep -q 'id="curve"' plain.html && bad "a section without recordings" || ok "no recordings, no section"
+out=$("$GA" report affine32.zst --curve=affine8.zst --html x.html 2>&1); rc=$?
+[[ $rc == 2 && $out == *"--curve: give a recording as TRACE.zst@VALUE, e.g. run8.zst@8"* ]] \
+  && ok "--curve without a value: usage error" || bad "--curve usage: rc=$rc $out"
+echo "$fails failure(s)"
+[[ $fails == 0 ]]
