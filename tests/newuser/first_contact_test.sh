@@ -76,6 +76,10 @@ has err "gpuanalyze: wrote report.html (the report)"
 lacks err "gpuanalyze-"   # no temporary file's name, no internal command line
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 same_files "report.html snap.pickle snap.zst snap.zst.db " "report snap.pickle"
+# again: the trace it imported before is reused, not refused as someone else's
+run 0 "$GA" report snap.pickle
+has err "gpuanalyze: reusing snap.zst (imported from snap.pickle, which has not changed since)"
+lacks err "was not imported from"
 # the trace handed to the importer, and the other kinds
 run 1 "$REC" import snap.zst -o again.zst
 has err "gpurec: error: 'snap.zst' is already a gpumem trace: nothing to import (\`gpuanalyze info snap.zst\`, \`gpuanalyze report snap.zst\`)"
