@@ -169,7 +169,7 @@ static void note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
 static gm_status_t do_free(rp_engine_t *e, rp_map_entry_t *m, gm_err_t *err) {
   gm_status_t st = GM_OK;
   if (m->a != RP_NO_BLOCK) {
-    st = e->ops->free(e->pol, m->a, err);
+    st = rp_pol_free(e, m->a, err);
     e->served -= m->b;
   }
   e->requested -= m->b;
@@ -185,7 +185,7 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     /* The recorder missed a free: treat the new alloc as implying it (the slot stays). */
     e->skipped.alloc_over_live++;
     if (m->a != RP_NO_BLOCK) {
-      gm_status_t st = e->ops->free(e->pol, m->a, err);
+      gm_status_t st = rp_pol_free(e, m->a, err);
       if (st != GM_OK) return st;
       e->served -= m->b;
     }
@@ -202,12 +202,12 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     return GM_OK;
   }
   uint64_t addr = 0;
-  gm_status_t st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+  gm_status_t st = rp_pol_alloc(e, ev->size, ev->stream, &addr, err);
   if (st == GM_ERR_NOMEM && e->n_held) {
     /* Out of memory with blocks held for their stream events (late timing): PyTorch's OOM
      * path synchronizes every event first (release_cached_blocks), then retries. */
     st = rp_events_due(e, 1, err);
-    if (st == GM_OK) st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+    if (st == GM_OK) st = rp_pol_alloc(e, ev->size, ev->stream, &addr, err);
   }
   if (st == GM_ERR_NOMEM) {
     note_oom(e, ev, RP_OOM_POLICY);
@@ -374,7 +374,7 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
       st = ext_give(e, &x, err);
     }
   } else {
-    st = e->ops->alloc(e->pol, ev->size, ev->stream, &addr, err);
+    st = rp_pol_alloc(e, ev->size, ev->stream, &addr, err);
     if (st == GM_ERR_NOMEM) note_oom(e, ev, RP_OOM_POLICY);
     else if (st != GM_OK) return st;
     /* Asked for, served or not, like every request: in the lower bound at its moment. */
@@ -383,7 +383,7 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
     observe(e, ev->ts_ns);
     if (first) e->ff_reserved = e->reserved + e->ext_live;
     if (st == GM_OK) {
-      st = e->ops->free(e->pol, addr, err);
+      st = rp_pol_free(e, addr, err);
       e->served -= ev->size;
     } else {
       st = GM_OK;

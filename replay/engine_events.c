@@ -95,7 +95,7 @@ gm_status_t rp_events_due(rp_engine_t *e, int all, gm_err_t *err) {
     if (st == GM_OK && (all || h.due <= e->allocs)) {
       if (h.pol_addr != RP_NO_BLOCK) {
         e->served -= h.size;
-        st = e->ops->free(e->pol, h.pol_addr, err);
+        st = rp_pol_free(e, h.pol_addr, err);
       }
       continue;
     }

@@ -45,7 +45,7 @@ struct rp_engine {
   rp_driver_t drv; /* counting wrapper around b->drv, what the policy sees */
   rp_engine_opts_t opts;
   int device;
-  rp_map_t blocks;      /* trace addr -> (policy addr, requested size) */
+  rp_map_t blocks;      /* trace addr -> (policy block: rp_pol_alloc, requested size) */
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
   int external_sync;    /* rp_engine_set_external_sync */
   rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
@@ -103,6 +103,24 @@ struct rp_engine {
   uint64_t snap_elements; /* blocks + segments it walked */
   int segs_overflow;      /* more than SEG_MAX segments: not followed, no snapshot */
 };
+
+/* The policy's block for a request: its handle where the policy hands one out (alloc_h: the
+ * free then costs the policy no address lookup), else its address. What the block map keeps
+ * in `a`; RP_NO_BLOCK is never one. */
+static inline gm_status_t rp_pol_alloc(rp_engine_t *e, uint64_t size, uint64_t stream, uint64_t *blk,
+                                       gm_err_t *err) {
+  if (e->ops->alloc_h) {
+    uint64_t addr;
+    return e->ops->alloc_h(e->pol, size, stream, &addr, blk, err);
+  }
+  return e->ops->alloc(e->pol, size, stream, blk, err);
+}
+static inline gm_status_t rp_pol_free(rp_engine_t *e, uint64_t blk, gm_err_t *err) {
+  return e->ops->free_h ? e->ops->free_h(e->pol, blk, err) : e->ops->free(e->pol, blk, err);
+}
+static inline uint64_t rp_pol_addr(const rp_engine_t *e, uint64_t blk) {
+  return e->ops->handle_addr ? e->ops->handle_addr(e->pol, blk) : blk;
+}
 
 /* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
 gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);

@@ -124,7 +124,7 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   for (size_t i = 0; i < e->blocks.cap; i++) {
     const rp_map_entry_t *m = &e->blocks.slots[i];
     if (m->state != 1 || m->a == RP_NO_BLOCK) continue;
-    bl[nb].addr = m->a;
+    bl[nb].addr = rp_pol_addr(e, m->a);
     bl[nb].size = m->b;
     nb++;
   }

@@ -7,6 +7,7 @@
  *   replay_bench mem EVENTS|TRACE    max RSS of one pytorch replay fed from the streaming
  *                                    generator (the input is never held): run for 1 M and
  *                                    10 M events, memory must not grow with length
+ *   replay_bench one TRACE SPEC [REPS] one setting, REPS times (for a profiler)
  *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
  *
@@ -186,6 +187,23 @@ static int bench_speed(size_t n, const char *file) {
   return 0;
 }
 
+/* One setting over a trace in memory, reps times (for profilers: perf record replay_bench one). */
+static int bench_one(const char *file, const char *spec, int reps) {
+  size_t n = 0;
+  gmt_event_t *evs = load_trace(file, &n);
+  char name[64];
+  size_t l = strcspn(spec, ":");
+  snprintf(name, sizeof name, "%.*s", (int)l, spec);
+  const rp_policy_ops_t *ops = rp_policy_find(name);
+  if (!ops) {
+    fprintf(stderr, "replay_bench: unknown policy '%s'\n", name);
+    return 1;
+  }
+  for (int i = 0; i < reps; i++) replay_one(ops, spec[l] == ':' ? spec + l + 1 : "", evs, n);
+  free(evs);
+  return 0;
+}
+
 /* "RssAnon" and "RssFile" of this process now, in KiB (the reader maps the trace file:
  * those pages are page cache, counted in RSS but not memory the replay holds). */
 static void rss_now(long *anon, long *file) {
@@ -307,6 +325,8 @@ int main(int argc, char **argv) {
   /* The argument is an event count, or a trace file to use instead of the generator. */
   const char *file = argc > 2 && access(argv[2], R_OK) == 0 ? argv[2] : NULL;
   size_t n = argc > 2 && !file ? (size_t)strtoull(argv[2], NULL, 10) : 1000000;
+  if (strcmp(argv[1], "one") == 0 && file && argc > 3)
+    return bench_one(file, argv[3], argc > 4 ? atoi(argv[4]) : 1);
   if (strcmp(argv[1], "speed") == 0) return bench_speed(n, file);
   if (strcmp(argv[1], "mem") == 0) return bench_mem(n, file);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n, file);

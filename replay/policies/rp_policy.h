@@ -114,6 +114,16 @@ typedef struct rp_policy_ops {
    * right after alloc returned GM_ERR_NOMEM for (size, stream), before anything else happens;
    * fills *out (zeroed by the caller) and returns 1. Reads the policy's state, changes nothing. */
   int (*oom_report)(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out);
+  /* Optional, all three or none: requests by the policy's own block handle. A caller that
+   * keeps what it was given (the engine keeps it under the trace's address) frees the block
+   * without the policy hashing the address again: one hash lookup per request, not two.
+   * alloc_h serves exactly as alloc does and sets *handle (never UINT64_MAX) besides *addr;
+   * a block taken by alloc_h is given back by free_h only, one taken by alloc by free only.
+   * handle_addr: the address of a live handle's block. */
+  gm_status_t (*alloc_h)(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr,
+                         uint64_t *handle, gm_err_t *err);
+  gm_status_t (*free_h)(rp_policy_t *p, uint64_t handle, gm_err_t *err);
+  uint64_t (*handle_addr)(const rp_policy_t *p, uint64_t handle);
 } rp_policy_ops_t;
 
 /* Registry (replay/policies/rp_registry.c). */

@@ -364,9 +364,10 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   }
   b->allocated = 1;
   b->where = PT_IN_LIVE;
-  b->hash_oom = 0;
-  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), b);
-  if (b->hash_oom) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  b->lprev = NULL;
+  b->lnext = p->live_list;
+  if (b->lnext) b->lnext->lprev = b;
+  p->live_list = b;
   p->allocated_bytes += b->size;
   *out = b;
   return GM_OK;
@@ -374,7 +375,11 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
 
 /* free_block: merge with free neighbours (previous first, then next), back into the pool. */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
-  HASH_DELETE(hh, p->live, b);
+  if (b->in_hash) HASH_DELETE(hh, p->live, b);
+  b->in_hash = 0;
+  if (b->lprev) b->lprev->lnext = b->lnext;
+  else p->live_list = b->lnext;
+  if (b->lnext) b->lnext->lprev = b->lprev;
   b->allocated = 0;
   b->where = PT_IN_NONE;
   p->allocated_bytes -= b->size;

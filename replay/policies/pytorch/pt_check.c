@@ -1,6 +1,7 @@
 /* pt_check.c: the invariant walker behind rp_pytorch_ops.check (tests call it after every op).
  *
- * Checked: every block is in exactly the structure its state says (live hash, free tree,
+ * Checked: every block is in exactly the structure its state says (live list and, for the
+ * address API, live hash; free tree,
  * unmapped tree); blocks of a segment tile it exactly, in address order, with consistent
  * prev/next links; no two neighbours are both free with the same mapped state (they would
  * have merged); free/unmapped trees hold only their pool's blocks; reserved bytes (cudaMalloc
@@ -42,11 +43,18 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
   rp_policy_t *p = (rp_policy_t *)cp; /* the RB/hash iteration macros take non-const heads */
   uint64_t live = 0, live_bytes = 0, in_trees = 0;
   pt_block_t *b, *tmp;
-  HASH_ITER(hh, p->live, b, tmp) {
-    if (b->where != PT_IN_LIVE || !b->allocated) FAIL("live hash holds a free block 0x%" PRIx64, b->addr);
+  uint64_t hashed = 0;
+  for (b = p->live_list; b; b = b->lnext) {
+    if (b->where != PT_IN_LIVE || !b->allocated) FAIL("live list holds a free block 0x%" PRIx64, b->addr);
+    if (b->lnext && b->lnext->lprev != b) FAIL("live list broken after 0x%" PRIx64, b->addr);
     live++;
     live_bytes += b->size;
+    hashed += b->in_hash;
   }
+  HASH_ITER(hh, p->live, b, tmp) {
+    if (b->where != PT_IN_LIVE || !b->allocated || !b->in_hash) FAIL("live hash holds a free block 0x%" PRIx64, b->addr);
+  }
+  if (HASH_COUNT(p->live) != hashed) FAIL("%u blocks in the live hash, %" PRIu64 " marked so", HASH_COUNT(p->live), hashed);
   if (live_bytes != p->allocated_bytes) FAIL("allocated bytes %" PRIu64 " != sum of live blocks %" PRIu64, p->allocated_bytes, live_bytes);
   for (int i = 0; i < 2; i++) {
     const pt_block_t *prev = NULL;
@@ -78,7 +86,7 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
     reserved += (blk)->seg->expandable ? mapped : (blk)->seg->size;                      \
     heads++;                                                                              \
   }
-  HASH_ITER(hh, p->live, b, tmp) { VISIT(b) }
+  for (b = p->live_list; b; b = b->lnext) { VISIT(b) }
   for (int i = 0; i < 2; i++) {
     RB_FOREACH(b, pt_free_tree, &p->pools[i].free) { VISIT(b) }
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) { VISIT(b) }

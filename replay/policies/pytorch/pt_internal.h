@@ -43,12 +43,14 @@ typedef struct pt_block {
   uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
   uint8_t small, expandable;    /* copies of seg->is_small / seg->expandable (no seg load) */
   uint8_t hash_oom;
+  uint8_t in_hash;              /* live and found by address (taken by alloc, not alloc_h) */
   /* the rest */
   struct pt_block *prev, *next; /* neighbours inside the segment (torch: split links) */
   pt_seg_t *seg;
   int64_t gc_base;              /* pool's get_free_block count when (re)inserted */
   struct pt_block *link;        /* block free-list and short work lists */
-  UT_hash_handle hh;            /* live blocks by addr */
+  struct pt_block *lprev, *lnext; /* every live block (p->live_list) */
+  UT_hash_handle hh;            /* live blocks by addr, those taken by alloc (not alloc_h) */
 } pt_block_t;
 
 enum { PT_IN_NONE = 0, PT_IN_FREE = 1, PT_IN_UNMAPPED = 2, PT_IN_LIVE = 3 };
@@ -86,7 +88,8 @@ struct rp_policy {
   rp_pytorch_conf_t conf;
   rp_driver_t drv;
   pt_pool_t pools[2];    /* [0] small, [1] large */
-  pt_block_t *live;      /* uthash head */
+  pt_block_t *live;      /* uthash head: the live blocks the address API handed out */
+  pt_block_t *live_list; /* every live block, however handed out (release_all, check) */
   pt_seg_t *segs;        /* all segments */
   uint64_t total_allocated_memory; /* torch's name: bytes the driver gave us */
   uint64_t allowed_max;  /* per_process_memory_fraction * total_memory */
@@ -119,6 +122,8 @@ uint64_t pt_try_merge(rp_policy_t *p, pt_block_t *dst, pt_block_t *src);
 pt_seg_t *pt_seg_new(rp_policy_t *p);
 void pt_seg_put(rp_policy_t *p, pt_seg_t *s);
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t size, uint64_t stream, pt_block_t **out, gm_err_t *err);
+/* pt_malloc's block is live (in live_list) but not found by address: the address API adds
+ * it to the hash (pt_alloc_op), the handle API does not (the engine keeps the block). */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b);
 gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err);
 

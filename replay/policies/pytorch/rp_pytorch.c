@@ -59,6 +59,7 @@ static gm_status_t pt_create(const char *conf, const rp_driver_t *drv, rp_policy
 
 static void drop_all(rp_policy_t *p) {
   HASH_CLEAR(hh, p->live);
+  p->live_list = NULL;
   while (p->segs) pt_seg_put(p, p->segs);
   while (p->slabs) {
     pt_slab_t *n = p->slabs->next;
@@ -84,8 +85,13 @@ static void pt_destroy(rp_policy_t *p) {
 static gm_status_t pt_alloc_op(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
   pt_block_t *b = NULL;
   gm_status_t s = pt_malloc(p, size, stream, &b, err);
-  if (s == GM_OK) *addr = b->addr;
-  return s;
+  if (s != GM_OK) return s;
+  b->hash_oom = 0;
+  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), b);
+  if (b->hash_oom) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  b->in_hash = 1;
+  *addr = b->addr;
+  return GM_OK;
 }
 
 static gm_status_t pt_free_op(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
@@ -95,14 +101,38 @@ static gm_status_t pt_free_op(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
   return pt_free(p, b);
 }
 
+/* The handle is the block itself: the engine's map holds it, so a free costs no lookup. */
+static gm_status_t pt_alloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle,
+                              gm_err_t *err) {
+  pt_block_t *b = NULL;
+  gm_status_t s = pt_malloc(p, size, stream, &b, err);
+  if (s != GM_OK) return s;
+  *addr = b->addr;
+  *handle = (uint64_t)(uintptr_t)b;
+  return GM_OK;
+}
+
+static gm_status_t pt_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
+  pt_block_t *b = (pt_block_t *)(uintptr_t)handle;
+  if (!b || b->where != PT_IN_LIVE || b->in_hash)
+    return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of a block that is not live by handle");
+  return pt_free(p, b);
+}
+
+static uint64_t pt_handle_addr(const rp_policy_t *p, uint64_t handle) {
+  (void)p;
+  return ((const pt_block_t *)(uintptr_t)handle)->addr;
+}
+
 static gm_status_t pt_empty_cache(rp_policy_t *p, gm_err_t *err) { return pt_release_cached(p, err); }
 
 /* Every segment back to the driver, whatever is still allocated in it, then an empty state. */
 static gm_status_t pt_release_all(rp_policy_t *p, gm_err_t *err) {
   gm_status_t first = GM_OK;
   /* unmap the mapped runs of expandable segments: walk each segment from its head block */
-  pt_block_t *heads = NULL, *b, *tmp;
-  HASH_ITER(hh, p->live, b, tmp) if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
+  pt_block_t *heads = NULL, *b;
+  for (b = p->live_list; b; b = b->lnext)
+    if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
   for (int i = 0; i < 2; i++) {
     RB_FOREACH(b, pt_free_tree, &p->pools[i].free) if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) if (!b->prev) b->link = heads, heads = b;
@@ -151,4 +181,7 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .check = pt_check_op,
     .spec = pt_spec,
     .oom_report = pt_oom_report,
+    .alloc_h = pt_alloc_h,
+    .free_h = pt_free_h,
+    .handle_addr = pt_handle_addr,
 };
