@@ -19,13 +19,18 @@ extern "C" {
 /* Fixed number of time buckets; when time runs past the last one, adjacent pairs merge and
  * the bucket width doubles. Each bucket keeps the maximum of each series, so the peak is
  * always in the timeline. */
+/* One bucket's maxima, together: an add touches one cache line, not four arrays' worth. */
+typedef struct rp_tl_bucket {
+  uint64_t ts; /* ts of the reserved maximum; UINT64_MAX = empty bucket */
+  uint64_t reserved, allocated, requested;
+} rp_tl_bucket_t;
+
 typedef struct rp_timeline {
   uint64_t t0;
   int started;
   unsigned shift; /* bucket width = 1 << shift ns */
   size_t n;       /* buckets in use: [0, n) */
-  uint64_t ts[RP_TIMELINE_MAX]; /* ts of the reserved maximum; UINT64_MAX = empty bucket */
-  uint64_t reserved[RP_TIMELINE_MAX], allocated[RP_TIMELINE_MAX], requested[RP_TIMELINE_MAX];
+  rp_tl_bucket_t b[RP_TIMELINE_MAX];
 } rp_timeline_t;
 
 void rp_timeline_init(rp_timeline_t *t);

@@ -14,30 +14,28 @@
 
 void rp_timeline_init(rp_timeline_t *t) {
   memset(t, 0, sizeof *t);
-  for (size_t i = 0; i < RP_TIMELINE_MAX; i++) t->ts[i] = UINT64_MAX;
+  for (size_t i = 0; i < RP_TIMELINE_MAX; i++) t->b[i].ts = UINT64_MAX;
 }
 
 static void merge_pairs(rp_timeline_t *t) {
   size_t m = (t->n + 1) / 2;
   for (size_t j = 0; j < m; j++) {
-    size_t a = 2 * j, b = 2 * j + 1;
-    uint64_t ts = t->ts[a], res = t->reserved[a], al = t->allocated[a], rq = t->requested[a];
-    if (b < t->n && t->ts[b] != UINT64_MAX) {
-      if (ts == UINT64_MAX || t->reserved[b] > res) {
-        ts = t->ts[b];
-        res = t->reserved[b];
+    rp_tl_bucket_t x = t->b[2 * j];
+    size_t k = 2 * j + 1;
+    if (k < t->n && t->b[k].ts != UINT64_MAX) {
+      const rp_tl_bucket_t *y = &t->b[k];
+      if (x.ts == UINT64_MAX || y->reserved > x.reserved) {
+        x.ts = y->ts;
+        x.reserved = y->reserved;
       }
-      if (t->allocated[b] > al) al = t->allocated[b];
-      if (t->requested[b] > rq) rq = t->requested[b];
+      if (y->allocated > x.allocated) x.allocated = y->allocated;
+      if (y->requested > x.requested) x.requested = y->requested;
     }
-    t->ts[j] = ts;
-    t->reserved[j] = res;
-    t->allocated[j] = al;
-    t->requested[j] = rq;
+    t->b[j] = x;
   }
   for (size_t j = m; j < t->n; j++) {
-    t->ts[j] = UINT64_MAX;
-    t->reserved[j] = t->allocated[j] = t->requested[j] = 0;
+    t->b[j].ts = UINT64_MAX;
+    t->b[j].reserved = t->b[j].allocated = t->b[j].requested = 0;
   }
   t->n = m;
   t->shift++;
@@ -56,30 +54,31 @@ void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t 
     idx >>= 1;
   }
   if (idx >= t->n) t->n = idx + 1;
-  if (t->ts[idx] == UINT64_MAX) {
-    t->ts[idx] = ts;
-    t->reserved[idx] = reserved;
-    t->allocated[idx] = allocated;
-    t->requested[idx] = requested;
+  rp_tl_bucket_t *b = &t->b[idx];
+  if (b->ts == UINT64_MAX) {
+    b->ts = ts;
+    b->reserved = reserved;
+    b->allocated = allocated;
+    b->requested = requested;
     return;
   }
-  if (reserved > t->reserved[idx]) {
-    t->reserved[idx] = reserved;
-    t->ts[idx] = ts;
+  if (reserved > b->reserved) {
+    b->reserved = reserved;
+    b->ts = ts;
   }
-  if (allocated > t->allocated[idx]) t->allocated[idx] = allocated;
-  if (requested > t->requested[idx]) t->requested[idx] = requested;
+  if (allocated > b->allocated) b->allocated = allocated;
+  if (requested > b->requested) b->requested = requested;
 }
 
 size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,
                           uint64_t *allocated, uint64_t *requested) {
   size_t k = 0;
   for (size_t i = 0; i < t->n; i++) {
-    if (t->ts[i] == UINT64_MAX) continue;
-    ts[k] = t->ts[i];
-    reserved[k] = t->reserved[i];
-    allocated[k] = t->allocated[i];
-    requested[k] = t->requested[i];
+    if (t->b[i].ts == UINT64_MAX) continue;
+    ts[k] = t->b[i].ts;
+    reserved[k] = t->b[i].reserved;
+    allocated[k] = t->b[i].allocated;
+    requested[k] = t->b[i].requested;
     k++;
   }
   return k;

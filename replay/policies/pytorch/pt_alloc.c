@@ -130,6 +130,7 @@ typedef struct params {
   uint64_t alloc_size; /* get_allocation_size */
   pt_pool_t *pool;
   pt_block_t *block;
+  int in_tree; /* block is still in its pool's free tree (found there by get_free_block) */
 } params_t;
 
 static int is_split(const pt_block_t *b) { return b->prev || b->next; }
@@ -162,8 +163,8 @@ static int get_free_block(rp_policy_t *p, params_t *a) {
   uint64_t msplit = p->conf.max_split_size;
   if (a->size < msplit && b->size >= msplit) return 0; /* no oversize block for a small request */
   if (a->size >= msplit && b->size >= a->size + p->conf.max_non_split_rounding) return 0;
-  pt_free_remove(p, b);
-  a->block = b;
+  a->block = b; /* still in the tree: pt_malloc takes it out, or leaves its remainder there */
+  a->in_tree = 1;
   return 1;
 }
 
@@ -310,6 +311,25 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
   return size < p->conf.max_split_size && remaining > PT_SMALL_SIZE;
 }
 
+/* The remainder of a split (b, its front just cut off) back into its pool. When b was found in
+ * the free tree it is still there under its old key; the remainder's key (same stream,
+ * smaller size) is below the old one, so it keeps b's place in the tree's order (and no
+ * remove and insert are needed) unless the block before b now sorts after it: the in-order
+ * sequence, all any query of the tree sees, is then what remove + insert would give. A split
+ * is most allocations: this saves two of a malloc's three tree operations. */
+static void remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
+  if (in_tree) {
+    pt_pool_t *pool = pt_pool_of(p, b);
+    pt_block_t *prev = RB_PREV(pt_free_tree, &pool->free, b);
+    if (!prev || pt_cmp_size(prev, b) < 0) {
+      b->gc_base = pool->get_free_calls; /* as pt_free_insert: its GC age restarts */
+      return;
+    }
+    pt_free_remove(p, b);
+  }
+  pt_free_insert(p, b);
+}
+
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
   if (orig > RP_REQUEST_MAX) { /* round_size would wrap around; no device has it anyway */
     p->st.ooms++;
@@ -345,7 +365,9 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
                       a.size, a.alloc_size, stream);
   }
   pt_block_t *b = a.block;
-  if (should_split(p, b, a.size)) {
+  int split = should_split(p, b, a.size);
+  if (a.in_tree && !split) pt_free_remove(p, b);
+  if (split) {
     pt_block_t *nb = pt_block_new(p);
     if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
     nb->addr = b->addr;
@@ -358,7 +380,7 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     b->prev = nb;
     b->addr += a.size;
     b->size -= a.size;
-    pt_free_insert(p, b);
+    remainder_to_pool(p, b, a.in_tree);
     p->st.splits++;
     b = nb;
   }
@@ -373,7 +395,40 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   return GM_OK;
 }
 
-/* free_block: merge with free neighbours (previous first, then next), back into the pool. */
+/* b, just freed, takes the tree node of old (a free neighbour it absorbed), with its links
+ * and colour: the tree keeps its shape and balance, b sits where old sat in the order. */
+static void take_node(struct pt_free_tree *h, pt_block_t *old, pt_block_t *b) {
+  b->rb = old->rb;
+  pt_block_t *par = RB_PARENT(old, rb);
+  if (!par) RB_ROOT(h) = b;
+  else if (RB_LEFT(par, rb) == old) RB_LEFT(par, rb) = b;
+  else RB_RIGHT(par, rb) = b;
+  if (RB_LEFT(old, rb)) RB_PARENT(RB_LEFT(old, rb), rb) = b;
+  if (RB_RIGHT(old, rb)) RB_PARENT(RB_RIGHT(old, rb), rb) = b;
+}
+
+/* try_merge_blocks for free_block: as pt_try_merge, but the first free neighbour absorbed is
+ * left in the tree (*slot) for b to take over. Returns 1 if src was absorbed. */
+static uint64_t merge_keep(rp_policy_t *p, pt_block_t *dst, pt_block_t *src, pt_block_t **slot) {
+  if (!src || src->allocated || src->mapped != dst->mapped) return 0;
+  if (*slot || !src->mapped) return pt_try_merge(p, dst, src);
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  dst->size += src->size;
+  *slot = src;
+  return 1;
+}
+
+/* free_block: merge with free neighbours (previous first, then next), back into the pool.
+ * Most frees merge with a neighbour: the merged block (same stream, larger size than that
+ * neighbour) takes the neighbour's tree node when it still sorts before the neighbour's
+ * successor, instead of a remove and an insert; the tree's order is what they would give. */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
   if (b->in_hash) HASH_DELETE(hh, p->live, b);
   b->in_hash = 0;
@@ -383,8 +438,23 @@ gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
   b->allocated = 0;
   b->where = PT_IN_NONE;
   p->allocated_bytes -= b->size;
-  p->st.merges += pt_try_merge(p, b, b->prev);
-  p->st.merges += pt_try_merge(p, b, b->next);
+  pt_block_t *slot = NULL;
+  p->st.merges += merge_keep(p, b, b->prev, &slot);
+  p->st.merges += merge_keep(p, b, b->next, &slot);
+  if (slot) {
+    pt_pool_t *pool = pt_pool_of(p, slot);
+    pt_block_t *succ = RB_NEXT(pt_free_tree, &pool->free, slot);
+    if (!succ || pt_cmp_size(b, succ) < 0) {
+      take_node(&pool->free, slot, b);
+      b->gc_base = pool->get_free_calls; /* as pt_free_insert */
+      b->where = PT_IN_FREE;
+      slot->where = PT_IN_NONE;
+      pt_block_put(p, slot);
+      return GM_OK;
+    }
+    pt_free_remove(p, slot);
+    pt_block_put(p, slot);
+  }
   pt_free_insert(p, b);
   return GM_OK;
 }
