@@ -46,6 +46,7 @@ typedef struct gr_config {
   int event_timing;      /* RP_EVENTS_* of the main replay (--event-timing) */
   uint64_t late_mallocs; /* late: events pending at this many mallocs (0: 1) */
   unsigned read_flags;   /* GMT_READ_SALVAGE (default) or GMT_READ_STRICT (--strict) */
+  struct gr_decoded *decoded; /* the trace decoded already (gr_trace_scan), or NULL */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with
@@ -180,6 +181,20 @@ const char *const *gr_sweep_grid_for(unsigned framework);
  * they first appear; at most max, *n the count found (which may exceed max). A read error
  * ends the scan (the replay itself reports it). */
 gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err);
+/* A trace decoded once for all its replays: gr_trace_scan finds its devices in the events it
+ * decodes where gr_run_trace would decode them anyway (several policies, a trace that fits in
+ * memory), and gr_run_trace with cfg->decoded pointing here replays them (every device, and
+ * a recorded OOM's second run) without reading the file again. */
+typedef struct gr_decoded {
+  const char *path; /* the trace the events are of; NULL: none decoded */
+  gmt_event_t *evs;
+  size_t n_evs;
+  gr_trace_info_t info; /* what the reader found (stats, damage) */
+} gr_decoded_t;
+/* gr_trace_devices, through *dec (emptied first) where the replay will preload the trace. */
+gm_status_t gr_trace_scan(const gr_config_t *cfg, const char *path, gr_decoded_t *dec, int *devs, int max,
+                          int *n, gm_err_t *err);
+void gr_decoded_free(gr_decoded_t *dec);
 /* The frameworks a trace's header names (GMT_FW_* set, 0 if none). */
 gm_status_t gr_trace_frameworks(const char *path, unsigned *set, gm_err_t *err);
 

@@ -523,6 +523,9 @@ static int gpureplay(int argc, char **argv, char **pos) {
     gm_log(GM_LOG_ERROR, "out of memory");
     rc = 1;
   }
+  gr_decoded_t decoded; /* each trace decoded once for its device scan and its replays */
+  memset(&decoded, 0, sizeof decoded);
+  cfg.decoded = &decoded;
   for (int t = 0; t < cfg.n_traces && rc == 0; t++) {
     gr_trace_info_t info;
     /* The user's policies, then this trace's framework's grid. */
@@ -555,7 +558,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
     }
     /* Every device the trace allocates on is replayed with its own allocator state. */
     int devs[GR_MAX_DEVICES], nd = 0;
-    if (gr_trace_devices(cfg.traces[t], devs, GR_MAX_DEVICES, &nd, &err) != GM_OK) {
+    if (gr_trace_scan(&cfg, cfg.traces[t], &decoded, devs, GR_MAX_DEVICES, &nd, &err) != GM_OK) {
       gm_log_err(&err);
       rc = 1;
       break;
@@ -608,6 +611,7 @@ static int gpureplay(int argc, char **argv, char **pos) {
         }
     }
   }
+  gr_decoded_free(&decoded);
   if (rc == 0 && rs && gr_results_write(rs, o.output, &err) != GM_OK) {
     gm_log_err(&err);
     rc = 1;

@@ -123,6 +123,20 @@ int gr_policy_from_env(const char *spec, char *out, size_t n) {
   return w >= 0 && (size_t)w < n ? 0 : -1; /* never a spec cut short: a cut token reads as another */
 }
 
+/* The devices of k events into devs (first appearance order); seen: a bit per ordinal. */
+static void scan_devices(const gmt_event_t *evs, size_t k, uint64_t *seen, int *devs, int max, int *n) {
+  for (size_t i = 0; i < k; i++) {
+    const gmt_event_t *e = &evs[i];
+    if (e->kind != GMT_EV_ALLOC && e->kind != GMT_EV_VMM_MAP && e->kind != GMT_EV_ALLOC_FAILED) continue;
+    if (e->mem_kind != GMT_MEM_DEVICE && e->mem_kind != GMT_MEM_UNKNOWN) continue;
+    uint64_t bit = 1ull << (e->device % 64);
+    if (seen[e->device / 64] & bit) continue;
+    seen[e->device / 64] |= bit;
+    if (*n < max) devs[*n] = e->device;
+    (*n)++;
+  }
+}
+
 gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   *n = 0;
@@ -134,16 +148,7 @@ gm_status_t gr_trace_devices(const char *path, int *devs, int max, int *n, gm_er
   size_t k = 0;
   gm_err_t rerr;
   while (gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &k, &rerr) == GM_OK)
-    for (size_t i = 0; i < k; i++) {
-      const gmt_event_t *e = &buf[i];
-      if (e->kind != GMT_EV_ALLOC && e->kind != GMT_EV_VMM_MAP && e->kind != GMT_EV_ALLOC_FAILED) continue;
-      if (e->mem_kind != GMT_MEM_DEVICE && e->mem_kind != GMT_MEM_UNKNOWN) continue;
-      uint64_t bit = 1ull << (e->device % 64);
-      if (seen[e->device / 64] & bit) continue;
-      seen[e->device / 64] |= bit;
-      if (*n < max) devs[*n] = e->device;
-      (*n)++;
-    }
+    scan_devices(buf, k, seen, devs, max, n);
   gmt_reader_close(r);
   return GM_OK;
 }
@@ -647,6 +652,44 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
   return st;
 }
 
+/* Decode the trace once for all its jobs? Preloading holds 56 bytes per event: fine for a real
+ * trace (2-5 bytes per event on disk), not for a small file that decodes to millions of
+ * identical events (or an index that claims them): auto preloads only what is within
+ * PRELOAD_RATIO times the file's size. info: the probe's. */
+static int wants_preload(const gr_config_t *cfg, const char *path, const gr_trace_info_t *info) {
+  struct stat sb;
+  uint64_t file_bytes = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+  uint64_t decoded = info->events_in_index * sizeof(gmt_event_t);
+  return cfg->preload > 0 ||
+         (cfg->preload < 0 && cfg->n_policies > 1 && info->events_in_index > 0 && decoded <= PRELOAD_MAX_BYTES &&
+          (decoded <= PRELOAD_FLOOR_BYTES || decoded / PRELOAD_RATIO <= file_bytes));
+}
+
+void gr_decoded_free(gr_decoded_t *dec) {
+  free(dec->evs);
+  memset(dec, 0, sizeof *dec);
+}
+
+gm_status_t gr_trace_scan(const gr_config_t *cfg, const char *path, gr_decoded_t *dec, int *devs, int max,
+                          int *n, gm_err_t *err) {
+  gr_decoded_free(dec);
+  *n = 0;
+  /* Only where the replay reads as the device scan does (salvaging): --strict refuses a damaged
+   * trace in the replay, after the scan found its devices. */
+  gr_trace_info_t *info = &dec->info;
+  if (cfg->read_flags == GMT_READ_SALVAGE &&
+      probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err) == GM_OK &&
+      wants_preload(cfg, path, info) &&
+      preload(path, cfg->read_flags, info->events_in_index, &dec->evs, &dec->n_evs, info, err) == GM_OK) {
+    dec->path = path;
+    uint64_t seen[1024] = {0};
+    scan_devices(dec->evs, dec->n_evs, seen, devs, max, n);
+    return GM_OK;
+  }
+  gr_decoded_free(dec); /* anything amiss: the scan of its own, and the replay reports it */
+  return gr_trace_devices(path, devs, max, n, err);
+}
+
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
@@ -664,23 +707,25 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   int n = cfg->n_policies;
   gmt_event_t *evs = NULL;
   size_t n_evs = 0;
-  /* Preloading holds 56 bytes per event: fine for a real trace (2-5 bytes per event on disk),
-   * not for a small file that decodes to millions of identical events (or an index that
-   * claims them): auto preloads only what is within PRELOAD_RATIO times the file's size. */
-  struct stat sb;
-  uint64_t file_bytes = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
-  uint64_t decoded = info->events_in_index * sizeof(gmt_event_t);
-  int want_preload = cfg->preload > 0 ||
-                     (cfg->preload < 0 && n > 1 && info->events_in_index > 0 &&
-                      decoded <= PRELOAD_MAX_BYTES &&
-                      (decoded <= PRELOAD_FLOOR_BYTES || decoded / PRELOAD_RATIO <= file_bytes));
-  if (want_preload && (st = preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK)
-    return st;
+  int want_preload = wants_preload(cfg, path, info), own_evs = 0;
+  const gr_decoded_t *dec = cfg->decoded;
+  if (want_preload && dec && dec->evs && dec->path && strcmp(dec->path, path) == 0) {
+    evs = dec->evs; /* gr_trace_scan decoded it already */
+    n_evs = dec->n_evs;
+    info->truncated = dec->info.truncated;
+    info->seq_gaps = dec->info.seq_gaps;
+    info->dropped = dec->info.dropped;
+    info->stats = dec->info.stats;
+    snprintf(info->damage, sizeof info->damage, "%s", dec->info.damage);
+  } else if (want_preload) {
+    if ((st = preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK) return st;
+    own_evs = 1;
+  }
   pool_t p;
   memset(&p, 0, sizeof p);
   p.jobs = calloc((size_t)n, sizeof *p.jobs);
   if (!p.jobs) {
-    free(evs);
+    if (own_evs) free(evs);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
   p.n = n;
@@ -720,7 +765,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   if (st == GM_OK && n > 0 && cfg->timing_range)
     st = timing_range(cfg, &p, res, evs, n_evs, info, err);
   free(p.jobs);
-  free(evs);
+  if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     callsite_text(path, res[0]->first_failure_callsite, info->failure_callsite,
                   sizeof info->failure_callsite);
