@@ -76,6 +76,8 @@ void rp_engine_destroy(rp_engine_t *e) {
 
 uint64_t rp_engine_reserved(const rp_engine_t *e) { return e->reserved; }
 
+uint64_t rp_engine_ooms(const rp_engine_t *e) { return e->ooms; }
+
 gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err) {
   if (e->events)
     return gm_err_set(err, GM_ERR_INVAL, "external memory must be chosen before the first event");

@@ -47,6 +47,7 @@ typedef struct gr_config {
   uint64_t late_mallocs; /* late: events pending at this many mallocs (0: 1) */
   unsigned read_flags;   /* GMT_READ_SALVAGE (default) or GMT_READ_STRICT (--strict) */
   struct gr_decoded *decoded; /* the trace decoded already (gr_trace_scan), or NULL */
+  int stop_at_oom;       /* only whether a setting fits is wanted: a replay ends at its first OOM */
 } gr_config_t;
 
 /* --sync-allocs: auto (rp_sync_is_external on the trace: external in a requests trace with

@@ -91,7 +91,7 @@ static const gm_opt_t kOpts[] = {
      offsetof(opts_t, event_timing)},
     {"late-mallocs", 0, GM_OPT_U64, "N", "late stream events are still pending at the next N "
      "allocations after the program freed the block (default 1)", offsetof(opts_t, late_mallocs)},
-    {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: 1)", offsetof(opts_t, jobs), 1, 256},
+    {"jobs", 'j', GM_OPT_U64, "N", "replay N policies in parallel (default: the number of cores with --sweep and --tune, else 1)", offsetof(opts_t, jobs), 1, 256},
     {"preload", 0, GM_OPT_STR, "auto|yes|no", "decode the trace once into memory for all "
      "policies (auto: when several policies and it fits in 2 GiB and 32x the file)", offsetof(opts_t, preload)},
     {"output", 'o', GM_OPT_STR, "RESULTS", "write the results file (replay/RESULTS.md) here",
@@ -387,7 +387,10 @@ static int gpureplay(int argc, char **argv, char **pos) {
              "of two from 512 B to 2 MiB)", (unsigned long long)o.granularity);
     return usage_error(err.msg);
   }
-  cfg.jobs = o.jobs ? (int)o.jobs : 1;
+  /* A sweep or a search uses every core; a few policies replay one at a time (each holds the
+   * trace's live blocks: a trace of a million live blocks needs ~300 MiB per replay). */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  cfg.jobs = o.jobs ? (int)o.jobs : !(o.sweep || o.tune) || cores < 1 ? 1 : cores > 256 ? 256 : (int)cores;
   cfg.check = o.check;
   cfg.read_flags = o.strict ? GMT_READ_STRICT : GMT_READ_SALVAGE;
   cfg.progress = isatty(2) && !o.json;

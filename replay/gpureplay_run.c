@@ -365,10 +365,13 @@ static void run_job(job_t *j, pool_t *p) {
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   if (j->st == GM_OK) {
     if (j->evs) {
-      for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += 65536) {
-        size_t k = j->n_evs - i < 65536 ? j->n_evs - i : 65536;
+      /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
+      size_t step = j->cfg->stop_at_oom ? 8192 : 65536;
+      for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += step) {
+        size_t k = j->n_evs - i < step ? j->n_evs - i : step;
         j->st = rp_engine_feed(e, j->evs + i, k, err);
         if (p) atomic_fetch_add(&p->events, k);
+        if (j->cfg->stop_at_oom && rp_engine_ooms(e)) break;
       }
     } else {
       j->st = feed_file(e, j->path, j->cfg->read_flags, p, j->decode_ahead, &j->reader_stats, j->damage, err);

@@ -143,7 +143,7 @@ typedef gm_status_t (*fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *
 
 static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double lo, double hi, double tol,
                           double *out, gm_err_t *err) {
-  int k = c->cfg.jobs < 1 ? 1 : c->cfg.jobs > 8 ? 8 : c->cfg.jobs;
+  int k = GR_TUNE_BISECT_POINTS;
   while (hi - lo > tol) {
     double x[8];
     int fits[8];
@@ -243,7 +243,8 @@ static gm_status_t tune_cupy(gr_tune_ctx_t *c, gm_err_t *err) {
 
 /* ---- capacity ------------------------------------------------------------------------------ */
 
-/* One capacity per replay (gr_run_loaded takes one capacity): a thread for each. */
+/* One capacity per replay (gr_run_loaded takes one capacity): a thread for each (one after
+ * the other with --jobs=1). */
 typedef struct cap_job {
   gr_tune_ctx_t *c;
   const char *spec;
@@ -259,6 +260,7 @@ static void *cap_worker(void *arg) {
   const char *sp[1] = {j->spec};
   gr_tune_ctx_t c1 = *j->c;
   c1.cfg.jobs = 1;
+  c1.cfg.stop_at_oom = 1; /* only `fits` is read */
   if ((j->st = alloc_results(1, &res, &j->err)) != GM_OK) return NULL;
   j->st = replay(&c1, j->cap, sp, 1, res, &j->err);
   if (j->st == GM_OK) j->fits = res[0]->ooms == 0;
@@ -272,7 +274,7 @@ static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, 
   int started[8] = {0};
   for (int i = 0; i < n; i++) {
     jobs[i] = (cap_job_t){c, arg, (uint64_t)ceil(x[i]) << 21, 0, GM_OK, {0}};
-    if (i > 0) started[i] = pthread_create(&tid[i], NULL, cap_worker, &jobs[i]) == 0;
+    if (i > 0 && c->cfg.jobs > 1) started[i] = pthread_create(&tid[i], NULL, cap_worker, &jobs[i]) == 0;
   }
   cap_worker(&jobs[0]);
   for (int i = 1; i < n; i++) {

@@ -8,6 +8,11 @@
 
 #include "replay/gpureplay.h"
 
+/* Points a bisection round tests at once (memory fraction, capacity): fixed, not --jobs, so
+ * that what the search finds does not depend on the machine's cores (gpureplay and gpuanalyze
+ * default to all of them); two keep two cores busy. */
+#define GR_TUNE_BISECT_POINTS 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif

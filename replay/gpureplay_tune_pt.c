@@ -313,7 +313,7 @@ static gm_status_t refine_fraction(gr_tune_ctx_t *c, gr_pt_point_t *p, int *cur,
   if (hi == 0 || lo >= hi) return GM_OK;
   int step_ppm = (int)ceil(1e6 * (double)(2 * MIB) / (double)total); /* 2 MiB of the device */
   if (step_ppm < 1) step_ppm = 1;
-  int k = c->cfg.jobs < 1 ? 1 : c->cfg.jobs > 8 ? 8 : c->cfg.jobs;
+  int k = GR_TUNE_BISECT_POINTS;
   while (hi - lo > step_ppm) {
     char specs[8][512];
     const char *sp[8];

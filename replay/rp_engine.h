@@ -320,6 +320,8 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *res, gm_err_t *err);
 void rp_engine_destroy(rp_engine_t *e);
 /* Current reserved bytes as the engine counts them (tests). */
 uint64_t rp_engine_reserved(const rp_engine_t *e);
+/* Requests that failed so far (a caller that only asks whether a setting fits stops at one). */
+uint64_t rp_engine_ooms(const rp_engine_t *e);
 /* Host bytes the engine's own tables hold now (follows live blocks, not trace length). */
 size_t rp_engine_host_bytes(const rp_engine_t *e);
 

@@ -314,4 +314,73 @@ TEST(PytorchPolicy, CreateRejectsBadConfNamingTheKey) {
   EXPECT_NE(std::string(e.msg).find("max_split_size_mb"), std::string::npos);
 }
 
+// The handle API (what the engine uses) serves exactly as the address API: the same random
+// program of allocs and frees (two streams, splits, merges, oversize blocks, empty_cache) run
+// through each, and through both mixed, gives the same addresses and stats at every step;
+// check() walks every structure after each op. A block taken by handle is not found by address.
+TEST(PytorchPolicy, HandleApiServesAsTheAddressApi) {
+  for (const char *conf : {"", "max_split_size_mb:64", "expandable_segments:True",
+                           "roundup_power2_divisions:4,garbage_collection_threshold:0.6,per_process_memory_fraction:0.5"}) {
+    for (unsigned seed = 1; seed <= 3; seed++) {
+      Model byaddr(conf, 4 * GiB), byhandle(conf, 4 * GiB);
+      struct Live {
+        uint64_t addr, handle;
+        bool handled;
+      };
+      std::vector<Live> live;
+      uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+      auto rnd = [&x]() {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        return x;
+      };
+      for (int op = 0; op < 3000; op++) {
+        gm_err_t e{};
+        uint64_t r = rnd();
+        if (r % 97 == 0) {
+          ASSERT_EQ(byaddr.ops->empty_cache(byaddr.p, &e), GM_OK) << e.msg;
+          ASSERT_EQ(byhandle.ops->empty_cache(byhandle.p, &e), GM_OK) << e.msg;
+        } else if (live.empty() || r % 5 < 3) {
+          uint64_t size = (r >> 8) % 4 == 0 ? 1 + (r >> 16) % (120 * MiB) : 1 + (r >> 16) % (900 * KiB);
+          uint64_t stream = (r >> 40) % 3 == 0 ? 7 : 0;
+          uint64_t a1 = 0, a2 = 0, h = 0;
+          gm_status_t s1 = byaddr.ops->alloc(byaddr.p, size, stream, &a1, &e);
+          bool handled = (r >> 44) % 4 != 0; /* mostly by handle, some by address */
+          gm_status_t s2 = handled ? byhandle.ops->alloc_h(byhandle.p, size, stream, &a2, &h, &e)
+                                   : byhandle.ops->alloc(byhandle.p, size, stream, &a2, &e);
+          ASSERT_EQ(s1, s2) << conf << " seed " << seed << " op " << op;
+          if (s1 == GM_OK) {
+            ASSERT_EQ(a1, a2) << conf << " seed " << seed << " op " << op;
+            if (handled) {
+              ASSERT_EQ(byhandle.ops->handle_addr(byhandle.p, h), a2);
+            }
+            live.push_back({a1, h, handled});
+          }
+        } else {
+          size_t i = (r >> 8) % live.size();
+          Live l = live[i];
+          live[i] = live.back();
+          live.pop_back();
+          ASSERT_EQ(byaddr.ops->free(byaddr.p, l.addr, &e), GM_OK) << e.msg;
+          if (l.handled) {
+            EXPECT_EQ(byhandle.ops->free(byhandle.p, l.addr, &e), GM_ERR_INVAL); /* not by address */
+            ASSERT_EQ(byhandle.ops->free_h(byhandle.p, l.handle, &e), GM_OK) << e.msg;
+          } else {
+            ASSERT_EQ(byhandle.ops->free(byhandle.p, l.addr, &e), GM_OK) << e.msg;
+          }
+        }
+        byaddr.Check();
+        byhandle.Check();
+        rp_policy_stats_t a = byaddr.Stats(), b = byhandle.Stats();
+        ASSERT_EQ(a.allocated_bytes, b.allocated_bytes) << op;
+        ASSERT_EQ(a.cached_bytes, b.cached_bytes) << op;
+        ASSERT_EQ(a.splits, b.splits) << op;
+        ASSERT_EQ(a.merges, b.merges) << op;
+        ASSERT_EQ(a.ooms, b.ooms) << op;
+      }
+      EXPECT_EQ(FakeDriver::Str(byaddr.fd.log), FakeDriver::Str(byhandle.fd.log));
+      EXPECT_EQ(byaddr.fd.peak, byhandle.fd.peak);
+    }
+  }
+}
+
 }  // namespace
