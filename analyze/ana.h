@@ -39,6 +39,9 @@ typedef struct ana_pair {
 typedef gm_status_t (*ana_pair_fn)(void *ctx, const ana_pair_t *p, gm_err_t *err);
 
 #define ANA_MAX_LISTED 16 /* devices / streams listed by value in the summary */
+/* trace_owners.owner of the context's row (owner_kind 'context'), by how it was counted */
+#define ANA_OWNER_CONTEXT "CUDA context, module code"
+#define ANA_OWNER_CONTEXT_DEVICE "CUDA context, module code (whole device)"
 /* Bytes of one trace string (a callsite, a marker name) kept in the database: a callsite of
  * six frames is under 2 KiB; a trace's strings may be 1 MiB each (formats/SPEC.md 5.3), and
  * a few KB of compressed chunks can define GBs of them. Longer ones are cut, marked "...". */

@@ -112,6 +112,8 @@ static void print_failure(FILE *out, const gmt_header_t *h, const ana_summary_t 
 void ana_owners_print(FILE *out, const gmt_header_t *h, const ana_summary_t *s, const char *ind) {
   const gmt_owners_result_t *o = &s->owners;
   char b1[32], b2[32];
+  int any_ctx = 0;
+  (void)h;
   for (int d = 0; d < o->n_devices; d++) {
     const gmt_owner_dev_t *od = &o->dev[d];
     uint64_t other = gmt_owners_other_bytes(od);
@@ -127,14 +129,22 @@ void ana_owners_print(FILE *out, const gmt_header_t *h, const ana_summary_t *s, 
       if (od->peak[k] != od->at_peak[k]) fprintf(out, ", %s at its own peak", gm_format_size(od->peak[k], b2, sizeof b2));
       fputc('\n', out);
     }
+    /* The context and the module code the driver loaded: beside the maps, counted once */
+    uint64_t ctx = 0;
+    if (gmt_owners_context_bytes(od, &ctx)) {
+      any_ctx = 1;
+      fprintf(out, "%s  %-30s %10s (%s", ind, "CUDA context, module code", gm_format_size(ctx, b1, sizeof b1),
+              gmt_usage_method_text(od->context_method));
+      if (od->context_samples > 1)
+        fprintf(out, "; %s when the context was made, %s at the end", gm_format_size(od->context_first, b1, sizeof b1),
+                gm_format_size(od->context_last, b2, sizeof b2));
+      fprintf(out, ")\n");
+      fprintf(out, "%s  %-30s %10s (mapped at its peak and the context)\n", ind, "on the device at most",
+              gm_format_size(od->peak_mapped + ctx, b1, sizeof b1));
+    }
   }
-  uint64_t ctx = 0;
-  if (o->n_devices) {
-    if (gmt_owners_context_bytes(h, &ctx))
-      fprintf(out, "%s  %-30s %10s\n", ind, "CUDA context", gm_format_size(ctx, b1, sizeof b1));
-    else
-      fprintf(out, "%s  %-30s not recorded (the trace holds no figure for it)\n", ind, "CUDA context");
-  }
+  if (o->n_devices && !any_ctx)
+    fprintf(out, "%s  %-30s not recorded (the trace holds no figure for it)\n", ind, "CUDA context");
 }
 
 void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const ana_summary_t *s,

@@ -389,6 +389,16 @@ static gm_status_t insert_owners(loader_t *L, const ana_summary_t *m, gm_err_t *
       bind_u64(st, 6, od->peak[k]);
       s = step(L->db, st, err);
     }
+    uint64_t ctx = 0; /* the recorder's DEVICE_USAGE samples: in no event's maps */
+    if (s >= 0 && gmt_owners_context_bytes(od, &ctx)) {
+      sqlite3_bind_int64(st, 1, L->trace_id);
+      sqlite3_bind_int(st, 2, od->device);
+      bind_text(st, 3, od->context_method == GMT_USAGE_PROCESS ? ANA_OWNER_CONTEXT : ANA_OWNER_CONTEXT_DEVICE);
+      bind_text(st, 4, "context");
+      bind_u64(st, 5, ctx);
+      bind_u64(st, 6, ctx);
+      s = step(L->db, st, err);
+    }
   }
   sqlite3_finalize(st);
   sqlite3_finalize(up);

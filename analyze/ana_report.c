@@ -58,9 +58,10 @@ const ana_table_t ana_tables[] = {
     {"owners", "Memory by owner (each device at its peak of mapped bytes)",
      "SELECT * FROM (SELECT trace_id, device, owner, owner_kind, at_peak_bytes, peak_bytes AS own_peak_bytes"
      " FROM trace_owners WHERE (?1 IS NULL OR trace_id=?1)"
-     /* the context is in no event and the recorder writes no figure for it: said, not guessed */
+     /* the context is in no event; a trace whose recorder wrote no figure for it says so */
      " UNION ALL SELECT trace_id, NULL, 'CUDA context (not recorded)', 'context', NULL, NULL FROM traces"
-     "   WHERE (?1 IS NULL OR trace_id=?1) AND EXISTS (SELECT 1 FROM trace_owners o WHERE o.trace_id = traces.trace_id))"
+     "   WHERE (?1 IS NULL OR trace_id=?1) AND EXISTS (SELECT 1 FROM trace_owners o WHERE o.trace_id = traces.trace_id)"
+     "   AND NOT EXISTS (SELECT 1 FROM trace_owners o WHERE o.trace_id = traces.trace_id AND o.owner_kind = 'context'))"
      " ORDER BY trace_id, device IS NULL, device, at_peak_bytes DESC",
      0},
     /* what was live at the peak: the loader's summaries (ana_load_peak.c), never events */

@@ -45,7 +45,8 @@ extern "C" {
   X(POOL_DESTROY, 13, "pool_destroy")                                                             \
   X(MARKER, 14, "marker")                /* step/phase boundary: callsite = name string, size = value */ \
   X(EMPTY_CACHE, 15, "empty_cache")      /* the app asked its allocator to release cached memory */ \
-  X(ALLOC_SITE, 16, "alloc_site")        /* not a request: the callsite of one the framework's allocator served at addr */
+  X(ALLOC_SITE, 16, "alloc_site")        /* not a request: the callsite of one the framework's allocator served at addr */ \
+  X(DEVICE_USAGE, 17, "device_usage")    /* the driver's count beyond the trace's maps: addr = GMT_USAGE_* */
 
 typedef enum gmt_kind {
 #define GMT_KIND_ENUM(name, val, str) GMT_EV_##name = val,
@@ -74,6 +75,12 @@ typedef enum gmt_mem_kind {
  * (NCCL, a cuBLAS workspace outside PyTorch's pool) in a torch-history trace, whose requests
  * come from PyTorch's history. A replay keeps it out of the policy (external memory). */
 #define GMT_F_EXTERNAL 0x8u
+
+/* DEVICE_USAGE (SPEC.md 5.4.1): size = bytes the driver counted on the device beyond what the
+ * trace's own events held mapped there at ts (the CUDA context, module code the driver loaded);
+ * addr says what the driver counted. */
+#define GMT_USAGE_PROCESS 1u /* this process's memory on the device (NVML's per-process count) */
+#define GMT_USAGE_DEVICE 2u  /* the whole device (cuMemGetInfo: total - free, every process) */
 
 #define GMT_STREAM_NONE UINT64_MAX /* the operation has no stream (synchronous) */
 #define GMT_NO_STRING 0u           /* callsite id meaning "none" */
@@ -212,6 +219,11 @@ typedef struct gmt_owner_dev {
   uint64_t peak_mapped;              /* max over time of max(requests, reserved) + others */
   uint64_t at_peak[GMT_OWNERS_MAX];  /* each owner's bytes at that moment */
   uint64_t peak[GMT_OWNERS_MAX];     /* each owner's own peak */
+  /* The CUDA context and the module code the driver loaded (DEVICE_USAGE events): the first
+   * and the last sample, and the largest; method GMT_USAGE_PROCESS where the trace has such
+   * samples for the device, else GMT_USAGE_DEVICE, 0 when it has none. */
+  unsigned context_method, context_samples;
+  uint64_t context_first, context_last, context_max;
 } gmt_owner_dev_t;
 
 typedef struct gmt_owners_result {
@@ -240,8 +252,11 @@ uint64_t gmt_owners_framework_bytes(const gmt_owner_dev_t *d);
 uint64_t gmt_owners_other_bytes(const gmt_owner_dev_t *d);
 /* "[libnccl.so.2]" -> "libnccl.so.2" (1), anything else 0: the recorder's owner convention. */
 int gmt_owners_library_name(const char *callsite, char *name, size_t n);
-/* The CUDA context's bytes from the header: 1 if recorded, 0 if not (today: never). */
-int gmt_owners_context_bytes(const gmt_header_t *h, uint64_t *bytes);
+/* A device's CUDA context and module code: the largest recorded sample (the figure capacity
+ * questions count), 1 if the trace recorded one, 0 if not. */
+int gmt_owners_context_bytes(const gmt_owner_dev_t *d, uint64_t *bytes);
+/* "NVML, this process", "cuMemGetInfo, the whole device", "" for GMT_USAGE_* */
+const char *gmt_usage_method_text(unsigned method);
 
 /* ---- writer -------------------------------------------------------------------------------- */
 

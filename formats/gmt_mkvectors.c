@@ -110,6 +110,7 @@ static void all_kinds(const char *dir) {
   put(w, ev(t += 10, GMT_EV_VMM_UNMAP, a, 2ull << 20, GMT_STREAM_NONE));
   put(w, ev(t += 10, GMT_EV_VMM_RELEASE, a, 1ull << 30, GMT_STREAM_NONE));
   put(w, ev(t += 10, GMT_EV_POOL_DESTROY, 1, 0, GMT_STREAM_NONE));
+  put(w, ev(t += 10, GMT_EV_DEVICE_USAGE, GMT_USAGE_PROCESS, 552599552, GMT_STREAM_NONE));
   done(w);
 }
 

@@ -13,8 +13,11 @@
  * SPEC.md 3.2). Such memory is named by its callsite
  * when the recorder wrote "[libname]" (no Python frame: the library that called the driver),
  * else "unknown driver allocations". A callsite "[lib]" on any event makes it that library's.
- * The CUDA context is in no event; the recorder writes no figure for it (see
- * gmt_owners_context_bytes).
+ * The CUDA context and the module code the driver loads are in no allocation event: the
+ * recorder samples the driver's count at context creation and at the end and writes what it
+ * counted beyond the trace's own maps as DEVICE_USAGE events (SPEC.md 5.4.1); they are kept
+ * per device apart from the owners above (the first, the last and the largest sample), NVML's
+ * per-process samples preferred over the whole device's (which count other processes too).
  *
  * Stream: the per-event work is one hash lookup (by device and address) for events that add
  * or remove bytes, and a per-device sum; entries are recycled, so a long trace costs no malloc
@@ -54,6 +57,11 @@ struct gmt_owners {
   uint64_t cur[GMT_OWNER_DEVICES][GMT_OWNERS_MAX];
   uint64_t other[GMT_OWNER_DEVICES]; /* sum of cur[d][k] for k >= GMT_OWNER_UNKNOWN */
   uint64_t req_live, req_peak;       /* ALLOCs of all owners, all devices: "peak live" */
+  /* DEVICE_USAGE samples per device and method (index GMT_USAGE_* - 1) */
+  struct usage {
+    unsigned n;
+    uint64_t first, last, max;
+  } usage[GMT_OWNER_DEVICES][2];
 };
 
 gm_status_t gmt_owners_new(gmt_owners_t **out, const gmt_header_t *h, gm_err_t *err) {
@@ -221,9 +229,29 @@ static void end_block(gmt_owners_t *o, blk_t *b) {
   o->spare = b;
 }
 
+static void usage_sample(gmt_owners_t *o, const gmt_event_t *ev) {
+  if (ev->addr != GMT_USAGE_PROCESS && ev->addr != GMT_USAGE_DEVICE) return; /* a newer method */
+  int d = dev_slot(o, ev->device);
+  if (d < 0) return;
+  struct usage *u = &o->usage[d][ev->addr - 1];
+  if (!u->n++) u->first = ev->size;
+  u->last = ev->size;
+  if (ev->size > u->max) u->max = ev->size;
+  const struct usage *p = &o->usage[d][0], *use = p->n ? p : &o->usage[d][1];
+  gmt_owner_dev_t *od = &o->r.dev[d];
+  od->context_method = p->n ? GMT_USAGE_PROCESS : GMT_USAGE_DEVICE;
+  od->context_samples = use->n;
+  od->context_first = use->first;
+  od->context_last = use->last;
+  od->context_max = use->max;
+}
+
 gm_status_t gmt_owners_event(gmt_owners_t *o, const gmt_event_t *ev, gmt_string_fn str, void *ctx,
                              gm_err_t *err) {
   switch (ev->kind) {
+    case GMT_EV_DEVICE_USAGE:
+      usage_sample(o, ev);
+      return GM_OK;
     case GMT_EV_ALLOC:
     case GMT_EV_VMM_MAP:
     case GMT_EV_SEGMENT_ALLOC: {
@@ -271,13 +299,17 @@ uint64_t gmt_owners_other_bytes(const gmt_owner_dev_t *d) {
   return s;
 }
 
-int gmt_owners_context_bytes(const gmt_header_t *h, uint64_t *bytes) {
-  /* TODO(lead): the CUDA context's own memory (and the driver's reservations beside it) is in
-   * no event and in no header field: gpurec writes gpu_mem_info_total (cuMemGetInfo's total),
-   * not the free memory before and after the context was made. Once the recorder writes such a
-   * figure (e.g. a kv "gpu_context_bytes" = free before cuCtxCreate - free after), read it
-   * here; until then the tools say "not recorded" rather than guess. */
-  (void)h;
-  *bytes = 0;
-  return 0;
+int gmt_owners_context_bytes(const gmt_owner_dev_t *d, uint64_t *bytes) {
+  /* The largest sample: the end's, normally, once the driver has loaded the libraries' kernels
+   * (lazily, at their first launch: before the job's peak in a training loop) */
+  *bytes = d && d->context_samples ? d->context_max : 0;
+  return d && d->context_samples ? 1 : 0;
+}
+
+const char *gmt_usage_method_text(unsigned method) {
+  switch (method) {
+    case GMT_USAGE_PROCESS: return "NVML, this process";
+    case GMT_USAGE_DEVICE: return "cuMemGetInfo, the whole device: other processes included";
+    default: return "";
+  }
 }

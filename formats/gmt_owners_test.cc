@@ -161,11 +161,46 @@ TEST(Owners, PerDeviceAndHostMemoryIgnored) {
 }
 
 TEST(Owners, ContextNotRecorded) {
-  gmt_header_t h;
-  gmt_header_init(&h);
+  Owners w(GMT_CAPTURE_REQUESTS);
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 2 * MiB, GMT_F_ASYNC));
   uint64_t b = 1;
-  EXPECT_EQ(gmt_owners_context_bytes(&h, &b), 0);
+  EXPECT_EQ(gmt_owners_context_bytes(&w.R()->dev[0], &b), 0);
   EXPECT_EQ(b, 0u);
+  EXPECT_EQ(w.R()->dev[0].context_method, 0u);
+  EXPECT_EQ(gmt_owners_context_bytes(nullptr, &b), 0);
+}
+
+// DEVICE_USAGE samples: first, last and largest per device; NVML's per-process samples win
+// over the whole device's once the device has one; they add nothing to the mapped figures.
+TEST(Owners, ContextFromDeviceUsageSamples) {
+  Owners w(GMT_CAPTURE_REQUESTS);
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 600 * MiB));   // dev 0, whole device
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_PROCESS, 500 * MiB));  // dev 0, NVML: wins
+  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 8 * MiB, GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 900 * MiB));   // ignored: dev 0 has NVML
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_PROCESS, 640 * MiB));  // end: modules loaded
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 300 * MiB, 0, 0, 1));  // dev 1: no NVML
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 350 * MiB, 0, 0, 1));
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 9, 5000 * MiB, 0, 0, 1));  // a method this reader does not know
+  const gmt_owners_result_t *r = w.R();
+  ASSERT_EQ(r->n_devices, 2);
+  const gmt_owner_dev_t *d0 = &r->dev[0], *d1 = &r->dev[1];
+  EXPECT_EQ(d0->device, 0);
+  EXPECT_EQ(d0->context_method, GMT_USAGE_PROCESS);
+  EXPECT_EQ(d0->context_samples, 2u);
+  EXPECT_EQ(d0->context_first, 500 * MiB);
+  EXPECT_EQ(d0->context_last, 640 * MiB);
+  uint64_t b = 0;
+  EXPECT_EQ(gmt_owners_context_bytes(d0, &b), 1);
+  EXPECT_EQ(b, 640 * MiB);
+  EXPECT_EQ(d0->peak_mapped, 8 * MiB);  // the context is beside the maps, not in them
+  EXPECT_EQ(d1->device, 1);
+  EXPECT_EQ(d1->context_method, GMT_USAGE_DEVICE);
+  EXPECT_EQ(gmt_owners_context_bytes(d1, &b), 1);
+  EXPECT_EQ(b, 350 * MiB);
+  EXPECT_EQ(d1->context_first, 300 * MiB);
+  EXPECT_EQ(d1->peak_mapped, 0u);
+  EXPECT_STREQ(gmt_usage_method_text(GMT_USAGE_PROCESS), "NVML, this process");
 }
 
 }  // namespace

@@ -248,7 +248,7 @@ static gm_status_t classify(const snap_pass_t *ps, cupti_side_t *c, seg_q_t **qu
     if (drop) {
       (*dropped)++;
       e->kind = 0; /* left out */
-    } else if (e->kind != GMT_EV_MARKER) {
+    } else if (e->kind != GMT_EV_MARKER && e->kind != GMT_EV_DEVICE_USAGE) { /* no one's memory */
       e->flags |= GMT_F_EXTERNAL;
       (*external)++;
     }
