@@ -44,6 +44,7 @@
 
 #include "recorder/cupti_callback.h"
 #include "recorder/cupti_convert.h"
+#include "recorder/cupti_devmem.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
 #include "recorder/rec_sites.h"
@@ -247,6 +248,8 @@ static void hook_fill(void *ctx, gmt_header_t *h) {
   char buf[256];
   if (g.selftest) {
     gmt_header_set(&h->gpu_name, "selftest (no GPU)", NULL);
+    const char *usage = getenv("GPUMEM_SELFTEST_DEVMEM");
+    if (usage && *usage) gmt_header_kv_set(h, "device_usage", "sampled", NULL);
     return;
   }
   char vbuf[sizeof g.lib_path + 64];
@@ -281,6 +284,11 @@ static void hook_fill(void *ctx, gmt_header_t *h) {
     }
     size_t total;
     if (mem && mem(&total, dev) == CUDA_SUCCESS) h->gpu_total_mem = total;
+  }
+  if (rec_devmem_on()) { /* DEVICE_USAGE records follow: readers look for them (SPEC.md 5.4.1) */
+    gm_err_t err;
+    gm_err_clear(&err);
+    gmt_header_kv_set(h, "device_usage", "sampled", &err);
   }
   uint64_t mi = atomic_load(&g.mem_info_total);
   if (mi) {
@@ -577,6 +585,15 @@ static void on_driver_capture(const CUpti_CallbackData *d, CUpti_CallbackId cbid
   rec_core_push(g.core, &ev);
 }
 
+/* The CUDA context and module code: sampled when a device's first context is made (cupti_devmem.c). */
+static void context_sample(CUcontext ctx, uint32_t dev) {
+  static CUptiResult(CUPTIAPI * ctx_id)(CUcontext, uint32_t *);
+  if (!ctx_id) *(void **)&ctx_id = dlsym(g.lib, "cuptiGetContextId");
+  uint32_t id = 0;
+  if (ctx_id && ctx_id(ctx, &id) != CUPTI_SUCCESS) id = 0;
+  rec_devmem_context_created(g.core, ctx, dev, id);
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
                                  const void *data) {
   /* a fork()ed child has g.core == NULL (in_child): no getpid() syscall on the fast path */
@@ -602,11 +619,15 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
       const CUpti_ResourceData *r = data;
       static _Atomic int first = 0;
       uint32_t dev;
-      if (!atomic_exchange(&first, 1) && g.api.cuptiGetDeviceId(r->context, &dev) == CUPTI_SUCCESS) {
+      int have_dev = g.api.cuptiGetDeviceId(r->context, &dev) == CUPTI_SUCCESS;
+      if (!atomic_exchange(&first, 1) && have_dev) {
         atomic_store(&g.device, dev);
         note_mem_info(r->context);
       }
+      if (have_dev) context_sample(r->context, dev);
       rec_core_gpu_ready(g.core);
+    } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+      rec_devmem_context_destroying(g.core, ((const CUpti_ResourceData *)data)->context);
     }
     return;
   }
@@ -644,7 +665,10 @@ static void at_exit(void) {
     if (n > 0 && write(2, line, (size_t)n) < 0) {
     }
   }
-  if (g.core && getpid() == g.pid) rec_core_stop(g.core);
+  if (g.core && getpid() == g.pid) {
+    rec_devmem_at_exit(g.core); /* the context and the modules loaded by now */
+    rec_core_stop(g.core);
+  }
 }
 
 /* SIGTERM/SIGHUP with the default action would end the process without atexit: finish the
@@ -777,6 +801,18 @@ static void selftest(long n) {
       rec_core_push(g.core, &ev);
     }
   }
+  const char *usage = getenv("GPUMEM_SELFTEST_DEVMEM"); /* tests: one context sample of N bytes */
+  if (usage && *usage) { /* (hook_fill's selftest branch writes kv device_usage) */
+    gmt_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = GMT_EV_DEVICE_USAGE;
+    ev.addr = GMT_USAGE_PROCESS;
+    ev.size = strtoull(usage, NULL, 10);
+    ev.stream = GMT_STREAM_NONE;
+    ev.mem_kind = GMT_MEM_DEVICE;
+    ev.ts_ns = hook_now(NULL); /* after the records: the writer subtracts what they left mapped */
+    rec_core_push(g.core, &ev);
+  }
   const char *vmm = getenv("GPUMEM_SELFTEST_VMM");
   if (vmm && *vmm == '1') { /* one reserve, as a library's own VMM call: its owner's callsite */
     gmt_event_t ev;
@@ -841,6 +877,8 @@ static int enable_cupti(void) {
   /* GPUMEM_CALLBACKS=0 (diagnostic): activity records only, no API callbacks, so no OOM, VMM
    * or trim events; used to measure what the callbacks cost */
   g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  g.api.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+                            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   if (!g.activity) {
     /* the callback capture: only the driver calls that allocate, free, map or trim; no
      * runtime domain (the runtime's cudaMalloc* reach the driver's cuMemAlloc* and are seen
@@ -921,6 +959,7 @@ static void init_once(void) {
   /* the core first: CUPTI may deliver records as soon as activity is enabled */
   if (!start_core(env_mode())) return;
   if (!enable_cupti()) rec_core_fail(g.core, "recording off");
+  else rec_devmem_start(hook_now);
 }
 
 /* gpurec's sitecustomize calls this (ctypes) once PyTorch's CUDA is up and its history is on: each

@@ -79,6 +79,7 @@ struct rec_core {
   live_t *live_free; /* recycled entries */
   uint32_t *cs_map;  /* hooks.string: the source's callsite id -> the trace's string id */
   size_t ncs_map;
+  rec_mapped_t mapped; /* DEVICE_USAGE records: each device's mapped bytes (rec_devmem.c) */
 };
 
 static uint64_t mono_ns(void) {
@@ -244,6 +245,7 @@ static void emit(rec_core_t *c, uint64_t limit) {
   gm_err_clear(&err);
   for (size_t i = 0; i < k; i++) {
     if (c->cfg.fill_free_sizes) track_live(c, &c->pend[i].ev);
+    if (rec_mapped_apply(&c->mapped, &c->pend[i].ev) < 0) continue; /* a count the maps exceed */
     if (map_callsite(c, &c->pend[i].ev.callsite, &err) < 0 ||
         gmt_writer_append(c->w, &c->pend[i].ev, &err) < 0) {
       char msg[GM_ERR_MSG_MAX + 64];

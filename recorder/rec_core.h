@@ -113,6 +113,19 @@ void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st);
 /* "" until the file is named; the path the core writes. */
 const char *rec_core_path(const rec_core_t *c);
 
+/* ---- device usage (rec_devmem.c) ------------------------------------------------------------ */
+
+/* Each device's mapped device memory as the trace's events hold it, in timestamp order (the
+ * writer thread's view). */
+#define REC_MAPPED_DEVICES 64
+typedef struct rec_mapped {
+  uint64_t bytes[REC_MAPPED_DEVICES];
+} rec_mapped_t;
+/* Account ev; a DEVICE_USAGE record (size = the driver's count) gets size = count - mapped.
+ * Returns 0 to write ev, -1 to leave it out (a count below the mapped bytes, a device past
+ * REC_MAPPED_DEVICES). */
+int rec_mapped_apply(rec_mapped_t *m, gmt_event_t *ev);
+
 /* ---- frameworks (rec_frameworks.c) --------------------------------------------------------- */
 
 /* Adds `framework.<name>` = version ("unknown" without pip metadata) to h for each framework

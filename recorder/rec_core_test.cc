@@ -691,6 +691,37 @@ TEST(RecCore, FillsFreeSizesFromTheAllocationInTimestampOrder) {
   EXPECT_EQ(raw[1].size, 0u);  // off: written as pushed
 }
 
+// DEVICE_USAGE: the source pushes the driver's count; the writer subtracts what the trace holds
+// mapped on that device at the sample's time (in timestamp order, whatever the push order),
+// and leaves out a count below it.
+TEST(RecCore, DeviceUsageIsTheCountBeyondTheTracesMaps) {
+  const uint64_t MiB = 1ull << 20;
+  gmt_event_t u0 = Ev(GMT_EV_DEVICE_USAGE, 5, GMT_USAGE_PROCESS, 500 * MiB, GMT_MEM_DEVICE);
+  gmt_event_t u1 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 700 * MiB, GMT_MEM_DEVICE);
+  gmt_event_t u2 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_DEVICE, 100 * MiB, GMT_MEM_DEVICE);  // < mapped
+  gmt_event_t other = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 450 * MiB, GMT_MEM_DEVICE);
+  other.device = 1;  // nothing mapped on device 1
+  gmt_event_t vmm = Ev(GMT_EV_VMM_MAP, 30, 0xb000, 32 * MiB, GMT_MEM_DEVICE);
+  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 35, 0xc000, 64 * MiB, GMT_MEM_PINNED);  // host memory
+  std::vector<gmt_event_t> evs = {
+      u1, u2, other,                                          // pushed first, stamped last
+      Ev(GMT_EV_ALLOC, 10, 0xa000, 100 * MiB, GMT_MEM_DEVICE),
+      Ev(GMT_EV_ALLOC, 20, 0xa800, 20 * MiB, GMT_MEM_DEVICE),
+      vmm, pinned,
+      Ev(GMT_EV_FREE, 40, 0xa800, 0, GMT_MEM_UNKNOWN),        // size filled: 20 MiB
+      u0,
+  };
+  auto got = RunCore(TmpPath("device_usage.zst"), 1, evs);
+  ASSERT_EQ(got.size(), 8u);  // u2 left out
+  EXPECT_EQ(got[0].kind, GMT_EV_DEVICE_USAGE);
+  EXPECT_EQ(got[0].size, 500 * MiB);  // at t=5 nothing was mapped
+  EXPECT_EQ(got[6].kind, GMT_EV_DEVICE_USAGE);
+  EXPECT_EQ(got[6].addr, GMT_USAGE_PROCESS);
+  EXPECT_EQ(got[6].size, 700 * MiB - 100 * MiB - 32 * MiB);  // the 20 MiB block was freed
+  EXPECT_EQ(got[7].device, 1);
+  EXPECT_EQ(got[7].size, 450 * MiB);
+}
+
 TEST(RecCore, WithoutTickWritesEarlyWhenManyEventsWait) {
   // The callback capture has no tick hook: with many events waiting the writer must not hold
   // them for a whole flush interval (its ring would overflow at ~2 M events/s).

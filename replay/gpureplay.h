@@ -75,6 +75,12 @@ typedef struct gr_trace_info {
   const char *holds;        /* gmt_trace_holds: what the events are to the replay */
   char predicted[512];      /* "the job at 32, predicted from a.zst@8 b.zst@16 (confidence 0.99)"; "" for a recording */
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
+  /* The CUDA context and module code of the replayed device (DEVICE_USAGE records,
+   * gpureplay_context.c): --capacity leaves the policy capacity - context_bytes; 0 if not
+   * recorded. context_method: GMT_USAGE_*, 0 if none. */
+  uint64_t context_bytes;
+  unsigned context_method;
+  int has_context; /* the header says the trace holds DEVICE_USAGE records */
   int n_devices;            /* devices the trace allocates on (gr_trace_devices; 0: not scanned) */
   uint64_t device_memory;   /* total memory the policies saw */
   int device_memory_assumed; /* neither the trace nor the command line said: 80 GiB */
@@ -86,6 +92,16 @@ typedef struct gr_trace_info {
   gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
   char damage[GM_ERR_MSG_MAX]; /* the first damage a salvaging reader skipped, or "" */
 } gr_trace_info_t;
+
+/* ---- the CUDA context (gpureplay_context.c) ---- */
+/* The header says the trace holds DEVICE_USAGE records (kv `device_usage`). */
+int gr_header_has_context(const gmt_header_t *h);
+/* info->context_bytes / context_method of `device` (-1: any) from events or from the file. */
+void gr_context_from_events(const gmt_event_t *evs, size_t n, int device, gr_trace_info_t *info);
+gm_status_t gr_context_from_file(const char *path, unsigned flags, int device, gr_trace_info_t *info,
+                                 gm_err_t *err);
+/* What a capacity leaves beside the context (1 byte when the context alone fills it). */
+uint64_t gr_capacity_left(uint64_t capacity, uint64_t context);
 
 /* Whether a trace's other owners' VMM maps are held on the device (--count-other). */
 int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info);

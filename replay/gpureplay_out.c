@@ -179,6 +179,10 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
             gm_format_size(r0->external_peak_bytes, b1, sizeof b1),
             gm_format_size(r0->peak_requested_plus_external_bytes, b2, sizeof b2));
   }
+  if (r0->context_bytes) /* recorded by gpurec (DEVICE_USAGE): the capacity is what is left */
+    fprintf(f, "context: %s of CUDA context and module code on the device (%s)%s\n",
+            gm_format_size(r0->context_bytes, b1, sizeof b1), gmt_usage_method_text(info->context_method),
+            r0->capacity_bytes ? "; --capacity leaves the rest to the allocator and the other owners" : "");
   if (info->device_memory_assumed)
     fprintf(f, "device memory: %s assumed%s, the trace does not say which GPU it came from "
                "(--device-memory=SIZE, or gpurec import --gpu-memory=SIZE)\n",
@@ -279,6 +283,7 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "external_peak_bytes", json_integer((json_int_t)r->external_peak_bytes));
   json_object_set_new(o, "peak_reserved_plus_external_bytes",
                       json_integer((json_int_t)r->peak_reserved_plus_external_bytes));
+  json_object_set_new(o, "context_bytes", json_integer((json_int_t)r->context_bytes));
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
   json_object_set_new(o, "holds", json_string(info->holds));
   json_object_set_new(o, "device", json_integer(r->device));

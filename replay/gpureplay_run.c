@@ -178,6 +178,7 @@ typedef struct job {
   int external_sync; /* rp_engine_set_external_sync for this trace */
   int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
   int count_other;   /* rp_engine_opts_t.count_other for this trace */
+  uint64_t context_bytes; /* taken out of the capacity (gpureplay_context.c) */
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
   int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
@@ -200,12 +201,14 @@ typedef struct pool {
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
   if (c->cuda_ordinal >= 0) {
-    rp_cuda_opts_t o = {c->capacity, j->total_memory, c->cuda_real_addresses, c->addresses};
+    rp_cuda_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), j->total_memory, c->cuda_real_addresses,
+                        c->addresses};
     gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
     if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
     return GM_OK;
   }
-  rp_sim_opts_t o = {c->capacity, c->granularity, j->total_memory, j->pool_model, 0, c->addresses};
+  rp_sim_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), c->granularity, j->total_memory,
+                     j->pool_model, 0, c->addresses};
   return rp_sim_backend_create(&o, b, err);
 }
 
@@ -378,6 +381,7 @@ static void run_job(job_t *j, pool_t *p) {
       j->has_reader_stats = 1;
     }
     if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
+    if (j->st == GM_OK) j->res->context_bytes = j->context_bytes;
     if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
   }
   rp_engine_destroy(e);
@@ -461,6 +465,7 @@ static gm_status_t probe(const char *path, unsigned flags, int sync_allocs, int 
   const gmt_header_t *h = gmt_reader_header(r);
   info->path = path;
   info_from_header(h, info);
+  info->has_context = gr_header_has_context(h);
   int platform = platform_alloc(h, info);
   info->events_in_index = 0;
   uint64_t nc = gmt_reader_chunk_count(r);
@@ -724,6 +729,11 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     if ((st = preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err)) != GM_OK) return st;
     own_evs = 1;
   }
+  if (st == GM_OK && info->has_context) {
+    if (evs) gr_context_from_events(evs, n_evs, cfg->device, info);
+    else st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
+    if (st != GM_OK) return st;
+  }
   pool_t p;
   memset(&p, 0, sizeof p);
   p.jobs = calloc((size_t)n, sizeof *p.jobs);
@@ -743,6 +753,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     j->external_sync = info->external_sync;
     j->vmm_requests = info->vmm_requests;
     j->count_other = gr_count_other(cfg, info);
+    j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
     j->event_timing = cfg->event_timing;
     j->res = res[i];
   }
@@ -789,7 +800,9 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   info->device_memory = total_memory ? total_memory : GR_ASSUMED_DEVICE_MEMORY;
   info->device_memory_assumed = !cfg->device_memory && !info->gpu_total_mem;
   lt->total_memory = total_memory;
-  return preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+  st = preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+  if (st == GM_OK && info->has_context) gr_context_from_events(lt->evs, lt->n_evs, cfg->device, info);
+  return st;
 }
 
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
@@ -811,6 +824,7 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
     j->external_sync = lt->info.external_sync;
     j->vmm_requests = lt->info.vmm_requests;
     j->count_other = gr_count_other(cfg, &lt->info);
+    j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : lt->info.context_bytes;
     j->res = res[i];
   }
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;

@@ -298,6 +298,7 @@ static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *e
   if (p->needs_bytes || p->needs_above) return GM_OK;
   /* A point that ran out of memory within the search's device starts above that device. */
   uint64_t top = p->ok ? p->peak_reserved : c->t->capacity > p->peak_reserved ? c->t->capacity : p->peak_reserved;
+  top += c->t->context_bytes; /* every capacity tried holds the recorded context too */
   double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
   if (lo >= 1) lo -= 1;
   int fits = 0;
@@ -386,6 +387,7 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
                     : t->framework == GMT_FW_CUPY       ? "cupy"
                                                         : "pytorch";
   t->device_memory = lt->info.device_memory;
+  t->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : lt->info.context_bytes;
   t->capacity = cfg->capacity;
   if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
   t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;

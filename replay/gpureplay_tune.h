@@ -63,6 +63,7 @@ typedef struct gr_tune {
   double budget_s;
   uint64_t lower_bound;    /* peak live requested bytes */
   uint64_t device_memory;  /* what the policies saw as the device's total */
+  uint64_t context_bytes;  /* the recorded CUDA context, inside every capacity tried (0: none) */
   uint64_t capacity;       /* the device the search ran within (a recorded OOM's); 0: none */
   const char *method;      /* "coordinate descent from 6 starts", "bisection", ... */
   char method_buf[192];

@@ -93,9 +93,14 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
     for (size_t k = 0; k < N_GPUS; k++)
       fprintf(f, "%s", p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30) ? "y" : "n");
   }
-  fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps; shares of\n"
-             "  the device are of the recorded GPU's %s; nominal sizes: the CUDA context takes ~0.5 GiB)\n",
-          gm_format_size(t->device_memory, b1, sizeof b1));
+  if (t->context_bytes) /* recorded: inside every capacity tried */
+    fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps, the recorded\n"
+               "  CUDA context and module code (%s) counted; shares of the device are of the recorded GPU's %s)\n",
+            gm_format_size(t->context_bytes, b2, sizeof b2), gm_format_size(t->device_memory, b1, sizeof b1));
+  else
+    fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps; shares of\n"
+               "  the device are of the recorded GPU's %s; nominal sizes: the CUDA context takes ~0.5 GiB)\n",
+            gm_format_size(t->device_memory, b1, sizeof b1));
 }
 
 /* Why the shown points differ: at each one's reserved peak, what was in blocks handed out

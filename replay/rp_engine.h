@@ -233,6 +233,9 @@ typedef struct rp_result {
   uint64_t external_maps; /* opts.count_other: VMM maps of other owners counted as external */
   uint64_t external_peak_bytes, external_end_bytes;
   uint64_t peak_reserved_plus_external_bytes; /* peak of reserved + live external, together */
+  /* The CUDA context and module code held beside it all (the trace's DEVICE_USAGE records),
+   * taken out of the capacity before the replay; 0 if not recorded or not counted. */
+  uint64_t context_bytes;
   /* "needs at least": the peak of live requested + live external bytes together (a served
    * failed request counted at its moment): all the device must hold at once with a perfect
    * allocator, the CUDA context aside. */
