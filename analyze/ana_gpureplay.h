@@ -65,6 +65,7 @@ typedef struct ana_oom {
   void *json; /* gpureplay's object (a json_t), owned */
   const char *trace, *policy, *capacity_note;
   uint64_t capacity, device_memory, requests, needs, peak_reserved, recorded_failures, ooms;
+  uint64_t context; /* the recorded CUDA context and module code inside the capacity (0: none) */
   int found; /* it ran out of memory; what follows is about its first failed request */
   int64_t event;
   uint64_t ts_ns, size, stream;

@@ -124,6 +124,8 @@ gm_status_t ana_oom_read(const char *json_text, ana_oom_t *o, gm_err_t *err) {
   o->device_memory = u64(&r, j, "", "device_memory_bytes");
   o->requests = u64(&r, j, "", "requests");
   o->needs = u64(&r, j, "", "needs_bytes");
+  json_t *ctx = json_object_get(j, "context_bytes"); /* absent from gpureplays before it was recorded */
+  o->context = ctx && json_is_integer(ctx) && json_integer_value(ctx) > 0 ? (uint64_t)json_integer_value(ctx) : 0;
   o->peak_reserved = u64(&r, j, "", "peak_reserved_bytes");
   o->recorded_failures = u64(&r, j, "", "recorded_failures");
   o->ooms = u64(&r, j, "", "ooms");
@@ -217,6 +219,7 @@ void ana_oom_print_text(FILE *f, const char *path, const ana_oom_t *o) {
     fprintf(f, "  a library's own synchronous allocation (outside the framework's allocator) found no room\n");
   fprintf(f, "live then: %s in %" PRIu64 " allocations", sz(o->live_bytes, a), o->live_allocs);
   if (o->external_bytes) fprintf(f, " + %s external (libraries' own)", sz(o->external_bytes, b));
+  if (o->context) fprintf(f, " + %s CUDA context and module code (recorded)", sz(o->context, b));
   fprintf(f, "; the setting had reserved %s\n", sz(o->reserved_bytes, c));
   for (int i = 0; i < o->n_top; i++)
     fprintf(f, "  %12s  %5" PRIu64 "x  %s\n", sz(o->top[i].bytes, a), o->top[i].allocs,

@@ -137,7 +137,8 @@ typedef struct gr_oom {
   char capacity_note[512];   /* how the capacity was chosen ("" when given) */
   uint64_t recorded_failures, recorded_served; /* the recorded run's failed requests */
   uint64_t requests;         /* allocation requests replayed */
-  uint64_t needs_bytes;      /* peak live requested + external: no allocator needs less */
+  uint64_t needs_bytes;      /* peak live requested + external + the recorded context: no allocator needs less */
+  uint64_t context_bytes;    /* the recorded CUDA context and module code (0: none) */
   uint64_t peak_reserved;    /* this setting's peak reserved + external (up to the end) */
   uint64_t ooms;             /* failed requests of this replay */
   int found;                 /* it ran out of memory; the rest is about its first failure */

@@ -319,7 +319,8 @@ gm_status_t gr_oom_explain(const gr_config_t *cfg_in, const char *path, const ch
     o->recorded_failures = r->recorded_failures;
     o->recorded_served = r->recorded_failures_served;
     o->requests = r->allocs;
-    o->needs_bytes = r->peak_requested_plus_external_bytes;
+    o->context_bytes = r->context_bytes; /* held from the start: no allocator can use it */
+    o->needs_bytes = r->peak_requested_plus_external_bytes + r->context_bytes;
     o->peak_reserved = r->peak_reserved_plus_external_bytes;
     o->ooms = r->ooms;
     o->found = r->ooms > 0 && r->first_oom_event >= 0;

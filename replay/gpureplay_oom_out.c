@@ -99,6 +99,7 @@ gm_status_t gr_oom_print_json(FILE *f, const char *path, const gr_oom_t *o, gm_e
   set_u64(j, "capacity_bytes", o->capacity);
   json_object_set_new(j, "capacity_note", text(o->capacity_note));
   set_u64(j, "needs_bytes", o->needs_bytes);
+  set_u64(j, "context_bytes", o->context_bytes);
   set_u64(j, "peak_reserved_bytes", o->peak_reserved);
   set_u64(j, "recorded_failures", o->recorded_failures);
   set_u64(j, "ooms", o->ooms);

@@ -83,6 +83,11 @@ ctxb=$("$RP" ctx.zst --policy=pytorch --json | sed -n 's/.*"context_bytes": *\([
 ctxb=$("$RP" noctx.zst --policy=pytorch --json | sed -n 's/.*"context_bytes": *\([0-9]*\).*/\1/p')
 [ "$ctxb" = 0 ] || fail "json context_bytes without samples '$ctxb'"
 
+# gpuanalyze oom (gpureplay --explain-oom): the context is in what is live and in the capacity
+"$GA" oom ctx.zst --capacity=812MiB >oom.txt 2>oom.err || fail "oom rc=$? $(cat oom.err)"
+has oom.txt "live then: 150.00 MiB in 2 allocations + 600.00 MiB CUDA context and module code (recorded)"
+has oom.txt "capacity: 814.00 MiB with pytorch (2.00 MiB more than 812.00 MiB)"
+
 # the tuner's capacity answer counts it
 "$RP" ctx.zst --tune >t.txt 2>&1 || fail "tune rc=$?"
 has t.txt "capacity: the job needs 814.00 MiB with the default"
