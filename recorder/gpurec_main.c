@@ -343,12 +343,18 @@ static void print_summary(const char *path) {
     fprintf(stderr, "gpurec: %s: cannot read back: %s\n", path, err.msg);
     return;
   }
-  char peak[32], bytes[32], mapped[160] = "";
+  char peak[32], bytes[32], mapped[256] = "";
   if (s.mapped_other) { /* name the difference: other owners' memory is not the framework's */
     char b1[32], b2[32];
     snprintf(mapped, sizeof mapped, " (mapped %s at most on device %u, %s of it NCCL's and other libraries': "
              "`gpuanalyze info`)", gm_format_size(s.peak_mapped, b1, sizeof b1), s.mapped_device,
              gm_format_size(s.mapped_other, b2, sizeof b2));
+  }
+  if (s.context) { /* the driver's count beyond the maps (DEVICE_USAGE) */
+    char b1[32];
+    size_t l = strlen(mapped);
+    snprintf(mapped + l, sizeof mapped - l, ", CUDA context and module code %s on device %u",
+             gm_format_size(s.context, b1, sizeof b1), s.context_device);
   }
   double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
   fprintf(stderr,

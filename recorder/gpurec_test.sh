@@ -42,7 +42,8 @@ check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=
 check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
 # the context sample (DEVICE_USAGE, cupti_devmem.c's path in the self-test): 999 records leave
 # the last allocation live (26624 bytes), which the writer subtracts from the count at its time
-GPUMEM_SELFTEST=999 GPUMEM_SELFTEST_DEVMEM=552599552 "$GPUREC" -o dm.zst -- "$APP" 2>/dev/null
+err=$(GPUMEM_SELFTEST=999 GPUMEM_SELFTEST_DEVMEM=552599552 "$GPUREC" -o dm.zst -- "$APP" 2>&1)
+check "summary names the context" '[[ $err == *"peak live 32.00 KiB, CUDA context and module code 526.97 MiB on device 0, 0 dropped"* ]]' 
 check "context sample less the trace's live maps, header says sampled" '[[ $("$CSV" dm.zst | grep -c ",device_usage,0,-,0x1,552572928,device,") == 1 && $("$CSV" dm.zst | grep -c "^#kv.device_usage=sampled$") == 1 ]]'
 check "no context sample unless asked" '[[ $("$CSV" run.zst | grep -c "device_usage") == 0 ]]'
 check "default mode is auto, PyTorch's allocator left alone" '[[ $err == *"gpurec: mode auto: PyTorch'"'"'s allocator left as it is (PYTORCH_CUDA_ALLOC_CONF unset)"* && $err != *"backend:cudaMallocAsync"* ]]'

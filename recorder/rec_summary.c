@@ -56,6 +56,13 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
         s->mapped_other = gmt_owners_other_bytes(&o->dev[d]);
         s->mapped_device = o->dev[d].device;
       }
+    for (int d = 0; d < o->n_devices; d++) {
+      uint64_t ctx = 0;
+      if (gmt_owners_context_bytes(&o->dev[d], &ctx) && ctx > s->context) {
+        s->context = ctx;
+        s->context_device = o->dev[d].device;
+      }
+    }
   }
   gmt_owners_free(own);
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);

@@ -20,6 +20,8 @@ typedef struct rec_summary {
   uint64_t peak_mapped;       /* the busiest device's peak of every mapped byte (gmt_owners) */
   uint64_t mapped_other;      /* of which other owners' (NCCL, libraries, unknown) then */
   unsigned mapped_device;
+  uint64_t context;           /* the largest device's recorded CUDA context and module code (0: none) */
+  unsigned context_device;
   uint64_t by_kind[REC_SUMMARY_KINDS];
   int truncated;
   int rank;
