@@ -20,7 +20,8 @@
  * subtracts what the trace maps at the sample's time (rec_devmem.c).
  *
  * Never harm the application: libnvidia-ml is dlopened (never linked) and initialised on a
- * thread of our own started at cuInit, which the samples wait for at most NVML_WAIT_NS; every
+ * thread of our own started with the first context, which a sample waits for at most
+ * NVML_WAIT_NS (so the first context's creation waits for it, tens of ms); every
  * call's result is checked, and a failure only leaves a record out. GPUMEM_DEVMEM=0 turns the
  * samples off. */
 #include <dlfcn.h>
@@ -103,13 +104,18 @@ void rec_devmem_start(uint64_t (*now)(void *)) {
   dlclose(cu); /* NOLOAD: the driver stays, loaded by the application */
   if (!d.push || !d.pop || !d.info || !d.ctx_dev) return;
   d.now = now;
+  d.on = 1;
+}
+
+/* NVML is loaded by a process that makes a context, not by every one that calls cuInit
+ * (torchrun's agent asks for the device count): its thread starts with the first context. */
+static void nvml_launch(void) {
   pthread_t t;
   pthread_attr_t a;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   if (pthread_create(&t, &a, nvml_start, NULL) != 0) atomic_store(&d.nvml, -1);
   pthread_attr_destroy(&a);
-  d.on = 1;
 }
 
 int rec_devmem_on(void) { return d.on; }
@@ -199,6 +205,8 @@ static void sample(rec_core_t *core, uint32_t device, int with_cuda) {
 
 void rec_devmem_context_created(rec_core_t *core, CUcontext ctx, uint32_t device, uint32_t ctx_id) {
   if (!d.on || !core || device >= DEVS) return;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, nvml_launch);
   pthread_mutex_lock(&d.mu);
   struct dev *v = &d.dev[device];
   if (!v->seen) { /* the device's first context: the one the frameworks use (primary) */

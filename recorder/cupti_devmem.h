@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-/* In cuInit (the injection's start): resolve the driver calls, start loading NVML on a thread
- * of its own. now: the events' clock. Nothing happens afterwards if GPUMEM_DEVMEM=0. */
+/* In cuInit (the injection's start): resolve the driver calls (NVML is loaded, on a thread of
+ * its own, when the first context is made). now: the events' clock. GPUMEM_DEVMEM=0: nothing. */
 void rec_devmem_start(uint64_t (*now)(void *));
 /* 1 once started: the trace's header then says it holds samples (kv device_usage=sampled). */
 int rec_devmem_on(void);
