@@ -46,8 +46,8 @@ int gr_cli_tune_mode(const char *s);
 /* Before any replay: every input is a trace (else the advice, exit 1). */
 int gr_cli_check_inputs(const gr_config_t *cfg);
 
-/* gpureplay_cli_check.c, the policies. The frameworks with a sweep grid of their own (gr_sweep_grid_for),
- * 0 first: the default grid. */
+/* gpureplay_cli_check.c, the policies. GR_CLI_GRIDS: the frameworks with a sweep grid of
+ * their own (gr_sweep_grid_for), and the default grid. */
 #define GR_CLI_GRIDS 6
 #define GR_CLI_SPEC_MAX 1024
 
