@@ -43,12 +43,12 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
+#include "recorder/gpurec_env.h"
 #include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
 #include "recorder/gpurec_predict.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/snapshot/snap_import.h"
-#include "replay/policies/pytorch/rp_pytorch.h"
 
 #define MAX_TRACES GPUREC_MAX_TRACES
 
@@ -113,8 +113,6 @@ static int usage_error(const char *msg) {
   return 2;
 }
 
-
-
 /* ---- signals -------------------------------------------------------------------------------- */
 
 static void forward(int sig, siginfo_t *si, void *uc) {
@@ -132,175 +130,6 @@ static void install_forwarding(void) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
-}
-
-/* ---- environment ---------------------------------------------------------------------------- */
-
-/* "expandable_segments:True,backend:native" + backend:cudaMallocAsync -> the user's keys with
- * the backend replaced, so what else they set is still in force and recorded in the header. */
-static char *merge_alloc_conf(const char *user) {
-  const char *want = "backend:cudaMallocAsync";
-  size_t cap = (user ? strlen(user) : 0) + strlen(want) + 2;
-  char *out = malloc(cap);
-  if (!out) return NULL;
-  strcpy(out, want);
-  if (!user) return out;
-  char *copy = strdup(user);
-  if (!copy) {
-    free(out);
-    return NULL;
-  }
-  for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-    while (*kv == ' ') kv++;
-    if (!*kv || strncmp(kv, "backend", 7) == 0) continue;
-    strcat(out, ",");
-    strcat(out, kv);
-  }
-  free(copy);
-  return out;
-}
-
-static int set_env(const char *k, const char *v) {
-  if (setenv(k, v, 1) != 0) {
-    fprintf(stderr, "gpurec: error: cannot set %s: %s\n", k, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
-/* The user's own PYTORCH_CUDA_ALLOC_CONF, read by the rules gpureplay's --policy uses: a typo
- * is said before the job starts (PyTorch itself rejects an unknown key only when the job
- * first allocates, after the model has loaded). The backend key is gpurec's to set in
- * requests mode, so it is left out of the check. Returns how many warnings it gave. */
-static int check_alloc_conf(void) {
-  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
-  int warned = 0;
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (!v || !*v) continue;
-    char *copy = strdup(v), *kept = calloc(1, strlen(v) + 1);
-    if (!copy || !kept) {
-      free(copy);
-      free(kept);
-      return warned;
-    }
-    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-      const char *k = kv;
-      while (*k == ' ') k++;
-      if (strncmp(k, "backend", 7) == 0) continue;
-      if (*kept) strcat(kept, ",");
-      strcat(kept, kv);
-    }
-    rp_pytorch_conf_t conf;
-    rp_pytorch_conf_default(&conf);
-    gm_err_t err;
-    gm_err_clear(&err);
-    if (rp_pytorch_conf_parse(kept, &conf, &err) != GM_OK) {
-      const char *why = strncmp(err.msg, "pytorch: ", 9) == 0 ? err.msg + 9 : err.msg;
-      fprintf(stderr, "gpurec: warning: %s=%s: %s; PyTorch will refuse it when the job first allocates\n",
-              vars[i], v, why);
-      warned++;
-    }
-    free(copy);
-    free(kept);
-  }
-  return warned;
-}
-
-/* JAX: XLA's cuda_async allocator asks cuMemAllocFromPoolAsync for each buffer with its
- * exact size and stream (the platform allocator maps each through the VMM API, rounded up
- * to 2 MiB); without preallocation, since cuda_async would otherwise take and return one
- * pool-sized block first. CuPy: our sitecustomize switches its pool to MemoryAsyncPool. */
-static int set_other_frameworks_env(void) {
-  if (set_env("TF_GPU_ALLOCATOR", "cuda_malloc_async") < 0 ||
-      set_env("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async") < 0 ||
-      set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false") < 0 ||
-      set_env("GPUMEM_CUPY_ALLOCATOR", "async") < 0)
-    return -1;
-  return 0;
-}
-
-static int set_mode_env(const char *mode, const char *stacks, const char *callsites, int quiet) {
-  if (strcmp(mode, "auto") == 0) {
-    /* each request's callsite from gpurec's hook (rec_sites.c), unless callsites are off */
-    const char *cs = callsites ? callsites : getenv(REC_ENV_CALLSITES), *ts = getenv("GPUMEM_TORCH_SITES");
-    int sites = rec_cs_mode_parse(cs) > 0 && !(ts && strcmp(ts, "0") == 0);
-    /* PyTorch untouched: its history gives the requests of the allocator the user runs. */
-    if (set_other_frameworks_env() < 0) return -1;
-    if (!quiet)
-      fprintf(stderr,
-              "gpurec: mode auto: PyTorch's allocator left as it is (PYTORCH_CUDA_ALLOC_CONF%s%s), its "
-              "memory history recorded %s; set TF_GPU_ALLOCATOR=cuda_malloc_async, "
-              "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, XLA_PYTHON_CLIENT_PREALLOCATE=false, CuPy's "
-              "allocator to MemoryAsyncPool (--mode=native leaves them)\n",
-              getenv("PYTORCH_CUDA_ALLOC_CONF") ? "=" : " unset",
-              getenv("PYTORCH_CUDA_ALLOC_CONF") ? getenv("PYTORCH_CUDA_ALLOC_CONF") : "",
-              strcmp(stacks, "python") == 0 ? "with Python stacks"
-              : sites                        ? "without stacks, each request's callsite read by gpurec"
-                                             : "without stacks");
-    return 0;
-  }
-  if (strcmp(mode, "requests") != 0) {
-    if (!quiet)
-      fprintf(stderr, "gpurec: mode %s: allocator settings left as they are%s\n", mode,
-              strcmp(mode, "torch") == 0 ? "; PyTorch memory history on" : "");
-    return 0;
-  }
-  const char *vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
-  char said[2048] = "";
-  for (int i = 0; i < 2; i++) {
-    const char *user = getenv(vars[i]);
-    if (i == 1 && !user) continue; /* the newer name only where the user uses it */
-    char *v = merge_alloc_conf(user);
-    if (!v || set_env(vars[i], v) < 0) {
-      free(v);
-      return -1;
-    }
-    size_t l = strlen(said);
-    snprintf(said + l, sizeof said - l, "%s=%s, ", vars[i], v);
-    free(v);
-  }
-  if (set_other_frameworks_env() < 0) return -1;
-  if (!quiet)
-    fprintf(stderr,
-            "gpurec: mode requests: set %sTF_GPU_ALLOCATOR=cuda_malloc_async, "
-            "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, XLA_PYTHON_CLIENT_PREALLOCATE=false, "
-            "CuPy's allocator to MemoryAsyncPool (use --mode=native to leave them)\n",
-            said);
-  return 0;
-}
-
-/* libgpumem_inject.so: $GPUMEM_INJECT, else next to this binary (the bazel-bin layout), else
- * in ../lib/gpumem/ (what tools/install lays out: PREFIX/bin/gpurec, PREFIX/lib/gpumem/). */
-static int find_inject(char *out, size_t n) {
-  const char *env = getenv("GPUMEM_INJECT");
-  if (env && *env) {
-    snprintf(out, n, "%s", env);
-    return access(out, R_OK) == 0;
-  }
-  char self[PATH_MAX];
-  ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (l <= 0) return 0;
-  self[l] = '\0';
-  char *slash = strrchr(self, '/');
-  if (slash) *slash = '\0';
-  static const char *const kPlaces[] = {"/libgpumem_inject.so", "/../lib/gpumem/libgpumem_inject.so"};
-  for (size_t i = 0; i < sizeof kPlaces / sizeof kPlaces[0]; i++) {
-    if ((size_t)snprintf(out, n, "%s%s", self, kPlaces[i]) >= n) continue;
-    if (access(out, R_OK) == 0) return 1;
-  }
-  if ((size_t)snprintf(out, n, "%s%s", self, kPlaces[0]) >= n) out[0] = '\0'; /* for the warning */
-  return 0;
-}
-
-static char *absolute(const char *p) {
-  if (p[0] == '/') return strdup(p);
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof cwd)) return strdup(p);
-  size_t n = strlen(cwd) + strlen(p) + 2;
-  char *o = malloc(n);
-  if (o) snprintf(o, n, "%s/%s", cwd, p);
-  return o;
 }
 
 /* ---- after the run -------------------------------------------------------------------------- */
@@ -470,7 +299,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
             bad_cmd == ENOENT && !strchr(cmd[0], '/') ? " (not found in PATH)" : "");
     return bad_cmd == ENOENT ? 127 : 126;
   }
-  char *tmpl = absolute(cfg->output ? cfg->output : "gpumem-%p.zst");
+  char *tmpl = gpurec_absolute(cfg->output ? cfg->output : "gpumem-%p.zst");
   /* Found before the job starts: on a GPU it would otherwise run for hours unrecorded. */
   gm_err_t oerr;
   gm_err_clear(&oerr);
@@ -479,10 +308,10 @@ static int cmd_record(config_t *cfg, char **cmd) {
     free(tmpl);
     return 1;
   }
-  if (!cfg->quiet) check_alloc_conf();
+  if (!cfg->quiet) gpurec_check_alloc_conf();
   char dir[] = "/tmp/gpurec.XXXXXX";
   char inject[PATH_MAX], manifest[PATH_MAX];
-  int recording = find_inject(inject, sizeof inject);
+  int recording = gpurec_find_inject(inject, sizeof inject);
   if (!recording)
     fprintf(stderr, "gpurec: warning: injection library not found at '%s' (set GPUMEM_INJECT); "
                     "running the program unrecorded\n", inject);
@@ -492,10 +321,11 @@ static int cmd_record(config_t *cfg, char **cmd) {
   }
   snprintf(manifest, sizeof manifest, "%s/manifest", dir);
   if (recording) {
-    if (set_env("CUDA_INJECTION64_PATH", inject) < 0 || set_env(REC_ENV_MANIFEST, manifest) < 0 ||
-        set_env(REC_ENV_MODE, cfg->mode) < 0 || set_mode_env(cfg->mode, cfg->stacks, cfg->callsites, cfg->quiet) < 0 ||
-        (cfg->capture && set_env(REC_ENV_CAPTURE, cfg->capture) < 0) ||
-        (cfg->callsites && set_env(REC_ENV_CALLSITES, cfg->callsites) < 0))
+    if (gpurec_set_env("CUDA_INJECTION64_PATH", inject) < 0 || gpurec_set_env(REC_ENV_MANIFEST, manifest) < 0 ||
+        gpurec_set_env(REC_ENV_MODE, cfg->mode) < 0 ||
+        gpurec_set_mode_env(cfg->mode, cfg->stacks, cfg->callsites, cfg->quiet) < 0 ||
+        (cfg->capture && gpurec_set_env(REC_ENV_CAPTURE, cfg->capture) < 0) ||
+        (cfg->callsites && gpurec_set_env(REC_ENV_CALLSITES, cfg->callsites) < 0))
       return 1;
   }
   if (recording && strcmp(cfg->mode, "native") != 0) {
@@ -513,9 +343,10 @@ static int cmd_record(config_t *cfg, char **cmd) {
              (unsigned long long)(cfg->max_entries ? cfg->max_entries : 1000000));
     if (!v) return 1;
     snprintf(v, n, "%s%s%s", dir, pp && *pp ? ":" : "", pp && *pp ? pp : "");
-    if (set_env("PYTHONPATH", v) < 0 ||
-        (history && (set_env("GPUMEM_TORCH_DIR", dir) < 0 || set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0 ||
-                     set_env("GPUMEM_TORCH_STACKS", cfg->stacks) < 0)))
+    if (gpurec_set_env("PYTHONPATH", v) < 0 ||
+        (history && (gpurec_set_env("GPUMEM_TORCH_DIR", dir) < 0 ||
+                     gpurec_set_env("GPUMEM_TORCH_MAX_ENTRIES", entries) < 0 ||
+                     gpurec_set_env("GPUMEM_TORCH_STACKS", cfg->stacks) < 0)))
       return 1;
     free(v);
   }
