@@ -47,6 +47,7 @@
 #include "recorder/cupti_devmem.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
+#include "recorder/rec_pause.h"
 #include "recorder/rec_sites.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -693,6 +694,7 @@ static void install_term(int sig) {
 static void in_child(void) {
   g.core = NULL;
   rec_sites_attach(NULL, NULL, NULL);
+  rec_pause_detach();
 }
 
 /* What the header says about callsites: the mode, and why Python frames are not read. */
@@ -903,6 +905,7 @@ static int enable_cupti(void) {
         return 0;
       }
     }
+    rec_pause_attach(g.lib, g.sub, g.core); /* gpumem_bench_cupti (rec_pause.c) */
     return 1;
   }
   const char *cb = getenv("GPUMEM_CALLBACKS");
