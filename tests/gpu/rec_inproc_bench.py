@@ -59,6 +59,7 @@ class Switch:
     def __init__(self, lib, entries):
         self.lib, self.entries = lib, entries
         self.cur = (True, True, True)  # what gpurec's default leaves on
+        self.pauses = 0  # CUPTI paused this often: the trace's dropped count says as much
 
     def set(self, state):
         want = SETTING[state]
@@ -71,6 +72,7 @@ class Switch:
                 torch.cuda.memory._record_memory_history(enabled=None)
         if cupti != self.cur[1] and self.lib.gpumem_bench_cupti(1 if cupti else 0) <= 0:
             sys.exit("rec_inproc_bench: gpumem_bench_cupti(%d) switched nothing" % cupti)
+        self.pauses += cupti != self.cur[1] and not cupti
         if hook != self.cur[2]:
             r = self.lib.gpumem_torch_sites() if hook else self.lib.gpumem_torch_sites_off()
             if r <= 0:
@@ -97,7 +99,7 @@ def paired(per_cycle):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--cycles", type=int, default=150)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--blocks", type=int, default=40, help="tight loop: cycles of 4 blocks")
     ap.add_argument("--block-iters", type=int, default=2000)
@@ -172,6 +174,7 @@ def main():
     for name, (m, lo, hi) in paired(blk).items():
         res["tight_ns_added_" + name] = m
         res["tight_ns_ci_" + name] = [lo, hi]
+    res["cupti_pauses"] = sw.pauses
     res["torch"] = torch.__version__
     res["gpu"] = torch.cuda.get_device_name(0)
     print("RESULT " + json.dumps(res, sort_keys=True), flush=True)
