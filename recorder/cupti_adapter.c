@@ -608,7 +608,8 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
       }
       if (!mem) return;
     }
-    if (!g.diag_empty) on_driver_capture(data, cbid);
+    if (!g.diag_empty && !atomic_load_explicit(&rec_pause_empty, memory_order_relaxed))
+      on_driver_capture(data, cbid);
     return;
   }
   if (dom == CUPTI_CB_DOMAIN_RESOURCE) {

@@ -7,17 +7,19 @@
  * other part of the default recording that costs per call: CUPTI's driver-API callbacks for the
  * memory calls the capture subscribes (rec_cb_capture_cbids, enabled by enable_cupti).
  *
- *   int gpumem_bench_cupti(int on)
- *     on=0: the capture's driver callbacks disabled (cuptiEnableCallback(0, ...)); CUPTI stays
+ *   int gpumem_bench_cupti(int mode)
+ *     0: the capture's driver callbacks disabled (cuptiEnableCallback(0, ...)); CUPTI stays
  *     loaded and subscribed, with its resource callbacks (context and stream life), so "paused"
  *     is what GPUMEM_DIAG=subscribe_only measures between processes, not an unrecorded process.
- *     on=1: enabled again. Returns the callback ids switched (0: already in that state), -1 when
- *     there is no callback capture to switch (not recording, GPUMEM_CAPTURE=activity, the
- *     self-test, a GPUMEM_DIAG run, a fork()ed child), -2 when CUPTI refused a switch (a refused
- *     pause enables again the ids it had disabled; a refused resume stays paused).
+ *     1: enabled, capturing (the default). 2: enabled, but the recorder's callback returns at
+ *     once (GPUMEM_DIAG=empty_callbacks, switched in-process): CUPTI's dispatch without our work.
+ *     Returns 1 when the mode changed, 0 when it was already so, -1 when there is no callback
+ *     capture to switch (not recording, GPUMEM_CAPTURE=activity, the self-test, a GPUMEM_DIAG
+ *     run, a fork()ed child) or mode is not 0, 1 or 2, -2 when CUPTI refused a switch (a
+ *     refused disable enables again the ids it had disabled; a refused enable stays disabled).
  *
- * A paused trace must not pass for a whole one: the driver calls made while paused are not
- * seen, and how many there were is unknown. Each pause therefore adds one to the trace's count
+ * A paused trace must not pass for a whole one: the driver calls made while paused (modes 0
+ * and 2) are not recorded, and how many there were is unknown. Each pause (leaving mode 1) adds one to the trace's count
  * of records its source dropped (readers print it: gpureplay's "its source dropped N records"),
  * and the first pause says so once on stderr. Benchmarks discard such traces. */
 #include "recorder/rec_pause.h"
@@ -31,6 +33,8 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+_Atomic int rec_pause_empty;
+
 typedef CUptiResult(CUPTIAPI *enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                          CUpti_CallbackId);
 
@@ -39,7 +43,7 @@ static struct {
   enable_fn enable;
   CUpti_SubscriberHandle sub;
   rec_core_t *core;
-  int paused;
+  int mode; /* 0 disabled, 1 capturing, 2 empty */
   int said;
 } p = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -48,13 +52,14 @@ void rec_pause_attach(void *cupti, CUpti_SubscriberHandle sub, rec_core_t *core)
   *(void **)&p.enable = cupti ? dlsym(cupti, "cuptiEnableCallback") : NULL;
   p.sub = sub;
   p.core = p.enable ? core : NULL;
-  p.paused = 0;
+  p.mode = 1;
   pthread_mutex_unlock(&p.mu);
 }
 
 /* Called in the child right after fork(): no other thread runs there, the mutex is not taken. */
 void rec_pause_detach(void) {
   p.core = NULL;
+  atomic_store_explicit(&rec_pause_empty, 0, memory_order_relaxed);
   p.enable = NULL;
   pthread_mutex_init(&p.mu, NULL);
 }
@@ -81,17 +86,22 @@ static void say_once(void) {
   }
 }
 
-EXPORT int gpumem_bench_cupti(int on);
-EXPORT int gpumem_bench_cupti(int on) {
+EXPORT int gpumem_bench_cupti(int mode);
+EXPORT int gpumem_bench_cupti(int mode) {
+  if (mode < 0 || mode > 2) return -1;
   pthread_mutex_lock(&p.mu);
-  int r;
+  int r = 0;
   if (!p.core) r = -1;
-  else if (on ? !p.paused : p.paused) r = 0;
-  else if ((r = set_all(on ? 1 : 0)) > 0) {
-    p.paused = !on;
-    if (!on) { /* the gap counted before any call can fall into it */
-      rec_core_add_dropped(p.core, 1);
-      say_once();
+  else if (mode != p.mode) {
+    if ((mode == 0) != (p.mode == 0) && set_all(mode != 0) < 0) r = -2;
+    if (r == 0) {
+      if (p.mode == 1) { /* the gap counted before any call can fall into it */
+        rec_core_add_dropped(p.core, 1);
+        say_once();
+      }
+      atomic_store_explicit(&rec_pause_empty, mode == 2, memory_order_relaxed);
+      p.mode = mode;
+      r = 1;
     }
   }
   pthread_mutex_unlock(&p.mu);

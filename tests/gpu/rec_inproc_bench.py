@@ -8,18 +8,22 @@ has turned PyTorch's memory history on (context=None, stacks='python', max_entri
 GPUMEM_TORCH_MAX_ENTRIES) and hooked PyTorch's per-request report; the injection library's CUPTI
 callbacks capture the driver's memory calls. The host-bound loop of bench/recorder/rec_overhead.py
 (48 x Linear+LayerNorm+GELU, AdamW foreach=False: ~1000 allocations per ~17 ms step) then runs in
-cycles of four steps, one per state, the order rotated from cycle to cycle:
-  a none:     history off, CUPTI's memory callbacks disabled (gpumem_bench_cupti(0)), hook off
-              (gpumem_torch_sites_off); CUPTI stays loaded and subscribed (resource callbacks);
-  b hist:     PyTorch's history on, as the default mode turns it on;
-  c hist_cupti: and CUPTI's memory callbacks enabled;
-  d default:  and the callsite hook on: the default recording.
-Each state's figure is the median over cycles of (its step - that cycle's a step): paired
-differences in ms, % of a's median step and ns per allocation; so are the increments c-b (CUPTI)
-and d-c (hook). The same for a tight loop of cached allocations (torch.empty of 4 KiB + free,
-blocks of --block-iters, one block per state per cycle). Then --steady steps in the default
-without any switching (PyTorch's history then grows as in a real run instead of being cleared at
-each cycle's a step: its median against the rotated d's says whether the clearing flattered d).
+cycles of five steps, one per state, the order rotated from cycle to cycle:
+  none:          history off, CUPTI's memory callbacks disabled (gpumem_bench_cupti(0)), hook off
+                 (gpumem_torch_sites_off); CUPTI stays loaded and subscribed (resource callbacks);
+  hist:          PyTorch's history on, as the default mode turns it on;
+  hist_dispatch: and CUPTI's memory callbacks enabled but returning at once
+                 (gpumem_bench_cupti(2)): CUPTI's own dispatch;
+  hist_cupti:    and the callbacks capturing (gpumem_bench_cupti(1));
+  default:       and the callsite hook on (gpumem_torch_sites): the default recording.
+Each state's figure is the median over cycles of (its step - that cycle's none step): paired
+differences in ms, % of none's median step and ns per allocation, with a 95 % interval; so are
+the increments dispatch (hist_dispatch - hist), capture (hist_cupti - hist_dispatch), cupti
+(hist_cupti - hist) and hook (default - hist_cupti). The same for a tight loop of cached
+allocations (torch.empty of 4 KiB + free, blocks of --block-iters, one block per state per
+cycle). Then --steady steps in the default without any switching (PyTorch's history then grows
+as in a real run instead of being cleared at each none step: their median against the rotated
+default's says whether the clearing flattered it).
 Prints one RESULT line (JSON).
 
 The trace of such a run lacks what happened while paused (each pause is counted as a dropped
@@ -39,10 +43,15 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "recorder"))
 from rec_overhead import Block  # noqa: E402
 
-STATES = ["none", "hist", "hist_cupti", "default"]
-#                   history cupti  hook
-SETTING = {"none": (False, False, False), "hist": (True, False, False),
-           "hist_cupti": (True, True, False), "default": (True, True, True)}
+STATES = ["none", "hist", "hist_dispatch", "hist_cupti", "default"]
+# history, gpumem_bench_cupti mode (0 disabled, 2 dispatched but empty, 1 capturing), hook
+SETTING = {"none": (False, 0, False), "hist": (True, 0, False), "hist_dispatch": (True, 2, False),
+           "hist_cupti": (True, 1, False), "default": (True, 1, True)}
+# paired differences reported: name -> (reference state, state)
+PAIRS = {"hist": ("none", "hist"), "hist_dispatch": ("none", "hist_dispatch"),
+         "hist_cupti": ("none", "hist_cupti"), "default": ("none", "default"),
+         "dispatch": ("hist", "hist_dispatch"), "capture": ("hist_dispatch", "hist_cupti"),
+         "cupti": ("hist", "hist_cupti"), "hook": ("hist_cupti", "default")}
 
 
 def med_ci(xs):
@@ -58,7 +67,7 @@ class Switch:
 
     def __init__(self, lib, entries):
         self.lib, self.entries = lib, entries
-        self.cur = (True, True, True)  # what gpurec's default leaves on
+        self.cur = SETTING["default"]  # what gpurec's default leaves on
         self.pauses = 0  # CUPTI paused this often: the trace's dropped count says as much
 
     def set(self, state):
@@ -70,9 +79,9 @@ class Switch:
                                                          max_entries=self.entries)
             else:
                 torch.cuda.memory._record_memory_history(enabled=None)
-        if cupti != self.cur[1] and self.lib.gpumem_bench_cupti(1 if cupti else 0) <= 0:
+        if cupti != self.cur[1] and self.lib.gpumem_bench_cupti(cupti) != 1:
             sys.exit("rec_inproc_bench: gpumem_bench_cupti(%d) switched nothing" % cupti)
-        self.pauses += cupti != self.cur[1] and not cupti
+        self.pauses += self.cur[1] == 1 and cupti != 1
         if hook != self.cur[2]:
             r = self.lib.gpumem_torch_sites() if hook else self.lib.gpumem_torch_sites_off()
             if r <= 0:
@@ -81,27 +90,25 @@ class Switch:
 
 
 def cycles(n, warmup):
-    """Cycle i's order: the four states rotated by i (each takes each place in turn)."""
+    """Cycle i's order: the states rotated by i (each takes each place in turn)."""
     for i in range(warmup + n):
-        r = i % 4
+        r = i % len(STATES)
         yield i >= warmup, STATES[r:] + STATES[:r]
 
 
 def paired(per_cycle):
-    """per-cycle dicts state -> value: the medians (with CIs) of each state minus none, c-b, d-c."""
+    """per-cycle dicts state -> value: the medians (with CIs) of the PAIRS' differences."""
     out = {}
-    pairs = {s: ("none", s) for s in STATES[1:]}
-    pairs.update({"cupti": ("hist", "hist_cupti"), "hook": ("hist_cupti", "default")})
-    for name, (ref, s) in pairs.items():
+    for name, (ref, s) in PAIRS.items():
         out[name] = med_ci([c[s] - c[ref] for c in per_cycle])
     return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cycles", type=int, default=150)
+    ap.add_argument("--cycles", type=int, default=120)
     ap.add_argument("--warmup", type=int, default=8)
-    ap.add_argument("--blocks", type=int, default=40, help="tight loop: cycles of 4 blocks")
+    ap.add_argument("--blocks", type=int, default=40, help="tight loop: cycles of one block per state")
     ap.add_argument("--block-iters", type=int, default=2000)
     ap.add_argument("--steady", type=int, default=80)
     a = ap.parse_args()
@@ -116,7 +123,7 @@ def main():
     x = torch.randn(32, 256, device=dev)
     entries = int(os.environ.get("GPUMEM_TORCH_MAX_ENTRIES", "1000000"))
     res = {"hooked_by_sitecustomize": lib.gpumem_torch_sites() == 0,  # 0: already hooked
-           "cupti_on_at_start": lib.gpumem_bench_cupti(1) == 0,  # 0: already enabled
+           "cupti_on_at_start": lib.gpumem_bench_cupti(1) == 0,  # 0: already capturing
            "history_on_at_start": getattr(torch._C, "_cuda_isHistoryEnabled", lambda: None)()}
     sw = Switch(lib, entries)
 

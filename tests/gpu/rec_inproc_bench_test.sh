@@ -1,6 +1,7 @@
 #!/bin/bash
 # tests/gpu/rec_inproc_bench.py without a GPU: a stand-in torch (testdata/mocktorch) whose step
-# costs 1 ms + MOCK_HIST_MS with the history on + MOCK_CUPTI_MS with CUPTI's memory callbacks on,
+# costs 1 ms + MOCK_HIST_MS with the history on + MOCK_CUPTI_MS with CUPTI's memory callbacks
+# enabled (capturing or empty),
 # the real injection library on the stand-in libcupti.so and libc10_cuda.so. The bench must switch
 # each part as it says (it exits if a switch does nothing) and find the costs back as its paired
 # differences; the trace must count every pause as a dropped record.
@@ -26,12 +27,12 @@ check "the bench ran (rc $rc)" '[[ $rc == 0 && -n $res ]]'
 [ -n "$res" ] || { cat "$T/err"; exit 1; }
 check "it started in the default: hooked, CUPTI on, history on" '[[ $(get "hooked_by_sitecustomize and cupti_on_at_start and history_on_at_start") == True ]]'
 check "history found back: 2 ms ($(get paired_ms_hist))" '[[ $(get "1.6 < paired_ms_hist < 2.6") == True ]]'
-check "CUPTI found back: 4 ms ($(get paired_ms_cupti))" '[[ $(get "3.6 < paired_ms_cupti < 4.6") == True ]]'
+check "CUPTI found back: 4 ms ($(get paired_ms_cupti)), all of it dispatch ($(get paired_ms_dispatch), capture $(get paired_ms_capture))" '[[ $(get "3.6 < paired_ms_cupti < 4.6 and 3.6 < paired_ms_dispatch < 4.6 and -0.5 < paired_ms_capture < 0.5") == True ]]'
 check "both in hist_cupti and default against none ($(get paired_ms_hist_cupti), $(get paired_ms_default))" '[[ $(get "5.5 < paired_ms_hist_cupti < 6.7 and 5.5 < paired_ms_default < 6.7") == True ]]'
 check "the hook costs the mock nothing ($(get paired_ms_hook))" '[[ $(get "-0.5 < paired_ms_hook < 0.5") == True ]]'
 check "per allocation: 1000 per step, 2 ms of history = 2000 ns" '[[ $(get "allocs_per_step == 1000 and 1600 < ns_per_alloc_hist < 2600") == True ]]'
-check "the tight loop measured every state" '[[ $(get "all(\"tight_ns_\" + s in r for s in (\"none\", \"hist\", \"hist_cupti\", \"default\"))") == True ]]'
-# every cycle (16 + 1 warm-up, 3 + 2 of the tight loop) pauses CUPTI at least once
+check "the tight loop measured every state" '[[ $(get "all(\"tight_ns_\" + s in r for s in (\"none\", \"hist\", \"hist_dispatch\", \"hist_cupti\", \"default\"))") == True ]]'
+# every cycle (16 + 1 warm-up, 3 + 2 of the tight loop) leaves the capturing mode at least once
 check "the trace counts each of the bench's $(get cupti_pauses) pauses as a dropped record" '[[ $(get "cupti_pauses >= 22") == True && $("$CSV" "$T"/b*.zst | grep "^#stats") == *" dropped=$(get cupti_pauses) "* ]]'
 echo "$("$CSV" "$T"/b*.zst | grep "^#stats")"
 rm -rf "$T"

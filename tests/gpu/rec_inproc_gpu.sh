@@ -6,10 +6,10 @@
 # .dist/lib/ if the build put libraries there).
 #   run (from the repository root): PY=/opt/torch/.venv/bin/python3 bash tests/gpu/rec_inproc_gpu.sh
 # Two processes (the between-process check), each: gpurec -q -o T -- python3
-# tests/gpu/rec_inproc_bench.py, whose steps rotate between none / history / history+CUPTI /
-# default (history+CUPTI+hook) and report paired differences against none (ms, %, ns per
-# allocation), the increments CUPTI (c-b) and hook (d-c), and the tight loop of cached
-# allocations. Each trace must say it was paused (dropped records counted, gpureplay's note), and
+# tests/gpu/rec_inproc_bench.py, whose steps rotate between none / history / history + CUPTI's
+# callbacks returning at once / history + CUPTI capturing / default (+ the callsite hook) and
+# report paired differences (ms, %, ns per allocation, 95 % intervals): each part's increment
+# and the whole default against none; the same for a tight loop of cached allocations. Each trace must say it was paused (dropped records counted, gpureplay's note), and
 # is then discarded: it lacks what happened while paused.
 # Output: $OUT/inproc.tar.xz (runs, checks.txt) and $OUT/log.txt; checks.txt ends "N checks, M failed".
 set -u
@@ -74,19 +74,25 @@ def f(r, k, unit):
     return "%+.0f [%+.0f, %+.0f]" % (r["tight_ns_added_" + k], lo, hi)
 if res:
     print("\nhost-bound loop, paired per cycle (median [95 %% CI]); allocations per step: %s" % " / ".join("%d" % r["allocs_per_step"] for r in res))
-    print("| process | step ms: none / hist / hist+CUPTI / default (steady default) | history vs none | +CUPTI (c-b) | +hook (d-c) | default vs none |")
-    print("|---|---|---|---|---|---|")
     for i, r in enumerate(res, 1):
-        print("| %d | %.3f / %.3f / %.3f / %.3f (%.3f) | %s | %s | %s | %s |" % (
-            i, r["step_ms_median_none"], r["step_ms_median_hist"], r["step_ms_median_hist_cupti"], r["step_ms_median_default"],
-            r["step_ms_steady_default"], f(r, "hist", "ms"), f(r, "cupti", "ms"), f(r, "hook", "ms"), f(r, "default", "ms")))
+        print("process %d, step ms: none %.3f / hist %.3f / hist+dispatch %.3f / hist+CUPTI %.3f / default %.3f (steady default %.3f)" % (
+            i, r["step_ms_median_none"], r["step_ms_median_hist"], r["step_ms_median_hist_dispatch"],
+            r["step_ms_median_hist_cupti"], r["step_ms_median_default"], r["step_ms_steady_default"]))
+    print("| what | against | " + " | ".join("process %d" % i for i in range(1, len(res) + 1)) + " |")
+    print("|---|---|" + "---|" * len(res))
+    rows = [("PyTorch's history", "none", "hist"), ("CUPTI's dispatch (empty callbacks)", "hist", "dispatch"),
+            ("our capture in the callbacks", "hist + dispatch", "capture"), ("CUPTI capture, all", "hist", "cupti"),
+            ("callsite hook", "hist + CUPTI", "hook"), ("**the default recording**", "none", "default")]
+    for what, against, k in rows:
+        print("| %s | %s | %s |" % (what, against, " | ".join(f(r, k, "ms") for r in res)))
     print("\ntight loop of cached allocations, ns per allocation (paired per cycle, median [95 % CI])")
-    print("| process | none / hist / hist+CUPTI / default | history | +CUPTI | +hook | default vs none |")
-    print("|---|---|---|---|---|---|")
     for i, r in enumerate(res, 1):
-        print("| %d | %.0f / %.0f / %.0f / %.0f | %s | %s | %s | %s |" % (
-            i, r["tight_ns_none"], r["tight_ns_hist"], r["tight_ns_hist_cupti"], r["tight_ns_default"],
-            f(r, "hist", "ns"), f(r, "cupti", "ns"), f(r, "hook", "ns"), f(r, "default", "ns")))
+        print("process %d: none %.0f / hist %.0f / hist+dispatch %.0f / hist+CUPTI %.0f / default %.0f" % (
+            i, r["tight_ns_none"], r["tight_ns_hist"], r["tight_ns_hist_dispatch"], r["tight_ns_hist_cupti"], r["tight_ns_default"]))
+    print("| what | " + " | ".join("process %d" % i for i in range(1, len(res) + 1)) + " |")
+    print("|---|" + "---|" * len(res))
+    for what, against, k in rows:
+        print("| %s | %s |" % (what, " | ".join(f(r, k, "ns") for r in res)))
     print("\n" + res[0]["gpu"] + ", torch " + res[0]["torch"])
 print("%d checks, %d failed" % (n, bad))
 PYEOF
