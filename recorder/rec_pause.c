@@ -15,13 +15,14 @@
  *     once (GPUMEM_DIAG=empty_callbacks, switched in-process): CUPTI's dispatch without our work.
  *     Returns 1 when the mode changed, 0 when it was already so, -1 when there is no callback
  *     capture to switch (not recording, GPUMEM_CAPTURE=activity, the self-test, a GPUMEM_DIAG
- *     run, a fork()ed child) or mode is not 0, 1 or 2, -2 when CUPTI refused a switch (a
- *     refused disable enables again the ids it had disabled; a refused enable stays disabled).
+ *     run, a fork()ed child) or mode is not 0, 1 or 2, -2 when CUPTI refused a switch (the ids
+ *     switched so far are switched back: the mode stays as it was).
  *
  * A paused trace must not pass for a whole one: the driver calls made while paused (modes 0
- * and 2) are not recorded, and how many there were is unknown. Each pause (leaving mode 1) adds one to the trace's count
- * of records its source dropped (readers print it: gpureplay's "its source dropped N records"),
- * and the first pause says so once on stderr. Benchmarks discard such traces. */
+ * and 2) are not recorded, and how many there were is unknown. Each pause (leaving mode 1) adds
+ * one to the trace's count of records its source dropped (readers print it: gpureplay's "its
+ * source dropped N records"), and the first says so once on stderr. Benchmarks discard such
+ * traces. */
 #include "recorder/rec_pause.h"
 
 #include <dlfcn.h>
@@ -64,12 +65,12 @@ void rec_pause_detach(void) {
   pthread_mutex_init(&p.mu, NULL);
 }
 
-/* All the capture's callback ids to `on`; on a refusal, the ones switched so far back on. */
+/* All the capture's callback ids to `on`; on a refusal, the ones switched so far back. */
 static int set_all(uint32_t on) {
   for (unsigned i = 0; i < rec_cb_capture_ncbids; i++) {
     if (p.enable(on, p.sub, CUPTI_CB_DOMAIN_DRIVER_API, rec_cb_capture_cbids[i]) != CUPTI_SUCCESS) {
-      for (unsigned j = 0; !on && j < i; j++)
-        p.enable(1, p.sub, CUPTI_CB_DOMAIN_DRIVER_API, rec_cb_capture_cbids[j]);
+      for (unsigned j = 0; j < i; j++)
+        p.enable(!on, p.sub, CUPTI_CB_DOMAIN_DRIVER_API, rec_cb_capture_cbids[j]);
       return -2;
     }
   }
