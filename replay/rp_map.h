@@ -6,7 +6,8 @@
  * the next rehash, which serves two purposes: probing never needs deletion shifts, and the
  * engine can tell a double free (key freed recently) from a free of an address never seen.
  * A rehash drops freed slots and sizes the table from the live count (load <= 1/4 after it),
- * so memory follows the live set, never the length of the trace. */
+ * so memory follows the live set, never the length of the trace (at most twice it: the table
+ * before the last rehash is kept for the next one when it has the same size). */
 #ifndef RP_MAP_H
 #define RP_MAP_H
 
@@ -27,10 +28,18 @@ typedef struct rp_map_entry {
 
 typedef struct rp_map {
   rp_map_entry_t *slots;
+  uint8_t *meta; /* a byte per slot: 0 empty, else a hash tag (rp_map.c); slots[].state rules */
   size_t cap;   /* power of two, or 0 before the first put */
   size_t live;  /* state 1 */
   size_t used;  /* state 1 or 2 */
   unsigned shift;
+  /* The table before the last rehash when it had the size of the current one: the next
+   * rehash of that size (the steady state: a live set of stable size, fresh keys) clears and
+   * reuses it instead of a calloc and a free per rehash (whose page faults and cold lines
+   * showed in profiles). NULL or spare_cap == cap. */
+  rp_map_entry_t *spare;
+  uint8_t *spare_meta;
+  size_t spare_cap;
 } rp_map_t;
 
 void rp_map_init(rp_map_t *m);
