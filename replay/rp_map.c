@@ -190,6 +190,22 @@ void rp_map_remove(rp_map_t *m, rp_map_entry_t *e) {
   m->live--;
 }
 
+size_t rp_map_next_live(const rp_map_t *m, size_t i) {
+  while (i < m->cap) {
+    size_t g = i & ~(size_t)(GROUP - 1); /* cap is a multiple of GROUP */
+    unsigned live = 0;
+#ifdef __SSE2__
+    live = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(m->meta + g)));
+#else
+    for (unsigned k = 0; k < GROUP; k++) live |= (unsigned)(m->meta[g + k] >> 7) << k;
+#endif
+    live &= ~0u << (i - g);
+    if (live) return g + (size_t)__builtin_ctz(live);
+    i = g + GROUP;
+  }
+  return m->cap;
+}
+
 size_t rp_map_bytes(const rp_map_t *m) {
   return (m->cap + m->spare_cap) * (sizeof(rp_map_entry_t) + 1);
 }

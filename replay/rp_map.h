@@ -56,6 +56,10 @@ int rp_map_put(rp_map_t *m, uint64_t key, uint64_t a, uint64_t b);
 rp_map_entry_t *rp_map_claim(rp_map_t *m, uint64_t key, int *was_live);
 /* Mark a live entry (from rp_map_get) removed. */
 void rp_map_remove(rp_map_t *m, rp_map_entry_t *e);
+/* The index of the first live slot at or after i, or m->cap if none: a walk over the live
+ * entries in slot order (what a loop over slots[] testing state == 1 visits), reading a byte
+ * per slot, 16 at a time. for (i = rp_map_next_live(m, 0); i < m->cap; i = rp_map_next_live(m, i + 1)) */
+size_t rp_map_next_live(const rp_map_t *m, size_t i);
 /* Bytes the table holds (for memory figures). */
 size_t rp_map_bytes(const rp_map_t *m);
 

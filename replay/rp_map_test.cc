@@ -1,6 +1,7 @@
 // rp_map against the slot-by-slot linear probe it replaced (a reference kept here): the same
 // random puts, claims, removes and lookups give the same table, slot for slot (key, state,
-// values), the same counts and the same "removed since the last rehash" answers. The layout
+// values), the same counts, the same "removed since the last rehash" answers and the same
+// walk over the live slots (rp_map_next_live). The layout
 // is what the engine's double-free count and every walk over the slots depend on.
 #include <gtest/gtest.h>
 
@@ -70,6 +71,12 @@ struct Ref {
 
 void ExpectSame(const rp_map_t &m, const Ref &r, int op) {
   ASSERT_EQ(m.cap, r.cap) << "op " << op;
+  // rp_map_next_live visits the live slots in slot order, no other.
+  std::vector<size_t> walk, want;
+  for (size_t i = rp_map_next_live(&m, 0); i < m.cap; i = rp_map_next_live(&m, i + 1)) walk.push_back(i);
+  for (size_t i = 0; i < r.cap; i++)
+    if (r.slots[i].state == 1) want.push_back(i);
+  ASSERT_EQ(walk, want) << "op " << op;
   ASSERT_EQ(m.live, r.live) << "op " << op;
   ASSERT_EQ(m.used, r.used) << "op " << op;
   for (size_t i = 0; i < r.cap; i++) {
