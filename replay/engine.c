@@ -438,7 +438,7 @@ static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed,
     return GM_OK;
   }
   int held = 0;
-  gm_status_t st = rp_events_cross(e, ev, m, &held, err);
+  gm_status_t st = m->c ? rp_events_cross(e, ev, m, &held, err) : GM_OK; /* c: stream-ordered */
   if (st != GM_OK || held) {
     *freed = held;
     return st;
@@ -465,14 +465,18 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
         return ext_alloc(e, ev, err);
       rp_events_alloc_seen(e, ev);
       track_pool(e, ev);
-      st = rp_events_due(e, 0, err); /* process_events() at the start of malloc() */
+      /* process_events() at the start of malloc(); the test is rp_events_due's own no-op case
+       * (no free_requested waiting, nothing held), inline: once per request */
+      if (e->req_valid || e->n_held) st = rp_events_due(e, 0, err);
       if (st == GM_OK) st = do_alloc(e, ev, err);
       break;
     case GMT_EV_FREE: {
       if (!wanted(e, ev)) return GM_OK;
       int freed = 0, done = 0;
-      st = rp_events_free(e, ev, &done, err);
-      if (st != GM_OK) return st;
+      if (e->req_valid || e->pending.live) { /* else rp_events_free has nothing to do */
+        st = rp_events_free(e, ev, &done, err);
+        if (st != GM_OK) return st;
+      }
       if (done) break;
       st = trace_free(e, ev, &freed, err);
       if (st != GM_OK || !freed) return st;

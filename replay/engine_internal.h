@@ -34,8 +34,33 @@ typedef struct rp_timeline {
 } rp_timeline_t;
 
 void rp_timeline_init(rp_timeline_t *t);
-void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
-                     uint64_t requested);
+void rp_timeline_add_slow(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                          uint64_t requested);
+/* One sample into its bucket (the maximum of each series). Inline: once per request. */
+static inline void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                                   uint64_t requested) {
+  uint64_t rel = ts > t->t0 ? ts - t->t0 : 0; /* out-of-order stamps land in the first bucket */
+  uint64_t idx = rel >> t->shift;
+  if (!t->started || idx >= RP_TIMELINE_MAX) {
+    rp_timeline_add_slow(t, ts, reserved, allocated, requested);
+    return;
+  }
+  if (idx >= t->n) t->n = idx + 1;
+  rp_tl_bucket_t *b = &t->b[idx];
+  if (b->ts == UINT64_MAX) {
+    b->ts = ts;
+    b->reserved = reserved;
+    b->allocated = allocated;
+    b->requested = requested;
+    return;
+  }
+  if (reserved > b->reserved) {
+    b->reserved = reserved;
+    b->ts = ts;
+  }
+  if (allocated > b->allocated) b->allocated = allocated;
+  if (requested > b->requested) b->requested = requested;
+}
 /* Non-empty buckets in time order; returns how many (<= RP_TIMELINE_MAX). */
 size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,
                           uint64_t *allocated, uint64_t *requested);

@@ -134,9 +134,10 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   void *tmp = NULL;
   if (!sg || !bl) goto out; /* host memory short: no snapshot, the replay goes on */
   uint64_t total = 0;
-  for (size_t i = 0; i < e->segs.cap; i++) {
+  /* The live entries in slot order, found by the maps' bytes (most slots of a block map
+   * are empty or freed: walking them was most of a snapshot's time). */
+  for (size_t i = rp_map_next_live(&e->segs, 0); i < e->segs.cap; i = rp_map_next_live(&e->segs, i + 1)) {
     const rp_map_entry_t *m = &e->segs.slots[i];
-    if (m->state != 1) continue;
     memset(&sg[ns], 0, sizeof sg[ns]);
     sg[ns].addr = m->key;
     sg[ns].size = m->a;
@@ -146,9 +147,9 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   }
   /* Not every reserved byte is a segment the engine saw (the driver's pool): no split. */
   if (total != e->reserved) goto out;
-  for (size_t i = 0; i < e->blocks.cap; i++) {
+  for (size_t i = rp_map_next_live(&e->blocks, 0); i < e->blocks.cap; i = rp_map_next_live(&e->blocks, i + 1)) {
     const rp_map_entry_t *m = &e->blocks.slots[i];
-    if (m->state != 1 || m->a == RP_NO_BLOCK) continue;
+    if (m->a == RP_NO_BLOCK) continue;
     bl[nb].addr = rp_pol_addr(e, m->a);
     bl[nb].size = m->b;
     nb++;

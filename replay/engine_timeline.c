@@ -41,8 +41,10 @@ static void merge_pairs(rp_timeline_t *t) {
   t->shift++;
 }
 
-void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
-                     uint64_t requested) {
+/* The first sample, or one past the last bucket (the buckets merge first): the rare cases of
+ * rp_timeline_add (engine_internal.h). */
+void rp_timeline_add_slow(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                          uint64_t requested) {
   if (!t->started) {
     t->started = 1;
     t->t0 = ts;
@@ -53,21 +55,7 @@ void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t 
     merge_pairs(t);
     idx >>= 1;
   }
-  if (idx >= t->n) t->n = idx + 1;
-  rp_tl_bucket_t *b = &t->b[idx];
-  if (b->ts == UINT64_MAX) {
-    b->ts = ts;
-    b->reserved = reserved;
-    b->allocated = allocated;
-    b->requested = requested;
-    return;
-  }
-  if (reserved > b->reserved) {
-    b->reserved = reserved;
-    b->ts = ts;
-  }
-  if (allocated > b->allocated) b->allocated = allocated;
-  if (requested > b->requested) b->requested = requested;
+  rp_timeline_add(t, ts, reserved, allocated, requested); /* now in range */
 }
 
 size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,

@@ -7,7 +7,8 @@
  *   replay_bench mem EVENTS|TRACE    max RSS of one pytorch replay fed from the streaming
  *                                    generator (the input is never held): run for 1 M and
  *                                    10 M events, memory must not grow with length
- *   replay_bench one TRACE SPEC [REPS] one setting, REPS times (for a profiler)
+ *   replay_bench one TRACE SPEC [REPS] one setting, REPS times (for a profiler; SPEC none:
+ *                                    the engine with the no-op policy)
  *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
  *
@@ -194,7 +195,7 @@ static int bench_one(const char *file, const char *spec, int reps) {
   char name[64];
   size_t l = strcspn(spec, ":");
   snprintf(name, sizeof name, "%.*s", (int)l, spec);
-  const rp_policy_ops_t *ops = rp_policy_find(name);
+  const rp_policy_ops_t *ops = strcmp(name, "none") == 0 ? &null_ops : rp_policy_find(name);
   if (!ops) {
     fprintf(stderr, "replay_bench: unknown policy '%s'\n", name);
     return 1;

@@ -147,6 +147,20 @@ static gm_status_t pol_free(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
   return rp_bfc_free(((bfc_policy_t *)p)->core, addr, err);
 }
 
+static gm_status_t pol_alloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle,
+                               gm_err_t *err) {
+  (void)stream;
+  return rp_bfc_alloc_h(((bfc_policy_t *)p)->core, size, addr, handle, err);
+}
+
+static gm_status_t pol_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
+  return rp_bfc_free_h(((bfc_policy_t *)p)->core, handle, err);
+}
+
+static uint64_t pol_handle_addr(const rp_policy_t *p, uint64_t handle) {
+  return rp_bfc_handle_addr(((const bfc_policy_t *)p)->core, handle);
+}
+
 static gm_status_t pol_empty_cache(rp_policy_t *p, gm_err_t *err) {
   (void)p;
   (void)err;
@@ -186,6 +200,9 @@ const rp_policy_ops_t rp_bfc_ops = {
     .check = pol_check,
     .spec = pol_spec,
     .oom_report = pol_oom_report,
+    .alloc_h = pol_alloc_h,
+    .free_h = pol_free_h,
+    .handle_addr = pol_handle_addr,
 };
 
 const rp_policy_ops_t rp_prealloc_ops = {
@@ -201,4 +218,7 @@ const rp_policy_ops_t rp_prealloc_ops = {
     .check = pol_check,
     .spec = pol_spec,
     .oom_report = pol_oom_report,
+    .alloc_h = pol_alloc_h,
+    .free_h = pol_free_h,
+    .handle_addr = pol_handle_addr,
 };

@@ -69,6 +69,7 @@ struct chunk {
   chunk_t *prev, *next; /* address neighbours inside the region */
   region_t *region;
   int in_use;
+  int in_hash; /* in use and found by address (taken by rp_bfc_alloc, not rp_bfc_alloc_h) */
   int bin; /* -1 when not in a bin */
   RB_ENTRY(chunk) link;
   UT_hash_handle hh;
@@ -174,7 +175,7 @@ static void drop_region_chunks(rp_bfc_t *b, region_t *r) {
   while (c) {
     chunk_t *n = c->next;
     if (c->in_use) {
-      HASH_DEL(b->in_use, c);
+      if (c->in_hash) HASH_DEL(b->in_use, c);
       b->st.allocated_bytes -= c->size;
     } else {
       bin_remove(b, c);
@@ -235,8 +236,7 @@ static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
       bin_insert(b, rest);
       b->st.splits++;
     }
-    c->in_use = 1;
-    HASH_ADD(hh, b->in_use, addr, sizeof(uint64_t), c);
+    c->in_use = 1; /* rp_bfc_alloc adds it to the address table, rp_bfc_alloc_h does not */
     b->st.allocated_bytes += c->size;
     return c;
   }
@@ -375,7 +375,7 @@ static int gc_free_regions(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
   return 1;
 }
 
-gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *err) {
+static gm_status_t bfc_take(rp_bfc_t *b, uint64_t size, chunk_t **out, gm_err_t *err) {
   if (size > UINT64_MAX - RP_BFC_MIN_ALLOC) size = UINT64_MAX - RP_BFC_MIN_ALLOC; /* fails below */
   uint64_t rounded = rounded_bytes(size ? size : 1);
   chunk_t *c = find_chunk(b, rounded);
@@ -401,15 +401,37 @@ gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *e
                       " of limit %" PRIu64 " bytes",
                       size, rounded, b->pool_bytes, b->opts.memory_limit);
   }
+  *out = c;
+  return GM_OK;
+}
+
+gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *err) {
+  chunk_t *c = NULL;
+  gm_status_t st = bfc_take(b, size, &c, err);
+  if (st != GM_OK) return st;
+  HASH_ADD(hh, b->in_use, addr, sizeof(uint64_t), c);
+  c->in_hash = 1;
   *addr = c->addr;
   return GM_OK;
 }
 
-gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err) {
+/* The handle is the chunk itself: the engine keeps it, so its free costs no address lookup. */
+gm_status_t rp_bfc_alloc_h(rp_bfc_t *b, uint64_t size, uint64_t *addr, uint64_t *handle, gm_err_t *err) {
   chunk_t *c = NULL;
-  HASH_FIND(hh, b->in_use, &addr, sizeof(uint64_t), c);
-  if (!c) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
-  HASH_DEL(b->in_use, c);
+  gm_status_t st = bfc_take(b, size, &c, err);
+  if (st != GM_OK) return st;
+  *addr = c->addr;
+  *handle = (uint64_t)(uintptr_t)c;
+  return GM_OK;
+}
+
+uint64_t rp_bfc_handle_addr(const rp_bfc_t *b, uint64_t handle) {
+  (void)b;
+  return ((const chunk_t *)(uintptr_t)handle)->addr;
+}
+
+/* FreeAndMaybeCoalesce of an in-use chunk. */
+static void bfc_release(rp_bfc_t *b, chunk_t *c) {
   c->in_use = 0;
   b->st.allocated_bytes -= c->size;
   chunk_t *n = c->next;
@@ -432,6 +454,23 @@ gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err) {
     b->st.merges++;
   }
   bin_insert(b, c);
+}
+
+gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err) {
+  chunk_t *c = NULL;
+  HASH_FIND(hh, b->in_use, &addr, sizeof(uint64_t), c);
+  if (!c) return gm_err_set(err, GM_ERR_INVAL, "free of unknown address 0x%" PRIx64, addr);
+  HASH_DEL(b->in_use, c);
+  c->in_hash = 0;
+  bfc_release(b, c);
+  return GM_OK;
+}
+
+gm_status_t rp_bfc_free_h(rp_bfc_t *b, uint64_t handle, gm_err_t *err) {
+  chunk_t *c = (chunk_t *)(uintptr_t)handle;
+  if (!c || !c->in_use || c->in_hash)
+    return gm_err_set(err, GM_ERR_INVAL, "bfc: free of a chunk that is not live by handle");
+  bfc_release(b, c);
   return GM_OK;
 }
 
@@ -489,7 +528,7 @@ uint64_t rp_bfc_vmm_refused_frees(const rp_bfc_t *b) { return b->v.refused_frees
 #define CORRUPT(...) gm_err_set(err, GM_ERR_CORRUPT, "bfc: " __VA_ARGS__)
 
 gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
-  uint64_t pool = 0, used = 0, nfree = 0, nused = 0;
+  uint64_t pool = 0, used = 0, nfree = 0, nhashed = 0;
   int nreg = 0;
   for (const region_t *r = b->regions; r; r = r->next) {
     nreg++;
@@ -510,10 +549,11 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
       if (c->in_use) {
         const chunk_t *h = NULL;
         HASH_FIND(hh, b->in_use, &c->addr, sizeof(uint64_t), h);
-        if (h != c) return CORRUPT("chunk in use 0x%" PRIx64 " missing from the address table", c->addr);
+        if (c->in_hash && h != c) return CORRUPT("chunk in use 0x%" PRIx64 " missing from the address table", c->addr);
+        if (!c->in_hash && h) return CORRUPT("chunk 0x%" PRIx64 " taken by handle is in the address table", c->addr);
+        nhashed += c->in_hash;
         if (c->bin != -1) return CORRUPT("chunk in use 0x%" PRIx64 " is in a bin", c->addr);
         used += c->size;
-        nused++;
       } else {
         if (prev && !prev->in_use) return CORRUPT("free neighbours not merged at 0x%" PRIx64, c->addr);
         if (c->bin != rp_bfc_bin_for_size(c->size)) return CORRUPT("chunk 0x%" PRIx64 " in bin %d, size says %d", c->addr, c->bin, rp_bfc_bin_for_size(c->size));
@@ -527,7 +567,7 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
   uint64_t binned = 0;
   for (int i = 0; i < RP_BFC_NUM_BINS; i++) binned += b->bin_count[i];
   if (binned != nfree) return CORRUPT("%" PRIu64 " chunks in bins, %" PRIu64 " free in regions", binned, nfree);
-  if (HASH_COUNT(b->in_use) != nused) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nused);
+  if (HASH_COUNT(b->in_use) != nhashed) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nhashed);
   if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);
   if (pool != b->pool_bytes) return CORRUPT("pool_bytes %" PRIu64 ", regions sum %" PRIu64, b->pool_bytes, pool);
   if (used != b->st.allocated_bytes) return CORRUPT("allocated_bytes %" PRIu64 ", chunks in use sum %" PRIu64, b->st.allocated_bytes, used);

@@ -52,6 +52,11 @@ gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc
 void rp_bfc_delete(rp_bfc_t *b);
 gm_status_t rp_bfc_alloc(rp_bfc_t *b, uint64_t size, uint64_t *addr, gm_err_t *err);
 gm_status_t rp_bfc_free(rp_bfc_t *b, uint64_t addr, gm_err_t *err);
+/* The handle API (rp_policy_ops_t alloc_h/free_h/handle_addr): the handle is the chunk, so a
+ * free needs no address lookup. A chunk taken by alloc_h is freed by free_h only. */
+gm_status_t rp_bfc_alloc_h(rp_bfc_t *b, uint64_t size, uint64_t *addr, uint64_t *handle, gm_err_t *err);
+gm_status_t rp_bfc_free_h(rp_bfc_t *b, uint64_t handle, gm_err_t *err);
+uint64_t rp_bfc_handle_addr(const rp_bfc_t *b, uint64_t handle);
 /* Give every region back to the driver, live chunks included (end of replay). */
 gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err);
 void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "replay/policies/rp_bfc_core.h"
 #include "replay/policies/rp_policies.h"
@@ -244,6 +245,94 @@ TEST(Prealloc, FreeOfUnknownAddressIsAnErrorNotACrash) {
   b.Free(a);
   EXPECT_EQ(b.ops->free(b.p, a, &b.err), GM_ERR_INVAL);  // double free
   b.Check();
+}
+
+// The handle API (what the engine uses) serves exactly as the address API, for bfc, prealloc
+// and through the jax and tf wrappers (whose inner policy may have no handle API: direct):
+// the same random program of allocs and frees through each, and through both mixed, gives the
+// same addresses, stats and driver calls at every step; check() walks every structure after
+// each op. A chunk taken by handle is not found by address.
+TEST(BfcHandles, HandleApiServesAsTheAddressApi) {
+  const char *const kSpecs[][2] = {{"bfc", "growth"},
+                                   {"bfc", "limit=1GiB"},
+                                   {"prealloc", "0.5"},
+                                   {"jax", "XLA_PYTHON_CLIENT_PREALLOCATE=false"},
+                                   {"tf", "TF_FORCE_GPU_ALLOW_GROWTH=true"},
+                                   {"tf", "TF_GPU_ALLOCATOR=cuda_malloc"}};
+  for (const auto &spec : kSpecs) {
+    const rp_policy_ops_t *ops = rp_policy_find(spec[0]);
+    ASSERT_NE(ops, nullptr) << spec[0];
+    ASSERT_NE(ops->alloc_h, nullptr) << spec[0];
+    for (unsigned seed = 1; seed <= 3; seed++) {
+      Bench byaddr(ops, spec[1], 4 * GiB), byhandle(ops, spec[1], 4 * GiB);
+      struct Live {
+        uint64_t addr, handle;
+        bool handled;
+      };
+      std::vector<Live> live;
+      uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+      auto rnd = [&x]() {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        return x;
+      };
+      for (int op = 0; op < 2000; op++) {
+        gm_err_t e{};
+        uint64_t r = rnd();
+        if (live.empty() || r % 5 < 3) {
+          uint64_t size = (r >> 8) % 4 == 0 ? 1 + (r >> 16) % (120 * MiB) : 1 + (r >> 16) % (900 * KiB);
+          uint64_t a1 = 0, a2 = 0, h = 0;
+          gm_status_t s1 = ops->alloc(byaddr.p, size, 0, &a1, &e);
+          bool handled = (r >> 44) % 4 != 0; /* mostly by handle, some by address */
+          gm_status_t s2 = handled ? ops->alloc_h(byhandle.p, size, 0, &a2, &h, &e)
+                                   : ops->alloc(byhandle.p, size, 0, &a2, &e);
+          ASSERT_EQ(s1, s2) << spec[0] << ":" << spec[1] << " seed " << seed << " op " << op;
+          if (s1 == GM_OK) {
+            ASSERT_EQ(a1, a2) << spec[0] << ":" << spec[1] << " seed " << seed << " op " << op;
+            if (handled) {
+              ASSERT_EQ(ops->handle_addr(byhandle.p, h), a2);
+            }
+            live.push_back({a1, h, handled});
+          }
+        } else {
+          size_t i = (r >> 8) % live.size();
+          Live l = live[i];
+          live[i] = live.back();
+          live.pop_back();
+          ASSERT_EQ(ops->free(byaddr.p, l.addr, &e), GM_OK) << e.msg;
+          if (l.handled) {
+            if (ops->free_h(byhandle.p, l.handle, &e) != GM_OK) FAIL() << e.msg;
+          } else {
+            ASSERT_EQ(ops->free(byhandle.p, l.addr, &e), GM_OK) << e.msg;
+          }
+        }
+        byaddr.Check();
+        byhandle.Check();
+        rp_policy_stats_t a = byaddr.Stats(), b = byhandle.Stats();
+        ASSERT_EQ(a.allocated_bytes, b.allocated_bytes) << op;
+        ASSERT_EQ(a.cached_bytes, b.cached_bytes) << op;
+        ASSERT_EQ(a.splits, b.splits) << op;
+        ASSERT_EQ(a.merges, b.merges) << op;
+        ASSERT_EQ(a.ooms, b.ooms) << op;
+      }
+      EXPECT_EQ(byaddr.f.calls.mem_alloc, byhandle.f.calls.mem_alloc);
+      EXPECT_EQ(byaddr.f.calls.mem_free, byhandle.f.calls.mem_free);
+      EXPECT_EQ(byaddr.f.peak_used, byhandle.f.peak_used);
+    }
+  }
+}
+
+// A chunk taken by handle is not freed by its address, nor twice by its handle.
+TEST(BfcHandles, HandleChunkIsNotFoundByAddress) {
+  Bench b(&rp_bfc_ops, "growth", 1 * GiB);
+  uint64_t a = 0, h = 0;
+  gm_err_t e{};
+  ASSERT_EQ(b.ops->alloc_h(b.p, 4096, 0, &a, &h, &e), GM_OK) << e.msg;
+  b.Check();
+  EXPECT_EQ(b.ops->free(b.p, a, &e), GM_ERR_INVAL);
+  ASSERT_EQ(b.ops->free_h(b.p, h, &e), GM_OK) << e.msg;
+  b.Check();
+  EXPECT_EQ(b.ops->free_h(b.p, h, &e), GM_ERR_INVAL);
+  EXPECT_EQ(b.Stats().allocated_bytes, 0u);
 }
 
 }  // namespace

@@ -47,6 +47,26 @@ gm_status_t rp_wrap_free(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
   return w->ops->free(w->inner, addr, err);
 }
 
+/* The handle API: the inner policy's where it has one; else the address is the handle. */
+gm_status_t rp_wrap_alloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle,
+                            gm_err_t *err) {
+  rp_wrap_t *w = (rp_wrap_t *)p;
+  if (w->ops->alloc_h) return w->ops->alloc_h(w->inner, size, stream, addr, handle, err);
+  gm_status_t st = w->ops->alloc(w->inner, size, stream, addr, err);
+  if (st == GM_OK) *handle = *addr;
+  return st;
+}
+
+gm_status_t rp_wrap_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
+  rp_wrap_t *w = (rp_wrap_t *)p;
+  return w->ops->free_h ? w->ops->free_h(w->inner, handle, err) : w->ops->free(w->inner, handle, err);
+}
+
+uint64_t rp_wrap_handle_addr(const rp_policy_t *p, uint64_t handle) {
+  const rp_wrap_t *w = (const rp_wrap_t *)p;
+  return w->ops->handle_addr ? w->ops->handle_addr(w->inner, handle) : handle;
+}
+
 gm_status_t rp_wrap_empty_cache(rp_policy_t *p, gm_err_t *err) {
   rp_wrap_t *w = (rp_wrap_t *)p;
   return w->ops->empty_cache(w->inner, err);
