@@ -165,6 +165,19 @@ gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const an
  * differ (an older recording of the same name). For `report TRACE` to reuse its replays. */
 gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
                                gm_err_t *err);
+/* What `report` asked gpureplay for a trace (table report_replays, ana_replay_key.c): "tune"
+ * (the tuner's search, the grid with it) or "sweep"; gpureplay's version line; the options
+ * that change its figures. A second report reuses the runs when the key serves. */
+typedef struct ana_replay_key {
+  char what[8], tool[128], options[128];
+} ana_replay_key_t;
+/* The trace's identity (traces.content_hash) from its bytes. */
+gm_status_t ana_trace_hash(const char *path, char *out, size_t n, gm_err_t *err);
+gm_status_t ana_replay_key_get(ana_db_t *db, const char *hash, ana_replay_key_t *k, int *found, gm_err_t *err);
+/* 1: runs made under have answer what want asks (a tune's serve a sweep too). */
+int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *want);
+/* After the trace's new replays are loaded: drop its runs of older results files, note the key. */
+gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, const ana_replay_key_t *k, gm_err_t *err);
 /* Loaders inside an open transaction (ana_db_load wraps them). */
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *st, gm_err_t *err);

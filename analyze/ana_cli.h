@@ -24,7 +24,8 @@ typedef struct config {
   uint64_t limit, wait; /* wait: UINT64_MAX until given (--wait=0 is a choice) */
   const char *db, *html, *csv_dir, *gpureplay, *gpurec;
   uint64_t gpu_memory, jobs;
-  int tune;
+  int tune, no_tune; /* report: force the tuner / the sweep only */
+  int tune_now;      /* report: what this command runs (ana_report_tune_plan) */
   int json, no_replay;      /* oom, diff */
   const char *policy;       /* oom */
   uint64_t capacity, top;   /* oom; diff */
@@ -50,6 +51,12 @@ int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_
 /* diff's peak reserved of one trace: gpureplay --json under the setting its job ran with, the
  * recorded timing of stream events (one figure, not a range). 0 or the exit code, said. */
 int ana_cli_diff_reserved(const config_t *c, const char *replay, const char *trace, ana_diff_side_t *side);
+
+/* report: the tuner or the sweep for this command's traces (ana_cmd_report_tune.c): sets
+ * c->tune_now, says why when a long trace gets the sweep only. 0 or the exit code. */
+int ana_report_tune_plan(config_t *c, char **traces, int n);
+/* The key this command's replays of a trace are kept under (what, gpureplay's version, options). */
+void ana_report_key_want(const config_t *c, const char *gpureplay, ana_replay_key_t *k);
 
 int ana_cmd_info(const config_t *c, const char *path);
 int ana_cmd_dump(const config_t *c, const char *path);

@@ -1,6 +1,7 @@
 /* ana_cmd_report.c: `gpuanalyze report`: the newcomer's one step. Given traces (a snapshot
- * pickle or CSV trace imported first through gpurec import), it replays each under gpureplay's
- * sweep (or --tune), loads trace and results into a database, prints the recommendation and
+ * pickle or CSV trace imported first through gpurec import), it replays each under gpureplay
+ * --tune (the sweep's grid and the tuner's search past it; the sweep alone with --no-tune or
+ * past ana_cmd_report_tune.c's rule for long traces), loads trace and results into a database, prints the recommendation and
  * writes the HTML; given a database, it reports on it. */
 #include <errno.h>
 #include <inttypes.h>
@@ -107,7 +108,24 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
    * be reported beside the new ones. Made afresh (only the database this command names itself,
    * never one given with --db), once the new replays have succeeded. */
   int fresh = runs < 0 && others > 0 && may_renew;
-  if (runs > 0 && !c->tune) {
+  /* The replays are reused while the trace, gpureplay's version and the options that change
+   * the figures are those they were made with (report_replays); a database without that note
+   * (made by `load`, or an older gpuanalyze) serves a sweep, as it always did. */
+  ana_replay_key_t want, have;
+  char hash[32] = "";
+  int have_key = 0, found = ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay);
+  if (found) ana_report_key_want(c, replay, &want);
+  if (runs > 0) {
+    ana_db_t *db = NULL;
+    gm_status_t s = ana_trace_hash(trace, hash, sizeof hash, &err);
+    if (s >= 0 && (s = ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err)) >= 0) {
+      s = ana_replay_key_get(db, hash, &have, &have_key, &err);
+      ana_db_close(db);
+    }
+    if (s < 0) return ana_cli_fail(&err);
+  }
+  int reuse = runs > 0 && (!found || (have_key ? ana_replay_key_serves(&have, &want) : !c->tune_now));
+  if (reuse) {
     /* the trace again (skipped when it is there as it is; a trace loaded by an older
      * gpuanalyze, without the report's summaries, is upgraded in place, its replays kept) */
     ana_db_t *db = NULL;
@@ -119,11 +137,15 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     gm_status_t s = ana_db_load(db, in, 1, &o, &st, &err);
     ana_db_close(db);
     if (s < 0) return ana_cli_fail(&err);
-    ana_cli_say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
-        runs, trace, c->db, c->db);
+    if (have_key && strcmp(have.what, "tune") == 0)
+      ana_cli_say("reusing the tuner's search and the %" PRId64 " replays of %s in %s (the trace, gpureplay's version "
+                  "and the options have not changed; delete %s to replay it again)", runs, trace, c->db, c->db);
+    else
+      ana_cli_say("reusing the %" PRId64 " replays of %s in %s (the trace has not changed; delete %s to replay it again)",
+                  runs, trace, c->db, c->db);
     return 0;
   }
-  if (ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (found) {
     /* .json: the loader tells results files from traces by their extension. */
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemps(json, 5);
@@ -134,9 +156,9 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     close(fd);
     uint64_t jobs = c->jobs ? c->jobs : ana_cli_default_jobs();
     if (isatty(STDERR_FILENO))
-      ana_cli_say(c->tune ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
+      ana_cli_say(c->tune_now ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
                   : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-    if (run_sweep(replay, trace, json, jobs, c->tune, c->strict, c->capacity, &err) < 0) {
+    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->strict, c->capacity, &err) < 0) {
       unlink(json);
       gm_err_wrap(&err, "cannot replay '%s'", trace);
       return ana_cli_fail(&err);
@@ -167,6 +189,9 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   ana_load_stats_t st = {0};
   gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
   ana_cli_end_progress();
+  /* the new runs replace the trace's older ones; noted for the next report to reuse */
+  if (s >= 0 && *json && (*hash || (s = ana_trace_hash(trace, hash, sizeof hash, &err)) >= 0))
+    s = ana_replay_key_put(db, hash, &want, &err);
   if (*json) unlink(json);
   ana_db_close(db);
   if (s < 0) return ana_cli_fail(&err);
@@ -302,6 +327,8 @@ static int report_traces(config_t *c, char **traces, int n) {
   if (gm_output_check(c->db, &err) < 0 || gm_output_check(html, &err) < 0 ||
       (c->csv_dir && access(c->csv_dir, F_OK) != 0 && gm_output_check(c->csv_dir, &err) < 0))
     return ana_cli_fail(&err);
+  int plan = ana_report_tune_plan(c, traces, n);
+  if (plan) return plan;
   for (int i = 0; i < n; i++) {
     int rc = report_load(c, traces[i], db_defaulted && n == 1, n == 1);
     if (rc) return rc;

@@ -6,8 +6,9 @@
  * (0 ok, 1 runtime failure with the cause chain, 2 usage) and is the only place that prints
  * errors. Options may come before the command word; usage errors point to the command's own
  * --help. Each group of subcommands lives in its own file (ana_cmd_*.c, sharing ana_cli.h):
- * `report TRACE.zst` (ana_cmd_report.c) is the newcomer's one step: it runs gpureplay's
- * default sweep (on every core; --tune: gpureplay --tune, a search past the grid), loads trace
+ * `report TRACE.zst` (ana_cmd_report.c) is the newcomer's one step: it runs gpureplay --tune
+ * (the sweep's grid and a search past it, on every core; the sweep alone with --no-tune or
+ * past 5 M events: ana_cmd_report_tune.c), loads trace
  * and results into TRACE.db, writes the HTML and prints the recommendation, naming every file
  * it writes; run again on the same bytes it reuses the replays. Given a snapshot pickle or a
  * CSV trace it imports it first (gpurec import), given a database it reports on it; any other
@@ -53,9 +54,10 @@ static const gm_opt_t load_opts[] = {BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT, {0
 static const gm_opt_t report_opts[] = {
     BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT,
     {"html", 0, GM_OPT_STR, "FILE", "write the self-contained HTML report to FILE", offsetof(config_t, html)},
-    {"tune", 0, GM_OPT_FLAG, NULL, "run gpureplay --tune instead of the sweep: a search past the grid, and "
-     "the advice is its choice with its driver time and the smallest GPU it fits (runs again each time)",
-     offsetof(config_t, tune)},
+    {"tune", 0, GM_OPT_FLAG, NULL, "run the tuner (gpureplay --tune) even past 5 M events in all (the default "
+     "runs it up to there, about 8 s of CPU per 1 M events, and the sweep alone past it)", offsetof(config_t, tune)},
+    {"no-tune", 0, GM_OPT_FLAG, NULL, "the sweep's grid only, without the tuner's search past it",
+     offsetof(config_t, no_tune)},
     {"csv", 0, GM_OPT_STR, "DIR", "write one CSV file per table into DIR", offsetof(config_t, csv_dir)},
     GPUREPLAY_OPT,
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},
@@ -105,7 +107,7 @@ static const command_t commands[] = {
     {"info", "gpuanalyze info [options] TRACE.zst", "Provenance, duration, events by kind, devices, streams, peak live bytes, the recorded run's failed requests and integrity of a trace.", info_opts, 1, 1},
     {"dump", "gpuanalyze dump [options] TRACE.zst", "Print a trace's events, one line each, or as CSV.", dump_opts, 1, 1},
     {"load", "gpuanalyze load [options] INPUT...", "Load traces (.zst) and gpureplay results (.json) into the database (--db, default gpumem.db), in one transaction; inputs already loaded are skipped, a trace whose file changed since it was loaded is replaced.", load_opts, 1, 1000},
-    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]...", "Given a trace: run gpureplay's default sweep on it (--tune: gpureplay --tune, a search past the grid; or reuse the one already in TRACE.db when the trace has not changed), load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
+    {"report", "gpuanalyze report [options] [TRACE.zst | SNAPSHOT.pickle | TRACE.csv | DB.db]...", "Given a trace: run the tuner on it (gpureplay --tune: the sweep's grid and a search past it; the advice is its choice, with its memory, driver time and the smallest GPU it fits; --no-tune, or past 5 M events, the sweep alone), or reuse the replays already in TRACE.db when the trace, gpureplay's version and the options have not changed, load both into TRACE.db, print the recommendation and write report.html. Given several traces (ranks of one job, two runs to compare): the same for each, into one database (report.db unless --db) and one report over all of them. A PyTorch snapshot pickle or a CSV trace is imported into a trace beside it first (gpurec import). Without a trace: report on the database (--db; text on stdout, --html, --csv).", report_opts, 0, 1000},
     {"oom", "gpuanalyze oom [options] TRACE.zst", "Why a trace runs out of memory (its recorded failure, or under --capacity): the failing request, what was live by callsite, what was reserved but free and why it could not serve the request, and the smallest change that makes the same trace fit: a setting, a capacity, or none (the live bytes alone exceed the device). Runs gpureplay --explain-oom (found as report finds it) and says what it answers.", oom_opts, 1, 1},
     {"diff", "gpuanalyze diff [options] A.zst B.zst", "Two traces of the same job side by side: peak live, peak reserved (each framework's default setting, replayed), live bytes at each peak by callsite sorted by growth, callsites new in B or gone from A, and (--csv) both live timelines on one normalised time axis.", diff_opts, 2, 2},
     {"ranks", "gpuanalyze ranks [options] [TRACE.zst...]", "The ranks of a job side by side: peak per rank and device (live, mapped, reserved under the default and under the job's setting), the rank that limits the job, the spread, the callsites that differ most, and one setting for the whole job. Given traces: replays them under gpureplay's sweep (all at once, on every core) into --db (default ranks.db; replays already there are reused; given gpureplay results files too, loads them instead of replaying); the database keeps per-trace summaries, not events. Without arguments: reads the database (--db).", ranks_opts, 0, 100000},
