@@ -299,28 +299,39 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
                  "it is out of memory\n", fw_name(fw));
 }
 
-/* What gpureplay --tune says of its choice: driver time, the device it fits, and how far below
- * the sweep grid's best it is. */
+/* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
+ * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
 static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *rows, int n,
-                        const char *ind) {
+                        int64_t need, const char *ind) {
   char b1[32], b2[32];
-  fprintf(out, "%s  tuned (gpureplay --tune): est. driver time %.2f ms (p99 %.2f ms; budget %.2f ms)", ind,
-          best->tune_p50 * 1e3, best->tune_p99 * 1e3, best->tune_budget * 1e3);
-  if (best->tune_needs) fprintf(out, "; fits in %s", gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
-  if (best->tune_gpu) fprintf(out, ", a %" PRId64 " GiB GPU", best->tune_gpu);
-  fputc('\n', out);
+  fprintf(out, "%s  tuned (gpureplay --tune): peak reserved %s, est. driver time %.2f..%.2f ms (p50..p99; budget %.2f ms)\n",
+          ind, gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
+          best->tune_budget * 1e3);
+  if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
+    fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
+  else if (best->tune_gpu)
+    fprintf(out, "%s  fits: a %" PRId64 " GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs %s "
+                 "on the device)\n", ind, best->tune_gpu, gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
+  else if (best->tune_needs)
+    fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s on the device)\n", ind,
+            gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   const run_row_t *g = NULL;
   for (int i = 0; i < n; i++)
     if (rows[i].tune_from_grid && rows[i].ooms == 0 && in_family(fw, rows[i].policy) &&
         (!g || rows[i].reserved < g->reserved))
       g = &rows[i];
   if (g && g->reserved > best->reserved)
-    fprintf(out, "%s  the sweep's grid at best: %s (%s): the search is %s below it\n", ind, g->policy,
+    fprintf(out, "%s  beats the sweep grid's best, %s (%s), by %s (%.1f%%)\n", ind, g->policy,
             gm_format_size((uint64_t)g->reserved, b1, sizeof b1),
-            gm_format_size((uint64_t)(g->reserved - best->reserved), b2, sizeof b2));
-  else if (g)
-    fprintf(out, "%s  the sweep's grid at best: %s (%s): the search found nothing smaller within the budget\n", ind,
-            g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
+            gm_format_size((uint64_t)(g->reserved - best->reserved), b2, sizeof b2),
+            100.0 * (double)(g->reserved - best->reserved) / (double)g->reserved);
+  else if (g && g->reserved == best->reserved)
+    fprintf(out, "%s  the sweep grid's best, %s (%s), is already the best: the search found nothing smaller within "
+                 "the budget\n", ind, g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
+  else if (g) /* smaller, but the tuner's choice is the smallest within the time budget */
+    fprintf(out, "%s  the sweep grid's smallest, %s (%s), reserves %s less but is not within the time budget\n", ind,
+            g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1),
+            gm_format_size((uint64_t)(best->reserved - g->reserved), b2, sizeof b2));
 }
 
 /* A timing-dependent figure is said to be one, with its range, and what that does to the
@@ -426,7 +437,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
-  if (best->tune_role[0]) tuned_lines(out, fw, best, rows, n, ind);
+  if (best->tune_role[0]) tuned_lines(out, fw, best, rows, n, need, ind);
   print_range(out, best, rows, n, ind);
   print_pool(out, rows, n, ind);
   if (dflt && dflt->ooms > 0) {

@@ -295,7 +295,16 @@ static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, 
 /* The smallest capacity (2 MiB steps) the point's setting fits in: between the job's lower
  * bound and a capacity that fits (from its unlimited peak, doubled until it fits). */
 static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
-  if (p->needs_bytes || p->needs_above) return GM_OK;
+  if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
+  if (p->ok && p->peak_reserved == 0) {
+    /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
+     * (no request, no external memory): a device of one byte tells. */
+    cap_job_t j = {c, p->spec, 1, 0, GM_OK, {0}};
+    cap_worker(&j);
+    c->t->replays++;
+    if (j.st != GM_OK) return *err = j.err, j.st;
+    if (j.fits) return p->needs_none = 1, GM_OK;
+  }
   /* A point that ran out of memory within the search's device starts above that device. */
   uint64_t top = p->ok ? p->peak_reserved : c->t->capacity > p->peak_reserved ? c->t->capacity : p->peak_reserved;
   top += c->t->context_bytes; /* every capacity tried holds the recorded context too */

@@ -35,6 +35,7 @@ typedef struct gr_tune_point {
   double time_lo_s, time_mid_s, time_hi_s; /* estimated driver time over the job */
   uint64_t needs_bytes;    /* smallest capacity without OOM (bisection); 0: not computed */
   int needs_above;         /* did not fit even in the largest capacity tried */
+  int needs_none;          /* fits a device of 1 byte: the job allocates no device memory */
 } gr_tune_point_t;
 
 /* Driver call kinds, each with its measured latency (gpureplay_tune.c, kLatency). */

@@ -48,12 +48,14 @@ static void print_point(FILE *f, const gr_tune_t *t, int i) {
   fprintf(f, " (..");
   print_ms(f, p->time_hi_s);
   fprintf(f, ") %6" PRIu64 " calls", p->alloc_calls + p->free_calls);
-  if (p->needs_bytes) fprintf(f, "  needs %s%s", p->needs_above ? "> " : "", gm_format_size(p->needs_bytes, b2, sizeof b2));
+  if (p->needs_none) fprintf(f, "  needs nothing");
+  else if (p->needs_bytes) fprintf(f, "  needs %s%s", p->needs_above ? "> " : "", gm_format_size(p->needs_bytes, b2, sizeof b2));
   fprintf(f, "  %s%s\n", p->spec, p->from_grid ? " (grid)" : "");
 }
 
 /* The smallest common GPU the point fits in, and its headroom. */
 static int smallest_gpu(const gr_tune_point_t *p) {
+  if (p->needs_none) return 0;
   if (!p->needs_bytes || p->needs_above) return -1;
   for (size_t g = 0; g < N_GPUS; g++)
     if (p->needs_bytes <= ((uint64_t)kGpuGiB[g] << 30)) return (int)g;
@@ -69,7 +71,11 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
   char b1[32], b2[32], line[600];
   const gr_tune_point_t *d = t->dflt >= 0 ? &t->pts[t->dflt] : NULL;
   const gr_tune_point_t *z = t->chosen >= 0 ? &t->pts[t->chosen] : NULL;
-  if (!z || !z->needs_bytes) return;
+  if (!z || (!z->needs_bytes && !z->needs_none)) return;
+  if (z->needs_none && (!d || d->needs_none)) {
+    fprintf(f, "capacity: the job allocates no device memory: it needs nothing and fits any GPU\n");
+    return;
+  }
   int g = smallest_gpu(z);
   paste_line(z->spec, line, sizeof line);
   fprintf(f, "capacity: the job needs ");
@@ -91,7 +97,7 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
     const gr_tune_point_t *p = &t->pts[show[i]];
     fprintf(f, "%s %s ", i ? ";" : "", name[i]);
     for (size_t k = 0; k < N_GPUS; k++)
-      fprintf(f, "%s", p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30) ? "y" : "n");
+      fprintf(f, "%s", p->needs_none || (p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30)) ? "y" : "n");
   }
   if (t->context_bytes) /* recorded: inside every capacity tried */
     fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps, the recorded\n"
