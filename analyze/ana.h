@@ -174,7 +174,8 @@ typedef struct ana_replay_key {
 /* The trace's identity (traces.content_hash) from its bytes. */
 gm_status_t ana_trace_hash(const char *path, char *out, size_t n, gm_err_t *err);
 gm_status_t ana_replay_key_get(ana_db_t *db, const char *hash, ana_replay_key_t *k, int *found, gm_err_t *err);
-/* 1: runs made under have answer what want asks (a tune's serve a sweep too). */
+/* 1: runs made under have answer what want asks (a tune's serve a sweep too; want's tool ""
+ * matches any: a gpureplay that cannot say its version). */
 int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *want);
 /* After the trace's new replays are loaded: drop its runs of older results files, note the key. */
 gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, const ana_replay_key_t *k, gm_err_t *err);

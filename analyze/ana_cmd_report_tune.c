@@ -66,7 +66,7 @@ void ana_report_key_want(const config_t *c, const char *gpureplay, ana_replay_ke
   char *argv[] = {(char *)gpureplay, "--version", NULL};
   ana_run_t r;
   gm_err_t err = {0};
-  snprintf(k->tool, sizeof k->tool, "unknown");
+  /* "": a gpureplay that cannot say its version (ana_replay_key_serves then trusts the note) */
   if (ana_tool_capture(argv, &r, &err) == GM_OK) {
     if (r.exit_status == 0 && r.out[0]) snprintf(k->tool, sizeof k->tool, "%.*s", (int)strcspn(r.out, "\n"), r.out);
     ana_run_free(&r);

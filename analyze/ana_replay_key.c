@@ -50,7 +50,8 @@ gm_status_t ana_replay_key_get(ana_db_t *db, const char *hash, ana_replay_key_t 
 }
 
 int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *want) {
-  if (strcmp(have->tool, want->tool) != 0 || strcmp(have->options, want->options) != 0) return 0;
+  /* a gpureplay that cannot say its version (want->tool "") cannot replay either: keep what is there */
+  if ((want->tool[0] && strcmp(have->tool, want->tool) != 0) || strcmp(have->options, want->options) != 0) return 0;
   /* the tuner replays the sweep's grid too: its runs serve a sweep */
   return strcmp(have->what, want->what) == 0 || (strcmp(have->what, "tune") == 0 && strcmp(want->what, "sweep") == 0);
 }

@@ -55,49 +55,11 @@ int gr_cli_tune(gr_config_t *cfg, const gr_cli_opts_t *o) {
   }
   gr_results_t *rs = o->output ? gr_results_new() : NULL;
   int rc = 0;
-  for (int i = 0; i < cfg->n_traces && rc == 0; i++) {
-    gr_loaded_t lt;
-    gr_tune_t tn;
-    memset(&tn, 0, sizeof tn);
-    if (cfg->progress) fprintf(stderr, "gpureplay: tuning %s ...\r", cfg->traces[i]);
-    gm_status_t st = gr_trace_load(cfg, cfg->traces[i], &lt, &err);
-    if (st == GM_OK) warn_damaged(cfg->traces[i], &lt.info);
-    gr_config_t run = *cfg;
-    rp_result_t *r0 = st == GM_OK ? malloc(sizeof *r0) : NULL;
-    if (st == GM_OK && !r0) st = gm_err_set(&err, GM_ERR_NOMEM, "out of memory");
-    if (st == GM_OK) {
-      /* A recorded OOM: the search runs within what the recorded process had, as --sweep
-       * does, so a setting without OOMs is one that would have served the request. */
-      unsigned fw = gmt_framework_single(lt.info.frameworks);
-      const char *dflt[1] = {fw == GMT_FW_JAX ? "jax" : fw == GMT_FW_TENSORFLOW ? "tf" : "pytorch"};
-      st = gr_run_loaded(cfg, &lt, dflt, 1, &r0, &err);
-      char note[512];
-      uint64_t cap = st == GM_OK && !o->capacity ? gr_failure_capacity(&lt.info, r0, note, sizeof note) : 0;
-      if (st == GM_OK) gr_loaded_note_failure(&lt, r0);
-      if (cap) {
-        run.capacity = cap;
-        if (!run.device_memory) run.device_memory = lt.info.gpu_total_mem ? lt.info.gpu_total_mem : cap;
-        lt.total_memory = lt.info.device_memory = run.device_memory;
-        snprintf(lt.info.capacity_note, sizeof lt.info.capacity_note, "%s", note);
-      }
-      r0->capacity_bytes = run.capacity;
-      if (st == GM_OK) gr_print_failure(stdout, "", &lt.info, r0);
-    }
-    if (st == GM_OK) st = gr_tune_run(&run, &lt, &to, &tn, &err);
-    if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
-    if (st == GM_OK) {
-      if (i) fputc('\n', stdout);
-      gr_tune_print(stdout, &lt, &tn);
-    }
-    if (st == GM_OK && rs) st = gr_tune_results(&run, &lt, &tn, rs, &err);
-    free(r0);
-    if (st != GM_OK) {
+  for (int i = 0; i < cfg->n_traces && rc == 0; i++) /* each device tuned alone: gpureplay_tune_trace.c */
+    if (gr_tune_trace(cfg, &to, cfg->traces[i], i == 0, rs, &err) != GM_OK) {
       gm_log_err(&err);
       rc = 1;
     }
-    gr_tune_free(&tn);
-    gr_loaded_free(&lt);
-  }
   rc = write_results(rs, o->output, o->quiet, rc);
   if (fflush(stdout) != 0 && rc == 0) rc = 1;
   return rc;

@@ -74,6 +74,10 @@ typedef struct gr_tune {
 gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
                         gr_tune_t *t, gm_err_t *err);
 void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t);
+/* --tune over one trace (gpureplay_tune_trace.c): each device it allocates on searched alone,
+ * printed (first: the first trace, no blank line before it) and added to rs (NULL: none). */
+gm_status_t gr_tune_trace(const gr_config_t *cfg, const gr_tune_opts_t *to, const char *path, int first,
+                          gr_results_t *rs, gm_err_t *err);
 void gr_tune_free(gr_tune_t *t);
 /* Replay the points worth keeping (the grid, the front, default, tuned, chosen) once more for
  * their full results and add them to the results file. */

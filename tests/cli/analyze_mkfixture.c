@@ -9,7 +9,7 @@
  *   analyze_mkfixture results TRACE.zst OUT.json    a results file for TRACE (header start time
  *       and pid) with three runs, one named like an HTML/script injection.
  * Also the fake gpureplay: when called as "gpureplay TRACE --tune -o OUT" (or --sweep), does
- * `results`. */
+ * `results`; "gpureplay --version" says "fake gpureplay 1". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +104,9 @@ int main(int argc, char **argv) {
     return make_trace(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : -1, 0);
   if (argc == 4 && strcmp(argv[1], "frees") == 0) return make_trace(argv[2], atol(argv[3]), -1, 1);
   if (argc == 4 && strcmp(argv[1], "results") == 0) return make_results(argv[2], argv[3]);
-  /* fake gpureplay: TRACE --tune|--sweep [--jobs=N] [-q] -o OUT */
+  /* fake gpureplay: --version (the key report reuses replays under), TRACE --tune|--sweep
+   * [--jobs=N] [-q] -o OUT */
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) return puts("fake gpureplay 1") < 0;
   if (argc >= 5 && (strcmp(argv[2], "--tune") == 0 || strcmp(argv[2], "--sweep") == 0) &&
       strcmp(argv[argc - 2], "-o") == 0)
     return make_results(argv[1], argv[argc - 1]);
