@@ -166,7 +166,8 @@ gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const an
 gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
                                gm_err_t *err);
 /* What `report` asked gpureplay for a trace (table report_replays, ana_replay_key.c): "tune"
- * (the tuner's search, the grid with it) or "sweep"; gpureplay's version line; the options
+ * (the tuner's search, the grid with it) or "sweep"; gpureplay's version line with its binary's size
+ * and mtime; the options
  * that change its figures. A second report reuses the runs when the key serves. */
 typedef struct ana_replay_key {
   char what[8], tool[128], options[128];

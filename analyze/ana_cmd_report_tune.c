@@ -8,7 +8,9 @@
  * how to ask for the tuner (--tune); --no-tune is the sweep always. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "analyze/ana_cli.h"
 
@@ -50,11 +52,14 @@ int ana_report_tune_plan(config_t *c, char **traces, int n) {
     if (trace_events(traces[i], ana_cli_read_flags(c), &e, &err) < 0) return ana_cli_fail(&err);
     total += e;
   }
-  c->tune_now = total <= ANA_TUNE_AUTO_EVENTS;
+  /* tests set a small limit rather than write a 5 M-event trace */
+  const char *t = getenv("GPUANALYZE_TEST_TUNE_AUTO_EVENTS");
+  uint64_t limit = t && *t ? strtoull(t, NULL, 10) : ANA_TUNE_AUTO_EVENTS;
+  c->tune_now = total <= limit;
   if (!c->tune_now)
     ana_cli_say("%.1f M events%s: the sweep's grid only (the tuner runs by default up to %.0f M events, "
                 "about 8 s of CPU per 1 M; `gpuanalyze report --tune` runs it)", (double)total / 1e6,
-                n > 1 ? " in all" : "", (double)ANA_TUNE_AUTO_EVENTS / 1e6);
+                n > 1 ? " in all" : "", (double)limit / 1e6);
   return 0;
 }
 
@@ -68,7 +73,12 @@ void ana_report_key_want(const config_t *c, const char *gpureplay, ana_replay_ke
   gm_err_t err = {0};
   /* "": a gpureplay that cannot say its version (ana_replay_key_serves then trusts the note) */
   if (ana_tool_capture(argv, &r, &err) == GM_OK) {
-    if (r.exit_status == 0 && r.out[0]) snprintf(k->tool, sizeof k->tool, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    /* its version line, and the binary's size and time: a rebuilt or reinstalled gpureplay of
+     * the same version number (a developer's, a fixed package) replays again */
+    struct stat sb;
+    if (r.exit_status == 0 && r.out[0] && stat(gpureplay, &sb) == 0)
+      snprintf(k->tool, sizeof k->tool, "%.*s; %lld bytes, %lld.%09ld", (int)strcspn(r.out, "\n"), r.out,
+               (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
     ana_run_free(&r);
   }
 }

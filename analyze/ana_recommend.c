@@ -100,6 +100,7 @@ typedef struct run_row {
   int64_t low, high;
   int range;
   int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
+  int tune_pool; /* the tuner's point served by that pool (results "tune.pool"): never the advice */
 } run_row_t;
 
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
@@ -301,12 +302,16 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
 
 /* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
  * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
-static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *rows, int n,
-                        int64_t need, const char *ind) {
+static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *advice,
+                        const run_row_t *rows, int n, int64_t need, const char *ind) {
   char b1[32], b2[32];
-  fprintf(out, "%s  tuned (gpureplay --tune): peak reserved %s, est. driver time %.2f..%.2f ms (p50..p99; budget %.2f ms)\n",
-          ind, gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
-          best->tune_budget * 1e3);
+  /* best: the tuner's choice; advice: what the lines above advise (the same, unless the
+   * recorded run failed: then the smallest change of the sweep's grid) */
+  fprintf(out, "%s  tuned (gpureplay --tune): %s%speak reserved %s, est. driver time %.2f..%.2f ms (p50..p99; budget %.2f ms%s)\n",
+          ind, best != advice ? best->policy : "", best != advice ? ", " : "",
+          gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
+          best->tune_budget * 1e3,
+          best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
   else if (best->tune_gpu)
@@ -315,9 +320,14 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
   else if (best->tune_needs)
     fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s on the device)\n", ind,
             gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
+  /* a memory fraction or limit the search bisected to the edge of this recording */
+  if (strcasestr(best->policy, "fraction") || strcasestr(best->policy, "memory_limit") ||
+      strstr(best->policy, "CUPY_GPU_MEMORY_LIMIT"))
+    fprintf(out, "%s  its limit is a hard one, found at the edge for this recording: a run that needs more fails; "
+                 "leave headroom\n", ind);
   const run_row_t *g = NULL;
   for (int i = 0; i < n; i++)
-    if (rows[i].tune_from_grid && rows[i].ooms == 0 && in_family(fw, rows[i].policy) &&
+    if (rows[i].tune_from_grid && advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0) &&
         (!g || rows[i].reserved < g->reserved))
       g = &rows[i];
   if (g && g->reserved > best->reserved)
@@ -329,9 +339,9 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
     fprintf(out, "%s  the sweep grid's best, %s (%s), is already the best: the search found nothing smaller within "
                  "the budget\n", ind, g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
   else if (g) /* smaller, but the tuner's choice is the smallest within the time budget */
-    fprintf(out, "%s  the sweep grid's smallest, %s (%s), reserves %s less but is not within the time budget\n", ind,
+    fprintf(out, "%s  the sweep grid's smallest, %s (%s), reserves %s less at more driver time (est. %.2f ms)\n", ind,
             g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1),
-            gm_format_size((uint64_t)(best->reserved - g->reserved), b2, sizeof b2));
+            gm_format_size((uint64_t)(best->reserved - g->reserved), b2, sizeof b2), g->tune_p50 * 1e3);
 }
 
 /* A timing-dependent figure is said to be one, with its range, and what that does to the
@@ -403,16 +413,29 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && fw != FW_RMM && !native; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
-      if (!advisable(fw, r->policy, r->ooms, r->pool, pass)) continue;
+      if (!advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, pass)) continue;
       if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
       if (!best || rank_bytes(r) < rank_bytes(best) ||
           (rank_bytes(r) == rank_bytes(best) && r->calls < best->calls))
         best = r;
     }
-  /* gpureplay --tune's choice (the smallest memory within its time budget) is the advice. */
+  /* gpureplay --tune's choice (the smallest memory within its time budget) is the advice; when
+   * the recorded run failed, the smallest change that would have served it is the sweep grid's
+   * (one key or two, as `gpuanalyze oom` names it), and the tuner's choice is said beside it. */
+  const run_row_t *tuned = NULL;
   for (int i = 0; best && i < n; i++)
-    if (strcmp(rows[i].tune_role, "chosen") == 0 && rows[i].ooms == 0 && in_family(fw, rows[i].policy))
-      best = &rows[i];
+    if (strcmp(rows[i].tune_role, "chosen") == 0 && advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0))
+      tuned = &rows[i];
+  if (tuned && !failed) best = tuned;
+  if (tuned && failed) {
+    const run_row_t *g = NULL;
+    for (int i = 0; i < n; i++) {
+      const run_row_t *r = &rows[i];
+      if ((r->tune_role[0] && !r->tune_from_grid) || !advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, 0)) continue;
+      if (!g || rank_bytes(r) < rank_bytes(g) || (rank_bytes(r) == rank_bytes(g) && r->calls < g->calls)) g = r;
+    }
+    if (g) best = g;
+  }
   const char *dname = default_policy(fw);
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
@@ -437,7 +460,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
-  if (best->tune_role[0]) tuned_lines(out, fw, best, rows, n, need, ind);
+  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, ind);
   print_range(out, best, rows, n, ind);
   print_pool(out, rows, n, ind);
   if (dflt && dflt->ooms > 0) {
@@ -486,7 +509,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
                          " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), 0),"
                          " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), ''), run_id"
+                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), ''), run_id,"
+                         " COALESCE(json_extract(summary_json, '$.tune.pool'), 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -515,6 +539,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     const unsigned char *mb = sqlite3_column_text(st, 19);
     rows[n].pool = rows[n].range && mb && strcmp((const char *)mb, "async_pool") == 0;
     rows[n].run_id = sqlite3_column_int64(st, 20);
+    rows[n].tune_pool = sqlite3_column_int64(st, 21) != 0;
     n++;
   }
   sqlite3_finalize(st);

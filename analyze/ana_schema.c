@@ -231,7 +231,7 @@ const char ana_added_tables_sql[] =
     "CREATE TABLE IF NOT EXISTS report_replays( -- what `report` asked gpureplay for a trace, to reuse it\n"
     "  trace_hash TEXT PRIMARY KEY,        -- traces.content_hash\n"
     "  what TEXT NOT NULL,                 -- tune (the tuner's search and the grid) | sweep\n"
-    "  tool TEXT NOT NULL,                 -- gpureplay --version's first line\n"
+    "  tool TEXT NOT NULL,                 -- gpureplay --version's first line; its binary's size and mtime\n"
     "  options TEXT NOT NULL               -- the options that change its figures\n"
     ");\n"
     "CREATE TABLE IF NOT EXISTS trace_oom(    -- why it ran out: gpureplay --explain-oom's object\n"

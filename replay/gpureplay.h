@@ -247,6 +247,7 @@ typedef struct gr_tune_note {
   uint64_t needs_bytes;      /* 0: not bisected */
   double driver_time_p50_s, driver_time_p99_s, budget_s;
   unsigned smallest_gpu_gib; /* of the common GPUs, 0: none or unknown */
+  int pool;                  /* the simulated stream-ordered pool's figure: shown, never chosen */
 } gr_tune_note_t;
 /* The last run added gets the tune note. */
 gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err);

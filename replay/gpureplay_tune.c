@@ -124,7 +124,8 @@ gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int 
     p->frag_at_peak = r->fragmentation_at_peak;
     p->alloc_calls = r->device_alloc_calls;
     p->free_calls = r->device_free_calls;
-    p->call_kind = call_kind(p->spec);
+    p->pool = r->pool_allocs > 0;
+    p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
     gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
     if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
   }
@@ -333,7 +334,9 @@ static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *e
 /* ---- the choice ---------------------------------------------------------------------------- */
 
 /* The framework's own settings; XLA's platform allocator (a driver call per buffer, the floor
- * like `direct`) is shown by the sweep, not advised (as gpuanalyze's recommendation). */
+ * like `direct`) is shown by the sweep, not advised (as gpuanalyze's recommendation); so is a
+ * setting served by the driver's stream-ordered pool (choose(): pool), whose simulated figure
+ * is a wide range (--sweep's async_pool range), measured only on a real GPU. */
 static int family(const gr_tune_t *t, const char *spec) {
   size_t l = strlen(t->policy_name);
   if (strstr(spec, "ALLOCATOR=platform")) return 0;
@@ -345,7 +348,7 @@ static void choose(gr_tune_t *t) {
   int *ord = malloc((size_t)t->n * sizeof *ord), m = 0;
   if (!ord) return;
   for (int i = 0; i < t->n; i++)
-    if (t->pts[i].ok && family(t, t->pts[i].spec)) ord[m++] = i;
+    if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
   for (int i = 1; i < m; i++) { /* insertion sort by gr_tune_better: stable, no global context */
     int k = ord[i], j = i;
     while (j > 0 && gr_tune_better(&t->pts[k], &t->pts[ord[j - 1]])) {
@@ -478,7 +481,7 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
     gr_tune_note_t note = {w == t->chosen ? "chosen" : w == t->best ? "tuned" : w == t->dflt ? "default"
                            : p->from_grid ? "grid" : "front",
                            p->from_grid, p->needs_above ? 0 : p->needs_bytes, p->time_mid_s, p->time_hi_s,
-                           t->budget_s, gr_tune_smallest_gpu(p)};
+                           t->budget_s, gr_tune_smallest_gpu(p), p->pool};
     st = gr_results_add(rs, &lt->info, res[i], err);
     if (st == GM_OK) st = gr_results_note_tune(rs, &note, err);
   }

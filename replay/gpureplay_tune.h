@@ -32,6 +32,7 @@ typedef struct gr_tune_point {
   double frag_at_peak;     /* 1 - allocated/reserved at the reserved peak */
   uint64_t alloc_calls, free_calls;
   int call_kind;           /* GR_CALL_*: which latency row its driver calls cost */
+  int pool;                /* served by the simulated stream-ordered pool: shown, never chosen */
   double time_lo_s, time_mid_s, time_hi_s; /* estimated driver time over the job */
   uint64_t needs_bytes;    /* smallest capacity without OOM (bisection); 0: not computed */
   int needs_above;         /* did not fit even in the largest capacity tried */

@@ -138,10 +138,35 @@ GPUREPLAY="$MK" run 0 "$GA" report job.zst
 [ -s report.html ] || fail "report TRACE did not write report.html"
 [ -s job.zst.db ] || fail "report TRACE did not make job.zst.db"
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+export ANA_FAKE_LOG="$PWD/fake.log"
 GPUREPLAY="$MK" run 0 "$GA" report job.zst  # again: the trace has not changed, its replays are reused
-has err "reusing the 3 replays of job.zst in job.zst.db"
+has err "reusing the tuner's search and the 3 replays of job.zst in job.zst.db (the trace, gpureplay's version and the options have not changed"
+GPUREPLAY="$MK" run 0 "$GA" report --no-tune job.zst  # the tuner's replays hold the sweep's grid
+has err "reusing the tuner's search and the 3 replays of job.zst in job.zst.db"
+[ -e fake.log ] && fail "a reused report ran gpureplay: $(<fake.log)"
 GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again
 [ "$(wc -l < again/runs.csv)" = 4 ] || fail "a second report TRACE loaded the runs again: $(<again/runs.csv)"
+# another option that changes the figures: replayed again, the new runs replacing the old
+GPUREPLAY="$MK" run 0 "$GA" report --strict job.zst; has err "wrote job.zst.db (the database: the trace and its replays; added to it)"
+[ "$(<fake.log)" = "--tune -q --strict" ] || fail "report --strict asked gpureplay for: $(<fake.log)"
+GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again2
+[ "$(wc -l < again2/runs.csv)" = 4 ] || fail "the replays again were added beside the old: $(<again2/runs.csv)"
+# another gpureplay version: replayed again
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "fake gpureplay 2"; exit 0; }\nexec "%s" "$@"\n' "$MK" >mk2; chmod +x mk2
+: >fake.log
+GPUREPLAY="$PWD/mk2" run 0 "$GA" report --strict job.zst; lacks err "reusing"
+[ "$(<fake.log)" = "--tune -q --strict" ] || fail "a new gpureplay version did not replay: $(<fake.log)"
+# --no-tune, and a trace past the tuner's default limit: the sweep alone, said so
+"$MK" trace job3.zst 30 || exit 1; : >fake.log
+GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst; lacks err "the sweep's grid only"
+GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --html l.html job.zst job3.zst --db long.db
+has err "0.0 M events in all: the sweep's grid only (the tuner runs by default up to"; has err "\`gpuanalyze report --tune\` runs it)"
+[ "$(<fake.log)" = $'--sweep -q\n--sweep -q\n--sweep -q' ] || fail "--no-tune / a long trace: gpureplay was asked: $(<fake.log)"
+: >fake.log
+GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --tune --html l.html job.zst --db long2.db
+[ "$(<fake.log)" = "--tune -q" ] || fail "--tune past the limit: gpureplay was asked: $(<fake.log)"
+GPUREPLAY="$MK" run 2 "$GA" report --tune --no-tune job.zst; has err "--tune and --no-tune: give one"
+unset ANA_FAKE_LOG
 cp job.zst job2.zst
 GPUREPLAY=/bin/false run 1 "$GA" report job2.zst; one_line; has err "cannot replay 'job2.zst': false failed (exit status 1)"
 [ -e job2.zst.db ] && fail "a failed sweep left job2.zst.db behind"

@@ -9,7 +9,8 @@
  *   analyze_mkfixture results TRACE.zst OUT.json    a results file for TRACE (header start time
  *       and pid) with three runs, one named like an HTML/script injection.
  * Also the fake gpureplay: when called as "gpureplay TRACE --tune -o OUT" (or --sweep), does
- * `results`; "gpureplay --version" says "fake gpureplay 1". */
+ * `results` (with $ANA_FAKE_LOG set, it appends the options it was given, -o and --jobs
+ * aside, to that file); "gpureplay --version" says "fake gpureplay 1". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,9 +108,20 @@ int main(int argc, char **argv) {
   /* fake gpureplay: --version (the key report reuses replays under), TRACE --tune|--sweep
    * [--jobs=N] [-q] -o OUT */
   if (argc == 2 && strcmp(argv[1], "--version") == 0) return puts("fake gpureplay 1") < 0;
-  if (argc >= 5 && (strcmp(argv[2], "--tune") == 0 || strcmp(argv[2], "--sweep") == 0) &&
-      strcmp(argv[argc - 2], "-o") == 0)
-    return make_results(argv[1], argv[argc - 1]);
+  if (argc >= 5 && (strcmp(argv[2], "--tune") == 0 || strcmp(argv[2], "--sweep") == 0)) {
+    for (int i = 3; i + 1 < argc; i++)
+      if (strcmp(argv[i], "-o") == 0) {
+        const char *log = getenv("ANA_FAKE_LOG"); /* what it was asked: one line per call */
+        FILE *f = log ? fopen(log, "a") : NULL;
+        if (f) {
+          for (int k = 2; k < argc; k++)
+            if (k != i && k != i + 1 && strncmp(argv[k], "--jobs=", 7) != 0) fprintf(f, "%s%s", k > 2 ? " " : "", argv[k]);
+          fputc('\n', f);
+          fclose(f);
+        }
+        return make_results(argv[1], argv[i + 1]);
+      }
+  }
   fprintf(stderr, "usage: analyze_mkfixture trace OUT STEPS [RANK] | results TRACE OUT\n");
   return 2;
 }

@@ -61,10 +61,16 @@ if [ -s two_streams.zst ]; then
   "$RP" two_streams.zst --tune --jobs=2 -o ts.tune.json >ts.tune.txt 2>/dev/null || fail "gpureplay --tune"
   "$GA" load -q --db tune.db two_streams.zst ts.tune.json || fail "load of the tune results"
   "$GA" recommend --db tune.db >tune.txt || fail "recommend on the tune results"
-  grep -q "^  tuned (gpureplay --tune): est. driver time [0-9.]* ms (p99 [0-9.]* ms; budget [0-9.]* ms); fits in 280.00 MiB, a 16 GiB GPU$" tune.txt ||
+  grep -q "^  tuned (gpureplay --tune): peak reserved 280.00 MiB, est. driver time [0-9.]*\.\.[0-9.]* ms (p50\.\.p99; budget [0-9.]* ms)$" tune.txt ||
     fail "tune: no tuned line: $(cat tune.txt)"
-  grep -q "^  the sweep's grid at best: pytorch:expandable_segments:True (304.00 MiB): the search is 24.00 MiB below it$" tune.txt ||
+  grep -q "^  fits: a 16 GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs 280.00 MiB on the device)$" tune.txt ||
+    fail "tune: no fits line: $(cat tune.txt)"
+  grep -q "^  beats the sweep grid's best, pytorch:expandable_segments:True (304.00 MiB), by 24.00 MiB (7.9%)$" tune.txt ||
     fail "tune: no grid line: $(cat tune.txt)"
+  # the one step: report runs the same search by default and says the same
+  "$GA" report two_streams.zst --db ts1.db --html ts1.html >ts1.txt 2>ts1.err || fail "report two_streams: $(cat ts1.err)"
+  diff <(grep -v '^two_streams.zst:' tune.txt) <(grep -v '^two_streams.zst:' ts1.txt) >/dev/null ||
+    fail "report's advice differs from recommend's over gpureplay --tune: $(diff tune.txt ts1.txt)"
   [ "$(grep '^  paste: ' tune.txt | sed 's/^  //')" = "$(grep '^paste: ' ts.tune.txt)" ] ||
     fail "tune: recommend pastes '$(grep '^  paste: ' tune.txt)', gpureplay '$(grep '^paste: ' ts.tune.txt)'"
 fi
