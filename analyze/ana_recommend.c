@@ -303,7 +303,7 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
 /* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
  * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
 static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *advice,
-                        const run_row_t *rows, int n, int64_t need, const char *ind) {
+                        const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind) {
   char b1[32], b2[32];
   /* best: the tuner's choice; advice: what the lines above advise (the same, unless the
    * recorded run failed: then the smallest change of the sweep's grid) */
@@ -321,8 +321,11 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
     fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s on the device)\n", ind,
             gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   /* a memory fraction or limit the search bisected to the edge of this recording */
-  if (strcasestr(best->policy, "fraction") || strcasestr(best->policy, "memory_limit") ||
-      strstr(best->policy, "CUPY_GPU_MEMORY_LIMIT"))
+  if (strcasestr(best->policy, "fraction"))
+    fprintf(out, "%s  its fraction is of this GPU's %s (scale it for another GPU) and a hard limit, found at the edge "
+                 "for this recording: a run that needs more fails; leave headroom\n", ind,
+            gpu_mem ? gm_format_size(gpu_mem, b1, sizeof b1) : "memory");
+  else if (strcasestr(best->policy, "memory_limit") || strstr(best->policy, "CUPY_GPU_MEMORY_LIMIT"))
     fprintf(out, "%s  its limit is a hard one, found at the edge for this recording: a run that needs more fails; "
                  "leave headroom\n", ind);
   const run_row_t *g = NULL;
@@ -460,7 +463,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
-  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, ind);
+  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, gpu_mem, ind);
   print_range(out, best, rows, n, ind);
   print_pool(out, rows, n, ind);
   if (dflt && dflt->ooms > 0) {

@@ -74,6 +74,15 @@ if [ -s two_streams.zst ]; then
   [ "$(grep '^  paste: ' tune.txt | sed 's/^  //')" = "$(grep '^paste: ' ts.tune.txt)" ] ||
     fail "tune: recommend pastes '$(grep '^  paste: ' tune.txt)', gpureplay '$(grep '^paste: ' ts.tune.txt)'"
 fi
+# an empty trace (no allocation) needs nothing: not the capacity search's lowest step (2 MiB)
+for v in "${valid[@]}"; do case "$v" in */empty.zst) cp "$v" empty.zst;; esac; done
+[ -s empty.zst ] || fail "traces/valid/empty.zst not given"
+"$RP" empty.zst --tune >et.txt 2>&1 || fail "tune of empty.zst: $(cat et.txt)"
+grep -q "needs 2.00 MiB" et.txt && fail "empty.zst: $(grep needs et.txt | head -3)"
+grep -q "^chosen: .* needs nothing  pytorch (grid)$" et.txt || fail "empty.zst chosen: $(cat et.txt)"
+grep -q "^capacity: the job allocates no device memory: it needs nothing and fits any GPU$" et.txt || fail "empty.zst capacity: $(cat et.txt)"
+"$GA" report empty.zst --html e.html >er.txt 2>&1 || fail "report empty.zst: $(cat er.txt)"
+grep -q "^  fits: any GPU; the job needs no device memory (the trace allocates none)$" er.txt || fail "report of empty.zst: $(cat er.txt)"
 if [ "$fails" != 0 ]; then echo "$fails failure(s)" >&2; exit 1; fi
 echo "real traces: $want loaded, lower bounds agree with gpureplay, report and recommendation made"
 cat rec.txt

@@ -46,5 +46,11 @@ grep -q '"lower_bound_bytes":629145600,.*"device":1' j.json || fail "json device
 has r.txt "device 0:"
 has r.txt "device 1:"
 has r.txt "the job: device 1 limits it"
+# the tuner (report's default) searches each device alone, as the sweep replays each
+"$RP" two.zst --tune >tn.txt 2>&1 || fail "tune rc=$?"
+has tn.txt "device 0 (of 2, each tuned alone):"
+has tn.txt "device 1 (of 2, each tuned alone):"
+[ "$(grep -c '^  *tuned (gpureplay --tune): peak reserved 300.00 MiB' r.txt)" = 1 ] || fail "device 0's tuned line: $(cat r.txt)"
+[ "$(grep -c '^  *tuned (gpureplay --tune): peak reserved 600.00 MiB' r.txt)" = 1 ] || fail "device 1's tuned line: $(cat r.txt)"
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo PASS

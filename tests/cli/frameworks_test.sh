@@ -51,7 +51,7 @@ has rep.txt "framework: JAX 0.11.2 (advice in JAX's words)"
 # the grid's growth, with the caveat of a hard limit; the sweep alone (--no-tune) advises growth
 has rep.txt "paste: export XLA_PYTHON_CLIENT_MEM_FRACTION=0.014327"
 has rep.txt "beats the sweep grid's best, jax:XLA_PYTHON_CLIENT_PREALLOCATE=false (2.03 GiB), by 920.00 MiB (44.2%)"
-has rep.txt "its limit is a hard one, found at the edge for this recording"
+has rep.txt "(scale it for another GPU) and a hard limit, found at the edge for this recording"
 "$GA" report --no-tune jax_train_shapes.requests.zst --db sweep.db --html r2.html >rep2.txt 2>&1 || fail "report --no-tune rc=$?"
 has rep2.txt "paste: export XLA_PYTHON_CLIENT_PREALLOCATE=false"
 hasnt rep2.txt "tuned (gpureplay --tune)"
