@@ -44,6 +44,10 @@ has out "peak live:      1.16 GiB"
 run 0 "$bin/replay/gpureplay" infer.zst --sweep
 has out "pytorch:expandable_segments:True"
 run 0 "$bin/analyze/gpuanalyze" report infer.zst --html report.html
+# the tuner's choice (the report's default): a fraction 64 MiB under the grid's best
+has out "paste: PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.008369"
+has out "beats the sweep grid's best, pytorch:expandable_segments:True (1.23 GiB), by 64.00 MiB (5.1%)"
+run 0 "$bin/analyze/gpuanalyze" report --no-tune infer.zst --db sweep.db --html report.html
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 [ -s report.html ] || fail "no report.html"
 # "Recording your own job": no GPU here, so the job runs unrecorded and says why.
