@@ -154,6 +154,7 @@ typedef struct ana_load_stats {
   uint64_t results_loaded, results_skipped;
   uint64_t events, runs;
   double seconds;
+  int64_t results_id; /* the last results file loaded, or found already there (same content); 0: none */
 } ana_load_stats_t;
 
 /* Load traces (.zst) and results files (.json) in ONE transaction: on any failure nothing of
@@ -178,8 +179,10 @@ gm_status_t ana_replay_key_get(ana_db_t *db, const char *hash, ana_replay_key_t 
 /* 1: runs made under have answer what want asks (a tune's serve a sweep too; want's tool ""
  * matches any: a gpureplay that cannot say its version). */
 int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *want);
-/* After the trace's new replays are loaded: drop its runs of older results files, note the key. */
-gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, const ana_replay_key_t *k, gm_err_t *err);
+/* After the trace's new replays are loaded (results_id: their results file, ana_load_stats_t):
+ * drop its simulator runs of every other results file, note the key. */
+gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, int64_t results_id, const ana_replay_key_t *k,
+                               gm_err_t *err);
 /* Loaders inside an open transaction (ana_db_load wraps them). */
 gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t *o,
                            ana_load_stats_t *st, gm_err_t *err);

@@ -191,7 +191,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   ana_cli_end_progress();
   /* the new runs replace the trace's older ones; noted for the next report to reuse */
   if (s >= 0 && *json && (*hash || (s = ana_trace_hash(trace, hash, sizeof hash, &err)) >= 0))
-    s = ana_replay_key_put(db, hash, &want, &err);
+    s = ana_replay_key_put(db, hash, st.results_id, &want, &err);
   if (*json) unlink(json);
   ana_db_close(db);
   if (s < 0) return ana_cli_fail(&err);

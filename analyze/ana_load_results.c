@@ -238,10 +238,11 @@ gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *s
   else if (!json_is_array(runs))
     s = gm_err_set(err, GM_ERR_FORMAT, "'runs' missing or not an array");
   sqlite3_stmt *q = NULL, *st = NULL, *tst = NULL;
-  if (s >= 0) s = ana_prepare(db, &q, "SELECT 1 FROM results WHERE content_hash=?", err);
+  if (s >= 0) s = ana_prepare(db, &q, "SELECT results_id FROM results WHERE content_hash=?", err);
   if (s >= 0) {
     sqlite3_bind_text(q, 1, hash, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(q) == SQLITE_ROW) {
+      stats->results_id = sqlite3_column_int64(q, 0);
       stats->results_skipped++;
       sqlite3_finalize(q);
       json_decref(root);
@@ -262,6 +263,7 @@ gm_status_t ana_load_results(ana_db_t *db, const char *path, ana_load_stats_t *s
     st = NULL;
   }
   int64_t results_id = sqlite3_last_insert_rowid(db->h);
+  if (s >= 0) stats->results_id = results_id;
   if (s >= 0)
     s = ana_prepare(db, &st,
                     "INSERT INTO runs(results_id,trace_path,policy,backend,trace_start_time_ns,trace_pid,"

@@ -56,9 +56,11 @@ int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *
   return strcmp(have->what, want->what) == 0 || (strcmp(have->what, "tune") == 0 && strcmp(want->what, "sweep") == 0);
 }
 
-gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, const ana_replay_key_t *k, gm_err_t *err) {
+gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, int64_t results_id, const ana_replay_key_t *k,
+                               gm_err_t *err) {
   /* Runs of the trace from older results files: the ones just loaded replace them (the trace is
-   * joined to its runs by process, as v_runs does; runs another loaded trace joins stay). */
+   * joined to its runs by process, as v_runs does). Only simulator runs, which a report makes
+   * again: a real GPU's runs (`gpureplay --device=cuda:N`, loaded by hand) stay. */
   static const char *const sql[] = {
       "DELETE FROM run_timeline WHERE run_id IN (SELECT run_id FROM temp.ana_old_runs)",
       "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM temp.ana_old_runs)",
@@ -73,10 +75,10 @@ gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, const ana_replay_
   if (s >= 0 && (s = ana_prepare(db, &st,
                                  "INSERT INTO temp.ana_old_runs SELECT r.run_id, r.results_id FROM runs r"
                                  " JOIN traces t ON t.content_hash = ?1 AND r.trace_start_time_ns = t.start_time_ns"
-                                 " AND r.trace_pid = t.pid WHERE r.results_id < (SELECT MAX(r2.results_id) FROM runs r2"
-                                 " WHERE r2.trace_start_time_ns = t.start_time_ns AND r2.trace_pid = t.pid)",
+                                 " AND r.trace_pid = t.pid WHERE r.backend = 'sim' AND r.results_id <> ?2",
                                  err)) >= 0) {
     sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, results_id);
     if (sqlite3_step(st) != SQLITE_DONE) s = ana_sql_err(db->h, err, "dropping the older runs");
     sqlite3_finalize(st);
   }

@@ -147,10 +147,14 @@ has err "reusing the tuner's search and the 3 replays of job.zst in job.zst.db"
 GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again
 [ "$(wc -l < again/runs.csv)" = 4 ] || fail "a second report TRACE loaded the runs again: $(<again/runs.csv)"
 # another option that changes the figures: replayed again, the new runs replacing the old
+# simulator runs; a real GPU's runs loaded by hand stay
+"$MK" results job.zst rc.json && sed -i 's/"backend":"sim"/"backend":"cuda:0"/g' rc.json || exit 1
+run 0 "$GA" load -q --db job.zst.db job.zst rc.json
 GPUREPLAY="$MK" run 0 "$GA" report --strict job.zst; has err "wrote job.zst.db (the database: the trace and its replays; added to it)"
 [ "$(<fake.log)" = "--tune -q --strict" ] || fail "report --strict asked gpureplay for: $(<fake.log)"
 GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again2
-[ "$(wc -l < again2/runs.csv)" = 4 ] || fail "the replays again were added beside the old: $(<again2/runs.csv)"
+[ "$(wc -l < again2/runs.csv)" = 7 ] || fail "want the 3 new runs and the 3 of cuda:0: $(<again2/runs.csv)"
+[ "$(grep -c ',cuda:0,' again2/runs.csv)" = 3 ] || fail "the cuda:0 runs: $(<again2/runs.csv)"
 # another gpureplay version: replayed again
 printf '#!/bin/sh\n[ "$1" = --version ] && { echo "fake gpureplay 2"; exit 0; }\nexec "%s" "$@"\n' "$MK" >mk2; chmod +x mk2
 : >fake.log
