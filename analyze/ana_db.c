@@ -79,7 +79,8 @@ static int has_column(ana_db_t *db, const char *table, const char *column) {
 /* The columns added to schema version 1 since it shipped (ana_schema.c), where missing. Inside
  * the caller's transaction, or in one of its own. */
 static gm_status_t add_columns(ana_db_t *db, int in_txn, gm_err_t *err) {
-  int missing = !has_table(db, "trace_peak_callsites") || !has_table(db, "trace_stack_timeline") || !has_kind(db, "index", "runs_trace");
+  int missing = !has_table(db, "trace_peak_callsites") || !has_table(db, "trace_stack_timeline") ||
+                !has_table(db, "report_replays") || !has_kind(db, "index", "runs_trace");
   for (const ana_added_column_t *c = ana_added_columns; c->table; c++) missing |= !has_column(db, c->table, c->column);
   if (!missing) return GM_OK;
   gm_status_t s = in_txn ? GM_OK : ana_exec(db, "BEGIN IMMEDIATE", err);

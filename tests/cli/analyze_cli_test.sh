@@ -170,6 +170,15 @@ has err "0.0 M events in all: the sweep's grid only (the tuner runs by default u
 GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --tune --html l.html job.zst --db long2.db
 [ "$(<fake.log)" = "--tune -q" ] || fail "--tune past the limit: gpureplay was asked: $(<fake.log)"
 GPUREPLAY="$MK" run 2 "$GA" report --tune --no-tune job.zst; has err "--tune and --no-tune: give one"
+# a database made before report_replays (an older gpuanalyze's sweep): it serves --no-tune as it
+# always did; the default runs the tuner, whose search it does not hold, and notes it
+GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst --db old.db --html o.html
+sqlite3 old.db "DROP TABLE report_replays" || fail "sqlite3"
+: >fake.log
+GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst --db old.db --html o.html; has err "reusing the 3 replays of job3.zst"
+GPUREPLAY="$MK" run 0 "$GA" report job3.zst --db old.db --html o.html; lacks err "reusing"
+[ "$(<fake.log)" = "--tune -q" ] || fail "an older database: gpureplay was asked: $(<fake.log)"
+[ "$(sqlite3 old.db "SELECT what FROM report_replays")" = tune ] || fail "no note of the tune in old.db"
 unset ANA_FAKE_LOG
 cp job.zst job2.zst
 GPUREPLAY=/bin/false run 1 "$GA" report job2.zst; one_line; has err "cannot replay 'job2.zst': false failed (exit status 1)"
