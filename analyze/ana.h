@@ -171,7 +171,7 @@ gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, in
  * and mtime; the options
  * that change its figures. A second report reuses the runs when the key serves. */
 typedef struct ana_replay_key {
-  char what[8], tool[128], options[128];
+  char what[24], tool[128], options[128];
 } ana_replay_key_t;
 /* The trace's identity (traces.content_hash) from its bytes. */
 gm_status_t ana_trace_hash(const char *path, char *out, size_t n, gm_err_t *err);

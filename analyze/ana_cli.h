@@ -25,6 +25,7 @@ typedef struct config {
   const char *db, *html, *csv_dir, *gpureplay, *gpurec;
   uint64_t gpu_memory, jobs;
   int tune, no_tune; /* report: force the tuner / the sweep only */
+  int limits;        /* report: let the tuner search hard limits (memory fractions) */
   int tune_now;      /* report: what this command runs (ana_report_tune_plan) */
   int json, no_replay;      /* oom, diff */
   const char *policy;       /* oom */

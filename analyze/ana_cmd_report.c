@@ -22,15 +22,17 @@
 extern char **environ;
 
 static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
-                     int strict, uint64_t capacity, gm_err_t *err) {
+                     int limits, int strict, uint64_t capacity, gm_err_t *err) {
   char j[32], cap[48];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   snprintf(cap, sizeof cap, "--capacity=%" PRIu64, capacity);
   /* --tune replays the sweep's grid too, and searches past it (issue 13). */
-  char *argv[10] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json};
+  char *argv[12] = {(char *)gpureplay, (char *)trace, tune ? "--tune" : "--sweep", j, "-q", "-o", (char *)json};
   int n = 7;
   if (capacity) argv[n++] = cap;
   if (strict) argv[n++] = "--strict";
+  /* The report's advice holds no limit tuned to the edge of this one recording (--limits). */
+  if (tune && !limits) argv[n++] = "--no-limits";
   argv[n] = NULL;
   return ana_cli_run_tool(argv, err);
 }
@@ -137,7 +139,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     gm_status_t s = ana_db_load(db, in, 1, &o, &st, &err);
     ana_db_close(db);
     if (s < 0) return ana_cli_fail(&err);
-    if (have_key && strcmp(have.what, "tune") == 0)
+    if (have_key && strncmp(have.what, "tune", 4) == 0)
       ana_cli_say("reusing the tuner's search and the %" PRId64 " replays of %s in %s (the trace, gpureplay's version "
                   "and the options have not changed; delete %s to replay it again)", runs, trace, c->db, c->db);
     else
@@ -158,7 +160,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     if (isatty(STDERR_FILENO))
       ana_cli_say(c->tune_now ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
                   : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->strict, c->capacity, &err) < 0) {
+    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->limits, c->strict, c->capacity, &err) < 0) {
       unlink(json);
       gm_err_wrap(&err, "cannot replay '%s'", trace);
       return ana_cli_fail(&err);

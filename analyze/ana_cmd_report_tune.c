@@ -65,7 +65,9 @@ int ana_report_tune_plan(config_t *c, char **traces, int n) {
 
 void ana_report_key_want(const config_t *c, const char *gpureplay, ana_replay_key_t *k) {
   memset(k, 0, sizeof *k);
-  snprintf(k->what, sizeof k->what, "%s", c->tune_now ? "tune" : "sweep");
+  /* "tune": the search with hard limits (--limits; what older databases hold), "tune:no-limits"
+   * the report's default */
+  snprintf(k->what, sizeof k->what, "%s", !c->tune_now ? "sweep" : c->limits ? "tune" : "tune:no-limits");
   /* --jobs is not here: results do not depend on it (bench/RESULTS.md) */
   snprintf(k->options, sizeof k->options, "--capacity=%" PRIu64 "%s", c->capacity, c->strict ? " --strict" : "");
   char *argv[] = {(char *)gpureplay, "--version", NULL};

@@ -340,7 +340,7 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
             100.0 * (double)(g->reserved - best->reserved) / (double)g->reserved);
   else if (g && g->reserved == best->reserved)
     fprintf(out, "%s  the sweep grid's best, %s (%s), is already the best: the search found nothing smaller within "
-                 "the budget\n", ind, g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
+                 "the budget (`gpuanalyze report --limits` searches hard limits too)\n", ind, g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1));
   else if (g) /* smaller, but the tuner's choice is the smallest within the time budget */
     fprintf(out, "%s  the sweep grid's smallest, %s (%s), reserves %s less at more driver time (est. %.2f ms)\n", ind,
             g->policy, gm_format_size((uint64_t)g->reserved, b1, sizeof b1),

@@ -53,7 +53,7 @@ int ana_replay_key_serves(const ana_replay_key_t *have, const ana_replay_key_t *
   /* a gpureplay that cannot say its version (want->tool "") cannot replay either: keep what is there */
   if ((want->tool[0] && strcmp(have->tool, want->tool) != 0) || strcmp(have->options, want->options) != 0) return 0;
   /* the tuner replays the sweep's grid too: its runs serve a sweep */
-  return strcmp(have->what, want->what) == 0 || (strcmp(have->what, "tune") == 0 && strcmp(want->what, "sweep") == 0);
+  return strcmp(have->what, want->what) == 0 || (strncmp(have->what, "tune", 4) == 0 && strcmp(want->what, "sweep") == 0);
 }
 
 gm_status_t ana_replay_key_put(ana_db_t *db, const char *hash, int64_t results_id, const ana_replay_key_t *k,

@@ -58,6 +58,9 @@ static const gm_opt_t report_opts[] = {
      "runs it up to there, about 8 s of CPU per 1 M events, and the sweep alone past it)", offsetof(config_t, tune)},
     {"no-tune", 0, GM_OPT_FLAG, NULL, "the sweep's grid only, without the tuner's search past it",
      offsetof(config_t, no_tune)},
+    {"limits", 0, GM_OPT_FLAG, NULL, "let the tuner search hard limits too (per_process_memory_fraction, JAX's "
+     "and TensorFlow's fractions): smaller, but tuned to the edge of this recording, so a run that needs a "
+     "little more fails; by default the advice holds none", offsetof(config_t, limits)},
     {"csv", 0, GM_OPT_STR, "DIR", "write one CSV file per table into DIR", offsetof(config_t, csv_dir)},
     GPUREPLAY_OPT,
     {"gpurec", 0, GM_OPT_STR, "PATH", "gpurec to import a snapshot pickle or CSV with (default: found beside, $GPUREC, PATH)", offsetof(config_t, gpurec)},

@@ -25,7 +25,7 @@ extern "C" {
 
 /* The command line as parsed (gm_opts_parse fills it from kOpts, gpureplay_main.c). */
 typedef struct gr_cli_opts {
-  int help, version, sweep, json, check, quiet, tune, no_capacity, strict, explain_oom, list_policies;
+  int help, version, sweep, json, check, quiet, tune, no_capacity, no_limits, strict, explain_oom, list_policies;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
       *tune_mode,

@@ -131,8 +131,8 @@ int gr_cli_refuse(const gr_cli_opts_t *o, int npos, const gr_config_t *cfg) {
     if (o->budget > 1.0) return gr_cli_usage_error("--budget is a share of the recorded duration, at most 1");
     return 0;
   }
-  if (o->tune_mode || o->budget > 0 || o->no_capacity)
-    return gr_cli_usage_error("--tune-mode, --budget and --no-capacity go with --tune");
+  if (o->tune_mode || o->budget > 0 || o->no_capacity || o->no_limits)
+    return gr_cli_usage_error("--tune-mode, --budget, --no-capacity and --no-limits go with --tune");
   return 0;
 }
 

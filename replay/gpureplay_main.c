@@ -37,6 +37,10 @@ static const gm_opt_t kOpts[] = {
      "recorded duration (default 0.01)", offsetof(gr_cli_opts_t, budget)},
     {"no-capacity", 0, GM_OPT_FLAG, NULL, "--tune: skip the bisection over --capacity",
      offsetof(gr_cli_opts_t, no_capacity)},
+    {"no-limits", 0, GM_OPT_FLAG, NULL, "--tune: search no hard limits (PyTorch's per_process_memory_fraction, "
+     "JAX's and TensorFlow's memory fractions, CuPy's limit): a limit tuned to the edge of one recording fails "
+     "a run that needs a little more (gpuanalyze report passes it unless given --limits)",
+     offsetof(gr_cli_opts_t, no_limits)},
     {"explain-oom", 0, GM_OPT_FLAG, NULL, "why one setting (--policy, default: the framework's "
      "default) runs out of memory over one trace within --capacity (default: what the recorded run "
      "had when it failed, else unlimited): the failing request, what was live by callsite, the "

@@ -199,6 +199,10 @@ static gm_status_t share_fits(gr_tune_ctx_t *c, const void *arg, const double *x
 static int runs_on_sim(const char *spec, uint64_t total);
 
 static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n, const char *method, gm_err_t *err) {
+  if (c->o->no_limits) { /* every setting searched here is a hard limit */
+    c->t->method = "the grid only (--no-limits: its settings to search are hard limits)";
+    return GM_OK;
+  }
   /* Within 2 MiB of the device (JAX rounds its limit up to 2 MiB anyway). */
   double tol = (double)(2ull << 20) / (double)c->t->device_memory;
   int any = 0;
@@ -403,6 +407,7 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   t->capacity = cfg->capacity;
   if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
   t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
+  t->no_limits = o->no_limits;
   /* The grid first: the search must beat it, and the report says by how much. */
   const char *const *all = gr_sweep_grid_for(t->framework);
   const char *grid[64] = {NULL};

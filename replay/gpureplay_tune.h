@@ -46,6 +46,7 @@ typedef struct gr_tune_opts {
   gr_tune_mode_t mode;
   double budget_fraction;  /* time budget as a share of the recorded duration (0.01) */
   int capacity;            /* bisection over --capacity for the points shown */
+  int no_limits;           /* search no hard limits (memory fractions, CuPy's limit): --no-limits */
 } gr_tune_opts_t;
 
 typedef struct gr_tune {
@@ -68,6 +69,7 @@ typedef struct gr_tune {
   uint64_t context_bytes;  /* the recorded CUDA context, inside every capacity tried (0: none) */
   uint64_t capacity;       /* the device the search ran within (a recorded OOM's); 0: none */
   const char *method;      /* "coordinate descent from 6 starts", "bisection", ... */
+  int no_limits;           /* hard limits were left out of the search (--no-limits) */
   char method_buf[192];
   int rounds;
 } gr_tune_t;

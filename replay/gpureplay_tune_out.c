@@ -133,8 +133,8 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   char b1[32], b2[32], line[600];
   fprintf(f, "tune: %s", lt->info.path);
   if (lt->info.frameworks_text[0]) fprintf(f, " (%s)", lt->info.frameworks_text);
-  fprintf(f, ": %d settings in %" PRIu64 " replays, %.2f s; %s\n", t->n, t->replays, t->seconds,
-          t->method ? t->method : "grid");
+  fprintf(f, ": %d settings in %" PRIu64 " replays, %.2f s; %s%s\n", t->n, t->replays, t->seconds,
+          t->method ? t->method : "grid", t->no_limits ? "; no hard limits searched (--no-limits)" : "");
   fprintf(f, "lower bound (peak live requested): %s; recorded duration ", gm_format_size(t->lower_bound, b1, sizeof b1));
   print_ms(f, (double)t->duration_ns * 1e-9);
   fprintf(f, "; time budget ");
@@ -183,7 +183,9 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
     }
     fprintf(f, "\n");
     evidence(f, t);
-    fprintf(f, "paste: %s\n", line);
+    /* the default's line as gpuanalyze recommend writes it */
+    if (strcmp(z->spec, "pytorch") == 0) fprintf(f, "paste: unset PYTORCH_CUDA_ALLOC_CONF   # PyTorch's default caching allocator\n");
+    else fprintf(f, "paste: %s\n", line);
     const char *fr = strstr(z->spec, "per_process_memory_fraction:");
     const char *xf = strstr(z->spec, "MEM_FRACTION=");
     double share = fr ? atof(fr + 28) : xf ? atof(xf + 13) : 0.0;

@@ -65,6 +65,7 @@ typedef struct space {
   int v[C_N][MAX_VALUES];    /* C_GCFRAC: an index into gc[]/frac[] */
   int gc[MAX_VALUES], frac[MAX_VALUES];
   int coords[C_N], n_coords; /* the coordinates this space searches, in order */
+  int no_limits;             /* --no-limits: no per_process_memory_fraction (and so no threshold) */
 } space_t;
 
 static void set(gr_pt_point_t *p, const space_t *s, int c, int k) {
@@ -124,6 +125,7 @@ static void split_values(space_t *s, const gr_loaded_t *lt) {
 }
 
 static void gcfrac(space_t *s, int gc, int frac) {
+  if (s->no_limits && frac) return; /* a hard limit, not searched */
   int k = s->n[C_GCFRAC];
   for (int i = 0; i < k; i++)
     if (s->gc[i] == gc && s->frac[i] == frac) return;
@@ -156,8 +158,10 @@ static void gcfrac_around(space_t *s, uint64_t peak, uint64_t total) {
     }
 }
 
-static void build(space_t *s, int bounded, const gr_loaded_t *lt, uint64_t dflt_peak, uint64_t total) {
+static void build(space_t *s, int bounded, int no_limits, const gr_loaded_t *lt, uint64_t dflt_peak,
+                  uint64_t total) {
   memset(s, 0, sizeof *s);
+  s->no_limits = no_limits;
   add(s, C_EXPAND, 0);
   add(s, C_EXPAND, 1);
   static const int split_round[] = {0, 64, 128, 256, 512};
@@ -432,7 +436,7 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   space_t *s = malloc(sizeof *s);
   if (!s) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   int bounded = c->o->mode != GR_TUNE_SEARCH;
-  build(s, bounded, c->lt, t->pts[d].peak_reserved, total);
+  build(s, bounded, c->o->no_limits, c->lt, t->pts[d].peak_reserved, total);
   if (c->o->mode == GR_TUNE_EXHAUSTIVE) {
     st = exhaustive(c, s, err);
     t->method = "exhaustive over the bounded space";
@@ -493,7 +497,9 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   if (st == GM_OK && !bounded && best_idx >= 0) st = simplify(c, &best, &best_idx, err);
   snprintf(t->method_buf, sizeof t->method_buf, "coordinate descent from %d starts%s%s", n_starts,
            long_trace ? " (a long trace: the default and expandable segments)" : "",
-           bounded ? " over the bounded space" : ", bisection of the memory fraction, keys that buy nothing dropped");
+           bounded              ? " over the bounded space"
+           : c->o->no_limits    ? ", keys that buy nothing dropped"
+                                : ", bisection of the memory fraction, keys that buy nothing dropped");
   t->method = t->method_buf;
   free(s);
   return st;

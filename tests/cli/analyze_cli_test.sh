@@ -151,7 +151,7 @@ GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again
 "$MK" results job.zst rc.json && sed -i 's/"backend":"sim"/"backend":"cuda:0"/g' rc.json || exit 1
 run 0 "$GA" load -q --db job.zst.db job.zst rc.json
 GPUREPLAY="$MK" run 0 "$GA" report --strict job.zst; has err "wrote job.zst.db (the database: the trace and its replays; added to it)"
-[ "$(<fake.log)" = "--tune -q --strict" ] || fail "report --strict asked gpureplay for: $(<fake.log)"
+[ "$(<fake.log)" = "--tune -q --strict --no-limits" ] || fail "report --strict asked gpureplay for: $(<fake.log)"
 GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again2
 [ "$(wc -l < again2/runs.csv)" = 7 ] || fail "want the 3 new runs and the 3 of cuda:0: $(<again2/runs.csv)"
 [ "$(grep -c ',cuda:0,' again2/runs.csv)" = 3 ] || fail "the cuda:0 runs: $(<again2/runs.csv)"
@@ -159,7 +159,7 @@ GPUREPLAY="$MK" run 0 "$GA" report --db job.zst.db --csv again2
 printf '#!/bin/sh\n[ "$1" = --version ] && { echo "fake gpureplay 2"; exit 0; }\nexec "%s" "$@"\n' "$MK" >mk2; chmod +x mk2
 : >fake.log
 GPUREPLAY="$PWD/mk2" run 0 "$GA" report --strict job.zst; lacks err "reusing"
-[ "$(<fake.log)" = "--tune -q --strict" ] || fail "a new gpureplay version did not replay: $(<fake.log)"
+[ "$(<fake.log)" = "--tune -q --strict --no-limits" ] || fail "a new gpureplay version did not replay: $(<fake.log)"
 # --no-tune, and a trace past the tuner's default limit: the sweep alone, said so
 "$MK" trace job3.zst 30 || exit 1; : >fake.log
 GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst; lacks err "the sweep's grid only"
@@ -168,7 +168,7 @@ has err "0.0 M events in all: the sweep's grid only (the tuner runs by default u
 [ "$(<fake.log)" = $'--sweep -q\n--sweep -q\n--sweep -q' ] || fail "--no-tune / a long trace: gpureplay was asked: $(<fake.log)"
 : >fake.log
 GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --tune --html l.html job.zst --db long2.db
-[ "$(<fake.log)" = "--tune -q" ] || fail "--tune past the limit: gpureplay was asked: $(<fake.log)"
+[ "$(<fake.log)" = "--tune -q --no-limits" ] || fail "--tune past the limit: gpureplay was asked: $(<fake.log)"
 GPUREPLAY="$MK" run 2 "$GA" report --tune --no-tune job.zst; has err "--tune and --no-tune: give one"
 # a database made before report_replays (an older gpuanalyze's sweep): it serves --no-tune as it
 # always did; the default runs the tuner, whose search it does not hold, and notes it
@@ -177,8 +177,8 @@ sqlite3 old.db "DROP TABLE report_replays" || fail "sqlite3"
 : >fake.log
 GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst --db old.db --html o.html; has err "reusing the 3 replays of job3.zst"
 GPUREPLAY="$MK" run 0 "$GA" report job3.zst --db old.db --html o.html; lacks err "reusing"
-[ "$(<fake.log)" = "--tune -q" ] || fail "an older database: gpureplay was asked: $(<fake.log)"
-[ "$(sqlite3 old.db "SELECT what FROM report_replays")" = tune ] || fail "no note of the tune in old.db"
+[ "$(<fake.log)" = "--tune -q --no-limits" ] || fail "an older database: gpureplay was asked: $(<fake.log)"
+[ "$(sqlite3 old.db "SELECT what FROM report_replays")" = tune:no-limits ] || fail "no note of the tune in old.db"
 unset ANA_FAKE_LOG
 cp job.zst job2.zst
 GPUREPLAY=/bin/false run 1 "$GA" report job2.zst; one_line; has err "cannot replay 'job2.zst': false failed (exit status 1)"

@@ -54,18 +54,19 @@ grep -A6 '^infer_varlen.zst:' rec.txt | grep -q 'paste: PYTORCH_CUDA_ALLOC_CONF=
 "$GA" report --db rt.db --html rt.html --csv csv || fail "report failed"
 [ -s rt.html ] && [ "$(stat -c %s rt.html)" -lt 5000000 ] || fail "rt.html missing or too big"
 [ "$(ls csv/*.csv | wc -l)" -ge 9 ] || fail "csv: $(ls csv)"
-# gpureplay --tune's results: the recommendation is its choice, with its driver time, the
-# device it fits and how far below the sweep's grid it is (two_streams: 280 MiB against
-# expandable segments' 304 MiB), and pastes what gpureplay pasted.
+# gpureplay --tune's results (without hard limits, as the report asks): the recommendation is
+# its choice, with its driver time, the device it fits and the grid's smallest beside it
+# (two_streams: expandable segments' 304 MiB costs more driver time than the budget, so the
+# default's 420 MiB stays), and pastes what gpureplay pasted.
 if [ -s two_streams.zst ]; then
-  "$RP" two_streams.zst --tune --jobs=2 -o ts.tune.json >ts.tune.txt 2>/dev/null || fail "gpureplay --tune"
+  "$RP" two_streams.zst --tune --no-limits --jobs=2 -o ts.tune.json >ts.tune.txt 2>/dev/null || fail "gpureplay --tune"
   "$GA" load -q --db tune.db two_streams.zst ts.tune.json || fail "load of the tune results"
   "$GA" recommend --db tune.db >tune.txt || fail "recommend on the tune results"
-  grep -q "^  tuned (gpureplay --tune): peak reserved 280.00 MiB, est. driver time [0-9.]*\.\.[0-9.]* ms (p50\.\.p99; budget [0-9.]* ms)$" tune.txt ||
+  grep -q "^  tuned (gpureplay --tune): peak reserved 420.00 MiB, est. driver time [0-9.]*\.\.[0-9.]* ms (p50\.\.p99; budget [0-9.]* ms)$" tune.txt ||
     fail "tune: no tuned line: $(cat tune.txt)"
-  grep -q "^  fits: a 16 GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs 280.00 MiB on the device)$" tune.txt ||
+  grep -q "^  fits: a 16 GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs 308.00 MiB on the device)$" tune.txt ||
     fail "tune: no fits line: $(cat tune.txt)"
-  grep -q "^  beats the sweep grid's best, pytorch:expandable_segments:True (304.00 MiB), by 24.00 MiB (7.9%)$" tune.txt ||
+  grep -q "^  the sweep grid's smallest, pytorch:expandable_segments:True (304.00 MiB), reserves 116.00 MiB less at more driver time (est. 4.59 ms)$" tune.txt ||
     fail "tune: no grid line: $(cat tune.txt)"
   # the one step: report runs the same search by default and says the same
   "$GA" report two_streams.zst --db ts1.db --html ts1.html >ts1.txt 2>ts1.err || fail "report two_streams: $(cat ts1.err)"

@@ -57,8 +57,8 @@ has out "the smallest change that would have served it: pytorch:expandable_segme
 has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 has out "the default (pytorch) ran out of memory in replay (1 OOM, the first at event 82)"
 # the tuner's choice beside it: the fastest that serves it (none is within 1 % of a 40 ms run)
-has out "  tuned (gpureplay --tune): pytorch:garbage_collection_threshold:0.80,per_process_memory_fraction:0.996316, peak reserved 2.64 GiB, est. driver time 0.96..2.69 ms (p50..p99; budget 0.41 ms: none that serves every request is within it, this is the fastest)"
-has out "the sweep grid's smallest, pytorch:expandable_segments:True (2.46 GiB), reserves 184.00 MiB less at more driver time (est. 7.21 ms)"
+has out "  tuned (gpureplay --tune): pytorch:max_split_size_mb:520,max_non_split_rounding_mb:1024,roundup_power2_divisions:[32:4,64:2,128:2,256:2,>:8], peak reserved 2.48 GiB, est. driver time 1.26..2.95 ms (p50..p99; budget 0.41 ms: none that serves every request is within it, this is the fastest)"
+has out "the sweep grid's smallest, pytorch:expandable_segments:True (2.46 GiB), reserves 24.00 MiB less at more driver time (est. 7.21 ms)"
 lacks out "saving vs default"
 has report.html "OUT OF MEMORY: the recorded run failed 1 request"
 
@@ -143,7 +143,7 @@ has err "wrote job.zst.db"; has err "wrote report.html"
 lacks err $'\r'   # no progress when stderr is not a terminal
 # Run twice: the unchanged trace's replays are reused (a gpureplay that fails proves it).
 GPUREPLAY=/bin/false run 0 "$GA" report job.zst
-has err "reusing the tuner's search and the 22 replays of job.zst in job.zst.db (the trace, gpureplay's version and the options have not changed; delete job.zst.db to replay it again)"
+has err "reusing the tuner's search and the 17 replays of job.zst in job.zst.db (the trace, gpureplay's version and the options have not changed; delete job.zst.db to replay it again)"
 # A new recording under the same name: replayed again into a fresh job.zst.db, not reported
 # beside the old one.
 cp ../oom.zst job.zst
