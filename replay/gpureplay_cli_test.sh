@@ -190,6 +190,15 @@ run tunemode 2 "$REQ" --tune --tune-mode=fast
 grep -q "bad --tune-mode" "$T/tunemode.err" || fail "tunemode: message"
 run tunebudget 2 "$REQ" --budget=0.5
 grep -q "go with --tune" "$T/tunebudget.err" || fail "tunebudget: message"
+# --no-limits: no point of the search holds a memory fraction, and the header says so
+run tunenl 0 "$REQ" --tune --no-limits --no-capacity
+grep -q "no hard limits searched (--no-limits)" "$T/tunenl.out" || fail "tunenl: $(head -1 "$T/tunenl.out")"
+! grep -E "^(tuned|chosen): " "$T/tunenl.out" | grep -q "per_process_memory_fraction" ||
+  fail "tunenl: a hard limit chosen: $(grep -E '^(tuned|chosen): ' "$T/tunenl.out")"
+awk -v a="$(mib "$T/tune.out")" -v b="$(mib "$T/tunenl.out")" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' ||
+  fail "tunenl: without limits $(mib "$T/tunenl.out") MiB, below the full search's $(mib "$T/tune.out") MiB"
+run tunenl2 2 "$REQ" --no-limits
+grep -q "go with --tune" "$T/tunenl2.err" || fail "tunenl2: message"
 
 # frees that wait on stream events (two_streams' record_stream hand-over: 20 frees on another
 # stream): the line, the range column, the JSON keys (recorded = early in a requests trace;
