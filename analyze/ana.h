@@ -78,7 +78,16 @@ typedef struct ana_summary {
   uint64_t life_allocs[21], life_bytes[21];
   /* Every mapped byte by owner (formats/gmt.h, gmt_owners): per device, at its peak. */
   gmt_owners_result_t owners;
+  /* Events earlier than the event before them on the same device (of the first ANA_MAX_LISTED
+   * devices): SPEC.md does not require order, but times, durations and timelines assume it.
+   * The earliest time seen (first_ts_ns is the first event's, which may be later). */
+  uint64_t ts_backward, ts_backward_max_ns, ts_backward_first_seq;
+  uint16_t ts_backward_device;
+  uint64_t min_ts_ns;
 } ana_summary_t;
+
+/* One line on the events out of order (ts_backward), into buf ("" when none). Returns buf. */
+char *ana_out_of_order_text(const ana_summary_t *m, char *buf, size_t n);
 
 typedef struct ana_scan ana_scan_t;
 

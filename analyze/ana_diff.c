@@ -100,9 +100,11 @@ static gm_status_t scan(const char *path, unsigned flags, pass_t *p, int second,
       side->allocs = m->by_kind[GMT_EV_ALLOC];
       side->frees = m->by_kind[GMT_EV_FREE];
       side->failed_allocs = m->failed_allocs;
-      side->duration_ns = m->last_ts_ns > m->first_ts_ns ? m->last_ts_ns - m->first_ts_ns : 0;
+      /* from the earliest event (the first, unless times go back): no peak before the start */
+      side->duration_ns = m->last_ts_ns > m->min_ts_ns ? m->last_ts_ns - m->min_ts_ns : 0;
       side->peak_live = m->peak_live_bytes;
-      side->peak_live_ts_ns = m->peak_live_ts_ns - m->first_ts_ns;
+      side->peak_live_ts_ns = side->peak_live && m->peak_live_ts_ns > m->min_ts_ns ? m->peak_live_ts_ns - m->min_ts_ns : 0;
+      ana_out_of_order_text(m, side->out_of_order, sizeof side->out_of_order);
       *tl_n = ana_scan_timeline(s, tl_ts, tl_live, ANA_TIMELINE_POINTS);
     }
     st = GM_OK;
@@ -157,6 +159,11 @@ static int by_growth(const void *a, const void *b) {
   const ana_diff_site_t *x = a, *y = b;
   int64_t gx = growth(x), gy = growth(y);
   if (gx != gy) return gx > gy ? -1 : 1;
+  /* equal growth (the same job twice): the most bytes, then the most allocations first */
+  uint64_t bx = x->peak_bytes[1] + x->peak_bytes[0], by = y->peak_bytes[1] + y->peak_bytes[0];
+  if (bx != by) return bx > by ? -1 : 1;
+  uint64_t ax = x->allocs[1] + x->allocs[0], ay = y->allocs[1] + y->allocs[0];
+  if (ax != ay) return ax > ay ? -1 : 1;
   return strcmp(x->text, y->text);
 }
 
@@ -292,6 +299,8 @@ void ana_diff_print_text(FILE *f, const ana_diff_t *d, int top) {
     if (!d->side[i].allocs)
       fprintf(f, "note: %s has no GPU allocation (%" PRIu64 " events%s): its figures are 0\n", i ? "B" : "A",
               d->side[i].events, d->side[i].frees ? ", frees only" : "");
+  for (int i = 0; i < 2; i++)
+    if (d->side[i].out_of_order[0]) fprintf(f, "warning: %s: %s\n", i ? "B" : "A", d->side[i].out_of_order);
   fprintf(f, "%-22s %14s %14s %16s\n", "", "A", "B", "B - A");
   fprintf(f, "%-22s %14s %14s %16s", "peak live", sz(d->side[0].peak_live, x), sz(d->side[1].peak_live, y),
           signed_sz((int64_t)d->side[1].peak_live - (int64_t)d->side[0].peak_live, z));
@@ -323,7 +332,8 @@ void ana_diff_print_text(FILE *f, const ana_diff_t *d, int top) {
     fprintf(f, "%12s %12s %13s  %s%s\n", sz(s->peak_bytes[0], x), sz(s->peak_bytes[1], y), signed_sz(growth(s), z),
             s->text[0] ? gm_escape(s->text, cs, 160) : "(no callsite recorded)", mark);
   }
-  if (d->n_sites > (size_t)top) fprintf(f, "(%zu more callsites: --csv DIR writes them all)\n", d->n_sites - (size_t)top);
+  if (d->n_sites > (size_t)top) fprintf(f, "(%zu more callsites: --csv DIR writes %s)\n", d->n_sites - (size_t)top,
+                                            d->n_sites > ANA_DIFF_CSV_MAX_SITES ? "the first 10000 and sums the rest" : "them all");
 }
 
 static json_t *jtext(const char *s) {
@@ -371,7 +381,7 @@ gm_status_t ana_diff_print_json(FILE *f, const ana_diff_t *d, gm_err_t *err) {
                                                  : s->allocs[0] && !s->allocs[1] ? "gone" : "both"));
     json_array_append_new(arr, o);
   }
-  json_object_set_new(j, "callsites", arr); /* the first 100 by growth; the CSV has all */
+  json_object_set_new(j, "callsites", arr); /* the first 100 by growth; the CSV has more (ANA_DIFF_CSV_MAX_SITES) */
   char *out = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
   json_decref(j);
   if (!out) return gm_err_set(err, GM_ERR_NOMEM, "out of memory writing JSON");
@@ -419,7 +429,8 @@ gm_status_t ana_diff_write_csv(const ana_diff_t *d, const char *dir, gm_err_t *e
     FILE *f = gm_out_file(o);
     fputs("callsite,status,a_peak_bytes,b_peak_bytes,growth_bytes,a_peak_allocs,b_peak_allocs,a_allocs,b_allocs,"
           "a_bytes,b_bytes\n", f);
-    for (size_t i = 0; i < d->n_sites; i++) {
+    size_t shown = d->n_sites < ANA_DIFF_CSV_MAX_SITES ? d->n_sites : ANA_DIFF_CSV_MAX_SITES;
+    for (size_t i = 0; i < shown; i++) {
       const ana_diff_site_t *x = &d->sites[i];
       ana_csv_field(f, x->text, 1);
       fprintf(f, ",%s,%" PRIu64 ",%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
@@ -427,6 +438,21 @@ gm_status_t ana_diff_write_csv(const ana_diff_t *d, const char *dir, gm_err_t *e
               x->allocs[1] && !x->allocs[0] ? "new" : x->allocs[0] && !x->allocs[1] ? "gone" : "both",
               x->peak_bytes[0], x->peak_bytes[1], growth(x), x->peak_allocs[0], x->peak_allocs[1], x->allocs[0],
               x->allocs[1], x->bytes[0], x->bytes[1]);
+    }
+    if (shown < d->n_sites) { /* the rest, summed (limit ANA_DIFF_CSV_MAX_SITES) */
+      ana_diff_site_t r;
+      memset(&r, 0, sizeof r);
+      for (size_t i = shown; i < d->n_sites; i++)
+        for (int k = 0; k < 2; k++) {
+          r.peak_bytes[k] += d->sites[i].peak_bytes[k];
+          r.peak_allocs[k] += d->sites[i].peak_allocs[k];
+          r.allocs[k] += d->sites[i].allocs[k];
+          r.bytes[k] += d->sites[i].bytes[k];
+        }
+      fprintf(f, "\"(%zu other callsites, summed; limit ANA_DIFF_CSV_MAX_SITES = %d)\",rest,%" PRIu64 ",%" PRIu64
+                 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
+              d->n_sites - shown, ANA_DIFF_CSV_MAX_SITES, r.peak_bytes[0], r.peak_bytes[1], growth(&r), r.peak_allocs[0],
+              r.peak_allocs[1], r.allocs[0], r.allocs[1], r.bytes[0], r.bytes[1]);
     }
     s = gm_out_commit(o, err);
   }

@@ -21,12 +21,16 @@ typedef struct ana_diff_site {
 } ana_diff_site_t;
 
 #define ANA_DIFF_POINTS 1000 /* the combined timeline's points on the normalised axis */
+/* diff_callsites.csv's rows: the callsites of most growth; the rest are summed in one last
+ * row, so that a trace of a million distinct callsites does not make a CSV of a million rows. */
+#define ANA_DIFF_CSV_MAX_SITES 10000
 
 typedef struct ana_diff_side {
   char path[1024];
   uint64_t events, allocs, frees, failed_allocs;
   uint64_t duration_ns;
   uint64_t peak_live, peak_live_ts_ns; /* ts from the trace's start */
+  char out_of_order[320];              /* ana_out_of_order_text: "" when the times go forward */
   int has_reserved;                    /* peak_reserved was replayed (or found in the database) */
   uint64_t peak_reserved;
   char policy[256];                    /* the setting peak_reserved is of */

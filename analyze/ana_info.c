@@ -193,11 +193,11 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
       break;
     }
   fprintf(out, "duration:       ");
-  print_duration(out, s->events ? s->last_ts_ns - s->first_ts_ns : 0);
+  print_duration(out, s->events ? s->last_ts_ns - s->min_ts_ns : 0); /* min = first when in order */
   if (s->events) {
-    fprintf(out, " (first event t=");
-    print_duration(out, s->first_ts_ns);
-    fprintf(out, ", last t=");
+    fprintf(out, s->ts_backward ? " (earliest event t=" : " (first event t=");
+    print_duration(out, s->min_ts_ns);
+    fprintf(out, s->ts_backward ? ", latest t=" : ", last t=");
     print_duration(out, s->last_ts_ns);
     fprintf(out, ")");
   }
@@ -245,4 +245,6 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   if (s->unknown_free || s->double_alloc)
     fprintf(out, "anomalies:      %" PRIu64 " frees of unknown addresses, %" PRIu64
                  " allocs over a live address\n", s->unknown_free, s->double_alloc);
+  char ooo[320];
+  if (s->ts_backward) fprintf(out, "out of order:   %s\n", ana_out_of_order_text(s, ooo, sizeof ooo));
 }

@@ -264,7 +264,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   if (s < 0) return s;
   int i = 1;
   bind_u64(st, i++, m->events);
-  bind_u64(st, i++, m->events ? m->last_ts_ns - m->first_ts_ns : 0);
+  bind_u64(st, i++, m->events ? m->last_ts_ns - m->min_ts_ns : 0); /* min = first when in order */
   /* summaries only: an empty range, so that no query finds another trace's rows in it */
   sqlite3_bind_int64(st, i++, L->summary_only ? 0 : first_ev);
   sqlite3_bind_int64(st, i++, L->summary_only ? -1 : first_ev + (int64_t)m->events - 1);
@@ -304,6 +304,16 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   s = step(L->db, st, err);
   sqlite3_finalize(st);
   if (s < 0) return s;
+  if (m->ts_backward) { /* the report says so (ana_recommend.c); a note, not a column */
+    char ooo[320];
+    if (ana_prepare(L->db, &st, "INSERT OR REPLACE INTO trace_kv VALUES(?,'gpuanalyze.out_of_order',?)", err) < 0)
+      return GM_ERR_IO;
+    sqlite3_bind_int64(st, 1, L->trace_id);
+    bind_text(st, 2, ana_out_of_order_text(m, ooo, sizeof ooo));
+    s = step(L->db, st, err);
+    sqlite3_finalize(st);
+    if (s < 0) return s;
+  }
 
   /* Counts by kind, the string table, the timeline. */
   if (ana_prepare(L->db, &st, "INSERT INTO trace_kinds VALUES(?,?,?)", err) < 0) return GM_ERR_IO;

@@ -189,6 +189,32 @@ static void warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id) {
               (long long)sqlite3_column_int64(st, 3));
   }
   sqlite3_finalize(st);
+  st = NULL;
+  char ooo[320]; /* gpuanalyze load notes a trace whose times go back (ana_out_of_order_text) */
+  if (ana_trace_kv(db, trace_id, "gpuanalyze.out_of_order", ooo, sizeof ooo)) fprintf(out, "  warning: %s\n", ooo);
+  sqlite3_finalize(st);
+}
+
+/* A trace without one allocation (none recorded, or frees only): nothing to advise, and say so
+ * instead of a "best policy" of 0 bytes. Returns 1 if so. */
+static int no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *adv) {
+  sqlite3_stmt *st = NULL;
+  int none = 0;
+  if (sqlite3_prepare_v2(db->h,
+                         "SELECT t.events, (SELECT count FROM trace_kinds WHERE trace_id=?1 AND kind='free'),"
+                         " EXISTS(SELECT 1 FROM trace_kinds WHERE trace_id=?1 AND kind IN ('alloc','alloc_failed')"
+                         " AND count>0) FROM traces t WHERE t.trace_id=?1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st, 1, trace_id);
+  if (sqlite3_step(st) == SQLITE_ROW && !sqlite3_column_int(st, 2)) {
+    none = 1;
+    fprintf(out, "  no setting advised: the trace holds no allocation (%lld events%s): nothing to replay, every figure is 0\n",
+            (long long)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1) ? ", frees only" : "");
+    if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "the trace holds no allocation");
+  }
+  sqlite3_finalize(st);
+  return none;
 }
 
 /* The recorded run's failure, from the replays' results (gpureplay describes it in each run):
@@ -573,6 +599,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                  "`direct` replays cuda_memory_resource and `async` cuda_async_memory_resource\n");
     if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "RMM's pool resources are not modelled");
   }
+  if (no_requests(db, out, trace_id, adv)) return;
   if (fw == FW_MIXED || native) {
     fprintf(out, "  no setting advised: %s\n",
             fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "

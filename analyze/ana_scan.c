@@ -46,6 +46,7 @@ struct ana_scan {
   uint64_t map_live; /* mapped VMM bytes (expandable segments): reserved too */
   uint64_t dev_live[ANA_MAX_LISTED]; /* live bytes of summary.devices[i] */
   int last_dev;                      /* index of the last device looked up */
+  uint64_t dev_prev_ts[ANA_MAX_LISTED]; /* time of summary.devices[i]'s last event */
   bucket_t buckets[ANA_TIMELINE_POINTS];
   uint64_t width; /* ns per bucket */
   int finished;
@@ -198,11 +199,39 @@ static void note_stream(ana_scan_t *s, uint64_t id) {
   s->sum.n_streams++;
 }
 
+/* Counts an event earlier than its device's event before (the device seen just before). */
+static void note_order(ana_scan_t *s, const gmt_event_t *ev, uint64_t seq) {
+  int i = dev_index(s, ev->device);
+  if (i < 0) return;
+  ana_summary_t *m = &s->sum;
+  uint64_t prev = s->dev_prev_ts[i];
+  if (ev->ts_ns < prev) {
+    if (!m->ts_backward++) m->ts_backward_first_seq = seq, m->ts_backward_device = ev->device;
+    if (prev - ev->ts_ns > m->ts_backward_max_ns) m->ts_backward_max_ns = prev - ev->ts_ns;
+  } else {
+    s->dev_prev_ts[i] = ev->ts_ns;
+  }
+}
+
+char *ana_out_of_order_text(const ana_summary_t *m, char *buf, size_t n) {
+  if (!m->ts_backward) {
+    if (n) buf[0] = 0;
+    return buf;
+  }
+  snprintf(buf, n,
+           "%" PRIu64 " events are earlier than an event before them on the same device (the first: event %" PRIu64
+           " on device %u; up to %.3f ms back): durations and timelines drawn from the times are approximate",
+           m->ts_backward, m->ts_backward_first_seq, (unsigned)m->ts_backward_device,
+           (double)m->ts_backward_max_ns / 1e6);
+  return buf;
+}
+
 gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) {
   ana_summary_t *m = &s->sum;
   uint64_t seq = m->events++;
-  if (seq == 0) m->first_ts_ns = ev->ts_ns;
+  if (seq == 0) m->first_ts_ns = m->min_ts_ns = ev->ts_ns;
   if (ev->ts_ns > m->last_ts_ns) m->last_ts_ns = ev->ts_ns;
+  if (ev->ts_ns < m->min_ts_ns) m->min_ts_ns = ev->ts_ns;
   if (ev->kind < GMT_EV_KIND_MAX) m->by_kind[ev->kind]++;
   if (ev->kind == GMT_EV_ALLOC && (ev->flags & GMT_F_ASYNC) &&
       (ev->mem_kind == GMT_MEM_DEVICE || ev->mem_kind == GMT_MEM_UNKNOWN))
@@ -212,6 +241,7 @@ gm_status_t ana_scan_event(ana_scan_t *s, const gmt_event_t *ev, gm_err_t *err) 
     if (m->n_devices < ANA_MAX_LISTED) m->devices[m->n_devices] = ev->device;
     m->n_devices++;
   }
+  note_order(s, ev, seq);
   if (ev->callsite > m->max_callsite) m->max_callsite = ev->callsite;
   gm_status_t st = s->owners ? gmt_owners_event(s->owners, ev, s->str, s->str_ctx, err) : GM_OK;
   if (st < 0) return st;

@@ -84,7 +84,7 @@ static const gm_opt_t oom_opts[] = {
     {0}};
 static const gm_opt_t diff_opts[] = {
     BASE_OPTS, STRICT_OPT, JSON_OPT, GPUREPLAY_OPT,
-    {"csv", 0, GM_OPT_STR, "DIR", "write diff_summary.csv, diff_callsites.csv (every callsite) and "
+    {"csv", 0, GM_OPT_STR, "DIR", "write diff_summary.csv, diff_callsites.csv (the 10000 callsites of most growth, the rest summed) and "
      "diff_timeline.csv (both traces on one normalised time axis) into DIR", offsetof(config_t, csv_dir)},
     {"top", 'n', GM_OPT_U64, "N", "callsites listed in the text (default 15)", offsetof(config_t, top)},
     {"html", 0, GM_OPT_STR, "FILE", "also write the two runs side by side as a self-contained HTML page",

@@ -362,6 +362,65 @@ def by_tools(out):
                                               "5000,free,0,7,0x7f0000000000,4096,device,0x0,1,0,0"))
 
 
+# ---- issue 14 "Bad input": traces the report, oom, diff, ranks and the exports must describe --
+# (tests/RELIABILITY.md "Bad input"). The CSV text form is imported with gpurec import at test
+# time; the RMM logs (recorder/rmm/rmm_import.h) likewise.
+
+BAD_HEAD = "# gpumem trace, text form 1\n#gpu_total_mem=85899345920\nts_ns,kind,device,stream,addr,size,callsite\n"
+RMM_HEAD = "Thread,Time,Action,Pointer,Size,Stream\n"
+
+
+def bad_small(out):
+    # no allocations: a trace with markers only, and one with no event at all
+    write(out, "bad_no_allocs.csv", (BAD_HEAD + "#string.1=step\n" +
+                                     "".join("%d,marker,0,-,0x0,%d,1\n" % (1000 * k, k) for k in range(1, 4))).encode())
+    write(out, "bad_no_events.csv", BAD_HEAD.encode())
+    # only frees: 100 frees of pointers never allocated (a trace started mid-run)
+    write(out, "bad_only_frees.csv", (BAD_HEAD + "".join(
+        "%d,free,0,0,0x%x,4096,0\n" % (1000 * k, 0x7f0000000000 + k * 4096) for k in range(1, 101))).encode())
+    # events of one device out of order: device 0's time steps back by 1 ms every 10 events
+    rows = []
+    t = 10 ** 9
+    for k in range(200):
+        t += 1000 if k % 10 else -10 ** 6
+        a = 0x7f0000000000 + (k // 2) * 0x100000
+        rows.append("%d,%s,0,0,0x%x,%d,0" % (t, "alloc" if k % 2 == 0 else "free", a, 1 << 20))
+    write(out, "bad_out_of_order.csv", (BAD_HEAD + "".join(r + "\n" for r in rows)).encode())
+    # callsites of 100 KB: 20 allocations, each from a distinct 100 KB callsite (a stack of
+    # 1000 frames of 100 bytes, as a deep recursion gives)
+    lines = []
+    for k in range(1, 21):
+        frame = ("/home/user/project/model/layers/block_%04d.py:%d:forward" % (k, k)).ljust(99, "_")
+        lines.append("#string.%d=%s\n" % (k, (frame + ";") * 1024))
+        lines.append("%d,alloc,0,0,0x%x,%d,%d\n" % (1000 * k, 0x7f0000000000 + k * 0x100000, 1 << 20, k))
+    write(out, "bad_callsite_100k.csv", (BAD_HEAD + "".join(lines)).encode())
+    # RMM logs with the same pathologies
+    write(out, "bad_rmm_no_allocs.csv", RMM_HEAD.encode())
+    write(out, "bad_rmm_only_frees.csv", (RMM_HEAD + "".join(
+        "1,10:00:00.%06d,free,0x%x,4096,0x0\n" % (k, 0x7f0000000000 + k * 4096) for k in range(1, 11))).encode())
+    write(out, "bad_rmm_out_of_order.csv", (RMM_HEAD + "1,10:00:05.000000,allocate,0x7f0000000000,4096,0x0\n"
+                                            "1,10:00:01.000000,free,0x7f0000000000,4096,0x0\n").encode())
+    write(out, "bad_rmm_thread_100k.csv", (RMM_HEAD + "9" * 102400 +
+                                           ",10:00:00.000001,allocate,0x7f0000000000,4096,0x0\n").encode())
+
+
+def bad_large(out, n=1000000):
+    """n allocations from n distinct callsites (each freed at once, so memory follows the
+    callsites, not live allocations), as CSV text and as an RMM log of n threads."""
+    with open(os.path.join(out, "bad_callsites_1m.csv"), "w") as f:
+        f.write(BAD_HEAD)
+        for k in range(1, n + 1):
+            f.write("#string.%d=model.py:%d:layer_%d\n%d,alloc,0,0,0x7f0000000000,%d,%d\n%d,free,0,0,0x7f0000000000,%d,0\n"
+                    % (k, k, k, 2 * k, 512 * (1 + k % 64), k, 2 * k + 1, 512 * (1 + k % 64)))
+    with open(os.path.join(out, "bad_rmm_threads_1m.csv"), "w") as f:
+        f.write(RMM_HEAD)
+        for k in range(1, n + 1):
+            us = 2 * k
+            f.write("%d,10:%02d:%02d.%06d,allocate,0x7f0000000000,%d,0x0\n%d,10:%02d:%02d.%06d,free,0x7f0000000000,%d,0x0\n"
+                    % (k, us // 60000000, us // 1000000 % 60, us % 1000000, 512 * (1 + k % 64),
+                       k, (us + 1) // 60000000, (us + 1) // 1000000 % 60, (us + 1) % 1000000, 512 * (1 + k % 64)))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: gen_corpus.py OUT_DIR [--large]")
@@ -369,8 +428,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     small(out)
     small_json(out)
+    bad_small(out)
     if "--large" in sys.argv[2:]:
         large(out)
+        bad_large(out)
     if "--by-tools" in sys.argv[2:]:
         by_tools(out)
 
