@@ -395,6 +395,13 @@ gm_status_t ana_ranks(ana_db_t *db, FILE *out, ana_ranks_format_t fmt, int *jobs
     snprintf(j.command, sizeof j.command, "%s", (const char *)sqlite3_column_text(st, 0));
     j.world_size = sqlite3_column_int64(st, 1);
     s = load_units(db, &j, err);
+    if (s >= 0 && !j.nu && fmt == ANA_RANKS_TEXT) { /* ranks, but none allocates: say so, not "no job" */
+      char ec[256];
+      if (*jobs) fputc('\n', out);
+      (*jobs)++;
+      fprintf(out, "job: %s (world size %" PRId64 ", %lld traces): no rank allocates GPU memory: nothing to compare\n",
+              gm_escape(j.command, ec, sizeof ec), j.world_size, (long long)sqlite3_column_int64(st, 2));
+    }
     if (s >= 0 && j.nu) s = choose(db, &j, err);
     if (s >= 0 && j.nu) {
       for (int i = 0; i < j.nu; i++) {

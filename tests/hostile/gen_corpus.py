@@ -386,6 +386,23 @@ def bad_small(out):
         a = 0x7f0000000000 + (k // 2) * 0x100000
         rows.append("%d,%s,0,0,0x%x,%d,0" % (t, "alloc" if k % 2 == 0 else "free", a, 1 << 20))
     write(out, "bad_out_of_order.csv", (BAD_HEAD + "".join(r + "\n" for r in rows)).encode())
+    # two ranks of one job: rank 0 allocates nothing, rank 1 only frees (gpuanalyze ranks)
+    for r, body in ((0, ""), (1, "".join("%d,free,0,0,0x%x,4096,0\n" % (1000 * k, 0x7f0000000000 + k * 4096)
+                                         for k in range(1, 11)))):
+        write(out, "bad_rank%d.csv" % r, ("# gpumem trace, text form 1\n#gpu_total_mem=85899345920\n#rank=%d\n"
+                                          "#world_size=2\n#command_line=python train.py\n"
+                                          "ts_ns,kind,device,stream,addr,size,callsite\n" % r + body).encode())
+    # RMM logs with the same pathologies
+    write(out, "bad_rmm_no_allocs.csv", RMM_HEAD.encode())
+    write(out, "bad_rmm_only_frees.csv", (RMM_HEAD + "".join(
+        "1,10:00:00.%06d,free,0x%x,4096,0x0\n" % (k, 0x7f0000000000 + k * 4096) for k in range(1, 11))).encode())
+    write(out, "bad_rmm_out_of_order.csv", (RMM_HEAD + "1,10:00:05.000000,allocate,0x7f0000000000,4096,0x0\n"
+                                            "1,10:00:01.000000,free,0x7f0000000000,4096,0x0\n").encode())
+
+
+def bad_large(out, n=1000000):
+    """n allocations from n distinct callsites (each freed at once, so memory follows the
+    callsites, not live allocations), as CSV text and as an RMM log of n threads."""
     # callsites of 100 KB: 20 allocations, each from a distinct 100 KB callsite (a stack of
     # 1000 frames of 100 bytes, as a deep recursion gives)
     lines = []
@@ -394,19 +411,9 @@ def bad_small(out):
         lines.append("#string.%d=%s\n" % (k, (frame + ";") * 1024))
         lines.append("%d,alloc,0,0,0x%x,%d,%d\n" % (1000 * k, 0x7f0000000000 + k * 0x100000, 1 << 20, k))
     write(out, "bad_callsite_100k.csv", (BAD_HEAD + "".join(lines)).encode())
-    # RMM logs with the same pathologies
-    write(out, "bad_rmm_no_allocs.csv", RMM_HEAD.encode())
-    write(out, "bad_rmm_only_frees.csv", (RMM_HEAD + "".join(
-        "1,10:00:00.%06d,free,0x%x,4096,0x0\n" % (k, 0x7f0000000000 + k * 4096) for k in range(1, 11))).encode())
-    write(out, "bad_rmm_out_of_order.csv", (RMM_HEAD + "1,10:00:05.000000,allocate,0x7f0000000000,4096,0x0\n"
-                                            "1,10:00:01.000000,free,0x7f0000000000,4096,0x0\n").encode())
+    # an RMM thread id of 100 KB (RMM's callsite is its thread)
     write(out, "bad_rmm_thread_100k.csv", (RMM_HEAD + "9" * 102400 +
                                            ",10:00:00.000001,allocate,0x7f0000000000,4096,0x0\n").encode())
-
-
-def bad_large(out, n=1000000):
-    """n allocations from n distinct callsites (each freed at once, so memory follows the
-    callsites, not live allocations), as CSV text and as an RMM log of n threads."""
     with open(os.path.join(out, "bad_callsites_1m.csv"), "w") as f:
         f.write(BAD_HEAD)
         for k in range(1, n + 1):

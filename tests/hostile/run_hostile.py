@@ -11,6 +11,10 @@ Each MANIFEST line runs one command (tests/RELIABILITY.md says what each case is
     matching the case's pattern; on success, the pattern somewhere in the output;
   - nothing in stdout or stderr that a terminal acts on: no control character but newline,
     nothing that is not UTF-8, no C1 control;
+  - where the case gives them (after its inputs, `;seconds=N;out=N;bytes=PATH:N`): a time
+    bound (not under ASan), a bound on stdout + stderr bytes, and on the bytes of each file or
+    folder the command writes (issue 14 "Bad input": no output grows with the input where it
+    must not);
   - a memory ceiling (ulimit -v, i.e. RLIMIT_AS) of 64 x the size of the case's inputs plus
     256 MiB, or the case's own ceiling where RELIABILITY.md explains why. ASan builds reserve
     terabytes of address space for their shadow memory, so there the ceiling is not set (the
@@ -48,6 +52,7 @@ class Stream:
         self.head = bytearray()
         self.bad = None
         self.tail = b""  # an incomplete UTF-8 sequence at a chunk's end
+        self.size = 0
         self.t = threading.Thread(target=self.run, args=(pipe,))
         self.t.start()
 
@@ -82,12 +87,22 @@ class Stream:
             if self.bad is None:
                 self.bad = self.check(data, offset)
             offset += len(data)
+        self.size = offset
         if self.bad is None and self.tail:
             self.bad = "output ends inside a UTF-8 sequence"
 
     def text(self):
         self.t.join()
         return self.head.decode("utf-8", "replace")
+
+
+def tree_size(path):
+    """Bytes of a file, or of every file under a folder; None if there is none."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    if not os.path.isdir(path):
+        return None
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def run_case(argv, ceiling, env, cwd):
@@ -145,6 +160,19 @@ def main():
         lines = [l.rstrip("\n") for l in mf if l.strip() and not l.startswith("#")]
     for line in lines:
         name, rc_want, pattern, inputs, cmd = line.split("\t")
+        # limits after the inputs: ';seconds=N' (time bound), ';out=N' (stdout + stderr bytes),
+        # ';bytes=PATH:N' (a file or folder the command writes, at most N bytes)
+        inputs, *limits = inputs.split(";")
+        max_s, max_out, max_files = None, None, []
+        for lim in limits:
+            k, v = lim.split("=", 1)
+            if k == "seconds":
+                max_s = float(v)
+            elif k == "out":
+                max_out = int(v)
+            elif k == "bytes":
+                path, n = v.rsplit(":", 1)
+                max_files.append((path.format(**subst), int(n)))
         if a.no_large and "{g}" in cmd:
             continue
         argv = [x.format(**subst) for x in shlex.split(cmd)]
@@ -169,6 +197,16 @@ def main():
                 why.append("exit %d, want 0 or 1" % rc)
         elif rc != int(rc_want):
             why.append("exit %d, want %s" % (rc, rc_want))
+        if max_s is not None and secs > max_s and not asan:
+            why.append("took %.1f s, more than its bound of %g s" % (secs, max_s))
+        if max_out is not None and out.size + err.size > max_out:
+            why.append("wrote %d bytes on stdout and stderr, more than %d" % (out.size + err.size, max_out))
+        for path, n in max_files:
+            got = tree_size(path)
+            if got is None:
+                why.append("did not write %s" % path)
+            elif got > n:
+                why.append("%s has %d bytes, more than its bound of %d" % (path, got, n))
         if out.bad:
             why.append("stdout: " + out.bad)
         if err.bad:
@@ -184,7 +222,8 @@ def main():
                 why.append("error line %r does not name the tool" % errs[0])
         elif rc == 0 and pattern != "-" and not re.search(pattern, o + e):
             why.append("output does not match %r: %r" % (pattern, (o + e)[:300]))
-        rows.append((name, tool, rc, rss, ceiling, secs))
+        written = out.size + err.size + sum(tree_size(p) or 0 for p, _ in max_files)
+        rows.append((name, tool, rc, rss, ceiling, secs, written))
         status = "ok" if not why else "FAIL"
         print("%-4s %-34s exit %-3s %8.1f MiB peak (ceiling %s) %6.2f s" %
               (status, name, rc, rss / MiB, "off (ASan)" if asan else "%.0f MiB" % (ceiling / MiB), secs))
@@ -193,9 +232,10 @@ def main():
             failures.append("%s: %s" % (name, w))
     if a.report:
         with open(a.report, "w") as f:
-            f.write("| case | tool | exit | peak RSS MiB | ceiling MiB | seconds |\n|---|---|---:|---:|---:|---:|\n")
-            for n, t, rc, rss, c, s in rows:
-                f.write("| %s | %s | %d | %.1f | %.0f | %.2f |\n" % (n, t, rc, rss / MiB, c / MiB, s))
+            f.write("| case | tool | exit | peak RSS MiB | ceiling MiB | seconds | output bytes |\n"
+                    "|---|---|---:|---:|---:|---:|---:|\n")
+            for n, t, rc, rss, c, s, b in rows:
+                f.write("| %s | %s | %d | %.1f | %.0f | %.2f | %d |\n" % (n, t, rc, rss / MiB, c / MiB, s, b))
     print("\n%d cases, %d failures%s" % (len(rows), len(failures), " (ASan build: no memory ceiling)" if asan else ""))
     for f in failures:
         print("FAIL " + f)
