@@ -199,7 +199,7 @@ void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_
       sz(rec.reserved, b3, sizeof b3);
     card(out, rec.ooms ? "rec oom" : "rec", "It reserves", b3, label);
   } else {
-    card(out, "rec", "It reserves", "not replayed", label);
+    card(out, "rec", "It reserves", "not replayed", a->default_policy[0] ? label : "the trace holds nothing to replay");
   }
   int have_best = a->advised && run_figures(db, a->best_run_id, &best);
   if (have_best) {

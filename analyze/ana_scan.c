@@ -218,11 +218,15 @@ char *ana_out_of_order_text(const ana_summary_t *m, char *buf, size_t n) {
     if (n) buf[0] = 0;
     return buf;
   }
+  char back[32];
+  uint64_t b = m->ts_backward_max_ns;
+  if (b < 1000) snprintf(back, sizeof back, "%" PRIu64 " ns", b);
+  else if (b < 1000000) snprintf(back, sizeof back, "%.3f us", (double)b / 1e3);
+  else snprintf(back, sizeof back, "%.3f ms", (double)b / 1e6);
   snprintf(buf, n,
            "%" PRIu64 " events are earlier than an event before them on the same device (the first: event %" PRIu64
-           " on device %u; up to %.3f ms back): durations and timelines drawn from the times are approximate",
-           m->ts_backward, m->ts_backward_first_seq, (unsigned)m->ts_backward_device,
-           (double)m->ts_backward_max_ns / 1e6);
+           " on device %u; up to %s back): durations and timelines drawn from the times are approximate",
+           m->ts_backward, m->ts_backward_first_seq, (unsigned)m->ts_backward_device, back);
   return buf;
 }
 
