@@ -330,7 +330,7 @@ void ana_diff_print_text(FILE *f, const ana_diff_t *d, int top) {
     const ana_diff_site_t *s = &d->sites[i];
     const char *mark = s->allocs[1] && !s->allocs[0] ? " [new]" : s->allocs[0] && !s->allocs[1] ? " [gone]" : "";
     fprintf(f, "%12s %12s %13s  %s%s\n", sz(s->peak_bytes[0], x), sz(s->peak_bytes[1], y), signed_sz(growth(s), z),
-            s->text[0] ? gm_escape(s->text, cs, 160) : "(no callsite recorded)", mark);
+            s->text[0] ? gm_escape_cut(s->text, cs, 160) : "(no callsite recorded)", mark);
   }
   if (d->n_sites > (size_t)top) fprintf(f, "(%zu more callsites: --csv DIR writes %s)\n", d->n_sites - (size_t)top,
                                             d->n_sites > ANA_DIFF_CSV_MAX_SITES ? "the first 10000 and sums the rest" : "them all");

@@ -148,7 +148,7 @@ static const char *sz(uint64_t v, char *b) { return gm_format_size(v, b, 32); }
 /* A callsite on one line: escaped (stacks hold newlines), cut to a screen's width. */
 static const char *one_line(const char *s, char *b, size_t n) {
   if (!s || !*s) return "(no callsite recorded)";
-  gm_escape(s, b, n);
+  gm_escape_cut(s, b, n);
   return b;
 }
 

@@ -307,7 +307,7 @@ static void print_text(ana_db_t *db, FILE *out, job_t *j) {
   if (nd) fprintf(out, "  callsites that differ most between ranks (bytes live at each rank's peak):\n");
   for (int i = 0; i < nd; i++)
     fprintf(out, "    %10s .. %-10s (rank %" PRId64 " .. rank %" PRId64 ")  %s\n", sz(d[i].min, b1, sizeof b1),
-            sz(d[i].max, b2, sizeof b2), d[i].min_rank, d[i].max_rank, gm_escape(d[i].callsite, e, 200));
+            sz(d[i].max, b2, sizeof b2), d[i].min_rank, d[i].max_rank, gm_escape_cut(d[i].callsite, e, 200));
 }
 
 static json_t *job_json(ana_db_t *db, job_t *j) {

@@ -171,7 +171,7 @@ static void print_text_table(ana_db_t *db, FILE *out, const ana_table_t *t, int6
   while (rows < TXT_ROWS && sqlite3_step(st) == SQLITE_ROW) {
     for (int c = 1; c < nc; c++) {
       ana_cell_text(st, c, cell, sizeof cell);
-      gm_escape(cell, cells[rows][c], TXT_CELL); /* callsites, paths: not for the terminal to act on */
+      gm_escape_cut(cell, cells[rows][c], TXT_CELL); /* callsites, paths: not for the terminal to act on */
       int w = (int)strlen(cells[rows][c]);
       if (w > width[c]) width[c] = w;
       if (sqlite3_column_type(st, c) == SQLITE_TEXT) text[c] = 1;

@@ -188,6 +188,11 @@ TEST(Escape, ControlsC1AndInvalidUtf8BecomeHex) {
   EXPECT_STREQ(gm_escape(nullptr, b, sizeof b), "");
   EXPECT_STREQ(gm_escape("ab\x1b", b, 6), "ab");          // "\x1b" does not fit in 3 bytes: left out whole
   EXPECT_STREQ(gm_escape("a\xc3\xa9", b, 3), "a");        // nor half a character
+  // gm_escape_cut marks a cut (issue 14: callsites of 100 KB), and only a cut
+  EXPECT_STREQ(gm_escape_cut("abcdefgh", b, 9), "abcdefgh");
+  EXPECT_STREQ(gm_escape_cut("abcdefghi", b, 9), "abcde...");
+  EXPECT_STREQ(gm_escape_cut("ab\x1b" "cdefgh", b, 9), "ab...");   // the escape whole or not at all
+  EXPECT_STREQ(gm_escape_cut("abcdef", b, 3), "ab");
   char *out = nullptr;
   size_t len = 0;
   FILE *f = open_memstream(&out, &len);

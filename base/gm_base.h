@@ -89,6 +89,9 @@ void gm_log_err(const gm_err_t *err);
  * become \xHH; other UTF-8 passes unchanged (gm_esc.c says why). gm_escape writes into buf,
  * cut to fit at a character boundary, and returns buf; s may be NULL (""). */
 char *gm_escape(const char *s, char *buf, size_t n);
+/* gm_escape, and where the text does not fit, ends it with "..." (a callsite of 100 KB on one
+ * line of a terminal shows that it was cut). */
+char *gm_escape_cut(const char *s, char *buf, size_t n);
 void gm_fputs_escaped(const char *s, FILE *f);
 
 /* ---- sizes and fractions ------------------------------------------------------------------ */

@@ -83,6 +83,20 @@ char *gm_escape(const char *s, char *buf, size_t n) {
   return buf;
 }
 
+char *gm_escape_cut(const char *s, char *buf, size_t n) {
+  buf_sink_t k = {buf, n, 0, 0};
+  if (n < 4) return gm_escape(s, buf, n);
+  escape(s ? s : "", put_buf, &k);
+  if (k.full) { /* again, leaving room for the marker */
+    k = (buf_sink_t){buf, n - 3, 0, 0};
+    escape(s ? s : "", put_buf, &k);
+    memcpy(buf + k.o, "...", 3);
+    k.o += 3;
+  }
+  buf[k.o] = '\0';
+  return buf;
+}
+
 static void put_file(void *ctx, const char *s, size_t n) { fwrite(s, 1, n, (FILE *)ctx); }
 
 void gm_fputs_escaped(const char *s, FILE *f) { escape(s ? s : "", put_file, f); }

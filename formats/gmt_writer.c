@@ -50,7 +50,8 @@ struct gmt_writer {
   gmt_buf_t payload, out;
   wstr_t *by_str;  /* uthash by string */
   wstr_t **by_id;  /* id -> entry (NULL: unused id), ids 0..n_dense */
-  uint32_t n_dense; /* by_id has n_dense + 1 slots */
+  uint32_t n_dense; /* by_id has n_dense + 1 slots in use */
+  size_t dense_cap; /* ... of dense_cap allocated: grown by doubling, as ids come one by one */
   wstr_t *sparse_ids; /* uthash (hh_id) of the ids above n_dense */
   uint32_t n_ids;  /* the largest id in use; the next automatic id is n_ids + 1 */
   uint32_t n_strs; /* strings interned */
@@ -104,6 +105,7 @@ gm_status_t gmt_writer_open_fd(gmt_writer_t **out, int fd, const char *name, con
   w->hdr.min_reader = GMT_FORMAT_MIN_READER;
   w->cctx = ZSTD_createCCtx();
   w->by_id = calloc(1, sizeof *w->by_id);
+  w->dense_cap = 1;
   if (!w->cctx || !w->by_id || gmt_header_encode(&w->hdr, GMT_FORMAT_VERSION, GMT_FORMAT_MIN_READER, &w->out)) {
     gmt_writer_abandon(w);
     return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
@@ -265,10 +267,15 @@ static gm_status_t add_string(gmt_writer_t *w, uint32_t id, const char *s, gm_er
   if (id == UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "string id %u out of range (1 to %u)", id, UINT32_MAX - 1);
   int dense = id <= w->n_dense || (uint64_t)id <= 2ull * w->n_strs + DENSE_SLACK;
   if (dense && id > w->n_dense) {
-    wstr_t **nb = realloc(w->by_id, ((size_t)id + 1) * sizeof *nb);
-    if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    memset(nb + w->n_dense + 1, 0, (id - w->n_dense) * sizeof *nb);
-    w->by_id = nb;
+    if ((size_t)id + 1 > w->dense_cap) { /* a realloc per id copied the table each time (issue 14) */
+      size_t nc = w->dense_cap > 64 ? w->dense_cap : 64;
+      while (nc < (size_t)id + 1) nc *= 2;
+      wstr_t **nb = realloc(w->by_id, nc * sizeof *nb);
+      if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      w->by_id = nb;
+      w->dense_cap = nc;
+    }
+    memset(w->by_id + w->n_dense + 1, 0, (id - w->n_dense) * sizeof *w->by_id);
     w->n_dense = id;
   }
   wstr_t *e = calloc(1, sizeof *e);
