@@ -211,6 +211,7 @@ static int no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *
     none = 1;
     fprintf(out, "  no setting advised: the trace holds no allocation (%lld events%s): nothing to replay, every figure is 0\n",
             (long long)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1) ? ", frees only" : "");
+    fprintf(out, "  fits: any GPU; the job needs no device memory (the trace allocates none)\n");
     if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "the trace holds no allocation");
   }
   sqlite3_finalize(st);
