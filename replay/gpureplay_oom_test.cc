@@ -10,16 +10,14 @@
 
 #include <jansson.h>
 #include <unistd.h>
+#include "formats/gmt_testutil.h"
 #include "replay/gpureplay.h"
 
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
-std::string TempPath(const std::string &name) {
-  const char *dir = getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + std::to_string(getpid()) + "_" + name;
-}
+using gmt_test::TempPath;
 
 gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream, uint32_t cs = 0) {
   gmt_event_t e;
