@@ -6,7 +6,7 @@
  *
  * The choice is ana_advise's, the same as `gpuanalyze recommend` prints: nothing here ranks.
  * The waste split and the segment map are gpureplay's (results key peak_snapshot, written by
- * replay/engine_peak.c); older results files lack it and the page says so. Charts that need
+ * replay/engine/engine_peak.c); older results files lack it and the page says so. Charts that need
  * no interaction are inline SVG written here; every string from a trace or a results file is
  * HTML-escaped. */
 #include <inttypes.h>

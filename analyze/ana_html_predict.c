@@ -9,7 +9,7 @@
  * database) by the gpureplay binary (ana_gpureplay.h: the analyzer links no replayer), one
  * process for all settings of a recording. A recording that is not found (the header keeps the
  * paths as they were given to gpurec predict: relative to where it ran) is said, and its point
- * left out. Where the prediction's per-setting check (gpurec_check.c) refused a setting, the
+ * left out. Where the prediction's per-setting check (recorder/predict/pred_settings.c) refused a setting, the
  * header's predicted.settings says so and its point at the value is marked refused.
  *
  * Workload: a few recordings, up to ANA_CURVE_SETTINGS settings; one gpureplay run each. */

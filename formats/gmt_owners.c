@@ -8,7 +8,7 @@
  * live inside the segments). Everything else is another owner's: a VMM map that is not a
  * request (NCCL maps its buffers so) and, in a requests-mode trace that holds stream-ordered
  * requests, a synchronous allocation (a library's cudaMalloc beside the framework, as the
- * replay counts it: replay/engine.c "External memory"), and in a torch-history trace every
+ * replay counts it: replay/engine/engine.c "External memory"), and in a torch-history trace every
  * event flagged GMT_F_EXTERNAL (the CUPTI side of the merge: another library's driver calls,
  * SPEC.md 3.2). Such memory is named by its callsite
  * when the recorder wrote "[libname]" (no Python frame: the library that called the driver),

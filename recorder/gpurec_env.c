@@ -14,7 +14,7 @@
 #include "recorder/gpurec_env.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
-#include "replay/policies/pytorch/rp_pytorch.h"
+#include "replay/policies/pytorch/pt_conf.h"
 
 /* "expandable_segments:True,backend:native" + backend:cudaMallocAsync -> the user's keys with
  * the backend replaced, so what else they set is still in force and recorded in the header. */

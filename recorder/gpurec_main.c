@@ -1,5 +1,5 @@
 /* gpurec_main.c: the launcher.  gpurec [options] -- CMD ARGS...   |   gpurec import FILE -o OUT
- *                               |   gpurec predict A.zst@8 B.zst@16 --at=32 -o OUT (gpurec_predict.c)
+ *                               |   gpurec predict A.zst@8 B.zst@16 --at=32 -o OUT (pred_cli.c)
  *
  * Runs CMD with the injection library named in CUDA_INJECTION64_PATH, so every CUDA process the
  * job starts (torchrun workers, multiprocessing children) records its own trace, named by rank
@@ -46,7 +46,7 @@
 #include "recorder/gpurec_env.h"
 #include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
-#include "recorder/gpurec_predict.h"
+#include "recorder/predict/pred_cli.h"
 #include "recorder/rec_callsite.h"
 #include "recorder/snapshot/snap_import.h"
 
@@ -452,7 +452,7 @@ static int close_stdout(int code) {
 int main(int argc, char **argv) {
   gm_log_init("gpurec", GM_LOG_WARN);
   if (argc >= 2 && strcmp(argv[1], "import") == 0) return gpurec_import(argc - 1, argv + 1);
-  if (argc >= 2 && strcmp(argv[1], "predict") == 0) return gpurec_predict(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "predict") == 0) return pred_cli_main(argc - 1, argv + 1);
   config_t cfg;
   memset(&cfg, 0, sizeof cfg);
   char **pos = calloc((size_t)argc + 1, sizeof *pos);

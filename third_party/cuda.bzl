@@ -1,7 +1,7 @@
 """cuda_repository: the CUDA and CUPTI headers, found at fetch time.
 
 Only the recorder's injection library (recorder/cupti*) and the test that checks
-replay/cuda_driver.h need them; everything else builds without. Nothing links CUDA: at run time
+replay/cuda/cuda_driver.h need them; everything else builds without. Nothing links CUDA: at run time
 the recorder finds libcupti itself and the cuda:N backend dlopen()s libcuda.so.1.
 
 Where from, first hit wins:

@@ -24,8 +24,8 @@
 
 #include "bench/synth/synth.h"
 #include "formats/gmt.h"
-#include "replay/gpureplay.h"
-#include "replay/rp_engine.h"
+#include "replay/tool/gpureplay.h"
+#include "replay/engine/rp_engine.h"
 
 static double wall(void) {
   struct timespec t;

@@ -1,7 +1,7 @@
 /* synth.h: bench/replay's former generator API, now a thin name for bench/synth's "dynamic"
  * model (random sizes scaled per step, a fresh address for every allocation, cudaMalloc-like
  * events; see bench/synth/synth_dynamic.c), which is where that generator moved. Same
- * events for the same (seed, layers) as before. Kept so that replay/cuda_backend_test.cc
+ * events for the same (seed, layers) as before. Kept so that replay/cuda/cuda_backend_test.cc
  * builds unchanged; new code includes bench/synth/synth.h and uses synth_gen_* itself. */
 #ifndef BENCH_REPLAY_SYNTH_H
 #define BENCH_REPLAY_SYNTH_H

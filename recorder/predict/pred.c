@@ -154,7 +154,7 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
  * grows as fast as the value itself: faster than any affine law with a non-negative fixed
  * part, the mark of a tensor), or to its square where the job has sizes quadratic in the
  * value (the sequence length: attention scores), and never narrower than the fitted size. The per-setting check
- * (gpurec_check.c) replays both ends: where they move a setting's peak reserved by no more
+ * (pred_settings.c) replays both ends: where they move a setting's peak reserved by no more
  * than its tolerance, the uncertain sizes do not matter to that setting. */
 static void plausible_range(const double *v, const uint64_t *s, size_t np, double target, uint64_t granule,
                             int power, uint64_t fitted, uint64_t *lo, uint64_t *hi) {

@@ -146,7 +146,7 @@ expect "--fit, gpureplay fails" 1 "" "gpurec: error: cannot answer --fit: gpurep
 out=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 -p PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True --format=csv | sed -n 2p)
 [[ $out == '"pytorch:expandable_segments:True",8,recorded,'* ]] && ok "--fit: a setting in the framework's words" || bad "--fit env words: $out"
 
-# The per-setting check (gpurec_check.c): a buffer whose size follows no law (1.5 MiB at 8,
+# The per-setting check (pred_settings.c): a buffer whose size follows no law (1.5 MiB at 8,
 # 2 MiB at 16) holds over 1 % of the predicted peak. Freed before the activations, it lands in
 # a 20 MiB block of its own at both ends of its range: each setting is answered, the trace is
 # written, its header says so. Live beside them and larger, it moves every setting's peak:

@@ -4,7 +4,7 @@
  * alloc = alloc_async(exact size, the request's stream); free = free_async on the stream the
  * block was allocated on; empty_cache = pool_trim(0) (cudaMemPoolTrimTo(pool, 0)). The
  * pool itself (its reuse across streams, its growth, when it gives memory back) is the
- * driver's: measured on a real GPU, modelled by the simulator (replay/sim_pool.c), where it
+ * driver's: measured on a real GPU, modelled by the simulator (replay/engine/sim_pool.c), where it
  * is timing-dependent and gpureplay reports a range.
  * release_threshold: both frameworks set the pool's threshold so that it never shrinks on
  * its own (PyTorch UINT64_MAX, TF the pool size): that is the default here. The driver

@@ -36,7 +36,7 @@ typedef struct rp_driver {
   gm_status_t (*map)(void *ctx, uint64_t addr, uint64_t size);
   gm_status_t (*unmap)(void *ctx, uint64_t addr, uint64_t size);
   /* Stream-ordered pool (the `async` policy): the driver's on a GPU, a model in the simulator
-   * (replay/sim_pool.c); NULL where a driver has none. */
+   * (replay/engine/sim_pool.c); NULL where a driver has none. */
   gm_status_t (*alloc_async)(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr);
   gm_status_t (*free_async)(void *ctx, uint64_t addr, uint64_t stream);
   gm_status_t (*pool_trim)(void *ctx, uint64_t keep_bytes);

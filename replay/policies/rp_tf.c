@@ -33,7 +33,7 @@
  *    BFC core (rp_bfc_core.c) with those options. cuda_malloc_async replaces it with
  *    GpuCudaMallocAsyncAllocator(device, limit): the driver's pool with its release
  *    threshold at the limit = the `async` policy with release_threshold=limit (measured on
- *    a GPU; on the simulator the pool model's range, replay/sim_pool.c). cuda_malloc: GPUcudaMallocAllocator, cuMemAlloc/cuMemFree per request = the
+ *    a GPU; on the simulator the pool model's range, replay/engine/sim_pool.c). cuda_malloc: GPUcudaMallocAllocator, cuMemAlloc/cuMemFree per request = the
  *    `direct` policy. The BFC's 10 s retry wait (AllocateRawInternalWithRetry) waits for
  *    other threads' frees; a replay has none, so it cannot change an outcome and is not run.
  * The policy is a thin shell: it builds the inner policy and forwards every call to it. */

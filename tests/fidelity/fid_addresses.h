@@ -1,4 +1,4 @@
-/* fid_addresses.h: how well an address policy (replay/va_model.h) predicts the CUDA driver's
+/* fid_addresses.h: how well an address policy (replay/engine/va_model.h) predicts the CUDA driver's
  * segment addresses, measured on a trace's real segment_alloc / segment_free sequence (an
  * imported PyTorch snapshot: its cudaMalloc segments with the driver's addresses, in order).
  * The policy is fed the same sizes, allocs and frees; it is scored on
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "base/gm_base.h"
-#include "replay/va_model.h"
+#include "replay/engine/va_model.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
 
 #include "formats/gmt.h"
 #include "replay/policies/rp_policy.h"
-#include "replay/va_model.h"
+#include "replay/engine/va_model.h"
 
 #define FID_MAX_DEV 64
 

@@ -63,7 +63,7 @@ typedef struct fid_result {
  *   FID_ADDR_BUMP    ascending from a bump pointer, never reused (the older prediction);
  *   FID_ADDR_ORACLE  the real run's address for a cudaMalloc whose place and size in the sequence
  *                    match the snapshot's (bump otherwise): exact equality needs it;
- *   FID_ADDR_DRIVER  the driver's placement model (replay/va_model.h), as a prediction has. */
+ *   FID_ADDR_DRIVER  the driver's placement model (replay/engine/va_model.h), as a prediction has. */
 typedef enum fid_addr { FID_ADDR_BUMP = 0, FID_ADDR_ORACLE = 1, FID_ADDR_DRIVER = 2 } fid_addr_t;
 
 /* Replay trace_path with policy spec "pytorch:<conf>", segment addresses as addr_mode says. conf NULL: the trace's own settings

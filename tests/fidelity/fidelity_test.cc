@@ -170,7 +170,7 @@ namespace {
 
 // The cross-policy table (traces/snapshots/PREDICTION.md): the default-allocator snapshot of each
 // workload, replayed under every other setting of the corpus with the driver model's addresses (a
-// prediction cannot know the real ones: replay/va_model.h), predicts torch's max_memory_reserved
+// prediction cannot know the real ones: replay/engine/va_model.h), predicts torch's max_memory_reserved
 // of the real run under that setting exactly in all rows but one (train_amp / gc06, an address
 // tie the model orders wrongly), and that one within 1.2 % (bump addresses: 28 exact, 1.13 %).
 TEST(Prediction, DefaultTracePredictsEverySettingExactButOne) {

@@ -21,9 +21,9 @@
 #   tar -C /tmp/exact -xJf exact_gpu.tar.xz
 #   cp /tmp/exact/stream_handoff.*.torch.zst traces/recorded/stream_events/
 #   grep '"job":"stream_handoff"' /tmp/exact/results.jsonl >> traces/recorded/stream_events/range_runs.jsonl
-#   bazel run //replay:range_table -- $PWD/traces/recorded/stream_events   (-> its PREDICTION.md)
+#   bazel run //tests/tables:range_table -- $PWD/traces/recorded/stream_events   (-> its PREDICTION.md)
 #   grep '"variant":"async"' /tmp/exact/results.jsonl >> traces/recorded/range_runs.jsonl
-#   bazel run //replay:range_table -- $PWD/traces/recorded                 (-> PREDICTION.md's async table)
+#   bazel run //tests/tables:range_table -- $PWD/traces/recorded                 (-> PREDICTION.md's async table)
 # (train_cnn's async rows need /tmp/exact/train_cnn.requests.zst in traces/recorded/ and in its
 # BUILD's `requests` filegroup.)
 set -u

@@ -1,6 +1,6 @@
 """placement_probe.py: where the CUDA driver puts cuMemAlloc allocations (issue 11, address ties).
 
-The simulator's driver model (replay/va_model.c) was read off PyTorch snapshots, where the
+The simulator's driver model (replay/engine/va_model.c) was read off PyTorch snapshots, where the
 process's other users of the address space (the context, libraries, CPU-side mmaps) hide part of
 the picture. This script asks the driver directly, through ctypes on libcuda.so.1 (no torch, no
 CuPy), in a fresh process per experiment, and prints one JSON object per experiment:

@@ -1,6 +1,6 @@
 """pool_probe.py: how the driver's stream-ordered pool (cudaMallocAsync) grows, measured.
 
-Issue 11 ("the async pool is a range"): replay/sim_pool.c models the pool with 32 MiB chunks;
+Issue 11 ("the async pool is a range"): replay/engine/sim_pool.c models the pool with 32 MiB chunks;
 one real run (train_ckpt, 928 MiB) was above the model's high end (864). This probe asks the
 driver directly, through CuPy's runtime bindings, with the release threshold at UINT64_MAX as
 PyTorch sets it, and prints one JSON line per observation (reserved = the pool's

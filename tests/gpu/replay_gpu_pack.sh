@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 OB=${1:-/root/.cache/bazel-replay}
-bazel --output_base="$OB" build --symlink_prefix=/ -c opt //replay:gpureplay //replay:cuda_backend_test //bench/replay:replay_synth //recorder:gpurec
+bazel --output_base="$OB" build --symlink_prefix=/ -c opt //replay:gpureplay //replay/cuda:cuda_backend_test //bench/replay:replay_synth //recorder:gpurec
 B=$(bazel --output_base="$OB" info --symlink_prefix=/ -c opt bazel-bin 2>/dev/null)
 rm -rf .gpu-replay
 mkdir -p .gpu-replay/lib

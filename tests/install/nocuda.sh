@@ -63,7 +63,7 @@ grep -E "^  (best policy|paste):" "$T/demo.log"
 found="$(cat "$(bazel info output_base 2>/dev/null)/external/cuda/FOUND")"
 echo "nocuda: CUDA headers from $found"
 [[ "$found" == *"(header wheels)" ]] || { echo "nocuda: FAIL: expected the header wheels" >&2; exit 1; }
-bazel test //replay:cuda_driver_abi_test //recorder:gpurec_test //recorder:rec_core_test 2>&1 | tail -4
+bazel test //replay/cuda:cuda_driver_abi_test //recorder:gpurec_test //recorder:rec_core_test 2>&1 | tail -4
 
 echo "nocuda: tests/install/wheel_test.sh"
 tests/install/wheel_test.sh

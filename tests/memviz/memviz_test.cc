@@ -19,8 +19,8 @@
 #include "formats/pkw.h"
 #include "recorder/snapshot/snap_import.h"
 #include "recorder/snapshot/snap_pickle.h"
-#include "replay/gpureplay.h"
-#include "replay/gpureplay_memviz.h"
+#include "replay/tool/gpureplay.h"
+#include "replay/tool/export/export_memviz.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay/policies/pytorch/rp_pytorch.h"
+#include "replay/policies/pytorch/pt_conf.h"
 
 #define MiB (1024ull * 1024ull)
 #define MIN_BLOCK 512ull          /* kMinBlockSize */

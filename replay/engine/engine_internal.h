@@ -1,0 +1,200 @@
+/* engine_internal.h: the engine's state, shared by engine.c (event loop), engine_driver.c
+ * (the counting driver between policy and backend) and engine_timeline.c (downsampled
+ * timeline). Internal to //replay/engine. */
+#ifndef RP_ENGINE_INTERNAL_H
+#define RP_ENGINE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "replay/engine/rp_engine.h"
+#include "replay/engine/rp_map.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Map value for an alloc that failed (OOM): its FREE is expected, not an anomaly. */
+#define RP_NO_BLOCK UINT64_MAX
+
+/* Fixed number of time buckets; when time runs past the last one, adjacent pairs merge and
+ * the bucket width doubles. Each bucket keeps the maximum of each series, so the peak is
+ * always in the timeline. */
+/* One bucket's maxima, together: an add touches one cache line, not four arrays' worth. */
+typedef struct rp_tl_bucket {
+  uint64_t ts; /* ts of the reserved maximum; UINT64_MAX = empty bucket */
+  uint64_t reserved, allocated, requested;
+} rp_tl_bucket_t;
+
+typedef struct rp_timeline {
+  uint64_t t0;
+  int started;
+  unsigned shift; /* bucket width = 1 << shift ns */
+  size_t n;       /* buckets in use: [0, n) */
+  rp_tl_bucket_t b[RP_TIMELINE_MAX];
+} rp_timeline_t;
+
+void rp_timeline_init(rp_timeline_t *t);
+void rp_timeline_add_slow(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                          uint64_t requested);
+/* One sample into its bucket (the maximum of each series). Inline: once per request. */
+static inline void rp_timeline_add(rp_timeline_t *t, uint64_t ts, uint64_t reserved, uint64_t allocated,
+                                   uint64_t requested) {
+  uint64_t rel = ts > t->t0 ? ts - t->t0 : 0; /* out-of-order stamps land in the first bucket */
+  uint64_t idx = rel >> t->shift;
+  if (!t->started || idx >= RP_TIMELINE_MAX) {
+    rp_timeline_add_slow(t, ts, reserved, allocated, requested);
+    return;
+  }
+  if (idx >= t->n) t->n = idx + 1;
+  rp_tl_bucket_t *b = &t->b[idx];
+  if (b->ts == UINT64_MAX) {
+    b->ts = ts;
+    b->reserved = reserved;
+    b->allocated = allocated;
+    b->requested = requested;
+    return;
+  }
+  if (reserved > b->reserved) {
+    b->reserved = reserved;
+    b->ts = ts;
+  }
+  if (allocated > b->allocated) b->allocated = allocated;
+  if (requested > b->requested) b->requested = requested;
+}
+/* Non-empty buckets in time order; returns how many (<= RP_TIMELINE_MAX). */
+size_t rp_timeline_export(const rp_timeline_t *t, uint64_t *ts, uint64_t *reserved,
+                          uint64_t *allocated, uint64_t *requested);
+
+typedef struct rp_vmm rp_vmm_t;
+void rp_vmm_free(rp_vmm_t *v);
+
+struct rp_engine {
+  const rp_policy_ops_t *ops;
+  rp_policy_t *pol;
+  rp_backend_t *b;
+  rp_driver_t drv; /* counting wrapper around b->drv, what the policy sees */
+  rp_engine_opts_t opts;
+  int device;
+  rp_map_t blocks;      /* trace addr -> (policy block: rp_pol_alloc, requested size) */
+  rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
+  int external_sync;    /* rp_engine_set_external_sync */
+  rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
+  rp_map_t external;    /* external trace addr -> size */
+  uint64_t ext_live, ext_peak, ext_allocs, ext_frees, ext_maps;
+  uint64_t peak_total;  /* peak of reserved + ext_live */
+  uint64_t pool_res;    /* the pool's reservation as last read (backends with pool_reserved) */
+  uint64_t events, allocs, frees, empty_caches, ooms;
+  uint64_t reserved, allocated, requested; /* requested: live bytes the trace asked for */
+  uint64_t served; /* live requested bytes the policy did serve (not OOM) */
+  uint64_t peak_reserved, peak_allocated, peak_requested;
+  int peak_dirty;
+  double frag_at_peak;
+  uint64_t alloc_at_peak; /* most allocated seen while reserved was at its peak */
+  uint64_t driver_used_at_peak;
+  uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
+  uint64_t pool_allocs; /* alloc_async calls: the figure is the stream-ordered pool's */
+  int64_t first_oom_event, first_oom_ts;
+  uint64_t oom_size, oom_stream, oom_live, oom_ext, oom_reserved;
+  uint32_t oom_callsite;
+  int oom_cause, has_oom_report;
+  rp_oom_report_t oom_report;
+  uint64_t peak_need;       /* peak of requested + ext_live */
+  uint64_t rec_segments;    /* the recorded allocator's segments + mapped VMM bytes, live */
+  uint64_t rec_peak;        /* ... and their peak */
+  uint64_t pool_lo, pool_hi; /* the recorded stream-ordered allocations' address extent */
+  uint64_t failures, failures_served;
+  int64_t ff_event;         /* first recorded failure (-1: none) */
+  uint64_t ff_ts, ff_size, ff_stream, ff_live, ff_rec_reserved, ff_reserved;
+  uint32_t ff_callsite;
+  int ff_served;
+  rp_skip_counts_t skipped;
+  int have_ts;
+  uint64_t last_ts, last_reserved, last_allocated;
+  double alloc_time, res_time; /* integrals of allocated and reserved over time (byte-ns) */
+  double alloc_ops, res_ops;   /* the same summed per request */
+  double t_start;
+  rp_timeline_t tl;
+  /* engine_events.c: frees that wait on stream events. */
+  rp_map_t pending;          /* torch: trace addr -> (allocs at its free_requested, freed early) */
+  int req_valid, req_early;  /* the last request event was this free_requested */
+  uint64_t req_addr, req_allocs, req_ts;
+  uint64_t first_stream;     /* the stream of the first allocation (if stream_seen) */
+  int stream_seen, multi_stream;          /* allocations on two streams or more: record_stream is possible */
+  uint64_t ontime_frees;     /* torch: event frees found by their delay (engine_events.c) */
+  struct rp_held *held;      /* late timing: blocks the program freed, not yet given back */
+  size_t n_held, cap_held;
+  uint64_t event_frees, event_frees_requested;
+  /* engine_peak.c: the live segments (addr -> size, kind: 0 mem_alloc, 1 a mapped page) and
+   * the snapshot at the reserved peak. */
+  rp_map_t segs;
+  rp_peak_snapshot_t *snap;
+  int snap_pending;     /* the peak moved since the last snapshot */
+  uint64_t snap_events;  /* e->events at the last snapshot */
+  uint64_t snap_elements; /* blocks + segments it walked */
+  int segs_overflow;      /* more than SEG_MAX segments: not followed, no snapshot */
+};
+
+/* The policy's block for a request: its handle where the policy hands one out (alloc_h: the
+ * free then costs the policy no address lookup), else its address. What the block map keeps
+ * in `a`; RP_NO_BLOCK is never one. */
+static inline gm_status_t rp_pol_alloc(rp_engine_t *e, uint64_t size, uint64_t stream, uint64_t *blk,
+                                       gm_err_t *err) {
+  if (e->ops->alloc_h) {
+    uint64_t addr;
+    return e->ops->alloc_h(e->pol, size, stream, &addr, blk, err);
+  }
+  return e->ops->alloc(e->pol, size, stream, blk, err);
+}
+static inline gm_status_t rp_pol_free(rp_engine_t *e, uint64_t blk, gm_err_t *err) {
+  return e->ops->free_h ? e->ops->free_h(e->pol, blk, err) : e->ops->free(e->pol, blk, err);
+}
+static inline uint64_t rp_pol_addr(const rp_engine_t *e, uint64_t blk) {
+  return e->ops->handle_addr ? e->ops->handle_addr(e->pol, blk) : blk;
+}
+
+/* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
+gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);
+gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err);
+/* opts.vmm_requests: one VMM_* event (engine_vmm.c). Sets *replayed when it became a request
+ * or a free (the caller then observes the new state). */
+gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err);
+
+/* engine_events.c. Each returns a failure of the policy or of host memory. */
+/* A free_requested of the replayed device: remembered; freed at once under early timing
+ * (*freed then set). */
+gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *freed,
+                                     gm_err_t *err);
+/* Before a FREE is replayed: *done when it was taken care of here (given back early, or
+ * held under late timing); otherwise the caller frees it. */
+gm_status_t rp_events_free(rp_engine_t *e, const gmt_event_t *ev, int *done, gm_err_t *err);
+/* A requests trace's free of block m (its trace-map entry): counted when it is on another
+ * stream than the allocation's; under late timing held (*held: m is gone from the map). */
+gm_status_t rp_events_cross(rp_engine_t *e, const gmt_event_t *ev, rp_map_entry_t *m, int *held,
+                            gm_err_t *err);
+/* Before an allocation (all = 0) or an empty_cache (all = 1): give back the held blocks
+ * that are due. */
+gm_status_t rp_events_due(rp_engine_t *e, int all, gm_err_t *err);
+/* Any other request event: a free_requested just before it waits on events. */
+gm_status_t rp_events_other(rp_engine_t *e, gm_err_t *err);
+void rp_events_free_all(rp_engine_t *e);
+/* Every allocation, before it is served: notes whether the trace allocates on several streams. */
+void rp_events_alloc_seen(rp_engine_t *e, const gmt_event_t *ev);
+/* Frees the program requested that never completed by the end of the trace (torch traces). */
+uint64_t rp_events_never_freed(const rp_engine_t *e);
+
+/* engine_peak.c: follow the driver's segments; snapshot the memory (observe() at a peak). */
+void rp_peak_init(rp_engine_t *e);
+void rp_peak_free(rp_engine_t *e);
+void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
+void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page);
+void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts);
+/* End of the replay: a snapshot still pending is taken if reserved is still at the peak. */
+void rp_peak_finish(rp_engine_t *e, uint64_t ts);
+
+/* Point e->drv at the counting functions (only those the backend has). */
+void rp_engine_driver_init(rp_engine_t *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RP_ENGINE_INTERNAL_H */

@@ -1,0 +1,470 @@
+/* gpureplay_run.c: replaying one trace under many policies, in parallel.
+ *
+ * Each policy run is a job: its own backend, its own engine, the same events. Jobs run on
+ * --jobs threads taking the next job from a shared counter (runs differ a lot in cost:
+ * `direct` is cheap, an expandable pytorch run is not, so a static split would idle cores).
+ *
+ * Where the events come from: when several policies replay one trace and the decoded events
+ * fit in memory (gr_trace_wants_preload, gpureplay_trace.c), the trace is decoded once and
+ * every job reads the shared array; otherwise each job opens its own reader over the file
+ * (decoding costs each job again, memory stays flat). bench/replay measures both.
+ *
+ * The cuda backend runs one job at a time on the calling thread (the CUDA context is
+ * current there, and latencies measured with other replays running beside are worthless). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay/tool/gpureplay.h"
+#include "replay/tool/gpureplay_trace.h"
+#include "replay/cuda/rp_cuda.h"
+
+#define BATCH 4096
+
+typedef struct job {
+  const gr_config_t *cfg;
+  const char *path;
+  const char *spec;
+  const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
+  size_t n_evs;
+  uint64_t total_memory;
+  int external_sync; /* rp_engine_set_external_sync for this trace */
+  int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
+  int count_other;   /* rp_engine_opts_t.count_other for this trace */
+  uint64_t context_bytes; /* taken out of the capacity (gpureplay_context.c) */
+  int decode_ahead; /* read the file in a thread of its own (one job running alone) */
+  int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
+  int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
+  gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
+  char damage[GM_ERR_MSG_MAX];
+  int has_reader_stats;
+  rp_result_t *res;
+  gm_status_t st;
+  gm_err_t err;
+} job_t;
+
+typedef struct pool {
+  job_t *jobs;
+  int n;
+  atomic_int next;
+  atomic_int done;
+  _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
+} pool_t;
+
+static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
+  const gr_config_t *c = j->cfg;
+  if (c->cuda_ordinal >= 0) {
+    rp_cuda_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), j->total_memory, c->cuda_real_addresses,
+                        c->addresses};
+    gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
+    if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
+    return GM_OK;
+  }
+  rp_sim_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), c->granularity, j->total_memory,
+                     j->pool_model, 0, c->addresses};
+  return rp_sim_backend_create(&o, b, err);
+}
+
+/* Decode-ahead: a reader thread fills a ring of batches while the engine replays the
+ * previous ones, so a single replay from a file costs max(decode, replay), not the sum. Used
+ * when one job runs alone (with several jobs the cores are already busy replaying). */
+#define RING 4
+#define RING_BATCH 16384
+
+typedef struct ring {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  gmt_reader_t *r;
+  gmt_event_t *buf[RING];
+  size_t n[RING];
+  int head, tail, count, done, stop; /* done: the reader reached the end or failed */
+  gm_status_t st;
+  gm_err_t err;
+} ring_t;
+
+static void *ring_reader(void *arg) {
+  ring_t *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->mu);
+    while (q->count == RING && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+    int slot = q->tail, stop = q->stop;
+    pthread_mutex_unlock(&q->mu);
+    if (stop) break;
+    size_t k = 0;
+    gm_status_t st = gmt_reader_next_batch(q->r, q->buf[slot], RING_BATCH, &k, &q->err);
+    pthread_mutex_lock(&q->mu);
+    if (st != GM_OK) {
+      q->st = st == GM_END ? GM_OK : st;
+      q->done = 1;
+      pthread_cond_broadcast(&q->cv);
+      pthread_mutex_unlock(&q->mu);
+      break;
+    }
+    q->n[slot] = k;
+    q->tail = (q->tail + 1) % RING;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+  }
+  return NULL;
+}
+
+static gm_status_t feed_ring(rp_engine_t *e, gmt_reader_t *r, const char *path, pool_t *p,
+                             gm_err_t *err) {
+  ring_t q;
+  memset(&q, 0, sizeof q);
+  q.r = r;
+  gmt_event_t *mem = malloc((size_t)RING * RING_BATCH * sizeof *mem);
+  if (!mem) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  for (int i = 0; i < RING; i++) q.buf[i] = mem + (size_t)i * RING_BATCH;
+  pthread_mutex_init(&q.mu, NULL);
+  pthread_cond_init(&q.cv, NULL);
+  pthread_t t;
+  if (pthread_create(&t, NULL, ring_reader, &q) != 0) {
+    free(mem);
+    return GM_ERR_UNSUPPORTED; /* the caller reads without the thread */
+  }
+  gm_status_t st = GM_OK;
+  for (;;) {
+    pthread_mutex_lock(&q.mu);
+    while (q.count == 0 && !q.done) pthread_cond_wait(&q.cv, &q.mu);
+    if (q.count == 0) { /* done and drained */
+      pthread_mutex_unlock(&q.mu);
+      if (q.st != GM_OK) {
+        *err = q.err;
+        st = gm_err_wrap(err, "cannot read '%s'", path);
+      }
+      break;
+    }
+    int slot = q.head;
+    pthread_mutex_unlock(&q.mu);
+    st = rp_engine_feed(e, q.buf[slot], q.n[slot], err);
+    if (p) atomic_fetch_add(&p->events, q.n[slot]);
+    pthread_mutex_lock(&q.mu);
+    q.head = (q.head + 1) % RING;
+    q.count--;
+    if (st != GM_OK) q.stop = 1;
+    pthread_cond_broadcast(&q.cv);
+    pthread_mutex_unlock(&q.mu);
+    if (st != GM_OK) break;
+  }
+  pthread_join(t, NULL);
+  pthread_mutex_destroy(&q.mu);
+  pthread_cond_destroy(&q.cv);
+  free(mem);
+  return st;
+}
+
+/* The reader's first damage (or "") into a job's buffer. */
+static void keep_damage(const gmt_reader_t *r, char *damage) {
+  const char *d = gmt_reader_damage(r);
+  snprintf(damage, GM_ERR_MSG_MAX, "%s", d ? d : "");
+}
+
+static gm_status_t feed_file(rp_engine_t *e, const char *path, unsigned flags, pool_t *p, int ahead,
+                             gmt_reader_stats_t *stats, char *damage, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  if (ahead) {
+    st = feed_ring(e, r, path, p, err);
+    if (st != GM_ERR_UNSUPPORTED) {
+      *stats = *gmt_reader_stats(r);
+      keep_damage(r, damage);
+      gmt_reader_close(r);
+      return st;
+    }
+  }
+  gmt_event_t *buf = malloc(BATCH * sizeof *buf);
+  if (!buf) {
+    gmt_reader_close(r);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  for (;;) {
+    size_t n = 0;
+    st = gmt_reader_next_batch(r, buf, BATCH, &n, err);
+    if (st == GM_END) {
+      st = GM_OK;
+      break;
+    }
+    if (st != GM_OK) {
+      gm_err_wrap(err, "cannot read '%s'", path);
+      break;
+    }
+    if ((st = rp_engine_feed(e, buf, n, err)) != GM_OK) break;
+    if (p) atomic_fetch_add(&p->events, n);
+  }
+  free(buf);
+  *stats = *gmt_reader_stats(r);
+  keep_damage(r, damage);
+  gmt_reader_close(r);
+  return st;
+}
+
+static void run_job(job_t *j, pool_t *p) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  gm_err_t *err = &j->err;
+  char name[64];
+  size_t n = strcspn(j->spec, ":");
+  snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), j->spec);
+  const char *conf = j->spec[n] == ':' ? j->spec + n + 1 : "";
+  const rp_policy_ops_t *ops = rp_policy_find(name);
+  if (!ops) {
+    j->st = gm_err_set(err, GM_ERR_INVAL, "unknown policy '%s'", name);
+    return;
+  }
+  j->st = make_backend(j, &b, err);
+  if (j->st != GM_OK) return;
+  rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
+                         j->vmm_requests, j->event_timing, j->cfg->late_mallocs, j->count_other};
+  j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
+  if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
+  if (j->st == GM_OK) {
+    if (j->evs) {
+      /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
+      size_t step = j->cfg->stop_at_oom ? 8192 : 65536;
+      for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += step) {
+        size_t k = j->n_evs - i < step ? j->n_evs - i : step;
+        j->st = rp_engine_feed(e, j->evs + i, k, err);
+        if (p) atomic_fetch_add(&p->events, k);
+        if (j->cfg->stop_at_oom && rp_engine_ooms(e)) break;
+      }
+    } else {
+      j->st = feed_file(e, j->path, j->cfg->read_flags, p, j->decode_ahead, &j->reader_stats, j->damage, err);
+      j->has_reader_stats = 1;
+    }
+    if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
+    if (j->st == GM_OK) j->res->context_bytes = j->context_bytes;
+    if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
+  }
+  rp_engine_destroy(e);
+  b->destroy(b);
+}
+
+static void *worker(void *arg) {
+  pool_t *p = arg;
+  for (;;) {
+    int i = atomic_fetch_add(&p->next, 1);
+    if (i >= p->n) break;
+    run_job(&p->jobs[i], p);
+    atomic_fetch_add(&p->done, 1);
+  }
+  return NULL;
+}
+
+/* A job over the trace at path (its events evs, or NULL: the file) under spec. */
+static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
+                     size_t n_evs, uint64_t total_memory, const gr_trace_info_t *info, rp_result_t *res) {
+  j->cfg = cfg;
+  j->path = path;
+  j->spec = spec;
+  j->evs = evs;
+  j->n_evs = n_evs;
+  j->total_memory = total_memory;
+  j->external_sync = info->external_sync;
+  j->vmm_requests = info->vmm_requests;
+  j->count_other = gr_count_other(cfg, info);
+  j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
+  j->res = res;
+}
+
+/* The first failed job's status and cause chain, or GM_OK. */
+static gm_status_t pool_status(const pool_t *p, gm_err_t *err) {
+  for (int i = 0; i < p->n; i++)
+    if (p->jobs[i].st != GM_OK) {
+      *err = p->jobs[i].err;
+      return p->jobs[i].st;
+    }
+  return GM_OK;
+}
+
+static void show_progress(pool_t *p, uint64_t total, const char *path) {
+  uint64_t done = atomic_load(&p->events);
+  double pct = total ? 100.0 * (double)done / (double)total : 0.0;
+  if (pct > 100.0) pct = 100.0;
+  fprintf(stderr, "\rgpureplay: %s: %d/%d policies done, %.0f%%   ", path, atomic_load(&p->done),
+          p->n, pct);
+}
+
+/* Run the pool's jobs: on the calling thread (cuda, or one job without progress to show),
+ * else on cfg->jobs threads; progress: show it on stderr (a terminal) while they run. */
+static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress) {
+  int n = p->n;
+  int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
+  for (int i = 0; i < n; i++) p->jobs[i].decode_ahead = threads == 1;
+  uint64_t total = (uint64_t)n * events;
+  if (cfg->cuda_ordinal >= 0 || (threads == 1 && !progress)) {
+    worker(p);
+    return;
+  }
+  pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+  int started = 0;
+  for (int t = 0; tids && t < threads; t++)
+    if (pthread_create(&tids[t], NULL, worker, p) == 0) started++;
+  if (started == 0) worker(p);
+  while (progress && atomic_load(&p->done) < n) {
+    show_progress(p, total, path);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  if (progress) fprintf(stderr, "\r%*s\r", 78, "");
+  free(tids);
+}
+
+/* Which range a policy's figure has: one that took its memory from the stream-ordered pool
+ * (`async`, JAX's cuda_async, ...) on the simulator, the pool model's; any other policy of a
+ * trace whose frees wait on stream events, the events' (engine_events.c). */
+static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
+  if (r->pool_allocs) return cfg->cuda_ordinal < 0 ? RP_RANGE_POOL : RP_RANGE_NONE;
+  return r->event_frees ? RP_RANGE_EVENTS : RP_RANGE_NONE;
+}
+
+/* The two other replays of every policy whose figure depends on timing (events early and
+ * late, or the pool ideal and same-stream), folded into res[i] as a range. */
+static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                gm_err_t *err) {
+  int n = rec->n, m = 0;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
+  int *of = calloc((size_t)2 * n, sizeof *of), *var = calloc((size_t)2 * n, sizeof *var);
+  if (!p.jobs || !out || !of || !var) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    free(var);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  for (int i = 0; i < n; i++) {
+    int kind = range_kind(cfg, res[i]);
+    res[i]->range_kind = kind;
+    /* Variant 0 (early, ideal pool) and 1 (late, chunked same-stream pool). A trace whose
+     * waiting frees are all requests-mode ones recorded them early already: no early replay. */
+    res[i]->range_a_bytes = res[i]->range_b_bytes = res[i]->peak_reserved_bytes;
+    int v0 = kind == RP_RANGE_EVENTS && res[i]->event_frees_requested == 0 ? 1 : 0;
+    for (int v = v0; kind != RP_RANGE_NONE && v < 2; v++, m++) {
+      job_t *j = &p.jobs[m];
+      *j = rec->jobs[i];
+      memset(&j->err, 0, sizeof j->err);
+      j->st = GM_OK;
+      j->has_reader_stats = 0;
+      j->evs = evs;
+      j->n_evs = n_evs;
+      if (kind == RP_RANGE_EVENTS) j->event_timing = v == 0 ? RP_EVENTS_EARLY : RP_EVENTS_LATE;
+      else j->pool_model = v == 0 ? RP_POOL_IDEAL : RP_POOL_CHUNKS | RP_POOL_SAME_STREAM;
+      j->res = &out[m];
+      of[m] = i;
+      var[m] = v;
+    }
+  }
+  p.n = m;
+  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  gm_status_t st = GM_OK;
+  for (int k = 0; k < m && st == GM_OK; k++) {
+    if (p.jobs[k].st != GM_OK) {
+      *err = p.jobs[k].err;
+      st = gm_err_wrap(err, "%s", res[of[k]]->range_kind == RP_RANGE_POOL ? "pool model" : "stream events");
+      break;
+    }
+    rp_result_t *r = res[of[k]];
+    if (var[k] == 0) r->range_a_bytes = out[k].peak_reserved_bytes;
+    else {
+      r->range_b_bytes = out[k].peak_reserved_bytes;
+      r->late_mallocs = out[k].late_mallocs;
+    }
+  }
+  for (int i = 0; i < n && st == GM_OK; i++) {
+    rp_result_t *r = res[i];
+    if (r->range_kind == RP_RANGE_NONE) continue;
+    uint64_t a = r->range_a_bytes, b = r->range_b_bytes, c = r->peak_reserved_bytes;
+    r->range_low_bytes = a < b ? (a < c ? a : c) : (b < c ? b : c);
+    r->range_high_bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
+  }
+  free(p.jobs);
+  free(out);
+  free(of);
+  free(var);
+  return st;
+}
+
+gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
+                         rp_result_t **res, gm_err_t *err) {
+  memset(info, 0, sizeof *info);
+  gm_status_t st = gr_trace_probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err);
+  if (st != GM_OK) return st;
+  uint64_t total_memory = gr_trace_device_memory(cfg, info);
+  int n = cfg->n_policies;
+  gmt_event_t *evs = NULL;
+  size_t n_evs = 0;
+  int want_preload = gr_trace_wants_preload(cfg, path, info), own_evs = 0;
+  const gr_decoded_t *dec = cfg->decoded;
+  if (want_preload && dec && dec->evs && dec->path && strcmp(dec->path, path) == 0) {
+    evs = dec->evs; /* gr_trace_scan decoded it already */
+    n_evs = dec->n_evs;
+    gr_trace_take_integrity(info, &dec->info.stats, dec->info.damage);
+  } else if (want_preload) {
+    st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err);
+    if (st != GM_OK) return st;
+    own_evs = 1;
+  }
+  if (st == GM_OK && info->has_context) {
+    if (evs) gr_context_from_events(evs, n_evs, cfg->device, info);
+    else st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
+    if (st != GM_OK) return st;
+  }
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) {
+    if (own_evs) free(evs);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  p.n = n;
+  for (int i = 0; i < n; i++) {
+    job_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
+    p.jobs[i].event_timing = cfg->event_timing;
+  }
+  run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
+  for (int i = 0; !want_preload && i < n; i++)
+    if (p.jobs[i].has_reader_stats) {
+      gr_trace_take_integrity(info, &p.jobs[i].reader_stats, p.jobs[i].damage);
+      break;
+    }
+  st = pool_status(&p, err);
+  /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
+   * the same policies again under the other timings; the range goes beside the point. */
+  if (st == GM_OK && n > 0 && cfg->timing_range)
+    st = timing_range(cfg, &p, res, evs, n_evs, info, err);
+  free(p.jobs);
+  if (own_evs) free(evs);
+  if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
+    gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);
+  return st;
+}
+
+/* ---- decode once, replay many (the tuner) ---- */
+
+gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                          int n, rp_result_t **res, gm_err_t *err) {
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  if (n <= 0) return GM_OK;
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  p.n = n;
+  for (int i = 0; i < n; i++)
+    job_init(&p.jobs[i], cfg, lt->info.path, specs[i], lt->evs, lt->n_evs,
+             cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
+  run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
+  gm_status_t st = pool_status(&p, err);
+  free(p.jobs);
+  return st;
+}

@@ -1,0 +1,497 @@
+/* gpureplay_tune.c: gpureplay --tune: the memo of replayed settings, the time-cost model, the
+ * JAX search (bisection on the memory fraction), the capacity answers (bisection over the
+ * device's memory) and the choice (Pareto front memory vs time, the smallest memory within a
+ * time budget). The PyTorch search is gpureplay_tune_pt.c.
+ *
+ * Every candidate is a replay of the events decoded once (gr_trace_load); candidates of one
+ * step go to gr_run_loaded together, so --jobs cores replay them side by side. A setting is
+ * replayed once: the memo is keyed by its spec.
+ *
+ * Objective: peak reserved without an OOM (what the sweep ranks by). Time is the driver time
+ * the setting's calls would take on a real GPU, from the latencies below; it is a cost beside
+ * memory, never folded into it. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay/tool/tune/gpureplay_tune.h"
+
+/* Per-call driver latencies in microseconds, p50 and p99 of the call alone. Source:
+ * bench/RESULTS.md, "Replay on a real GPU (cuda:0 backend)": NVIDIA H200, driver 580.159.04,
+ * CUDA 13.0, 2026-11-21, `tests/gpu/replay_gpu.sh` on the 200 000-request synthetic trace.
+ * The free of a segment and the unmap of pages were not measured there (PyTorch released no
+ * segment in that run): cuMemFree's figures from `direct` stand in for both. */
+static const struct {
+  const char *what;
+  double alloc_p50, alloc_p99, free_p50, free_p99;
+} kLatency[GR_CALL_KINDS] = {
+    [GR_CALL_SEGMENT] = {"cuMemAlloc of a segment (pytorch, bfc)", 41.0, 81.9, 3.3, 49.2},
+    [GR_CALL_MAP] = {"cuMemCreate + cuMemMap + cuMemSetAccess (expandable)", 327.7, 1441.8, 3.3, 49.2},
+    [GR_CALL_SMALL] = {"cuMemAlloc of one request (direct)", 4.1, 49.2, 3.3, 49.2},
+    [GR_CALL_POOL] = {"cuMemAllocFromPoolAsync (async)", 0.6, 0.8, 0.6, 0.9},
+};
+
+void gr_tune_time(int kind, uint64_t alloc_calls, uint64_t free_calls, double *lo, double *mid, double *hi) {
+  if (kind < 0 || kind >= GR_CALL_KINDS) kind = GR_CALL_SEGMENT;
+  double a = (double)alloc_calls, f = (double)free_calls;
+  *lo = 1e-6 * (a * kLatency[kind].alloc_p50 + f * kLatency[kind].free_p50);
+  *mid = *lo;
+  *hi = 1e-6 * (a * kLatency[kind].alloc_p99 + f * kLatency[kind].free_p99);
+}
+
+static int call_kind(const char *spec) {
+  if (strstr(spec, "expandable_segments:True")) return GR_CALL_MAP;
+  if (strncmp(spec, "async", 5) == 0 || strstr(spec, "cuda_async")) return GR_CALL_POOL;
+  if (strcmp(spec, "direct") == 0 || strstr(spec, "ALLOCATOR=platform")) return GR_CALL_SMALL;
+  return GR_CALL_SEGMENT;
+}
+
+int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b) {
+  if (a->ok != b->ok) return a->ok;
+  if (a->peak_reserved != b->peak_reserved) return a->peak_reserved < b->peak_reserved;
+  if (a->time_mid_s != b->time_mid_s) return a->time_mid_s < b->time_mid_s;
+  return strlen(a->spec) < strlen(b->spec);
+}
+
+static int find(const gr_tune_t *t, const char *spec) {
+  for (int i = 0; i < t->n; i++)
+    if (strcmp(t->pts[i].spec, spec) == 0) return i;
+  return -1;
+}
+
+/* Replay specs at capacity `cap` (0: unlimited) into res[]. */
+static gm_status_t replay(gr_tune_ctx_t *c, uint64_t cap, const char *const *specs, int n, rp_result_t **res,
+                          gm_err_t *err) {
+  gr_config_t cfg = c->cfg;
+  cfg.capacity = cap;
+  cfg.device_memory = c->t->device_memory; /* fractions stay shares of the same device */
+  return gr_run_loaded(&cfg, c->lt, specs, n, res, err);
+}
+
+static gm_status_t alloc_results(int n, rp_result_t ***out, gm_err_t *err) {
+  rp_result_t **res = calloc((size_t)n, sizeof *res);
+  int got = res != NULL;
+  for (int i = 0; got && i < n; i++)
+    if (!(res[i] = malloc(sizeof **res))) got = 0;
+  if (!got) {
+    for (int i = 0; res && i < n; i++) free(res[i]);
+    free(res);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  *out = res;
+  return GM_OK;
+}
+
+static void free_results(rp_result_t **res, int n) {
+  for (int i = 0; res && i < n; i++) free(res[i]);
+  free(res);
+}
+
+gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err) {
+  gr_tune_t *t = c->t;
+  const char **todo = calloc((size_t)n + 1, sizeof *todo);
+  if (!todo) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    int dup = find(t, specs[i]) >= 0;
+    for (int k = 0; k < m && !dup; k++) dup = strcmp(todo[k], specs[i]) == 0;
+    if (!dup) todo[m++] = specs[i];
+  }
+  gm_status_t st = GM_OK;
+  rp_result_t **res = NULL;
+  if (m > 0 && (st = alloc_results(m, &res, err)) == GM_OK) st = replay(c, c->cfg.capacity, todo, m, res, err);
+  t->replays += (uint64_t)m;
+  if (st == GM_OK && t->n + m > t->cap) {
+    int nc = (t->n + m) * 2;
+    gr_tune_point_t *g = realloc(t->pts, (size_t)nc * sizeof *g);
+    if (!g) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    else {
+      t->pts = g;
+      t->cap = nc;
+    }
+  }
+  for (int k = 0; st == GM_OK && k < m; k++) {
+    gr_tune_point_t *p = &t->pts[t->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->spec, sizeof p->spec, "%s", todo[k]);
+    const rp_result_t *r = res[k];
+    p->ok = r->ooms == 0;
+    p->peak_reserved = r->peak_reserved_bytes;
+    p->peak_allocated = r->peak_allocated_bytes;
+    p->frag_at_peak = r->fragmentation_at_peak;
+    p->alloc_calls = r->device_alloc_calls;
+    p->free_calls = r->device_free_calls;
+    p->pool = r->pool_allocs > 0;
+    p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
+    gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
+    if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+  }
+  free_results(res, m);
+  free(todo);
+  for (int i = 0; st == GM_OK && idx && i < n; i++) idx[i] = find(t, specs[i]);
+  return st;
+}
+
+/* ---- bisection (fractions, capacities) ---------------------------------------------------- */
+
+/* The smallest x in (lo, hi] for which fits(x) holds, to within `tol`, assuming fits() is
+ * monotone and fits(hi). Each round tests `k` points spread over the interval at once (the
+ * cores replay them together). */
+typedef gm_status_t (*fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err);
+
+static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double lo, double hi, double tol,
+                          double *out, gm_err_t *err) {
+  int k = GR_TUNE_BISECT_POINTS;
+  while (hi - lo > tol) {
+    double x[8];
+    int fits[8];
+    for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+    gm_status_t st = fn(c, arg, x, k, fits, err);
+    if (st != GM_OK) return st;
+    double nlo = lo, nhi = hi;
+    for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
+      if (fits[i]) nhi = x[i];
+    for (int i = 0; i < k; i++)
+      if (!fits[i] && x[i] < nhi) nlo = x[i];
+    lo = nlo;
+    hi = nhi;
+  }
+  *out = hi;
+  return GM_OK;
+}
+
+/* The frameworks whose settings are a share of the device (JAX, TensorFlow) or a limit (CuPy):
+ * a value x in (0, 1] fits when the setting template, with x written in, replays without an
+ * OOM. CuPy's limit is in bytes: x times the device. */
+typedef struct share_tmpl {
+  const char *tmpl; /* one "%s" for the value */
+  int bytes;        /* write x as bytes of the device, not as a fraction */
+} share_tmpl_t;
+
+typedef struct share_arg {
+  const share_tmpl_t *st;
+  uint64_t device;
+} share_arg_t;
+
+static void share_spec(const share_arg_t *a, double x, char *out, size_t n) {
+  char v[32];
+  if (a->st->bytes) snprintf(v, sizeof v, "%" PRIu64, (uint64_t)ceil(x * (double)a->device));
+  else snprintf(v, sizeof v, "%.6f", x);
+  snprintf(out, n, a->st->tmpl, v);
+}
+
+static gm_status_t share_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+  char specs[8][512];
+  const char *sp[8] = {NULL};
+  int idx[8];
+  for (int i = 0; i < n && i < 8; i++) {
+    share_spec(arg, x[i], specs[i], sizeof specs[i]);
+    sp[i] = specs[i];
+  }
+  gm_status_t st = gr_tune_eval(c, sp, n, idx, err);
+  for (int i = 0; st == GM_OK && i < n; i++) fits[i] = c->t->pts[idx[i]].ok;
+  return st;
+}
+
+static int runs_on_sim(const char *spec, uint64_t total);
+
+static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n, const char *method, gm_err_t *err) {
+  if (c->o->no_limits) { /* every setting searched here is a hard limit */
+    c->t->method = "the grid only (--no-limits: its settings to search are hard limits)";
+    return GM_OK;
+  }
+  /* Within 2 MiB of the device (JAX rounds its limit up to 2 MiB anyway). */
+  double tol = (double)(2ull << 20) / (double)c->t->device_memory;
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    share_arg_t a = {&tmpl[i], c->t->device_memory};
+    char top[512];
+    const char *sp[1] = {top};
+    int idx;
+    share_spec(&a, 1.0, top, sizeof top);
+    if (!runs_on_sim(top, c->t->device_memory)) continue; /* a key this build's policy lacks */
+    any = 1;
+    gm_status_t st = gr_tune_eval(c, sp, 1, &idx, err);
+    if (st != GM_OK) return st;
+    if (!c->t->pts[idx].ok) continue; /* not even the whole device: nothing to bisect */
+    double f;
+    st = bisect(c, &a, share_fits, 0.0, 1.0, tol, &f, err);
+    if (st != GM_OK) return st;
+  }
+  c->t->method = any ? method : "the grid only (this build's policy takes none of the searched keys)";
+  return GM_OK;
+}
+
+static gm_status_t tune_jax(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {
+      {"jax:XLA_PYTHON_CLIENT_MEM_FRACTION=%s", 0},
+      {"jax:XLA_PYTHON_CLIENT_PREALLOCATE=false,XLA_PYTHON_CLIENT_MEM_FRACTION=%s", 0},
+  };
+  return tune_shares(c, t, 2, "bisection on XLA_PYTHON_CLIENT_MEM_FRACTION (preallocated, and as growth's limit)", err);
+}
+
+static gm_status_t tune_tf(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {
+      {"tf:per_process_gpu_memory_fraction=%s", 0},
+      {"tf:TF_FORCE_GPU_ALLOW_GROWTH=true,per_process_gpu_memory_fraction=%s", 0},
+  };
+  return tune_shares(c, t, 2, "bisection on per_process_gpu_memory_fraction (preallocated, and as growth's limit)", err);
+}
+
+static gm_status_t tune_cupy(gr_tune_ctx_t *c, gm_err_t *err) {
+  static const share_tmpl_t t[] = {{"cupy:CUPY_GPU_MEMORY_LIMIT=%s", 1}};
+  return tune_shares(c, t, 1, "bisection on CUPY_GPU_MEMORY_LIMIT", err);
+}
+
+/* ---- capacity ------------------------------------------------------------------------------ */
+
+/* One capacity per replay (gr_run_loaded takes one capacity): a thread for each (one after
+ * the other with --jobs=1). */
+typedef struct cap_job {
+  gr_tune_ctx_t *c;
+  const char *spec;
+  uint64_t cap;
+  int fits;
+  gm_status_t st;
+  gm_err_t err;
+} cap_job_t;
+
+static void *cap_worker(void *arg) {
+  cap_job_t *j = arg;
+  rp_result_t **res = NULL;
+  const char *sp[1] = {j->spec};
+  gr_tune_ctx_t c1 = *j->c;
+  c1.cfg.jobs = 1;
+  c1.cfg.stop_at_oom = 1; /* only `fits` is read */
+  if ((j->st = alloc_results(1, &res, &j->err)) != GM_OK) return NULL;
+  j->st = replay(&c1, j->cap, sp, 1, res, &j->err);
+  if (j->st == GM_OK) j->fits = res[0]->ooms == 0;
+  free_results(res, 1);
+  return NULL;
+}
+
+static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+  cap_job_t jobs[8];
+  pthread_t tid[8];
+  int started[8] = {0};
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (cap_job_t){c, arg, (uint64_t)ceil(x[i]) << 21, 0, GM_OK, {0}};
+    if (i > 0 && c->cfg.jobs > 1) started[i] = pthread_create(&tid[i], NULL, cap_worker, &jobs[i]) == 0;
+  }
+  cap_worker(&jobs[0]);
+  for (int i = 1; i < n; i++) {
+    if (started[i]) pthread_join(tid[i], NULL);
+    else cap_worker(&jobs[i]);
+  }
+  c->t->replays += (uint64_t)n;
+  for (int i = 0; i < n; i++) {
+    if (jobs[i].st != GM_OK) {
+      *err = jobs[i].err;
+      return jobs[i].st;
+    }
+    fits[i] = jobs[i].fits;
+  }
+  return GM_OK;
+}
+
+/* The smallest capacity (2 MiB steps) the point's setting fits in: between the job's lower
+ * bound and a capacity that fits (from its unlimited peak, doubled until it fits). */
+static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
+  if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
+  if (p->ok && p->peak_reserved == 0) {
+    /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
+     * (no request, no external memory): a device of one byte tells. */
+    cap_job_t j = {c, p->spec, 1, 0, GM_OK, {0}};
+    cap_worker(&j);
+    c->t->replays++;
+    if (j.st != GM_OK) return *err = j.err, j.st;
+    if (j.fits) return p->needs_none = 1, GM_OK;
+  }
+  /* A point that ran out of memory within the search's device starts above that device. */
+  uint64_t top = p->ok ? p->peak_reserved : c->t->capacity > p->peak_reserved ? c->t->capacity : p->peak_reserved;
+  top += c->t->context_bytes; /* every capacity tried holds the recorded context too */
+  double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
+  if (lo >= 1) lo -= 1;
+  int fits = 0;
+  for (int tries = 0; tries < 6 && !fits; tries++) {
+    gm_status_t st = cap_fits(c, p->spec, &hi, 1, &fits, err);
+    if (st != GM_OK) return st;
+    if (!fits) {
+      lo = hi;
+      hi *= 2;
+    }
+  }
+  if (!fits) {
+    p->needs_above = 1;
+    p->needs_bytes = (uint64_t)lo << 21;
+    return GM_OK;
+  }
+  double x;
+  gm_status_t st = bisect(c, p->spec, cap_fits, lo, hi, 1.0, &x, err);
+  if (st == GM_OK) p->needs_bytes = (uint64_t)ceil(x) << 21;
+  return st;
+}
+
+/* ---- the choice ---------------------------------------------------------------------------- */
+
+/* The framework's own settings; XLA's platform allocator (a driver call per buffer, the floor
+ * like `direct`) is shown by the sweep, not advised (as gpuanalyze's recommendation); so is a
+ * setting served by the driver's stream-ordered pool (choose(): pool), whose simulated figure
+ * is a wide range (--sweep's async_pool range), measured only on a real GPU. */
+static int family(const gr_tune_t *t, const char *spec) {
+  size_t l = strlen(t->policy_name);
+  if (strstr(spec, "ALLOCATOR=platform")) return 0;
+  return strncmp(spec, t->policy_name, l) == 0 && (spec[l] == '\0' || spec[l] == ':');
+}
+
+static void choose(gr_tune_t *t) {
+  t->best = t->best_grid = t->chosen = -1;
+  int *ord = malloc((size_t)t->n * sizeof *ord), m = 0;
+  if (!ord) return;
+  for (int i = 0; i < t->n; i++)
+    if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
+  for (int i = 1; i < m; i++) { /* insertion sort by gr_tune_better: stable, no global context */
+    int k = ord[i], j = i;
+    while (j > 0 && gr_tune_better(&t->pts[k], &t->pts[ord[j - 1]])) {
+      ord[j] = ord[j - 1];
+      j--;
+    }
+    ord[j] = k;
+  }
+  t->n_front = 0;
+  double best_time = INFINITY;
+  for (int k = 0; k < m; k++) {
+    const gr_tune_point_t *p = &t->pts[ord[k]];
+    if (t->best < 0) t->best = ord[k];
+    if (p->from_grid && t->best_grid < 0) t->best_grid = ord[k];
+    if (t->chosen < 0 && p->time_mid_s <= t->budget_s) t->chosen = ord[k];
+    if (p->time_mid_s < best_time) { /* less memory than every later point, less time than every earlier */
+      best_time = p->time_mid_s;
+      t->front[t->n_front++] = ord[k];
+    }
+  }
+  if (t->chosen < 0 && t->n_front > 0) t->chosen = t->front[t->n_front - 1]; /* the fastest */
+  free(ord);
+}
+
+/* Grid entries that need a real GPU (the driver's pool) are left out, as --sweep does. */
+static int runs_on_sim(const char *spec, uint64_t total) {
+  rp_backend_t *b = NULL;
+  rp_sim_opts_t so = {0, 0, total, RP_POOL_HEAP, 0};
+  if (rp_sim_backend_create(&so, &b, NULL) != GM_OK) return 0;
+  const rp_policy_ops_t *ops = NULL;
+  rp_policy_t *p = NULL;
+  int ok = rp_policy_create(spec, &b->drv, &ops, &p, NULL) == GM_OK;
+  if (ok) ops->destroy(p);
+  b->destroy(b);
+  return ok;
+}
+
+gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o, gr_tune_t *t,
+                        gm_err_t *err) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  memset(t, 0, sizeof *t);
+  gr_tune_ctx_t c = {*cfg, lt, t, o};
+  /* cfg->capacity: the device the search assumes (a recorded OOM's, or --capacity); 0: none. */
+  t->framework = gmt_framework_single(lt->info.frameworks);
+  t->policy_name = t->framework == GMT_FW_JAX          ? "jax"
+                    : t->framework == GMT_FW_TENSORFLOW ? "tf"
+                    : t->framework == GMT_FW_CUPY       ? "cupy"
+                                                        : "pytorch";
+  t->device_memory = lt->info.device_memory;
+  t->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : lt->info.context_bytes;
+  t->capacity = cfg->capacity;
+  if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
+  t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
+  t->no_limits = o->no_limits;
+  /* The grid first: the search must beat it, and the report says by how much. */
+  const char *const *all = gr_sweep_grid_for(t->framework);
+  const char *grid[64] = {NULL};
+  int ng = 0;
+  for (int i = 0; all[i] && ng < 64; i++)
+    if (runs_on_sim(all[i], t->device_memory)) grid[ng++] = all[i];
+  int *gi = calloc((size_t)ng + 1, sizeof *gi);
+  if (!gi) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  gm_status_t st = gr_tune_eval(&c, grid, ng, gi, err);
+  for (int i = 0; st == GM_OK && i < ng; i++) t->pts[gi[i]].from_grid = 1;
+  free(gi);
+  if (st == GM_OK) {
+    if (t->framework == GMT_FW_JAX) st = tune_jax(&c, err);
+    else if (t->framework == GMT_FW_TENSORFLOW) st = tune_tf(&c, err);
+    else if (t->framework == GMT_FW_CUPY) st = tune_cupy(&c, err);
+    else st = gr_tune_pytorch(&c, err);
+  }
+  if (st != GM_OK) return st;
+  t->dflt = find(t, t->policy_name);
+  if (!(t->front = calloc((size_t)t->n + 1, sizeof *t->front))) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  choose(t);
+  /* Capacity answers for the points shown: the default, the best, the chosen, the grid's
+   * best and the front. */
+  if (o->capacity) {
+    int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
+    for (int i = 0; st == GM_OK && i < 4; i++)
+      if (show[i] >= 0) st = point_needs(&c, &t->pts[show[i]], err);
+    for (int i = 0; st == GM_OK && i < t->n_front; i++) st = point_needs(&c, &t->pts[t->front[i]], err);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  t->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return st;
+}
+
+void gr_tune_free(gr_tune_t *t) {
+  free(t->pts);
+  free(t->front);
+  memset(t, 0, sizeof *t);
+}
+
+const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f50, double *f99) {
+  if (kind < 0 || kind >= GR_CALL_KINDS) return NULL;
+  *a50 = kLatency[kind].alloc_p50;
+  *a99 = kLatency[kind].alloc_p99;
+  *f50 = kLatency[kind].free_p50;
+  *f99 = kLatency[kind].free_p99;
+  return kLatency[kind].what;
+}
+
+gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t, gr_results_t *rs,
+                            gm_err_t *err) {
+  const char **sp = calloc((size_t)t->n + 1, sizeof *sp);
+  int *which = calloc((size_t)t->n + 1, sizeof *which);
+  if (!sp || !which) {
+    free(sp);
+    free(which);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int n = 0;
+  for (int i = 0; i < t->n; i++) {
+    int keep = t->pts[i].from_grid || i == t->dflt || i == t->best || i == t->chosen;
+    for (int k = 0; k < t->n_front && !keep; k++) keep = t->front[k] == i;
+    if (keep) {
+      which[n] = i;
+      sp[n++] = t->pts[i].spec;
+    }
+  }
+  rp_result_t **res = NULL;
+  gr_config_t c = *cfg;
+  c.device_memory = t->device_memory; /* c.capacity: the search's own */
+  gm_status_t st = alloc_results(n, &res, err);
+  if (st == GM_OK) st = gr_run_loaded(&c, lt, sp, n, res, err);
+  for (int i = 0; st == GM_OK && i < n; i++) {
+    const gr_tune_point_t *p = &t->pts[which[i]];
+    int w = which[i];
+    gr_tune_note_t note = {w == t->chosen ? "chosen" : w == t->best ? "tuned" : w == t->dflt ? "default"
+                           : p->from_grid ? "grid" : "front",
+                           p->from_grid, p->needs_above ? 0 : p->needs_bytes, p->time_mid_s, p->time_hi_s,
+                           t->budget_s, gr_tune_smallest_gpu(p), p->pool};
+    st = gr_results_add(rs, &lt->info, res[i], err);
+    if (st == GM_OK) st = gr_results_note_tune(rs, &note, err);
+  }
+  free_results(res, n);
+  free(sp);
+  free(which);
+  return st;
+}

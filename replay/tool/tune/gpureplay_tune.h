@@ -1,0 +1,129 @@
+/* gpureplay_tune.h: gpureplay --tune, a search over a framework's whole setting space (the
+ * search, the time-cost model, the capacity answers). Internal to //replay/tool:gpureplay_lib. */
+#ifndef GPUREPLAY_TUNE_H
+#define GPUREPLAY_TUNE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "replay/tool/gpureplay.h"
+
+/* Points a bisection round tests at once (memory fraction, capacity): fixed, not --jobs, so
+ * that what the search finds does not depend on the machine's cores (gpureplay and gpuanalyze
+ * default to all of them); two keep two cores busy. */
+#define GR_TUNE_BISECT_POINTS 2
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the PyTorch space is searched. SEARCH: coordinate descent over the full space (values
+ * drawn from the trace's own request sizes). BOUNDED: the same descent over a small space
+ * that EXHAUSTIVE enumerates point by point (to measure how close the descent gets). */
+typedef enum gr_tune_mode { GR_TUNE_SEARCH = 0, GR_TUNE_BOUNDED = 1, GR_TUNE_EXHAUSTIVE = 2 } gr_tune_mode_t;
+
+/* One evaluated setting. */
+typedef struct gr_tune_point {
+  char spec[512];          /* gpureplay's words: "pytorch:max_split_size_mb:200,..." */
+  int from_grid;           /* also a point of the --sweep grid */
+  int ok;                  /* replayed without an OOM */
+  uint64_t peak_reserved;  /* the objective (as the sweep ranks) */
+  uint64_t peak_allocated;
+  double frag_at_peak;     /* 1 - allocated/reserved at the reserved peak */
+  uint64_t alloc_calls, free_calls;
+  int call_kind;           /* GR_CALL_*: which latency row its driver calls cost */
+  int pool;                /* served by the simulated stream-ordered pool: shown, never chosen */
+  double time_lo_s, time_mid_s, time_hi_s; /* estimated driver time over the job */
+  uint64_t needs_bytes;    /* smallest capacity without OOM (bisection); 0: not computed */
+  int needs_above;         /* did not fit even in the largest capacity tried */
+  int needs_none;          /* fits a device of 1 byte: the job allocates no device memory */
+} gr_tune_point_t;
+
+/* Driver call kinds, each with its measured latency (gpureplay_tune.c, kLatency). */
+enum { GR_CALL_SEGMENT = 0, GR_CALL_MAP = 1, GR_CALL_SMALL = 2, GR_CALL_POOL = 3, GR_CALL_KINDS = 4 };
+
+typedef struct gr_tune_opts {
+  gr_tune_mode_t mode;
+  double budget_fraction;  /* time budget as a share of the recorded duration (0.01) */
+  int capacity;            /* bisection over --capacity for the points shown */
+  int no_limits;           /* search no hard limits (memory fractions, CuPy's limit): --no-limits */
+} gr_tune_opts_t;
+
+typedef struct gr_tune {
+  unsigned framework;      /* GMT_FW_* of the trace (0: unknown, read as PyTorch) */
+  const char *policy_name; /* "pytorch", "jax" */
+  gr_tune_point_t *pts;    /* every setting evaluated, in evaluation order */
+  int n, cap;
+  int dflt;                /* the framework's default */
+  int best;                /* smallest peak reserved without OOM (ties: less time) */
+  int best_grid;           /* the same among the grid's points of this framework */
+  int chosen;              /* smallest peak reserved whose time (mid) is within the budget */
+  int *front;              /* Pareto front memory vs time, by memory */
+  int n_front;
+  uint64_t replays;        /* replays run (memoized points count once) */
+  double seconds;          /* wall time of the search */
+  uint64_t duration_ns;    /* recorded duration (last event - first event) */
+  double budget_s;
+  uint64_t lower_bound;    /* peak live requested bytes */
+  uint64_t device_memory;  /* what the policies saw as the device's total */
+  uint64_t context_bytes;  /* the recorded CUDA context, inside every capacity tried (0: none) */
+  uint64_t capacity;       /* the device the search ran within (a recorded OOM's); 0: none */
+  const char *method;      /* "coordinate descent from 6 starts", "bisection", ... */
+  int no_limits;           /* hard limits were left out of the search (--no-limits) */
+  char method_buf[192];
+  int rounds;
+} gr_tune_t;
+
+gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
+                        gr_tune_t *t, gm_err_t *err);
+void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t);
+/* --tune over one trace (gpureplay_tune_trace.c): each device it allocates on searched alone,
+ * printed (first: the first trace, no blank line before it) and added to rs (NULL: none). */
+gm_status_t gr_tune_trace(const gr_config_t *cfg, const gr_tune_opts_t *to, const char *path, int first,
+                          gr_results_t *rs, gm_err_t *err);
+void gr_tune_free(gr_tune_t *t);
+/* Replay the points worth keeping (the grid, the front, default, tuned, chosen) once more for
+ * their full results and add them to the results file. */
+gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t, gr_results_t *rs,
+                            gm_err_t *err);
+
+/* The estimated driver time of calls of kind k: p50-based (mid), p50 (lo) .. p99 (hi). */
+void gr_tune_time(int kind, uint64_t alloc_calls, uint64_t free_calls, double *lo, double *mid, double *hi);
+/* The smallest common GPU (16, 24, 40, 48, 80, 94, 141 GiB, nominal) the point fits, in GiB;
+ * 0 if none or not bisected. */
+unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p);
+/* The latency row of kind k (what, p50/p99 of alloc and free, us); NULL past the kinds. */
+const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f50, double *f99);
+/* The spec of a PyTorch point in gpureplay's words ("pytorch" for the default). */
+typedef struct gr_pt_point {
+  int expandable;          /* 0/1 */
+  int max_split_mb;        /* 0: unset */
+  int roundup[3];          /* divisions for < 64 MiB, 64..512 MiB, >= 512 MiB (0: off) */
+  int gc_pct;              /* garbage_collection_threshold in %, 0: unset */
+  int fraction_ppm;        /* per_process_memory_fraction in millionths, 0: unset */
+  int non_split_mb;        /* max_non_split_rounding_mb, 0: unset */
+} gr_pt_point_t;
+void gr_pt_spec(const gr_pt_point_t *p, char *out, size_t n);
+
+/* ---- between the tuner's files ---- */
+
+/* A search in progress: what it replays over, and the memo of points already replayed. */
+typedef struct gr_tune_ctx {
+  gr_config_t cfg;          /* the caller's, capacity as the search needs it */
+  const gr_loaded_t *lt;
+  gr_tune_t *t;
+  const gr_tune_opts_t *o;
+} gr_tune_ctx_t;
+
+/* Replay the specs not yet in the memo (in parallel, cfg.jobs), then idx[i] = the point of
+ * specs[i]. idx may be NULL. */
+gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err);
+/* a better than b: without OOM first, then peak reserved, then time, then the shorter spec. */
+int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b);
+/* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
+gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUREPLAY_TUNE_H */
