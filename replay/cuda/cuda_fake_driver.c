@@ -1,6 +1,6 @@
 /* cuda_fake_driver.c: a stand-in libcuda.so.1 for testing the cuda backend without a GPU.
  *
- * Built as replay/cudafake/libcuda.so.1; a test that puts that folder on LD_LIBRARY_PATH
+ * Built as replay/cuda/cudafake/libcuda.so.1; a test that puts that folder on LD_LIBRARY_PATH
  * makes cuda_backend.c's dlopen("libcuda.so.1") find it, so the whole backend (symbol
  * loading, error conversion, segment/VMM/pool calls, address handling, capacity, leak
  * cleanup at destroy) runs in CI. Only the functions the backend resolves exist.
