@@ -43,13 +43,16 @@ int gr_cli_config(const gr_cli_opts_t *o, gr_config_t *cfg) {
     snprintf(m, sizeof m, "bad --device '%s' (sim or cuda:N)", o->device);
     return gr_cli_usage_error(m);
   }
+  cfg->addresses = RP_VA_DRIVER; /* issue 25: the driver's placement unless --addresses=bump */
   if (o->addresses) {
     int a = rp_va_policy_parse(o->addresses);
     if (a < 0) return gr_cli_usage_error("bad --addresses (driver or bump)");
     cfg->addresses = a;
   }
-  if (o->cuda_addresses && strcmp(o->cuda_addresses, "real") == 0) cfg->cuda_real_addresses = 1;
-  else if (o->cuda_addresses && strcmp(o->cuda_addresses, "sim") != 0)
+  /* cuda: the policy sees where the driver really put the memory unless --cuda-addresses=sim */
+  cfg->cuda_real_addresses = 1;
+  if (o->cuda_addresses && strcmp(o->cuda_addresses, "sim") == 0) cfg->cuda_real_addresses = 0;
+  else if (o->cuda_addresses && strcmp(o->cuda_addresses, "real") != 0)
     return gr_cli_usage_error("bad --cuda-addresses (sim or real)");
   cfg->capacity = o->capacity;
   cfg->device_memory = o->device_memory;

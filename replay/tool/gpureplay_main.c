@@ -49,11 +49,11 @@ static const gm_opt_t kOpts[] = {
      offsetof(gr_cli_opts_t, explain_oom)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(gr_cli_opts_t, device)},
-    {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: a bump "
-     "pointer (default) or the CUDA driver's placement as modelled (PyTorch breaks ties by address)",
+    {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: the CUDA "
+     "driver's placement as modelled (default; PyTorch breaks ties by address) or a bump pointer",
      offsetof(gr_cli_opts_t, addresses)},
-    {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
-     "(default: the same decisions as sim) or the driver's own", offsetof(gr_cli_opts_t, cuda_addresses)},
+    {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the driver's own addresses "
+     "(default: the real run's decisions) or the simulator's (the same decisions as sim)", offsetof(gr_cli_opts_t, cuda_addresses)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
      offsetof(gr_cli_opts_t, capacity), 1, RP_REQUEST_MAX},
     {"device-memory", 0, GM_OPT_SIZE, "SIZE", "total memory the policies see (default: "

@@ -317,6 +317,9 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
     }
     json_object_set_new(o, "peak_reserved_range", t);
   }
+  /* The placement spread: said only where the bump pointer's figure differs. */
+  if (r->placement_checked && r->placement_bump_bytes != r->peak_reserved_bytes)
+    json_object_set_new(o, "placement_bump_bytes", json_integer((json_int_t)r->placement_bump_bytes));
   /* true: replayed from a damaged trace, some of its events were lost (formats/SPEC.md "Salvage") */
   json_object_set_new(o, "partial", json_boolean(gmt_stats_partial(&info->stats)));
   return o;
