@@ -225,6 +225,10 @@ typedef struct ana_advice {
   int64_t default_run_id;     /* its run, -1: not replayed */
   int64_t default_reserved, default_ooms;
 } ana_advice_t;
+/* The least saving a setting must show over the framework's default, past what the replay
+ * cannot tell, to be advised (issue 25): the larger of 64 MiB and 1 % of the default. */
+int64_t ana_advice_floor(int64_t default_reserved);
+
 gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *a, gm_err_t *err);
 
 /* The ranks of each job side by side (traces with a rank, one command line and world size,
