@@ -29,6 +29,15 @@ extern const ana_added_column_t ana_added_columns[];
 int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
                       int pool, int pass);
 const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode);
+/* ana_recommend_notes.c: the lines `recommend` prints about a trace before its advice. */
+void ana_rec_warn_kv(ana_db_t *db, FILE *out, int64_t trace_id);
+void ana_rec_warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id);
+int ana_rec_no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *adv); /* 1: none */
+int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id);               /* 1: one */
+void ana_rec_warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id);
+void ana_rec_print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, const char *fw_display, int fw_rmm,
+                              int fw_pytorch);
+
 int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
 /* A trace's header value for key (raw, as recorded) into buf; NULL if it has none. */
 const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n);
