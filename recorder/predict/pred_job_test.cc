@@ -15,6 +15,7 @@
 #include "formats/gmt.h"
 #include "recorder/predict/pred.h"
 #include "recorder/predict/pred_check.h"
+#include "recorder/predict/pred_internal.h"
 
 namespace {
 
@@ -112,6 +113,24 @@ TEST(PredJob, AJobRunAsUsersRunItIsPredictedWithItsCommandAtTheTarget) {
   ASSERT_EQ(pred_run(in2, 2, &o, Tmp("p32b.zst").c_str(), &res, &err), GM_OK) << err.msg;
   EXPECT_FALSE(res.refused) << res.reason;
   EXPECT_NE(std::string(res.warning).find("--same-job"), std::string::npos) << res.warning;
+}
+
+// Allocations of one token in another order (autograd's first of a step at another batch):
+// paired by their size law, not their position; a buffer only one run makes stays unpaired.
+TEST(PredAlignReorder, SameTokenInAnotherOrderIsPairedBySizeLaw) {
+  // tokens: 1 = a callsite, 0 = none (the backward); at 8 and at 16 (k = 2)
+  const uint64_t at[] = {1, 0, 0, 0, 0, 1}, as[] = {100, 8000, 300, 64000, 500, 100};
+  const uint64_t bt[] = {1, 0, 0, 0, 0, 0, 1}, bs[] = {100, 600, 16000, 128000, 1000, 777777, 100};
+  int64_t m[6];
+  ASSERT_GE(pred_diff_sized(at, as, 6, bt, bs, 7, 2.0, m, 100), 0);
+  EXPECT_EQ(m[0], 0);
+  EXPECT_EQ(m[1], 2); // 8000 -> 16000, though 600 came first
+  EXPECT_EQ(m[2], 1); // 300 -> 600
+  EXPECT_EQ(m[3], 3);
+  EXPECT_EQ(m[4], 4);
+  EXPECT_EQ(m[5], 6);
+  // 777777 (a workspace only the larger run makes) has no partner: nothing of a points at it
+  for (int64_t x : m) EXPECT_NE(x, 5);
 }
 
 }  // namespace
