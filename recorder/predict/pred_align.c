@@ -144,16 +144,10 @@ static void fill_gaps(const seq2_t *q, size_t na, size_t nb, int64_t *match) {
  * pair and leaves the other unpaired on both sides, each in a different gap. Pair each still
  * unpaired allocation of a with an unpaired one of b of the same token whose size follows the
  * same law (size_compatible), within REORDER_WINDOW positions of where the pairs around it put
- * it; of several, the one whose size is nearest the law (k times, or k^2 times). A buffer the
- * other run does not make at all finds no partner and stays unpaired. */
+ * it, when exactly one there is and it could be no other's (of several, none: a convolution's
+ * many buffers of one shape would pair wrongly and spoil the fits). A buffer the other run does not make at all finds no
+ * partner and stays unpaired. */
 #define REORDER_WINDOW 16
-
-static double law_miss(uint64_t sa, uint64_t sb, double k) {
-  double b = (double)sb, e0 = (double)sa, e1 = e0 * k, e2 = e1 * k, m = fabs(b - e0);
-  if (fabs(b - e1) < m) m = fabs(b - e1);
-  if (fabs(b - e2) < m) m = fabs(b - e2);
-  return m;
-}
 
 static void pair_reordered(const seq2_t *q, size_t na, size_t nb, int64_t *match) {
   if (!q->as) return;
@@ -176,13 +170,16 @@ static void pair_reordered(const seq2_t *q, size_t na, size_t nb, int64_t *match
     int64_t lo = prev_b - REORDER_WINDOW, hi = next_b + REORDER_WINDOW, best = -1;
     if (lo < 0) lo = 0;
     if (hi > (int64_t)nb - 1) hi = (int64_t)nb - 1;
-    double bm = 0;
-    for (int64_t j = lo; j <= hi; j++) {
+    int cands = 0;
+    for (int64_t j = lo; j <= hi && cands < 2; j++) {
       if (used[j] || q->a[i] != q->b[j] || !size_compatible(q->as[i], q->bs[j], q->k)) continue;
-      double mm = law_miss(q->as[i], q->bs[j], q->k);
-      if (best < 0 || mm < bm) best = j, bm = mm;
+      best = j;
+      cands++;
     }
-    if (best >= 0) {
+    /* and i the only unpaired allocation of a that could be best's (mutual: no choice made) */
+    for (size_t t = i > 2 * REORDER_WINDOW ? i - 2 * REORDER_WINDOW : 0; cands == 1 && t < na && t <= i + 2 * REORDER_WINDOW; t++)
+      if (t != i && match[t] < 0 && q->a[t] == q->b[best] && size_compatible(q->as[t], q->bs[best], q->k)) cands = 2;
+    if (cands == 1) {
       match[i] = best;
       used[best] = 1;
     }

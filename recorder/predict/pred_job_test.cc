@@ -119,13 +119,13 @@ TEST(PredJob, AJobRunAsUsersRunItIsPredictedWithItsCommandAtTheTarget) {
 // paired by their size law, not their position; a buffer only one run makes stays unpaired.
 TEST(PredAlignReorder, SameTokenInAnotherOrderIsPairedBySizeLaw) {
   // tokens: 1 = a callsite, 0 = none (the backward); at 8 and at 16 (k = 2)
-  const uint64_t at[] = {1, 0, 0, 0, 0, 1}, as[] = {100, 8000, 300, 64000, 500, 100};
-  const uint64_t bt[] = {1, 0, 0, 0, 0, 0, 1}, bs[] = {100, 600, 16000, 128000, 1000, 777777, 100};
+  const uint64_t at[] = {1, 0, 0, 0, 0, 1}, as[] = {100, 10000, 300000, 7000000, 50000, 100};
+  const uint64_t bt[] = {1, 0, 0, 0, 0, 0, 1}, bs[] = {100, 600000, 20000, 14000000, 100000, 777777, 100};
   int64_t m[6];
   ASSERT_GE(pred_diff_sized(at, as, 6, bt, bs, 7, 2.0, m, 100), 0);
   EXPECT_EQ(m[0], 0);
-  EXPECT_EQ(m[1], 2); // 8000 -> 16000, though 600 came first
-  EXPECT_EQ(m[2], 1); // 300 -> 600
+  EXPECT_EQ(m[1], 2); // 10000 -> 20000, though 600000 came first
+  EXPECT_EQ(m[2], 1); // 300000 -> 600000
   EXPECT_EQ(m[3], 3);
   EXPECT_EQ(m[4], 4);
   EXPECT_EQ(m[5], 6);
