@@ -28,8 +28,10 @@ static const struct {
 #define MAX_SPECS 12
 
 typedef struct cell {
-  char text[160]; /* "48", "refused at 64", "does not fit" */
+  char text[160]; /* "48", "at least 16 (refused at 32)", "over 1024" */
   int refused;
+  int answered;   /* fits (or still fits where the search stopped): largest is the answer */
+  double largest;
 } cell_t;
 
 /* One `gpurec predict --fit` run; its JSON, or NULL with why. */
@@ -75,6 +77,8 @@ static void fill(json_t *o, const char *spec, cell_t *c) {
     /* gpurec answers in gpureplay's words: "pytorch" for "pytorch:" */
     size_t pl = pol ? strlen(pol) : 0;
     if (!pol || !st || !(strcmp(pol, spec) == 0 || (strncmp(pol, spec, pl) == 0 && strcmp(spec + pl, ":") == 0))) continue;
+    c->largest = json_number_value(json_object_get(s, "largest"));
+    c->answered = strcmp(st, "fits") == 0 || strcmp(st, "at_least") == 0;
     if (strcmp(st, "fits") == 0)
       snprintf(c->text, sizeof c->text, "%.15g", json_number_value(json_object_get(s, "largest")));
     else if (strcmp(st, "refused") == 0) {
@@ -174,4 +178,91 @@ void ana_html_fit(FILE *out, const char *const *inputs, int n, const char *const
         out);
   curve_table(out, last, specs, n_specs);
   json_decref(last);
+}
+
+/* ---- gpuanalyze recommend: the same answer in a line per card --------------------------------- */
+
+/* The settings the trace was replayed under (its runs), at most MAX_SPECS. */
+static int trace_specs(ana_db_t *db, int64_t trace_id, char specs[][256]) {
+  sqlite3_stmt *st = NULL;
+  int n = 0;
+  if (sqlite3_prepare_v2(db->h, "SELECT DISTINCT policy FROM v_runs WHERE trace_id=?1 AND ooms=0 ORDER BY run_id", -1, &st,
+                         NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st, 1, trace_id);
+  while (n < MAX_SPECS && sqlite3_step(st) == SQLITE_ROW) {
+    const char *pol = (const char *)sqlite3_column_text(st, 0);
+    if (pol && strlen(pol) < 256) snprintf(specs[n++], 256, "%s", pol);
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+void ana_recommend_fit(ana_db_t *db, FILE *out) {
+  sqlite3_stmt *st = NULL;
+  char tool[PATH_MAX];
+  if (sqlite3_prepare_v2(db->h, "SELECT trace_id, path FROM traces ORDER BY trace_id", -1, &st, NULL) != SQLITE_OK) return;
+  int have_tool = -1;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(st, 0);
+    const char *path = (const char *)sqlite3_column_text(st, 1);
+    char buf[8192], ins[8][PATH_MAX + 64], specs[MAX_SPECS][256], why[400] = "";
+    const char *inputs = ana_trace_kv(db, id, "predicted.inputs", buf, sizeof buf), *inp[8], *sp[MAX_SPECS];
+    if (!inputs || !*inputs) continue;
+    if (have_tool < 0) have_tool = ana_tool_find(NULL, "GPUREC", "gpurec", "recorder", tool, sizeof tool);
+    if (!have_tool) {
+      fprintf(out, "%s: the largest value that fits: gpurec not found (set GPUREC)\n", path ? path : "?");
+      continue;
+    }
+    /* the inputs as the header names them, beside the trace when not found as they are */
+    int n = 0;
+    for (const char *p = inputs; *p && n < 8;) {
+      while (*p == ' ') p++;
+      size_t len = strcspn(p, " ");
+      if (!len) break;
+      snprintf(ins[n], sizeof ins[n], "%.*s", (int)len, p);
+      const char *slash = path ? strrchr(path, '/') : NULL, *at = strrchr(ins[n], '@');
+      FILE *f = at ? fopen((ins[n][at - ins[n]] = 0, ins[n]), "rb") : NULL;
+      if (at) ins[n][at - ins[n]] = '@';
+      if (f) fclose(f);
+      else if (slash && at) {
+        char alt[sizeof ins[0]];
+        const char *b = strrchr(ins[n], '/');
+        int dl = (int)(slash - path) < 2048 ? (int)(slash - path) : 2048;
+        if (snprintf(alt, sizeof alt, "%.*s/%.1024s", dl, path, b ? b + 1 : ins[n]) < (int)sizeof alt)
+          memcpy(ins[n], alt, sizeof alt);
+      }
+      inp[n] = ins[n];
+      n++;
+      p += len;
+    }
+    int ns = trace_specs(db, id, specs);
+    for (int i = 0; i < ns; i++) sp[i] = specs[i];
+    fprintf(out, "%s: the largest value that fits (gpurec predict --fit over its %d recordings; per card: as run, and "
+                 "the setting that fits the most when another does):\n", path ? path : "?", n);
+    for (size_t g = 0; g < N_GPUS; g++) {
+      json_t *o = run_fit(tool, inp, n, sp, ns, k_gpus[g].size, why, sizeof why);
+      fprintf(out, "  %-11s", k_gpus[g].label);
+      if (!o) {
+        fprintf(out, " no answer: %s\n", why);
+        continue;
+      }
+      /* the job's own setting (the first replayed: as it ran), and the setting that fits most */
+      cell_t c0, cb;
+      int best = -1;
+      memset(&c0, 0, sizeof c0);
+      fill(o, specs[0], &c0);
+      for (int i = 1; i < ns; i++) {
+        cell_t c;
+        memset(&c, 0, sizeof c);
+        fill(o, specs[i], &c);
+        if (c.answered && c.largest > c0.largest && (best < 0 || c.largest > cb.largest)) best = i, cb = c;
+      }
+      fprintf(out, " as run (%s): %s", specs[0], c0.text);
+      if (best >= 0) fprintf(out, "; %s: %s", specs[best], cb.text);
+      fputc('\n', out);
+      json_decref(o);
+    }
+  }
+  sqlite3_finalize(st);
 }

@@ -60,6 +60,9 @@ want=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=24GiB --format=j
 row=$(sed -n '/<table class="fit">/,/<\/table>/p' p32.html | grep -o '<tr><td>pytorch</td><td>[^<]*</td>' | head -1)
 [[ -n $want && $row == "<tr><td>pytorch</td><td>$want</td>" ]] && ok "24 GiB under pytorch: $want, as --fit says" \
   || bad "fit cell: '$row', want '$want'"
+out=$("$GA" recommend --db p32.zst.db 2>&1)
+[[ $out == *"p32.zst: the largest value that fits"* && $out == *"  24 GiB      as run (pytorch): $want"* ]] \
+  && ok "recommend: the largest value that fits per card" || bad "recommend: $out"
 grep -q '<table class="fitcurve">' p32.html && ok "the curve the search went through" || bad "no fit curve"
 # a recorded trace with the recordings given
 "$GA" report affine32.zst --curve=affine8.zst@8 --curve=affine16.zst@16 --html r32.html -q > /dev/null 2> err.txt \
