@@ -252,7 +252,7 @@ def figures(lines, out):
         if c[7] == "refused":
             n = 3 if c[3] == "all" else 1  # a refusal for all settings stands for each of them
             refused += n
-            why = re.sub(r"[0-9.]+", "N", c[4].split(":", 2)[-1].split(";")[0].split("(")[0]).strip()[:90]
+            why = re.sub(r"[0-9.]+", "N", c[4].split(":", 2)[-1].split(";")[0].split("(")[0]).strip()[:140]
             reasons[why] = reasons.get(why, 0) + n
             continue
         answered += 1
@@ -292,7 +292,15 @@ def main():
     out("Recorded with `gpurec --mode=torch` under the default setting at batch 4, 8, 16; the real runs are unrecorded")
     out("(torch.cuda.max_memory_reserved). GPU: %s, torch %s. Made by `bash tests/gpu/predict_gpu.sh` (GPU) and" %
         (env.get("device", "?"), env.get("torch", "?")))
-    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).\n")
+    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).")
+    hr, _ = load_runs(a.dir, "hf_batch")
+    he = next((r["result"] for r in hr if r.get("result")), {})
+    out("The jobs of issue 26 (hf_batch, hf_seq, resnet) are recorded by plain `gpurec` (its default mode) as users run "
+        "them, the value")
+    out("twice in the command line (`python3 predict_hf.py hf_batch 8 out/hf_batch/rb8`), on %s, torch %s, by" %
+        (he.get("device", "?"), he.get("torch", "?")))
+    out("`bash tests/gpu/predict_hf_gpu.sh` (2026-11-28; its log in hf_logs/); their real runs are under the default and")
+    out("expandable segments only (max_split_128: \"no run\"), and they have no largest-fit runs. The figures at the end.\n")
     head = ["| recordings | target | confidence | setting | predicted peak reserved (B) | real max_memory_reserved (B) | error % | verdict |",
             "|---|---:|---:|---|---:|---:|---:|---|"]
     for h in head:
