@@ -2,7 +2,8 @@
 # stream_gpu.sh: issue 24 on the GPU machine, one call: gpurec's default capture with PyTorch's
 # allocator trace streamed (recorder/rec_torch_stream.c), as a user runs it: the wheel installed
 # into the machine's python3, plain `gpurec -o t.zst -- python3 job.py`.
-#   bash tests/gpu/stream_gpu.sh WHEEL_DIR [STAGES]      (STAGES: long,kill,cost; default all)
+#   bash tests/gpu/stream_gpu.sh WHEEL_DIR [STAGES]      (STAGES: long,kill,cost; default all;
+#   smoke: long's first job only, BIG_N=... TRAIN_STEPS=... shorten the jobs)
 # long: tests/gpu/stream_jobs.py bigfirst (8 GiB first, then 2.2 M allocations) and train (a GPT
 #       trained 600 steps with evaluations and checkpoints), each under the default and under
 #       expandable_segments:True: run unrecorded and recorded; the recorded run's own
@@ -66,10 +67,10 @@ print(max(r["peak_reserved_bytes"] for r in rows) if rows else "")' "$W/$tag.rep
 
 if has long; then
   echo "== long jobs"
-  long_job bigfirst "" bigfirst 2200000
-  long_job bigfirst expandable_segments:True bigfirst 2200000
-  long_job train "" train 600
-  long_job train expandable_segments:True train 600
+  long_job bigfirst "" bigfirst ${BIG_N:-2200000}
+  has smoke || long_job bigfirst expandable_segments:True bigfirst ${BIG_N:-2200000}
+  has smoke || long_job train "" train ${TRAIN_STEPS:-600}
+  has smoke || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
 fi
 
 if has kill; then
