@@ -79,7 +79,7 @@ if has kill; then
   (cd "$W" && gpurec -o "$W/killme.zst" -- python3 "$JOBS" killme > "$W/runs/killme.out" 2> "$W/runs/killme.err") &
   GP=$!
   sleep 8
-  CH=$(pgrep -f "stream_jobs.py killme" | head -1)
+  CH=$(pgrep -f "^python3 $JOBS killme" | head -1)  # the job, not gpurec (whose command line holds it too)
   KT=$(python3 -c 'import time; print(time.monotonic_ns())')
   kill -9 "$CH"
   wait $GP
