@@ -217,6 +217,7 @@ static void at_exit(void) {
     }
   }
   if (inj.core && getpid() == inj.pid) {
+    inj_stream_stop(); /* PyTorch's requests end here: nothing it frees at exit is recorded */
     rec_devmem_at_exit(inj.core); /* the context and the modules loaded by now */
     rec_core_stop(inj.core);
   }
@@ -225,7 +226,10 @@ static void at_exit(void) {
 /* SIGTERM/SIGHUP with the default action would end the process without atexit: finish the
  * trace first (bounded wait), then die of the same signal so the exit status is unchanged. */
 static void on_term(int sig) {
-  if (inj.core && getpid() == inj.pid) rec_core_stop_from_signal(inj.core, SIGNAL_FINISH_NS);
+  if (inj.core && getpid() == inj.pid) {
+    inj_stream_stop_from_signal(SIGNAL_FINISH_NS);
+    rec_core_stop_from_signal(inj.core, SIGNAL_FINISH_NS);
+  }
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -243,6 +247,7 @@ static void install_term(int sig) {
 /* A fork()ed child (DataLoader worker) inherits the core but not its writer thread. */
 static void in_child(void) {
   inj.core = NULL;
+  inj_stream_in_child();
   rec_sites_attach(NULL, NULL, NULL);
   rec_pause_detach();
 }
@@ -324,6 +329,7 @@ static int start_core(unsigned mode) {
   atexit(at_exit);
   install_term(SIGTERM);
   install_term(SIGHUP);
+  install_term(SIGABRT); /* abort(): the trace is finished before the process dies of it */
   return 1;
 }
 
