@@ -303,6 +303,16 @@ static int cmd_record(config_t *cfg, char **cmd) {
   /* Found before the job starts: on a GPU it would otherwise run for hours unrecorded. */
   gm_err_t oerr;
   gm_err_clear(&oerr);
+  struct stat ost;
+  if (tmpl && stat(tmpl, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+    /* the output path is the file written: never a device, a pipe or a folder, and no suffix
+     * added to one (-o /dev/full once wrote /dev/full.zst) */
+    fprintf(stderr, "gpurec: error: -o '%s' is %s, not a trace file; the program was not started\n", tmpl,
+            S_ISDIR(ost.st_mode) ? "a folder" : S_ISCHR(ost.st_mode) || S_ISBLK(ost.st_mode) ? "a device"
+                                                                                            : "not a regular file");
+    free(tmpl);
+    return 1;
+  }
   if (tmpl && gm_output_check(tmpl, &oerr) < 0) {
     fprintf(stderr, "gpurec: error: %s; the program was not started\n", oerr.msg);
     free(tmpl);
@@ -416,7 +426,13 @@ static int cmd_record(config_t *cfg, char **cmd) {
     read_manifest(manifest, &r);
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
-    else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
+    else if (strcmp(cfg->mode, "auto") == 0) {
+      gpurec_merge_streams(want, &r, cfg->quiet); /* PyTorch's requests as they happened */
+      gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet); /* where the stream was refused */
+    }
+    /* a path the user named is the file written, without a ".zst" added to it */
+    if (cfg->output && !strstr(cfg->output, "%p") && r.ntraces == 1 && strcmp(r.traces[0], tmpl) != 0)
+      rename_single(&r.traces[0], tmpl);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),
