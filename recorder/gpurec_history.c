@@ -78,9 +78,7 @@ static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
     if (gmt_reader_open(&rd, traces[i], NULL) < 0) continue;
     const gmt_header_t *h = gmt_reader_header(rd);
     int match = (long)h->pid == pid;
-    /* a trace that holds PyTorch's streamed requests (gpurec_stream.c) needs no history */
-    if (has_torch) *has_torch = gmt_header_framework_version(h, GMT_FW_PYTORCH) != NULL &&
-                                !gmt_header_kv_get(h, "torch_stream.source");
+    if (has_torch) *has_torch = gmt_header_framework_version(h, GMT_FW_PYTORCH) != NULL;
     gmt_reader_close(rd);
     if (match) return i;
   }

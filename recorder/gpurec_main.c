@@ -426,10 +426,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
     read_manifest(manifest, &r);
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
-    else if (strcmp(cfg->mode, "auto") == 0) {
-      gpurec_merge_streams(want, &r, cfg->quiet); /* PyTorch's requests as they happened */
-      gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet); /* where the stream was refused */
-    }
+    else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
     /* a path the user named is the file written, without a ".zst" added to it */
     if (cfg->output && !strstr(cfg->output, "%p") && r.ntraces == 1 && strcmp(r.traces[0], tmpl) != 0)
       rename_single(&r.traces[0], tmpl);
