@@ -51,6 +51,7 @@
 #include "recorder/cupti_devmem.h"
 #include "recorder/rec_pause.h"
 #include "recorder/rec_sites.h"
+#include "recorder/rec_torch_stream.h"
 
 inj_state_t inj = {.once = PTHREAD_ONCE_INIT};
 
@@ -217,7 +218,6 @@ static void at_exit(void) {
     }
   }
   if (inj.core && getpid() == inj.pid) {
-    inj_stream_stop(); /* PyTorch's requests end here: nothing it frees at exit is recorded */
     rec_devmem_at_exit(inj.core); /* the context and the modules loaded by now */
     rec_core_stop(inj.core);
   }
@@ -226,10 +226,7 @@ static void at_exit(void) {
 /* SIGTERM/SIGHUP with the default action would end the process without atexit: finish the
  * trace first (bounded wait), then die of the same signal so the exit status is unchanged. */
 static void on_term(int sig) {
-  if (inj.core && getpid() == inj.pid) {
-    inj_stream_stop_from_signal(SIGNAL_FINISH_NS);
-    rec_core_stop_from_signal(inj.core, SIGNAL_FINISH_NS);
-  }
+  if (inj.core && getpid() == inj.pid) rec_core_stop_from_signal(inj.core, SIGNAL_FINISH_NS);
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -247,7 +244,6 @@ static void install_term(int sig) {
 /* A fork()ed child (DataLoader worker) inherits the core but not its writer thread. */
 static void in_child(void) {
   inj.core = NULL;
-  inj_stream_in_child();
   rec_sites_attach(NULL, NULL, NULL);
   rec_pause_detach();
 }
@@ -530,6 +526,20 @@ EXPORT int gpumem_torch_sites(void) {
   char why[512];
   int r = rec_sites_hook(REC_SITES_OBJECT, REC_SITES_SYMBOL, why, sizeof why);
   if (r == -1) inj_warn("no callsites for PyTorch's requests: %s", why);
+  return r;
+}
+
+/* gpurec's sitecustomize, once PyTorch's CUDA is up in default mode: stream PyTorch's allocator
+ * trace into this process's trace (rec_torch_stream.c). torch_version is torch.__version__.
+ * Returns 0, -1 when it cannot (the reason said once on stderr: the sitecustomize then records
+ * PyTorch's history instead), -2 when nothing is recorded. */
+EXPORT int gpumem_torch_stream(const char *torch_version);
+EXPORT int gpumem_torch_stream(const char *torch_version) {
+  if (!inj.core) return -2;
+  char why[512];
+  int r = rec_torch_stream_attach(inj.core, inj_now, torch_version, REC_TS_C10_OBJECT,
+                                  REC_TS_TORCH_OBJECT, why, sizeof why);
+  if (r < 0) inj_warn("PyTorch's allocator trace cannot be streamed: %s", why);
   return r;
 }
 

@@ -89,11 +89,6 @@ void inj_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t inj_now(void *ctx);
 void inj_note_mem_info(CUcontext ctx);
 
-/* inj_stream.c: PyTorch's requests streamed into a trace of their own (rec_tracker.c) */
-void inj_stream_stop(void);
-void inj_stream_stop_from_signal(uint64_t timeout_ns);
-void inj_stream_in_child(void);
-
 /* cupti_capture.c */
 void CUPTIAPI inj_buf_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 void CUPTIAPI inj_buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,

@@ -1,13 +1,10 @@
 /* gpurec_history.c: after the job, PyTorch's memory histories (the pickles gpurec's
  * sitecustomize dumped, rec_torch.c) become traces: merged into each process's own CUPTI trace
  * in auto mode (snapshot/snap_merge.c: one trace per process, capture mode torch-history), or
- * converted beside it in torch mode (NAME.torch.zst); or, when the requests were streamed
- * (the default: recorder/inj_stream.c), each process's request stream merged into its CUPTI
- * trace (snapshot/snap_stream.c). */
+ * converted beside it in torch mode (NAME.torch.zst). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/gm_base.h"
 #include "formats/gmt.h"
@@ -89,47 +86,11 @@ static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
  * (snap_merge.c): the one trace of the process. A history without a CUPTI trace (CUPTI missing
  * or held by a profiler) becomes a trace on its own; a PyTorch process's CUPTI trace without a
  * history (killed by SIGKILL, or os._exit) stays as CUPTI saw it, and the user is told. */
-/* The request stream process t wrote beside its CUPTI trace (inj_stream.c), merged into it
- * (snap_stream.c) and then removed. 1 when merged. */
-static int merge_stream(const char *want, char *trace, int quiet) {
-  gmt_reader_t *rd = NULL;
-  if (gmt_reader_open_flags(&rd, trace, GMT_READ_SALVAGE, NULL) < 0) return 0;
-  const gmt_header_t *h = gmt_reader_header(rd);
-  long pid = (long)h->pid;
-  int rank = h->rank;
-  gmt_reader_close(rd);
-  char path[4200];
-  gm_err_t err;
-  gm_err_clear(&err);
-  if (rec_trace_name_tag(want, "stream", rank, pid, path, sizeof path, &err) < 0 || access(path, F_OK) != 0)
-    return 0;
-  snap_stream_stats_t ms;
-  char e1[1024], e2[GM_ERR_MSG_MAX * 4];
-  if (snap_merge_stream_file(path, trace, trace, NULL, &ms, &err) < 0) {
-    fprintf(stderr, "gpurec: error: cannot merge PyTorch's request stream '%s' into %s (both kept): %s\n",
-            gm_escape(path, e1, sizeof e1), trace, gm_escape(err.msg, e2, sizeof e2));
-    return 0;
-  }
-  unlink(path);
-  if (!quiet) {
-    fprintf(stderr, "gpurec: %s: PyTorch's requests streamed (%llu events, %llu dropped) merged with the "
-                    "CUPTI trace: %llu of %llu segment calls seen by CUPTI, %llu events of other libraries\n",
-            trace, (unsigned long long)ms.stream_events, (unsigned long long)ms.stream_dropped,
-            (unsigned long long)ms.segments_seen, (unsigned long long)ms.segments, (unsigned long long)ms.external);
-    if (ms.stream_truncated)
-      fprintf(stderr, "gpurec: %s: the request stream ends early, at %.3f s (the process was killed): every "
-                      "request up to its last flush is in the trace, none after\n",
-              trace, (double)ms.stream_last_ns / 1e9);
-  }
-  return 1;
-}
-
 void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, gpurec_run_t *r, int quiet) {
   rec_torch_snap_t snaps[64];
   int n = rec_torch_list(dir, snaps, 64);
   int ncupti = r->ntraces;
   char merged[GPUREC_MAX_TRACES] = {0};
-  for (int t = 0; t < ncupti; t++) merged[t] = (char)merge_stream(want, r->traces[t], quiet);
   for (int i = 0; i < n; i++) {
     gm_err_t err;
     gm_err_clear(&err);
@@ -148,7 +109,13 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
       if (ms.site_notes)
         snprintf(sites, sizeof sites, ", callsites for %llu of %llu allocations",
                  (unsigned long long)ms.allocs_with_callsite, (unsigned long long)ms.allocs);
-      if (!quiet)
+      if (!quiet && ms.streamed)
+        fprintf(stderr, "gpurec: %s: PyTorch's allocator trace (%llu entries, streamed%s) merged with the "
+                        "CUPTI trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
+                r->traces[t], (unsigned long long)ms.entries, ms.cupti_truncated ? ", up to where the process stopped" : "",
+                (unsigned long long)ms.segments_seen, (unsigned long long)ms.segments, (unsigned long long)ms.external,
+                sites);
+      else if (!quiet)
         fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
                         "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
                 r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,

@@ -55,6 +55,8 @@ typedef struct snap_merge_stats {
   uint64_t site_notes;     /* alloc_site notes in the CUPTI trace (the requests' callsites) */
   uint64_t allocs;         /* the history's allocations (the synthetic initial state left out) */
   uint64_t allocs_with_callsite; /* ... that got a callsite from their note */
+  int streamed;            /* the entries came streamed in the CUPTI trace (rec_torch_stream.c),
+                              the pickle only said where they start */
 } snap_merge_stats_t;
 
 /* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at
@@ -65,24 +67,6 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
                             const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                             gm_err_t *err);
 
-typedef struct snap_stream_stats {
-  uint64_t stream_events;  /* PyTorch's events in the request stream */
-  uint64_t stream_dropped; /* events the stream's recorder dropped (its ring full) */
-  int stream_truncated;    /* the stream ended early (the process was killed) */
-  uint64_t stream_last_ns; /* its last event's time (where a truncated stream stops) */
-  uint64_t allocs;         /* its allocations */
-  uint64_t segments;       /* its segment allocs and frees */
-  uint64_t segments_seen;  /* CUPTI's driver calls matched to them */
-  uint64_t external;       /* CUPTI events kept as other libraries' memory (GMT_F_EXTERNAL) */
-  uint64_t cupti_dropped;  /* CUPTI events left out (PyTorch's own, failed, empty_cache) */
-  int cupti_truncated;
-} snap_stream_stats_t;
-/* gpurec's default for PyTorch when its requests were streamed (snap_stream.c): the request
- * stream at stream_path (recorder/rec_tracker.c) merged with the CUPTI trace of the same process
- * into out_path (which may be cupti_path: it is replaced once the merge is complete). Streams
- * both inputs (memory: one entry per distinct segment). */
-gm_status_t snap_merge_stream_file(const char *stream_path, const char *cupti_path, const char *out_path,
-                                   const gmt_writer_opts_t *opts, snap_stream_stats_t *st, gm_err_t *err);
 #ifdef __cplusplus
 }
 #endif

@@ -29,7 +29,7 @@ command -v gpurec gpureplay
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 cd "$W"
 T0=$(date +%s)
-left() { echo $(( 560 - ($(date +%s) - T0) )); }
+left() { echo $(( 320 - ($(date +%s) - T0) )); }
 
 # rec NAME CONF -- args: record the job, replay the trace
 rec() {
@@ -55,8 +55,8 @@ if has big; then
 fi
 if has train; then
   echo "== train $(left) s left"
-  rec train "" -- python3 "$S/train.py" 45
-  rec train_exp "expandable_segments:True" -- python3 "$S/train.py" 45
+  rec train "" -- python3 "$S/train.py" 35
+  rec train_exp "expandable_segments:True" -- python3 "$S/train.py" 35
 fi
 if has kill; then
   echo "== kill $(left) s left"
