@@ -21,7 +21,7 @@ for name in ("smoke", "big", "big_exp", "train", "train_exp"):
     if r is None: continue
     got = rp and rp.get("peak_reserved_bytes")
     err = open(os.path.join(W, name + ".err")).read() if os.path.exists(os.path.join(W, name + ".err")) else ""
-    check("%s: streamed" % name, "requests streamed" in err)
+    check("%s: streamed" % name, "streamed" in err)
     check("%s: replay peak reserved == max_memory_reserved" % name, got == r["max_memory_reserved"],
           "%s vs %s (%s)" % (got, r["max_memory_reserved"], json.dumps({k: v for k, v in r.items() if k != "max_memory_reserved"})))
 if os.path.exists(os.path.join(W, "killed.log")):
