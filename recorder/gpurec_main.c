@@ -428,8 +428,8 @@ static int cmd_record(config_t *cfg, char **cmd) {
     if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
     else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
     /* a path the user named is the file written, without a ".zst" added to it */
-    if (cfg->output && !strstr(cfg->output, "%p") && r.ntraces == 1 && strcmp(r.traces[0], tmpl) != 0)
-      rename_single(&r.traces[0], tmpl);
+    for (int i = 0; cfg->output && !strstr(cfg->output, "%p") && strcmp(want, tmpl) != 0 && i < r.ntraces; i++)
+      if (strcmp(r.traces[i], want) == 0) rename_single(&r.traces[i], tmpl);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),

@@ -40,6 +40,15 @@ check "exit status 7 passes through" '[[ $rc == 7 ]]'
 check "single process: trace named as asked" '[[ -f run.zst && $(ls run*.zst | wc -l) == 1 ]]'
 check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=1001 "*"truncated=0"* ]]'
 check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
+# the output path is the file written (issue 24): no suffix added, never a device
+rm -f named.bin named.bin.zst
+err=$("$GPUREC" -o named.bin -- "$APP" 2>&1); rc=$?
+check "-o without .zst: written exactly there" '[[ $rc == 0 && -f named.bin && ! -e named.bin.zst && $(stats named.bin) == *"events=1001 "* ]]'
+err=$("$GPUREC" -o /dev/full -- "$APP" 2>&1); rc=$?
+check "-o a device: refused before the job, exit 1" '[[ $rc == 1 && $err == *"is a device, not a trace file; the program was not started"* && ! -e /dev/full.zst ]]'
+mkdir -p adir
+err=$("$GPUREC" -o adir -- "$APP" 2>&1); rc=$?
+check "-o a folder: refused" '[[ $rc == 1 && $err == *"is a folder"* ]]'
 # the context sample (DEVICE_USAGE, cupti_devmem.c's path in the self-test): 999 records leave
 # the last allocation live (26624 bytes), which the writer subtracts from the count at its time
 err=$(GPUMEM_SELFTEST=999 GPUMEM_SELFTEST_DEVMEM=552599552 "$GPUREC" -o dm.zst -- "$APP" 2>&1)
