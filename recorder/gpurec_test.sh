@@ -130,6 +130,12 @@ check "torch mode: script ran with history enabled" '[[ $rc == 0 ]]'
 check "torch mode: user's sitecustomize ran too" '[[ -f mark ]]'
 check "torch mode: snapshot converted beside the trace" '[[ -f tm.torch.zst && $(stats tm.torch.zst) == *"truncated=0"* && $(stats tm.torch.zst) != *"events=0 "* ]]'
 check "torch mode: summary names it" '[[ $err == *"tm.torch.zst:"*"events"* ]]'
+check "torch mode: a ring that did not fill is not called filled" '[[ $err != *"ring filled"* ]]'
+# a history with as many entries as the ring holds covers only the run's tail: said (issue 24)
+rm -f tr*.zst
+err=$(PYTHONPATH="$R/testdata/faketorch" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --mode=torch \
+      --max-entries 10 -o tr.zst -- python3 -c 'import torch; torch.cuda._lazy_init()' 2>&1); rc=$?
+check "torch mode: a filled ring said" '[[ $rc == 0 && $err == *"tr.torch.zst: WARNING: PyTorch'"'"'s history ring filled"*"a peak before them cannot be seen"* ]]'
 err=$("$GPUREC" import "$SNAP" -o snap.zst 2>&1); rc=$?
 check "import pickle: exit 0, trace written" '[[ $rc == 0 && $err == *"snapshot entries"* && $(stats snap.zst) == *"truncated=0"* ]]'
 check "import pickle = torch mode conversion" '[[ "$("$CSV" snap.zst | grep -v "^#")" == "$("$CSV" tm.torch.zst | grep -v "^#")" ]]'
