@@ -12,6 +12,8 @@
 # cost:  cost.py (torch.empty loop, 4 s) and bench rec_overhead.py (host-bound step), plain and
 #        recorded, alternated 3 rounds;
 # devfull: gpurec -o /dev/full refused.
+# The wheel is force-installed: a warm machine may hold another build of the same version,
+# which a plain pip install keeps (this script's first run measured such a build).
 # Output: $OUT/stream.tar.gz (log, checks, results, replay JSON, gpurec stderr, small traces).
 set -u
 S=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +25,7 @@ has() { [[ ",$WHAT," == *",$1,"* ]]; }
 exec > >(tee -a "$W/log.txt") 2>&1
 echo "== stream_gpu.sh $WHAT $(date -u)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m pip install --no-index --break-system-packages -q "$S"/gpumem_tools-*.whl 2>&1 | tail -2
+python3 -m pip install --no-index --no-deps --force-reinstall --break-system-packages -q "$S"/gpumem_tools-*.whl 2>&1 | tail -2
 python3 -c 'import torch; print("torch", torch.__version__)'
 command -v gpurec gpureplay
 unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
