@@ -303,6 +303,16 @@ static int cmd_record(config_t *cfg, char **cmd) {
   /* Found before the job starts: on a GPU it would otherwise run for hours unrecorded. */
   gm_err_t oerr;
   gm_err_clear(&oerr);
+  struct stat ost;
+  if (tmpl && stat(tmpl, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+    /* the output path is the file written: never a device, a pipe or a folder, and no suffix
+     * added to one (-o /dev/full once wrote /dev/full.zst) */
+    fprintf(stderr, "gpurec: error: -o '%s' is %s, not a trace file; the program was not started\n", tmpl,
+            S_ISDIR(ost.st_mode) ? "a folder" : S_ISCHR(ost.st_mode) || S_ISBLK(ost.st_mode) ? "a device"
+                                                                                            : "not a regular file");
+    free(tmpl);
+    return 1;
+  }
   if (tmpl && gm_output_check(tmpl, &oerr) < 0) {
     fprintf(stderr, "gpurec: error: %s; the program was not started\n", oerr.msg);
     free(tmpl);
@@ -417,6 +427,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
     else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
+    /* a path the user named is the file written, without a ".zst" added to it */
+    for (int i = 0; cfg->output && !strstr(cfg->output, "%p") && strcmp(want, tmpl) != 0 && i < r.ntraces; i++)
+      if (strcmp(r.traces[i], want) == 0) rename_single(&r.traces[i], tmpl);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),

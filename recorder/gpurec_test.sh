@@ -40,6 +40,15 @@ check "exit status 7 passes through" '[[ $rc == 7 ]]'
 check "single process: trace named as asked" '[[ -f run.zst && $(ls run*.zst | wc -l) == 1 ]]'
 check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=1001 "*"truncated=0"* ]]'
 check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
+# the output path is the file written (issue 24): no suffix added, never a device
+rm -f named.bin named.bin.zst
+err=$("$GPUREC" -o named.bin -- "$APP" 2>&1); rc=$?
+check "-o without .zst: written exactly there" '[[ $rc == 0 && -f named.bin && ! -e named.bin.zst && $(stats named.bin) == *"events=1001 "* ]]'
+err=$("$GPUREC" -o /dev/full -- "$APP" 2>&1); rc=$?
+check "-o a device: refused before the job, exit 1" '[[ $rc == 1 && $err == *"is a device, not a trace file; the program was not started"* && ! -e /dev/full.zst ]]'
+mkdir -p adir
+err=$("$GPUREC" -o adir -- "$APP" 2>&1); rc=$?
+check "-o a folder: refused" '[[ $rc == 1 && $err == *"is a folder"* ]]'
 # the context sample (DEVICE_USAGE, cupti_devmem.c's path in the self-test): 999 records leave
 # the last allocation live (26624 bytes), which the writer subtracts from the count at its time
 err=$(GPUMEM_SELFTEST=999 GPUMEM_SELFTEST_DEVMEM=552599552 "$GPUREC" -o dm.zst -- "$APP" 2>&1)
@@ -121,6 +130,12 @@ check "torch mode: script ran with history enabled" '[[ $rc == 0 ]]'
 check "torch mode: user's sitecustomize ran too" '[[ -f mark ]]'
 check "torch mode: snapshot converted beside the trace" '[[ -f tm.torch.zst && $(stats tm.torch.zst) == *"truncated=0"* && $(stats tm.torch.zst) != *"events=0 "* ]]'
 check "torch mode: summary names it" '[[ $err == *"tm.torch.zst:"*"events"* ]]'
+check "torch mode: a ring that did not fill is not called filled" '[[ $err != *"ring filled"* ]]'
+# a history with as many entries as the ring holds covers only the run's tail: said (issue 24)
+rm -f tr*.zst
+err=$(PYTHONPATH="$R/testdata/faketorch" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --mode=torch \
+      --max-entries 10 -o tr.zst -- python3 -c 'import torch; torch.cuda._lazy_init()' 2>&1); rc=$?
+check "torch mode: a filled ring said" '[[ $rc == 0 && $err == *"tr.torch.zst: WARNING: PyTorch'"'"'s history ring filled"*"a peak before them cannot be seen"* ]]'
 err=$("$GPUREC" import "$SNAP" -o snap.zst 2>&1); rc=$?
 check "import pickle: exit 0, trace written" '[[ $rc == 0 && $err == *"snapshot entries"* && $(stats snap.zst) == *"truncated=0"* ]]'
 check "import pickle = torch mode conversion" '[[ "$("$CSV" snap.zst | grep -v "^#")" == "$("$CSV" tm.torch.zst | grep -v "^#")" ]]'
