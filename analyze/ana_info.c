@@ -152,6 +152,12 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   char b1[32];
   char e1[512], e2[512];
   put(out, "trace:          ", path);
+  gmt_coverage_t cov; /* a trace of part of the run says so first (SPEC.md §3.4) */
+  gmt_coverage(h, rs, &cov);
+  if (cov.partial) {
+    char ct[1024];
+    fprintf(out, "coverage:       %s\n", gmt_coverage_text(&cov, ct, sizeof ct));
+  }
   print_failure(out, h, s);
   fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
   put(out, "tool:           ", h->tool);
@@ -232,7 +238,7 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
           gm_format_size(s->live_bytes_at_end, b1, sizeof b1));
   fprintf(out, "integrity:      %s, index %s, %" PRIu64 " sequence gaps, %" PRIu64
                " records dropped by the source, %" PRIu64 " unknown records skipped\n",
-          rs->truncated ? "TRUNCATED" : "complete", rs->has_index ? "present" : "missing",
+          rs->truncated ? "TRUNCATED" : cov.partial ? "file complete, trace PARTIAL (see coverage)" : "complete", rs->has_index ? "present" : "missing",
           rs->seq_gaps, rs->dropped, rs->unknown_records);
   if (gmt_stats_damaged(rs)) {
     char what[256];
