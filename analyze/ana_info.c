@@ -14,7 +14,14 @@ static const char *reader_string(void *ctx, uint32_t id) { return gmt_reader_str
 
 gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err) {
+  return ana_trace_summarize_progress(path, flags, hdr, sum, rs, damage, damage_n, NULL, NULL, err);
+}
+
+gm_status_t ana_trace_summarize_progress(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
+                                         gmt_reader_stats_t *rs, char *damage, size_t damage_n,
+                                         ana_progress_fn progress, void *pctx, gm_err_t *err) {
   gmt_reader_t *r = NULL;
+  uint64_t next_progress = 1u << 22;
   ana_scan_t *s = NULL;
   gmt_header_init(hdr);
   if (damage && damage_n) damage[0] = '\0';
@@ -32,6 +39,11 @@ gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *
     st = gmt_reader_next_batch(r, evs, CAP, &n, err);
     if (st < 0 || st == GM_END) break;
     for (size_t i = 0; i < n && st >= 0; i++) st = ana_scan_event(s, &evs[i], err);
+    const gmt_reader_stats_t *now = gmt_reader_stats(r);
+    if (progress && now->events >= next_progress) {
+      progress(pctx, now->events, now->chunks, gmt_reader_chunk_count(r));
+      next_progress = now->events + (1u << 22);
+    }
     /* the first failed request's callsite, while its chunk (and its strings) is current */
     if (!have_cs && st >= 0 && ana_scan_summary(s)->failed_allocs) {
       const char *cs = gmt_reader_string(r, ana_scan_summary(s)->failed_callsite);
