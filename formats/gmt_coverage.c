@@ -163,7 +163,10 @@ char *gmt_coverage_text(const gmt_coverage_t *c, char *buf, size_t n) {
                            (double)c->from_ns / 1e9, c->from_event);
     else
       l = (size_t)snprintf(buf, n, "PARTIAL trace: it covers only the end of the run; ");
-    if (l < n)
+    if (l < n && !c->alive_count && !c->reserved_bytes)
+      l += (size_t)snprintf(buf + l, n - l, "nothing it shows was alive at its start; a peak before it cannot be "
+                                            "seen, so every figure is a lower bound");
+    else if (l < n)
       l += (size_t)snprintf(buf + l, n - l, "alive at its start: %s in %" PRIu64 " request%s (reserved %s); "
                             "a peak before it cannot be seen, so every figure is a lower bound",
                             gm_format_size(c->alive_bytes, a, sizeof a), c->alive_count, c->alive_count == 1 ? "" : "s",
