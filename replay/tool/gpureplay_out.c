@@ -286,7 +286,6 @@ static json_t *gr_coverage_json(const gmt_coverage_t *c) {
 static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_t *o = json_object();
   json_object_set_new(o, "trace", json_string(info->path));
-  json_object_set_new(o, "coverage", gr_coverage_json(&info->coverage));
   json_object_set_new(o, "policy", json_string(r->policy));
   json_object_set_new(o, "backend", json_string(r->backend));
   json_object_set_new(o, "events", json_integer((json_int_t)r->events));
@@ -343,6 +342,8 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   }
   /* true: replayed from a damaged trace, some of its events were lost (formats/SPEC.md "Salvage") */
   json_object_set_new(o, "partial", json_boolean(gmt_stats_partial(&info->stats)));
+  /* does the trace cover the whole run (formats/SPEC.md §3.4)? a partial one's figures are lower bounds */
+  json_object_set_new(o, "coverage", gr_coverage_json(&info->coverage));
   return o;
 }
 
