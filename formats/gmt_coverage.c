@@ -137,7 +137,9 @@ char *gmt_coverage_why_text(const gmt_coverage_t *c, char *buf, size_t n) {
   if (c->why & GMT_COV_DROPPED) {
     snprintf(x, sizeof x, "%" PRIu64, c->dropped);
     snprintf(y, sizeof y, "%" PRIu64, c->seq_gaps);
-    add(buf, n, "the source dropped %s records (%s chunks missing)", x, y);
+    if (c->seq_gaps && c->dropped) add(buf, n, "the source dropped %s records and %s chunks are missing", x, y);
+    else if (c->seq_gaps) add(buf, n, "%s%s chunks are missing (sequence gaps)", "", y);
+    else add(buf, n, "the source dropped %s records%s", x, "");
   }
   if (c->why & GMT_COV_CUPTI_LOST)
     add(buf, n, "CUPTI's records were lost (its trace ended early or buffers were dropped)%s%s", "", "");
