@@ -164,13 +164,13 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   char b1[32];
   char e1[512], e2[512];
   put(out, "trace:          ", path);
-  gmt_coverage_t cov; /* a trace of part of the run says so first (SPEC.md §3.4) */
+  print_failure(out, h, s); /* the headline: why the user is here */
+  gmt_coverage_t cov;        /* then, before any figure, a trace of part of the run (SPEC.md §3.4) */
   gmt_coverage(h, rs, &cov);
   if (cov.partial) {
     char ct[1024];
     fprintf(out, "coverage:       %s\n", gmt_coverage_text(&cov, ct, sizeof ct));
   }
-  print_failure(out, h, s);
   fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
   put(out, "tool:           ", h->tool);
   fprintf(out, "capture mode:   %s\n", or_dash(gmt_capture_mode_name(h->capture_mode)));

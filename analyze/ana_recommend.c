@@ -579,9 +579,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   char epath[1024];
   path = gm_escape(path, epath, sizeof epath);
   fprintf(out, "%s:\n", path);
-  int partial = ana_coverage_print(db, out, trace_id, "  "); /* first: the figures are of part of the run */
   if (adv) adv->runs = n;
-  int failed = print_recorded_failure(db, out, trace_id);
+  int failed = print_recorded_failure(db, out, trace_id); /* the headline */
+  int partial = ana_coverage_print(db, out, trace_id, "  "); /* then: the figures are of part of the run */
   warn_integrity(db, out, trace_id);
   warn_kv(db, out, trace_id);
   warn_assumed(db, out, trace_id);
