@@ -103,6 +103,7 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t, int partial) {
     for (size_t k = 0; k < N_GPUS; k++)
       fprintf(f, "%s", p->needs_none || (p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30)) ? "y" : "n");
   }
+  if (partial) fprintf(f, "\n  (y: the part of the run the trace covers fits; the whole run may need more)");
   if (t->context_bytes) /* recorded: inside every capacity tried */
     fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps, the recorded\n"
                "  CUDA context and module code (%s) counted; shares of the device are of the recorded GPU's %s)\n",
