@@ -186,13 +186,17 @@ static void print_summary(const char *path) {
              gm_format_size(s.context, b1, sizeof b1), s.context_device);
   }
   double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
+  if (s.coverage.partial) { /* first: the figures below are of part of the run */
+    char cov[1024];
+    fprintf(stderr, "gpurec: %s: %s\n", path, gmt_coverage_text(&s.coverage, cov, sizeof cov));
+  }
   fprintf(stderr,
           "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s%s, %llu dropped%s%s%s, "
           "framework %s\n",
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
           gm_format_size(s.peak_live, peak, sizeof peak), mapped, (unsigned long long)s.dropped,
-          s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
+          s.truncated ? ", TRUNCATED (process killed?)" : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
   if (failed) {
