@@ -23,7 +23,7 @@ typedef struct predict_config {
   int quiet, help, same_job;
 } predict_config_t;
 
-/* --fit's defaults (README "Predicting a run you have not made" says why). */
+/* --fit's defaults (docs/predict.md says why). */
 #define PRED_LARGEST_DEFAULT_OTHER (1ull << 30) /* CUDA context and libraries outside the allocator */
 #define PRED_LARGEST_DEFAULT_MARGIN 0.005
 #define PRED_LARGEST_DEFAULT_MAX_FACTOR 64 /* --max: this many times the largest recording */
