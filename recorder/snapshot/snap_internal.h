@@ -44,6 +44,7 @@ typedef struct snap_pass {
   snap_evvec_t *lists; /* devices, annotations, synthetic initial state */
   size_t nlists;
   uint64_t entries, devices, skipped, synthetic;
+  uint64_t max_dev_entries; /* the longest device history (a full ring holds max_entries) */
   int has_time;
   uint64_t start_time_ns;
 } snap_pass_t;
@@ -58,6 +59,13 @@ gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t 
 gm_status_t snap_field_u64(const snap_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
 gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err);
+/* The same from the entries the recorder streamed into a process's own trace (events flagged
+ * GMT_F_TORCH_STREAM, in the order they were recorded, ts_ns on that trace's clock) and, where
+ * root is not NULL, the snapshot taken where the stream starts (its segments: what was alive
+ * before). Event times stay on the trace's clock: ps->start_time_ns is relative to its start
+ * (the caller adds the trace's start_time_ns). */
+gm_status_t snap_plan_streamed(const snap_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+                               gm_err_t *err);
 void snap_plan_free(snap_pass_t *ps);
 /* allocator_settings -> an equivalent PYTORCH_CUDA_ALLOC_CONF string ("" for the defaults). */
 gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
@@ -65,6 +73,12 @@ gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
  * history's start time, allocator_settings and snapshot facts as kv pairs. */
 gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
                              const gmt_header_t *prov, gm_err_t *err);
+/* Coverage (snap_coverage.c, SPEC.md §3.4): whether the history covers the whole run, its
+ * window and what was alive at its start (in the plan's own event order and clock). ring: the
+ * history's max_entries when known, else 0. */
+void snap_coverage_of(const snap_pass_t *ps, uint64_t ring, gmt_coverage_t *c);
+/* Mark h with c, keeping what h (a provenance header) already said was partial. */
+gm_status_t snap_coverage_mark(gmt_header_t *h, const gmt_coverage_t *c, gm_err_t *err);
 /* Callsite strings by frames list, interned once per list (snap_event_strings). */
 typedef struct snap_cs_cache snap_cs_cache_t;
 void snap_cs_cache_free(snap_cs_cache_t **cache);

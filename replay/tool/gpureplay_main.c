@@ -125,7 +125,7 @@ static const char kDescription[] =
     "had (--capacity overrides): a policy without OOMs would have served them.\n"
     "Input: gpumem traces (.zst; `gpurec import` makes one from a PyTorch snapshot pickle or a CSV\n"
     "trace). A policy may be given as the line users paste: -p PYTORCH_CUDA_ALLOC_CONF=...\n"
-    "Figures (peak reserved, lower bound, ...): README.md, Glossary.\n"
+    "Figures (peak reserved, lower bound, ...): docs/glossary.md.\n"
     "Policies (replay/policies):";
 
 int gr_cli_usage_error(const char *msg) {
