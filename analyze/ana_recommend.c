@@ -235,8 +235,9 @@ static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, 
 /* What the replay cannot tell (issue 25): a figure's timing range and its placement spread
  * (the driver's placement model against a bump pointer). A setting is advised over the default
  * only when it is smaller in the worst case, by more than the floor: the larger of 64 MiB and
- * 1 % of the default. The floor is read off the tables: the placement model's misses there are
- * at most 34 MiB (3.5 %, traces/predicted conv_image) and 12 MiB (1.3 %, traces/recorded). */
+ * 1 % of the default. The floor is read off the tables: the misses that depend on placement
+ * there are at most 34 MiB (3.5 %, traces/predicted conv_image) and 12 MiB (1.3 %,
+ * traces/recorded); the largest miss of all, 64 MiB (hf_seq at 256), is the same under both. */
 #define ADVICE_FLOOR_BYTES (64ll << 20)
 #define ADVICE_FLOOR_PCT 1.0
 
