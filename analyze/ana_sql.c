@@ -33,3 +33,16 @@ uint64_t ana_hash_bytes(const void *p, size_t n) {
   }
   return h ^ (uint64_t)n * 0x9e3779b97f4a7c15ull;
 }
+
+/* Step a statement that returns no row (an INSERT, UPDATE, DELETE), then reset it. */
+gm_status_t ana_step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? GM_OK : ana_sql_err(db->h, err, "insert");
+}
+
+/* Text, or NULL for a NULL pointer. */
+void ana_bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, i);
+}
