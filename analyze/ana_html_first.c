@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "analyze/ana_report_internal.h"
+#include "analyze/ana_run_fields.h"
 
 enum { BAR_LABEL_W = 380, BAR_W = 470, BAR_ROW = 22 };
 
@@ -43,7 +44,7 @@ static int64_t recorded_run(ana_db_t *db, int64_t trace_id, const ana_advice_t *
     else snprintf(pol, sizeof pol, "pytorch:%s", c);
     if (sqlite3_prepare_v2(db->h,
                            "SELECT run_id FROM v_runs WHERE trace_id=? AND policy=?"
-                           " AND (?3 < 0 OR COALESCE(json_extract(summary_json, '$.device'), -1) = ?3)"
+                           " AND (?3 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?3)"
                            " ORDER BY run_id LIMIT 1",
                            -1, &st, NULL) == SQLITE_OK) {
       sqlite3_bind_int64(st, 1, trace_id);
@@ -79,12 +80,12 @@ static int run_figures(ana_db_t *db, int64_t run_id, run_fig_t *f) {
   if (run_id < 0 ||
       sqlite3_prepare_v2(db->h,
                          "SELECT policy, peak_reserved_bytes, ooms,"
-                         " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), peak_reserved_bytes),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), peak_reserved_bytes),"
-                         " json_extract(summary_json, '$.predicted') IS NOT NULL,"
-                         " COALESCE(json_extract(summary_json, '$.partial'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.device_memory_assumed'), 0)"
+                         " COALESCE(" ANA_RF_TIMING_SENSITIVE("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("summary_json") ", peak_reserved_bytes),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", peak_reserved_bytes),"
+                         " " ANA_RF_PREDICTED("summary_json") " IS NOT NULL,"
+                         " COALESCE(" ANA_RF_PARTIAL("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_DEVICE_MEMORY_ASSUMED("summary_json") ", 0)"
                          " FROM v_runs WHERE run_id=?",
                          -1, &st, NULL) != SQLITE_OK)
     return 0;
@@ -240,13 +241,13 @@ void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT run_id, policy, peak_reserved_bytes, ooms,"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), peak_reserved_bytes),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", peak_reserved_bytes),"
                          " lower_bound_bytes,"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), peak_reserved_bytes)"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("summary_json") ", peak_reserved_bytes)"
                          " FROM v_runs WHERE trace_id=?1"
-                         " AND (?2 < 0 OR COALESCE(json_extract(summary_json, '$.device'), -1) = ?2)"
-                         " ORDER BY ooms > 0, MAX(peak_reserved_bytes, COALESCE(json_extract(summary_json,"
-                         " '$.peak_reserved_range.high_bytes'), 0)), run_id LIMIT 64",
+                         " AND (?2 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?2)"
+                         " ORDER BY ooms > 0, MAX(peak_reserved_bytes, COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0))"
+                         ", run_id LIMIT 64",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analyze/ana_report_internal.h"
+#include "analyze/ana_run_fields.h"
 
 enum { TOP_CALLSITES = 10 };
 
@@ -27,14 +28,14 @@ static int load_snap(ana_db_t *db, int64_t run_id, snap_t *s) {
   sqlite3_stmt *st = NULL;
   if (run_id < 0 ||
       sqlite3_prepare_v2(db->h,
-                         "SELECT policy, json_extract(summary_json, '$.peak_snapshot.reserved_bytes'),"
-                         " json_extract(summary_json, '$.peak_snapshot.requested_bytes'),"
-                         " json_extract(summary_json, '$.peak_snapshot.rounding_bytes'),"
-                         " json_extract(summary_json, '$.peak_snapshot.free_in_segments_bytes'),"
-                         " json_extract(summary_json, '$.peak_snapshot.cached_segments_bytes'),"
-                         " json_extract(summary_json, '$.peak_snapshot.segments'),"
-                         " json_extract(summary_json, '$.peak_snapshot.segments_in_use'),"
-                         " json_extract(summary_json, '$.peak_snapshot.ts_ns')"
+                         "SELECT policy, " ANA_RF_PEAK_SNAPSHOT_RESERVED_BYTES("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_REQUESTED_BYTES("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_ROUNDING_BYTES("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_FREE_IN_SEGMENTS_BYTES("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_CACHED_SEGMENTS_BYTES("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_SEGMENTS("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_SEGMENTS_IN_USE("summary_json") ","
+                         " " ANA_RF_PEAK_SNAPSHOT_TS_NS("summary_json")
                          " FROM v_runs WHERE run_id=?",
                          -1, &st, NULL) != SQLITE_OK)
     return 0;
@@ -265,8 +266,8 @@ void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run,
   for (int i = 0; i < 2; i++) {
     sqlite3_stmt *st = NULL;
     if (ids[i] < 0 || sqlite3_prepare_v2(db->h,
-                                         "SELECT policy, json_extract(summary_json, '$.peak_snapshot.map'),"
-                                         " json_extract(summary_json, '$.peak_snapshot.segments'),"
+                                         "SELECT policy, " ANA_RF_PEAK_SNAPSHOT_MAP("summary_json") ","
+                                         " " ANA_RF_PEAK_SNAPSHOT_SEGMENTS("summary_json") ","
                                          " json_array_length(summary_json, '$.peak_snapshot.map')"
                                          " FROM v_runs WHERE run_id=?",
                                          -1, &st, NULL) != SQLITE_OK)

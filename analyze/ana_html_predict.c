@@ -24,6 +24,7 @@
 
 #include "analyze/ana_gpureplay.h"
 #include "analyze/ana_report_internal.h"
+#include "analyze/ana_run_fields.h"
 
 #define ANA_CURVE_INPUTS 8
 #define ANA_CURVE_SETTINGS 12
@@ -156,7 +157,7 @@ static void read_settings(ana_db_t *db, int64_t trace_id, int64_t dev, curve_t *
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, MIN(peak_reserved_bytes) FROM v_runs WHERE trace_id=?1 AND ooms=0"
-                         " AND (?2 < 0 OR COALESCE(json_extract(summary_json, '$.device'), -1) = ?2)"
+                         " AND (?2 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?2)"
                          " GROUP BY policy ORDER BY MIN(run_id) LIMIT ?3",
                          -1, &st, NULL) != SQLITE_OK)
     return;
