@@ -379,5 +379,18 @@ void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device)
       fputs(" (its point is missing).", out);
     }
   fputs("</p>\n", out);
+  if (c->predicted) { /* the question users ask of it: the largest value that fits (ana_html_fit.c) */
+    char ins[ANA_CURVE_INPUTS][PATH_MAX + 64];
+    const char *inp[ANA_CURVE_INPUTS], *specs[ANA_CURVE_SETTINGS];
+    int ni = 0;
+    for (int j = 0; j < c->n_pts; j++)
+      if (c->pts[j].found) {
+        snprintf(ins[ni], sizeof ins[ni], "%s@%.15g", c->pts[j].path, c->pts[j].value);
+        inp[ni] = ins[ni];
+        ni++;
+      }
+    for (int i = 0; i < c->n_specs; i++) specs[i] = c->specs[i];
+    ana_html_fit(out, inp, ni, specs, c->n_specs);
+  }
   free(c);
 }

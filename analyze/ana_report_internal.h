@@ -54,6 +54,11 @@ int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path);
 /* Peak reserved against the value for a predicted trace, or the recordings --curve named
  * (ana_html_predict.c); nothing when neither. */
 void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device);
+/* The largest value that fits per setting for the usual GPU sizes, and the curve (ana_html_fit.c):
+ * gpurec predict --fit over inputs ("PATH@VALUE", n of them), for the settings specs. */
+void ana_html_fit(FILE *out, const char *const *inputs, int n, const char *const *specs, int n_specs);
+/* gpuanalyze recommend's lines for the predicted traces of db: the same answer per card. */
+void ana_recommend_fit(ana_db_t *db, FILE *out);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
                               gm_err_t *err);
 

@@ -75,6 +75,11 @@ typedef enum gmt_mem_kind {
  * (NCCL, a cuBLAS workspace outside PyTorch's pool) in a torch-history trace, whose requests
  * come from PyTorch's history. A replay keeps it out of the policy (external memory). */
 #define GMT_F_EXTERNAL 0x8u
+/* A raw entry of PyTorch's allocator trace, streamed by the recorder into a process's own trace
+ * (recorder/rec_torch_stream.c): gpurec's merge makes it the request it is and clears the flag.
+ * A trace still holding such events is an unmerged recording (gpurec was killed before it
+ * merged). */
+#define GMT_F_TORCH_STREAM 0x10u
 
 /* DEVICE_USAGE (SPEC.md 5.4.1): size = bytes the driver counted on the device beyond what the
  * trace's own events held mapped there at ts (the CUDA context, module code the driver loaded);

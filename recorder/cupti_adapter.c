@@ -49,6 +49,7 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_pause.h"
 #include "recorder/rec_sites.h"
+#include "recorder/rec_torch_stream.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define ACT_BUF_BYTES (1u << 20)
@@ -975,6 +976,20 @@ EXPORT int gpumem_torch_sites(void) {
   char why[512];
   int r = rec_sites_hook(REC_SITES_OBJECT, REC_SITES_SYMBOL, why, sizeof why);
   if (r == -1) warn_once("no callsites for PyTorch's requests: %s", why);
+  return r;
+}
+
+/* gpurec's sitecustomize, once PyTorch's CUDA is up in default mode: stream PyTorch's allocator
+ * trace into this process's trace (rec_torch_stream.c). torch_version is torch.__version__.
+ * Returns 0, -1 when it cannot (the reason said once on stderr: the sitecustomize then records
+ * PyTorch's history instead), -2 when nothing is recorded. */
+EXPORT int gpumem_torch_stream(const char *torch_version);
+EXPORT int gpumem_torch_stream(const char *torch_version) {
+  if (!g.core) return -2;
+  char why[512];
+  int r = rec_torch_stream_attach(g.core, hook_now, torch_version, REC_TS_C10_OBJECT,
+                                  REC_TS_TORCH_OBJECT, why, sizeof why);
+  if (r < 0) warn_once("PyTorch's allocator trace cannot be streamed: %s", why);
   return r;
 }
 

@@ -109,7 +109,13 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
       if (ms.site_notes)
         snprintf(sites, sizeof sites, ", callsites for %llu of %llu allocations",
                  (unsigned long long)ms.allocs_with_callsite, (unsigned long long)ms.allocs);
-      if (!quiet)
+      if (!quiet && ms.streamed)
+        fprintf(stderr, "gpurec: %s: PyTorch's allocator trace (%llu entries, streamed%s) merged with the "
+                        "CUPTI trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
+                r->traces[t], (unsigned long long)ms.entries, ms.cupti_truncated ? ", up to where the process stopped" : "",
+                (unsigned long long)ms.segments_seen, (unsigned long long)ms.segments, (unsigned long long)ms.external,
+                sites);
+      else if (!quiet)
         fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
                         "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
                 r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,

@@ -577,7 +577,7 @@ gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **out
   }
   gm_status_t s = pred_load_all(w->rec, in, n, w->strs, err);
   w->n = n;
-  if (s == GM_OK) s = pred_check_same_job(w->rec, n, err);
+  if (s == GM_OK) s = pred_check_same_job(w->rec, n, res->warning, sizeof res->warning, err);
   if (s == GM_OK && pred_check_structure(w->rec, n, w->strs, res->reason, sizeof res->reason)) {
     res->refused = 1;
     snprintf(res->advice, sizeof res->advice,
@@ -749,7 +749,10 @@ gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *o, con
     pred_model_close(m);
     return s;
   }
+  char warning[sizeof res->warning];
+  memcpy(warning, res->warning, sizeof warning);
   s = pred_model_at(m, o, res, err);
+  memcpy(res->warning, warning, sizeof warning); /* pred_model_open's, kept for the caller */
   if (s == GM_OK && !res->refused) s = pred_model_write(m, o, out_path, res, err);
   pred_model_close(m);
   return s;

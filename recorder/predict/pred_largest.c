@@ -593,6 +593,7 @@ int pred_largest(const pred_largest_cfg_t *c, const pred_input_t *in, size_t n) 
     fprintf(stderr, "gpurec: cannot predict: %s\ngpurec: %s\n", res.reason, res.advice);
     rc = 3;
   }
+  if (!rc && res.warning[0] && !c->same_job && !c->quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
   uint64_t device = rc ? 0 : device_of(&s, c);
   if (!rc && !device) rc = 1;
   if (!rc) rc = search_and_print(&s, c, device, &t0, &err);

@@ -55,6 +55,8 @@ typedef struct snap_merge_stats {
   uint64_t site_notes;     /* alloc_site notes in the CUPTI trace (the requests' callsites) */
   uint64_t allocs;         /* the history's allocations (the synthetic initial state left out) */
   uint64_t allocs_with_callsite; /* ... that got a callsite from their note */
+  int streamed;            /* the entries came streamed in the CUPTI trace (rec_torch_stream.c),
+                              the pickle only said where they start */
 } snap_merge_stats_t;
 
 /* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at

@@ -58,6 +58,13 @@ gm_status_t snap_entry_event(const pkr_val_t *e, uint16_t device, snap_event_t *
 gm_status_t snap_field_u64(const pkr_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
 gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err);
+/* The same from the entries the recorder streamed into a process's own trace (events flagged
+ * GMT_F_TORCH_STREAM, in the order they were recorded, ts_ns on that trace's clock) and, where
+ * root is not NULL, the snapshot taken where the stream starts (its segments: what was alive
+ * before). Event times stay on the trace's clock: ps->start_time_ns is relative to its start
+ * (the caller adds the trace's start_time_ns). */
+gm_status_t snap_plan_streamed(const pkr_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+                               gm_err_t *err);
 void snap_plan_free(snap_pass_t *ps);
 /* allocator_settings -> an equivalent PYTORCH_CUDA_ALLOC_CONF string ("" for the defaults). */
 gm_status_t snap_settings_conf(const pkr_val_t *settings, char *buf, size_t n);

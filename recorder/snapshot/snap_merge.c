@@ -44,11 +44,14 @@ typedef struct cupti_side {
   gmt_header_t header;
   uint64_t dropped_records; /* CUPTI's own drop count */
   int truncated;
+  gmt_event_t *torch;       /* PyTorch's allocator trace as the recorder streamed it */
+  size_t ntorch, torch_cap;
 } cupti_side_t;
 
 static void cupti_free(cupti_side_t *c) {
   for (size_t i = 0; i < c->n; i++) free(c->v[i].str);
   free(c->v);
+  free(c->torch);
   gmt_header_free(&c->header);
 }
 
@@ -59,6 +62,20 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
   st = gmt_header_copy(&c->header, gmt_reader_header(r), err);
   gmt_event_t ev;
   while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    if (ev.flags & GMT_F_TORCH_STREAM) { /* a request, not a driver call: the plan's */
+      if (c->ntorch == c->torch_cap) {
+        size_t cap = c->torch_cap ? c->torch_cap * 2 : 4096;
+        gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
+        if (!nv) {
+          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+          break;
+        }
+        c->torch = nv;
+        c->torch_cap = cap;
+      }
+      c->torch[c->ntorch++] = ev;
+      continue;
+    }
     if (c->n == c->cap) {
       size_t cap = c->cap ? c->cap * 2 : 1024;
       cev_t *nv = realloc(c->v, cap * sizeof *nv);
@@ -297,8 +314,14 @@ static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *
 static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
                              const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
   snap_pass_t ps;
-  gm_status_t s = snap_plan(root, &ps, err);
-  if (s) return s;
+  gm_status_t s;
+  if (c->ntorch) { /* streamed (rec_torch_stream.c): the snapshot only says where it starts */
+    s = snap_plan_streamed(root, c->torch, c->ntorch, &ps, err);
+    if (s) return s;
+    ps.start_time_ns += c->header.start_time_ns; /* the stream is on the trace's own clock */
+  } else if ((s = snap_plan(root, &ps, err))) {
+    return s;
+  }
   seg_q_t *queues = NULL;
   uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
   gmt_header_t h;
@@ -330,6 +353,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     snprintf(tool, sizeof tool, "gpurec %s", GM_VERSION);
     if ((s = gmt_header_set(&h.tool, tool, err)) == GM_OK &&
         (s = gmt_header_kv_set(&h, "torch_history.stacks", stacks ? stacks : "none", err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.source", c->ntorch ? "stream" : "history", err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
@@ -389,6 +413,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     ms->site_notes = nsites;
     ms->allocs = allocs;
     ms->allocs_with_callsite = site_hits;
+    ms->streamed = c->ntorch != 0;
   }
   free(site_of);
   free(sites);

@@ -302,44 +302,10 @@ static merge_head_t heap_pop(merge_head_t *h, size_t *n) {
   return top;
 }
 
-gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
-  memset(ps, 0, sizeof(*ps));
-  if (!root || root->type != PKR_DICT)
-    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
-  const pkr_val_t *dt = pkr_dict_get(root, "device_traces");
-  const pkr_val_t *segs = pkr_dict_get(root, "segments");
-  if ((!dt && !segs) || (dt && dt->type != PKR_LIST) || (segs && segs->type != PKR_LIST))
-    return gm_err_set(err, GM_ERR_FORMAT,
-                      "not a PyTorch memory snapshot: no 'device_traces' or 'segments' list");
-  size_t ndev = dt ? dt->n : 0;
-  if (ndev > 4096)
-    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: %zu devices", ndev);
-  /* lists[0..ndev) devices, lists[ndev] annotations, lists[ndev+1] synthetic initial state */
-  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
-  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  gm_status_t st = GM_OK;
-  for (size_t d = 0; d < ndev && st == GM_OK; d++) {
-    const pkr_val_t *tr = dt->items[d];
-    if (!tr || tr->type != PKR_LIST) {
-      st = gm_err_set(err, GM_ERR_FORMAT,
-                      "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
-      break;
-    }
-    if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
-      snap_event_t e;
-      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
-      ps->entries++;
-      if (r == GM_END) {
-        ps->skipped++;
-      } else if (r != GM_OK) {
-        st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
-      } else {
-        if (e.ev.kind == GMT_EV_MARKER) e.marker = SNAP_MARK_SNAPSHOT;
-        if (vec_push(&lists[d], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      }
-    }
-  }
+/* The rest of a plan once the device lists hold their entries: annotations, the synthetic
+ * initial state, the time origin and the merge by time (snap_plan and snap_plan_streamed). */
+static gm_status_t plan_finish(const pkr_val_t *root, evvec_t *lists, size_t ndev, snap_pass_t *ps,
+                               gm_status_t st, gm_err_t *err) {
   ps->devices = ndev;
   if (st == GM_OK) st = annotations(root, ndev, &lists[ndev], err);
   if (st == GM_OK) st = initial_state(root, lists, ndev, &lists[ndev + 1], err);
@@ -399,6 +365,76 @@ gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   ps->nlists = ndev + 2;
   if (st != GM_OK) snap_plan_free(ps);
   return st;
+}
+
+gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
+  memset(ps, 0, sizeof(*ps));
+  if (!root || root->type != PKR_DICT)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
+  const pkr_val_t *dt = pkr_dict_get(root, "device_traces");
+  const pkr_val_t *segs = pkr_dict_get(root, "segments");
+  if ((!dt && !segs) || (dt && dt->type != PKR_LIST) || (segs && segs->type != PKR_LIST))
+    return gm_err_set(err, GM_ERR_FORMAT,
+                      "not a PyTorch memory snapshot: no 'device_traces' or 'segments' list");
+  size_t ndev = dt ? dt->n : 0;
+  if (ndev > 4096)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: %zu devices", ndev);
+  /* lists[0..ndev) devices, lists[ndev] annotations, lists[ndev+1] synthetic initial state */
+  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
+  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t st = GM_OK;
+  for (size_t d = 0; d < ndev && st == GM_OK; d++) {
+    const pkr_val_t *tr = dt->items[d];
+    if (!tr || tr->type != PKR_LIST) {
+      st = gm_err_set(err, GM_ERR_FORMAT,
+                      "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
+      break;
+    }
+    if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
+      snap_event_t e;
+      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
+      ps->entries++;
+      if (r == GM_END) {
+        ps->skipped++;
+      } else if (r != GM_OK) {
+        st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
+      } else {
+        if (e.ev.kind == GMT_EV_MARKER) e.marker = SNAP_MARK_SNAPSHOT;
+        if (vec_push(&lists[d], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      }
+    }
+  }
+  return plan_finish(root, lists, ndev, ps, st, err);
+}
+
+gm_status_t snap_plan_streamed(const pkr_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+                               gm_err_t *err) {
+  memset(ps, 0, sizeof(*ps));
+  if (root && root->type != PKR_DICT)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
+  size_t ndev = 0;
+  for (size_t k = 0; k < n; k++)
+    if ((size_t)evs[k].device + 1 > ndev) ndev = (size_t)evs[k].device + 1;
+  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
+  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t st = GM_OK;
+  for (size_t k = 0; k < n && st == GM_OK; k++) {
+    snap_event_t e;
+    memset(&e, 0, sizeof e);
+    e.ev = evs[k];
+    e.ev.flags &= ~GMT_F_TORCH_STREAM;
+    e.ev.callsite = GMT_NO_STRING;
+    if (e.ev.kind == GMT_EV_ALLOC_FAILED) { /* the recorder keeps the device's free bytes here */
+      e.device_free = e.ev.corr_id;
+      e.ev.corr_id = 0;
+    }
+    e.time_us = (int64_t)(e.ev.ts_ns / 1000u);
+    e.has_time = 1;
+    ps->entries++;
+    if (vec_push(&lists[e.ev.device], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
+  return plan_finish(root, lists, ndev, ps, st, err);
 }
 
 void snap_plan_free(snap_pass_t *ps) {
