@@ -52,6 +52,12 @@ gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);
 gm_status_t ana_prepare(ana_db_t *db, sqlite3_stmt **st, const char *sql, gm_err_t *err);
 /* Identity hash of a file's bytes (content_hash columns). */
 uint64_t ana_hash_bytes(const void *p, size_t n);
+/* A loaded trace's coverage (ana_coverage.c, formats' gmt_coverage) from its kv pairs and
+ * stats; returns c->partial. The print and HTML forms write the one line every tool prints
+ * first on a partial trace (nothing on a complete one) and return whether they did. */
+int ana_trace_coverage(ana_db_t *db, int64_t trace_id, gmt_coverage_t *c);
+int ana_coverage_print(ana_db_t *db, FILE *out, int64_t trace_id, const char *indent);
+int ana_coverage_html(ana_db_t *db, FILE *out, int64_t trace_id);
 
 /* ---- small SQL helpers (ana_sql.c) ---- */
 /* Step a statement that returns no row, then reset it; an error says "insert". */

@@ -220,6 +220,7 @@ gm_status_t ana_report_html_diff(ana_db_t *db, const char *path, const ana_diff_
     fclose(mem);
     /* the answer to "why did it run out" comes before everything else */
     int oom = ana_html_oom(db, out, id, (const char *)sqlite3_column_text(st, 1));
+    ana_coverage_html(db, out, id); /* then, before any figure: a trace of part of the run */
     partial_banner(db, out, id);
     empty_note(db, out, id);
     if (!oom) oom_banner(out, rec);

@@ -174,7 +174,10 @@ void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_
   if (a->need > a->lower)
     snprintf(need_sub, sizeof need_sub, "live at the peak; %s with the libraries' memory beside it",
              ana_size_signed(a->need, b1, sizeof b1));
-  card(out, "need", "The job needs", ana_size_signed(a->lower, b2, sizeof b2), need_sub);
+  gmt_coverage_t cov; /* a partial trace: a peak before its window cannot be seen */
+  int partial = ana_trace_coverage(db, trace_id, &cov);
+  if (partial) snprintf(need_sub, sizeof need_sub, "a lower bound: the trace covers only part of the run");
+  card(out, "need", partial ? "The job needs at least" : "The job needs", ana_size_signed(a->lower, b2, sizeof b2), need_sub);
   if (a->runs == 0) {
     fputs("</div>\n<p class=\"norun\">No replay runs are loaded for this trace: <code>gpuanalyze report TRACE</code> "
           "replays the settings for you, or <code>gpureplay TRACE --sweep -o R.json</code> then "

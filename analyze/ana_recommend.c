@@ -331,7 +331,7 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
 /* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
  * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
 static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *advice,
-                        const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind) {
+                        const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind, int partial) {
   char b1[32], b2[32];
   /* best: the tuner's choice; advice: what the lines above advise (the same, unless the
    * recorded run failed: then the smallest change of the sweep's grid) */
@@ -342,11 +342,14 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
+  else if (best->tune_gpu && partial) /* a partial trace: a peak before its window may be larger */
+    fprintf(out, "%s  fits: no GPU smaller than %" PRId64 " GiB (a lower bound: the trace is partial; it needs at "
+                 "least %s on the device)\n", ind, best->tune_gpu, gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   else if (best->tune_gpu)
     fprintf(out, "%s  fits: a %" PRId64 " GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs %s "
                  "on the device)\n", ind, best->tune_gpu, gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   else if (best->tune_needs)
-    fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s on the device)\n", ind,
+    fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s%s on the device)\n", ind, partial ? "at least " : "",
             gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   /* a memory fraction or limit the search bisected to the edge of this recording */
   if (strcasestr(best->policy, "fraction"))
@@ -437,7 +440,7 @@ static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, 
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
 static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed, const run_row_t *rows, int n,
-                               int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv) {
+                               int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv, int partial) {
   char b1[32], b2[32], b3[32], line[512];
   if (n == 0) return NULL;
   const run_row_t *best = NULL, *dflt = NULL;
@@ -491,7 +494,7 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
           best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
   fprintf(out, "%s  paste: %s\n", ind, line);
-  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, gpu_mem, ind);
+  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, gpu_mem, ind, partial);
   print_range(out, best, rows, n, ind);
   print_pool(out, rows, n, ind);
   if (dflt && dflt->ooms > 0) {
@@ -578,7 +581,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   path = gm_escape(path, epath, sizeof epath);
   fprintf(out, "%s:\n", path);
   if (adv) adv->runs = n;
-  int failed = print_recorded_failure(db, out, trace_id);
+  int failed = print_recorded_failure(db, out, trace_id); /* the headline */
+  int partial = ana_coverage_print(db, out, trace_id, "  "); /* then: the figures are of part of the run */
   warn_integrity(db, out, trace_id);
   warn_kv(db, out, trace_id);
   warn_assumed(db, out, trace_id);
@@ -632,7 +636,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     ana_advice_t dev_adv;
     if (adv) dev_adv = *adv;
     const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "",
-                                adv ? &dev_adv : NULL);
+                                adv ? &dev_adv : NULL, partial);
     /* The job's advice is its limiting device's (or the first device's when none is advised). */
     if (adv && (k == 0 || (b && (!limiting || b->reserved > limiting->reserved)))) keep_adv = dev_adv;
     if (b && (!limiting || b->reserved > limiting->reserved)) {

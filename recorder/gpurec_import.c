@@ -48,6 +48,14 @@ static void import_notes(const char *in_path, const char *out_path, const snap_i
   gm_escape(st->first_failed_callsite, cs, sizeof cs); /* the snapshot's text */
   fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in, (unsigned long long)st->entries,
           (unsigned long long)st->events, out);
+  gmt_reader_t *rd = NULL; /* a history that starts after the run did says so first (SPEC.md §3.4) */
+  if (gmt_reader_open(&rd, out_path, NULL) == GM_OK) {
+    gmt_coverage_t cov;
+    char ct[1024];
+    gmt_coverage(gmt_reader_header(rd), NULL, &cov);
+    if (cov.partial && st->entries) fprintf(stderr, "gpurec: %s: %s\n", out, gmt_coverage_text(&cov, ct, sizeof ct));
+    gmt_reader_close(rd);
+  }
   if (st->entries == 0)
     fprintf(stderr, "gpurec: warning: '%s' has no allocation history (the snapshot was taken without "
                     "torch.cuda.memory._record_memory_history()): the trace holds only the %llu allocations "

@@ -292,7 +292,9 @@ gm_status_t snap_fill_header(gmt_header_t *h, const pkr_val_t *root, const snap_
   if ((st = gmt_header_kv_set(h, "torch.snapshot.synthetic_initial_events", val, err))) return st;
   if ((st = gmt_header_kv_set(h, "torch.snapshot.time", ps->has_time ? "time_us" : "none", err)))
     return st;
-  return GM_OK;
+  gmt_coverage_t cov; /* a snapshot says nothing of its ring's size: the initial state tells */
+  snap_coverage_of(ps, 0, &cov);
+  return snap_coverage_mark(h, &cov, err);
 }
 
 /* ---- the whole conversion ------------------------------------------------------------------ */

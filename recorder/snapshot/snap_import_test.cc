@@ -107,6 +107,7 @@ TEST(SnapImport, ConvertsEveryAction) {
   EXPECT_STREQ(t.kv("torch.allocator_settings.roundup_power2_divisions"), "[1:4,2:4]");
   EXPECT_STREQ(t.kv("torch.alloc_conf"), "max_split_size_mb:64,roundup_power2_divisions:4");
   EXPECT_STREQ(t.kv("torch.snapshot.synthetic_initial_events"), "0");
+  EXPECT_STREQ(t.kv("coverage"), "complete");  // recorded from the start (SPEC.md §3.4)
   // 9 converted entries + 1 annotation marker, in order (the annotation by its time)
   const unsigned kinds[] = {GMT_EV_SEGMENT_ALLOC, GMT_EV_ALLOC, GMT_EV_MARKER, GMT_EV_FREE_REQUESTED,
                             GMT_EV_FREE, GMT_EV_VMM_MAP, GMT_EV_VMM_UNMAP, GMT_EV_ALLOC_FAILED,
@@ -188,6 +189,15 @@ TEST(SnapImport, LateHistoryGetsSyntheticInitialState) {
   ASSERT_EQ(snap_import_file(in.c_str(), out.c_str(), nullptr, nullptr, &err), GM_OK) << err.msg;
   Trace t(out);
   EXPECT_STREQ(t.kv("torch.snapshot.synthetic_initial_events"), "4");
+  // The trace says it covers part of the run: from event 4 (the first entry), with the 4000 B
+  // block and the 1000 B one alive then, in 22 MiB of segments (SPEC.md §3.4).
+  EXPECT_STREQ(t.kv("coverage"), "partial");
+  EXPECT_STREQ(t.kv("coverage.why"), "late_start");
+  EXPECT_STREQ(t.kv("coverage.from_event"), "4");
+  EXPECT_STREQ(t.kv("coverage.from_ns"), "0");
+  EXPECT_STREQ(t.kv("coverage.alive_count"), "2");
+  EXPECT_STREQ(t.kv("coverage.alive_bytes"), "5000");
+  EXPECT_STREQ(t.kv("coverage.reserved_bytes"), std::to_string((20 << 20) + (2 << 20)).c_str());
   ASSERT_EQ(t.ev.size(), 9u);
   // segments first (by address), then the blocks
   EXPECT_EQ(t.ev[0].kind, GMT_EV_SEGMENT_ALLOC);

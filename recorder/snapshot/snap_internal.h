@@ -44,6 +44,7 @@ typedef struct snap_pass {
   snap_evvec_t *lists; /* devices, annotations, synthetic initial state */
   size_t nlists;
   uint64_t entries, devices, skipped, synthetic;
+  uint64_t max_dev_entries; /* the longest device history (a full ring holds max_entries) */
   int has_time;
   uint64_t start_time_ns;
 } snap_pass_t;
@@ -72,6 +73,12 @@ gm_status_t snap_settings_conf(const pkr_val_t *settings, char *buf, size_t n);
  * history's start time, allocator_settings and snapshot facts as kv pairs. */
 gm_status_t snap_fill_header(gmt_header_t *h, const pkr_val_t *root, const snap_pass_t *ps,
                              const gmt_header_t *prov, gm_err_t *err);
+/* Coverage (snap_coverage.c, SPEC.md §3.4): whether the history covers the whole run, its
+ * window and what was alive at its start (in the plan's own event order and clock). ring: the
+ * history's max_entries when known, else 0. */
+void snap_coverage_of(const snap_pass_t *ps, uint64_t ring, gmt_coverage_t *c);
+/* Mark h with c, keeping what h (a provenance header) already said was partial. */
+gm_status_t snap_coverage_mark(gmt_header_t *h, const gmt_coverage_t *c, gm_err_t *err);
 /* Callsite strings by frames list, interned once per list (snap_event_strings). */
 typedef struct snap_cs_cache snap_cs_cache_t;
 void snap_cs_cache_free(snap_cs_cache_t **cache);

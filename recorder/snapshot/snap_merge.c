@@ -311,6 +311,22 @@ static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *
   return gmt_header_kv_set(h, k, b, err);
 }
 
+/* The history's coverage on the merged trace (SPEC.md §3.4): its window moved onto the CUPTI
+ * clock, counted in merged events (the CUPTI events before it come first), and its ring's size
+ * as gpurec set it (rec_torch.c reads the same variable; 1000000 by default). */
+static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const cupti_side_t *c, gm_err_t *err) {
+  const char *env = getenv("GPUMEM_TORCH_MAX_ENTRIES");
+  uint64_t ring = env && *env ? strtoull(env, NULL, 10) : 1000000u;
+  gmt_coverage_t cov;
+  snap_coverage_of(ps, ring, &cov);
+  if (cov.partial && cov.has_window) {
+    int64_t t = (int64_t)cov.from_ns + clock_shift(ps, &c->header);
+    cov.from_ns = t > 0 ? (uint64_t)t : 0;
+    for (size_t i = 0; i < c->n; i++) cov.from_event += c->v[i].ev.kind != 0 && c->v[i].ev.ts_ns < cov.from_ns;
+  }
+  return snap_coverage_mark(h, &cov, err);
+}
+
 static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
                              const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
   snap_pass_t ps;
@@ -367,6 +383,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     if (s == GM_OK && nsites && (s = kv_u64(&h, "torch_history.alloc_site_notes", nsites, err)) == GM_OK)
       s = kv_u64(&h, "torch_history.allocs_with_callsite", site_hits, err);
   }
+  if (s == GM_OK) s = mark_coverage(&h, &ps, c, err);
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
     gmt_writer_add_dropped(w, c->dropped_records);

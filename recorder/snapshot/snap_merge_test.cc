@@ -262,6 +262,42 @@ TEST(SnapMerge, SegmentsMatchedOthersExternal) { CheckMerge("train_amp.default.p
 
 TEST(SnapMerge, ExpandableSegmentsVmmMatched) { CheckMerge("train_amp.expandable.pickle", true); }
 
+// A history as long as its ring (max_entries, as gpurec set it) filled it: the merged trace says it
+// is partial (SPEC.md §3.4), even when what fell out left nothing alive; the same history under
+// the default ring of 1000000 entries is complete.
+TEST(SnapMerge, FilledRingMarksThePartialCoverage) {
+  std::string snap = Corpus("train_amp.default.pickle"), plain = TmpPath("ring.plain.zst"),
+              cupti = TmpPath("ring.cupti.zst");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  EXPECT_EQ(imp.kv("coverage"), "complete");
+  size_t calls = 0;
+  snap_merge_stats_t ms;
+  WriteCupti(cupti, imp, &calls);
+  unsetenv("GPUMEM_TORCH_MAX_ENTRIES");
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Trace(cupti).kv("coverage"), "complete");
+  WriteCupti(cupti, imp, &calls);
+  setenv("GPUMEM_TORCH_MAX_ENTRIES", std::to_string(ist.entries).c_str(), 1);
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK) << err.msg;
+  unsetenv("GPUMEM_TORCH_MAX_ENTRIES");
+  Trace m(cupti);
+  EXPECT_EQ(m.kv("coverage"), "partial");
+  EXPECT_EQ(m.kv("coverage.why"), "history_ring");
+  EXPECT_EQ(m.kv("coverage.max_entries"), std::to_string(ist.entries));
+  EXPECT_EQ(m.kv("coverage.history_entries"), std::to_string(ist.entries));
+  gmt_coverage_t c;
+  gmt_coverage(&m.h, nullptr, &c);
+  ASSERT_TRUE(c.partial);
+  ASSERT_TRUE(c.has_window);
+  // the window's first event is the history's first, on the CUPTI clock (5 s after its start)
+  ASSERT_LT(c.from_event, m.ev.size());
+  EXPECT_EQ(m.ev[c.from_event].ts_ns, c.from_ns);
+  EXPECT_EQ(c.from_ns, imp.ev[0].ts_ns + kLater);
+}
+
 // The requests' callsites from the recorder's notes: each history allocation without a stack of
 // its own gets its note's, whatever went wrong around it; the notes are not events of the merge.
 TEST(SnapMerge, NotesGiveAllocationsTheirCallsites) {

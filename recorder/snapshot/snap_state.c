@@ -391,6 +391,7 @@ gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
       break;
     }
     if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    if (tr->n > ps->max_dev_entries) ps->max_dev_entries = tr->n;
     for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
       snap_event_t e;
       gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);

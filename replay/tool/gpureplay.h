@@ -91,6 +91,7 @@ typedef struct gr_trace_info {
   char capacity_note[512];
   gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
   char damage[GM_ERR_MSG_MAX]; /* the first damage a salvaging reader skipped, or "" */
+  gmt_coverage_t coverage;  /* the header's coverage marks and the reader's losses (SPEC.md §3.4) */
 } gr_trace_info_t;
 
 /* ---- the CUDA context (gpureplay_context.c) ---- */

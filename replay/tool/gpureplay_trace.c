@@ -81,6 +81,7 @@ static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   info->capture_mode = h->capture_mode;
   info->frameworks = gmt_header_frameworks(h);
   gmt_header_frameworks_text(h, info->frameworks_text, sizeof info->frameworks_text);
+  gmt_coverage(h, NULL, &info->coverage);
   const char *pat = gmt_header_kv_get(h, "predicted.at"), *pin = gmt_header_kv_get(h, "predicted.inputs"),
              *pconf = gmt_header_kv_get(h, "predicted.confidence");
   if (pat) /* gpurec predict's trace: a run nobody made */
@@ -215,6 +216,13 @@ void gr_trace_take_integrity(gr_trace_info_t *info, const gmt_reader_stats_t *s,
   info->seq_gaps = s->seq_gaps;
   info->dropped = s->dropped;
   info->stats = *s;
+  gmt_coverage_t lost; /* the reader's losses beside the header's marks */
+  gmt_coverage(NULL, s, &lost);
+  info->coverage.partial |= lost.partial;
+  info->coverage.why |= lost.why;
+  info->coverage.dropped = lost.dropped;
+  info->coverage.seq_gaps = lost.seq_gaps;
+  info->coverage.damaged_chunks = lost.damaged_chunks;
   snprintf(info->damage, sizeof info->damage, "%s", damage);
 }
 

@@ -55,8 +55,8 @@ run 1 "$GA" dump --strict flip.zst
 run 0 "$RP" flip.zst
 has out "PARTIAL: the trace is damaged ($damage): 1 damaged chunk skipped, 40 events lost: the replay is of what could be read"
 is err "gpureplay: warning: 'flip.zst' is damaged ($damage): 1 damaged chunk skipped, 40 events lost; results marked partial (--strict refuses damaged traces)"
-run 0 "$RP" --json flip.zst; has out '"events":110,'; has out '"partial":true}'
-run 0 "$RP" --json "$T/didx.zst"; has out '"partial":false}'
+run 0 "$RP" --json flip.zst; has out '"events":110,'; has out '"partial":true,"coverage":{"complete":false,"why":"'
+run 0 "$RP" --json "$T/didx.zst"; has out '"partial":false,"coverage":{"complete":false,"why":"the source dropped 2 records",'
 run 0 "$RP" flip.zst --sweep -o flip.json
 has flip.json '"trace_integrity":{"truncated":false,"seq_gaps":0,"dropped":0,"damaged_chunks":1,"lost_events":40,"uncounted_chunks":0,"index_damaged":false,"damage":"chunk 1 at offset 600: checksum mismatch"}'
 run 1 "$RP" --strict flip.zst; one_line
