@@ -44,7 +44,7 @@ int ana_cmd_ranks(config_t *c, char **pos, int npos) {
   ana_db_close(db);
   char replay[PATH_MAX], json[PATH_MAX] = "", jobs[32];
   int rc = 0;
-  if (nt && !nres && ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (nt && !nres && gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL)) {
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemps(json, 5);
     if (fd < 0) return free(todo), gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno)), ana_cli_fail(&err);

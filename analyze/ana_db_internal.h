@@ -68,6 +68,22 @@ int ana_trace_coverage(ana_db_t *db, int64_t trace_id, gmt_coverage_t *c);
 int ana_coverage_print(ana_db_t *db, FILE *out, int64_t trace_id, const char *indent);
 int ana_coverage_html(ana_db_t *db, FILE *out, int64_t trace_id);
 
+/* ---- small SQL helpers (ana_sql.c) ---- */
+/* Step a statement that returns no row, then reset it; an error says "insert". */
+gm_status_t ana_step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err);
+/* Bind text, or NULL for a NULL pointer. */
+void ana_bind_text(sqlite3_stmt *st, int i, const char *s);
+
+/* ---- a trace's identity (ana_load_identity.c), for ana_load_trace.c ---- */
+/* The file mapped read-only (*buf NULL when it is empty; munmap(*buf, *len) after). */
+gm_status_t ana_load_read_file(const char *path, void **buf, size_t *len, gm_err_t *err);
+/* The load's warning callback, formatted (nothing without one). */
+void ana_load_warn(const ana_load_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What the database already holds of this trace: GM_END to skip it (same bytes); GM_OK to load
+ * it, after replacing what was loaded from the same path. */
+gm_status_t ana_load_check_identity(ana_db_t *db, const char *path, const char *real, const char *hash,
+                                    const ana_load_opts_t *o, gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

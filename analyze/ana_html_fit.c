@@ -51,20 +51,20 @@ static json_t *run_fit(const char *tool, const char *const *inputs, int n, const
   }
   for (int i = 0; i < n && i < 8; i++) argv[a++] = (char *)inputs[i];
   argv[a] = NULL;
-  ana_run_t r;
+  gm_tool_run_t r;
   gm_err_t err;
   gm_err_clear(&err);
-  if (ana_tool_capture(argv, &r, &err) < 0) {
+  if (gm_tool_capture(argv, NULL, &r, &err) < 0) {
     snprintf(why, wn, "%.200s", err.msg);
     return NULL;
   }
   json_t *o = json_loads(r.out, 0, NULL);
   if (!o) { /* an error (exit 1) or a refusal of the whole structure (exit 3): its message */
     char msg[300];
-    ana_tool_message(&r, "gpurec", msg, sizeof msg, NULL);
+    gm_tool_message(&r, "gpurec", msg, sizeof msg, NULL);
     snprintf(why, wn, "%s", msg);
   }
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   return o;
 }
 
@@ -130,7 +130,7 @@ void ana_html_fit(FILE *out, const char *const *inputs, int n, const char *const
   if (n_specs > MAX_SPECS) n_specs = MAX_SPECS;
   char tool[PATH_MAX], why[400] = "";
   fputs("<h2 class=\"sub\" id=\"fit\">The largest value that fits</h2>\n", out);
-  if (!ana_tool_find(NULL, "GPUREC", "gpurec", "recorder", tool, sizeof tool)) {
+  if (!gm_tool_find(NULL, "GPUREC", "gpurec", "recorder", tool, sizeof tool, NULL)) {
     fputs("<p class=\"note\">gpurec not found (set GPUREC): the largest value that fits is not shown.</p>\n", out);
     return;
   }
@@ -209,7 +209,7 @@ void ana_recommend_fit(ana_db_t *db, FILE *out) {
     char buf[8192], ins[8][PATH_MAX + 64], specs[MAX_SPECS][256], why[400] = "";
     const char *inputs = ana_trace_kv(db, id, "predicted.inputs", buf, sizeof buf), *inp[8], *sp[MAX_SPECS];
     if (!inputs || !*inputs) continue;
-    if (have_tool < 0) have_tool = ana_tool_find(NULL, "GPUREC", "gpurec", "recorder", tool, sizeof tool);
+    if (have_tool < 0) have_tool = gm_tool_find(NULL, "GPUREC", "gpurec", "recorder", tool, sizeof tool, NULL);
     if (!have_tool) {
       fprintf(out, "%s: the largest value that fits: gpurec not found (set GPUREC)\n", path ? path : "?");
       continue;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "analyze/ana_db_internal.h"
+#include "analyze/ana_run_fields.h"
 
 typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED, FW_RMM } framework_t;
 
@@ -389,21 +390,21 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms,"
                          " first_oom_event, capacity_bytes,"
-                         " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.device'), -1),"
-                         " COALESCE(json_extract(summary_json, '$.tune.role'), ''),"
-                         " COALESCE(json_extract(summary_json, '$.tune.needs_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.smallest_gpu_gib'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p50_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p99_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.budget_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.from_grid'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), ''), run_id,"
-                         " COALESCE(json_extract(summary_json, '$.tune.pool'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.placement_bump_bytes'), 0)"
+                         " COALESCE(" ANA_RF_PEAK_REQUESTED_PLUS_EXTERNAL_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_DEVICE("summary_json") ", -1),"
+                         " COALESCE(" ANA_RF_TUNE_ROLE("summary_json") ", ''),"
+                         " COALESCE(" ANA_RF_TUNE_NEEDS_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_SMALLEST_GPU_GIB("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_DRIVER_TIME_P50_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_DRIVER_TIME_P99_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_BUDGET_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_FROM_GRID("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TIMING_SENSITIVE("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("summary_json") ", ''), run_id,"
+                         " COALESCE(" ANA_RF_TUNE_POOL("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;

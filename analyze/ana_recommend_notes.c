@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analyze/ana_db_internal.h"
+#include "analyze/ana_run_fields.h"
 
 const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
   sqlite3_stmt *st = NULL;
@@ -127,16 +128,16 @@ int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
   int any = 0;
   if (sqlite3_prepare_v2(db->h,
-                         "SELECT json_extract(summary_json, '$.recorded_failures.count'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_size'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_stream'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_ts_ns'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_callsite'),"
-                         " json_extract(summary_json, '$.recorded_failures.live_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.recorded_reserved_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.device_free_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.capacity_note'), capacity_bytes"
-                         " FROM v_runs WHERE trace_id=? AND json_extract(summary_json, '$.recorded_failures.count') > 0"
+                         "SELECT " ANA_RF_RECORDED_FAILURES_COUNT("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_FIRST_SIZE("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_FIRST_STREAM("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_FIRST_TS_NS("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_FIRST_CALLSITE("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_LIVE_BYTES("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_RECORDED_RESERVED_BYTES("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_DEVICE_FREE_BYTES("summary_json") ","
+                         " " ANA_RF_RECORDED_FAILURES_CAPACITY_NOTE("summary_json") ", capacity_bytes"
+                         " FROM v_runs WHERE trace_id=? AND " ANA_RF_RECORDED_FAILURES_COUNT("summary_json") " > 0"
                          " ORDER BY run_id LIMIT 1",
                          -1, &st, NULL) != SQLITE_OK)
     return 0;
@@ -173,8 +174,8 @@ int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
 void ana_rec_warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
-                         "SELECT json_extract(summary_json, '$.device_memory_bytes') FROM v_runs WHERE trace_id=?"
-                         " AND json_extract(summary_json, '$.device_memory_assumed') = 1 LIMIT 1",
+                         "SELECT " ANA_RF_DEVICE_MEMORY_BYTES("summary_json") " FROM v_runs WHERE trace_id=?"
+                         " AND " ANA_RF_DEVICE_MEMORY_ASSUMED("summary_json") " = 1 LIMIT 1",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);

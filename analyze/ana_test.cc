@@ -18,8 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "analyze/ana.h"
 #include "formats/gmt_salvage_check.h"
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -38,18 +41,6 @@ struct Fixture {
   uint32_t callsite = 0;
 };
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream = 7,
-               uint8_t mem = GMT_MEM_DEVICE) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.mem_kind = mem;
-  return e;
-}
 
 // Random alloc/free program on two streams; frees carry the size 0 as recorders write them.
 std::vector<gmt_event_t> RandomProgram(unsigned seed, size_t n) {
@@ -66,7 +57,7 @@ std::vector<gmt_event_t> RandomProgram(unsigned seed, size_t n) {
       next += 1 << 25;
     } else {
       size_t k = rng() % live.size();
-      out.push_back(Ev(GMT_EV_FREE, t, live[k], 0));
+      out.push_back(Ev(GMT_EV_FREE, t, live[k], 0, 7));
       live[k] = live.back();
       live.pop_back();
     }
@@ -231,10 +222,10 @@ TEST(Scan, PairsPeakAndAnomalies) {
     return GM_OK;
   }, &pairs, &err), GM_OK);
   std::vector<gmt_event_t> evs = {
-      Ev(GMT_EV_ALLOC, 10, 0x1000, 100), Ev(GMT_EV_ALLOC, 20, 0x2000, 300),
-      Ev(GMT_EV_ALLOC, 25, 0x9000, 5000, 7, GMT_MEM_PINNED),  // host memory: not GPU bytes
-      Ev(GMT_EV_FREE, 30, 0x1000, 0), Ev(GMT_EV_FREE, 35, 0x5000, 0),  // unknown free
-      Ev(GMT_EV_ALLOC, 40, 0x3000, 50), Ev(GMT_EV_ALLOC, 50, 0x3000, 60),  // alloc over live
+      Ev(GMT_EV_ALLOC, 10, 0x1000, 100, 7), Ev(GMT_EV_ALLOC, 20, 0x2000, 300, 7),
+      Ev(GMT_EV_ALLOC, 25, 0x9000, 5000, 7).Mem(GMT_MEM_PINNED),  // host memory: not GPU bytes
+      Ev(GMT_EV_FREE, 30, 0x1000, 0, 7), Ev(GMT_EV_FREE, 35, 0x5000, 0, 7),  // unknown free
+      Ev(GMT_EV_ALLOC, 40, 0x3000, 50, 7), Ev(GMT_EV_ALLOC, 50, 0x3000, 60, 7),  // alloc over live
   };
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
   ASSERT_EQ(ana_scan_finish(s, &err), GM_OK);
@@ -557,8 +548,8 @@ TEST(Scan, PerDevicePeaks) {
   ana_scan_t *s = nullptr;
   gm_err_t err = {};
   ASSERT_EQ(ana_scan_new(&s, nullptr, nullptr, &err), GM_OK);
-  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1, 0x1000, 100), Ev(GMT_EV_ALLOC, 2, 0x1000, 50),
-                                  Ev(GMT_EV_FREE, 3, 0x1000, 0), Ev(GMT_EV_ALLOC, 4, 0x2000, 70)};
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1, 0x1000, 100, 7), Ev(GMT_EV_ALLOC, 2, 0x1000, 50, 7),
+                                  Ev(GMT_EV_FREE, 3, 0x1000, 0, 7), Ev(GMT_EV_ALLOC, 4, 0x2000, 70, 7)};
   evs[1].device = 1;  // same address, other device: a different allocation
   evs[3].device = 1;
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
@@ -580,9 +571,9 @@ TEST(Scan, EventsOutOfOrderPerDevice) {
   ana_scan_t *s = nullptr;
   gm_err_t err = {};
   ASSERT_EQ(ana_scan_new(&s, nullptr, nullptr, &err), GM_OK);
-  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 500, 0x1000, 8), Ev(GMT_EV_ALLOC, 100, 0x1000, 8),
-                                  Ev(GMT_EV_FREE, 600, 0x1000, 0), Ev(GMT_EV_ALLOC, 200, 0x2000, 8),
-                                  Ev(GMT_EV_FREE, 300, 0x2000, 0), Ev(GMT_EV_FREE, 650, 0x1000, 0)};
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 500, 0x1000, 8, 7), Ev(GMT_EV_ALLOC, 100, 0x1000, 8, 7),
+                                  Ev(GMT_EV_FREE, 600, 0x1000, 0, 7), Ev(GMT_EV_ALLOC, 200, 0x2000, 8, 7),
+                                  Ev(GMT_EV_FREE, 300, 0x2000, 0, 7), Ev(GMT_EV_FREE, 650, 0x1000, 0, 7)};
   evs[1].device = 1;  // device 1: 100, then 650: in order
   evs[5].device = 1;
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
@@ -935,7 +926,7 @@ TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
 TEST(Html, TracesWithNothingToReportSaySo) {
   std::string t = Unique("e") + ".zst", dbp = Unique("e") + ".db", html = Unique("e") + ".html";
   std::vector<gmt_event_t> frees;
-  for (int i = 0; i < 5; i++) frees.push_back(Ev(GMT_EV_FREE, 10 + i, 0x1000 + 64 * i, 0));
+  for (int i = 0; i < 5; i++) frees.push_back(Ev(GMT_EV_FREE, 10 + i, 0x1000 + 64 * i, 0, 7));
   WriteTrace(t, frees);
   gm_err_t err = {};
   ana_db_t *db = nullptr;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "formats/gmt.h"
-#include "recorder/snapshot/snap_pickle.h"
-#include "recorder/snapshot/snap_testpk.h"
+#include "formats/pkr.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 
@@ -339,21 +339,21 @@ TEST(SnapImport, LateRealSnapshotsRebuildTheMissingState) {
     std::vector<uint8_t> buf(1 << 22);
     buf.resize(fread(buf.data(), 1, buf.size(), fp));
     fclose(fp);
-    snap_doc_t *doc = nullptr;
-    ASSERT_EQ(snap_pickle_parse(buf.data(), buf.size(), &doc, &err), GM_OK) << err.msg;
-    const snap_val_t *segs = snap_dict_get(snap_doc_root(doc), "segments");
+    pkr_doc_t *doc = nullptr;
+    ASSERT_EQ(pkr_parse(buf.data(), buf.size(), &doc, &err), GM_OK) << err.msg;
+    const pkr_val_t *segs = pkr_dict_get(pkr_doc_root(doc), "segments");
     ASSERT_NE(segs, nullptr);
     int64_t final_bytes = 0, live = 0, v;
     for (size_t k = 0; k < segs->n; k++) {
-      ASSERT_TRUE(snap_int(snap_dict_get(segs->items[k], "total_size"), &v));
+      ASSERT_TRUE(pkr_int(pkr_dict_get(segs->items[k], "total_size"), &v));
       final_bytes += v;
-      const snap_val_t *bl = snap_dict_get(segs->items[k], "blocks");
+      const pkr_val_t *bl = pkr_dict_get(segs->items[k], "blocks");
       for (size_t b = 0; b < bl->n; b++) {
-        const snap_val_t *st = snap_dict_get(bl->items[b], "state");
-        live += snap_str_eq(st, "active_allocated") || snap_str_eq(st, "active_pending_free");
+        const pkr_val_t *st = pkr_dict_get(bl->items[b], "state");
+        live += pkr_str_eq(st, "active_allocated") || pkr_str_eq(st, "active_pending_free");
       }
     }
-    snap_doc_free(doc);
+    pkr_doc_free(doc);
     // what the trace adds up to
     Trace t(out);
     int64_t bytes = 0, blocks = 0, synthetic = 0;

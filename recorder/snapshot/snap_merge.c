@@ -327,7 +327,7 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const c
   return snap_coverage_mark(h, &cov, err);
 }
 
-static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
+static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
                              const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
   snap_pass_t ps;
   gm_status_t s;
@@ -456,14 +456,14 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
   }
   uint8_t *buf = NULL;
   size_t len = 0;
-  snap_doc_t *doc = NULL;
+  pkr_doc_t *doc = NULL;
   if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
     if (!snap_is_pickle(buf, len))
       s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)", pickle_path);
-    else if ((s = snap_pickle_parse(buf, len, &doc, err)) == GM_OK)
-      s = merge_doc(snap_doc_root(doc), &c, out_path, stacks, opts, st, err);
+    else if ((s = pkr_parse(buf, len, &doc, err)) == GM_OK)
+      s = merge_doc(pkr_doc_root(doc), &c, out_path, stacks, opts, st, err);
   }
-  snap_doc_free(doc);
+  pkr_doc_free(doc);
   free(buf);
   cupti_free(&c);
   return s;

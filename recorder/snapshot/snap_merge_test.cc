@@ -12,7 +12,7 @@
 
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
-#include "recorder/snapshot/snap_testpk.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 

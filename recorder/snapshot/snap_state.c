@@ -103,7 +103,7 @@ static int cmp_synth(const void *a, const void *b) {
 }
 
 /* The synthetic initial state from the device lists and the final segments. */
-static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t ndev,
+static gm_status_t initial_state(const pkr_val_t *root, evvec_t *lists, size_t ndev,
                                  evvec_t *out, gm_err_t *err) {
   seen_t *blocks = NULL, *segs = NULL;
   int64_t *net = calloc(ndev ? ndev : 1, sizeof(*net)), *minnet = calloc(ndev ? ndev : 1, sizeof(*minnet));
@@ -159,18 +159,18 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
     }
   }
   /* Final segments the window never mentions, and live blocks it never allocated. */
-  const snap_val_t *segments = snap_dict_get(root, "segments");
-  for (size_t k = 0; st == GM_OK && segments && segments->type == SNAP_LIST && k < segments->n; k++) {
-    const snap_val_t *sg = segments->items[k];
+  const pkr_val_t *segments = pkr_dict_get(root, "segments");
+  for (size_t k = 0; st == GM_OK && segments && segments->type == PKR_LIST && k < segments->n; k++) {
+    const pkr_val_t *sg = segments->items[k];
     uint64_t dev = 0, addr = 0, total = 0, stream = 0;
     int64_t exp = 0;
-    if (!sg || sg->type != SNAP_DICT) continue;
+    if (!sg || sg->type != PKR_DICT) continue;
     if (sg->n / 2 > SNAP_MAX_RECORD_KEYS) {
       st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: a dict of %zu keys is not a segment (limit SNAP_MAX_RECORD_KEYS = %d)",
                       k, sg->n / 2, SNAP_MAX_RECORD_KEYS);
       break;
     }
-    if (!snap_claim(sg)) {
+    if (!pkr_claim(sg)) {
       st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
       break;
     }
@@ -180,7 +180,7 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
       gm_err_wrap(err, "segments[%zu]", k);
       break;
     }
-    snap_int(snap_dict_get(sg, "is_expandable"), &exp);
+    pkr_int(pkr_dict_get(sg, "is_expandable"), &exp);
     if (dev >= ndev || total == 0) continue;
     snap_event_t s;
     if (exp) {
@@ -196,21 +196,21 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
       s = synth(GMT_EV_SEGMENT_ALLOC, (uint16_t)dev, addr, total, stream);
       if (vec_push(out, &s)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
     }
-    const snap_val_t *bl = snap_dict_get(sg, "blocks");
-    for (size_t b = 0; st == GM_OK && bl && bl->type == SNAP_LIST && b < bl->n; b++) {
-      const snap_val_t *blk = bl->items[b];
-      if (!blk || blk->type != SNAP_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS || !snap_claim(blk)) {
+    const pkr_val_t *bl = pkr_dict_get(sg, "blocks");
+    for (size_t b = 0; st == GM_OK && bl && bl->type == PKR_LIST && b < bl->n; b++) {
+      const pkr_val_t *blk = bl->items[b];
+      if (!blk || blk->type != PKR_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS || !pkr_claim(blk)) {
         st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu].blocks[%zu]: not a block (a dict of at most %d keys, one per block)",
                         k, b, SNAP_MAX_RECORD_KEYS);
         break;
       }
-      const snap_val_t *state = snap_dict_get(blk, "state");
-      int live = snap_str_eq(state, "active_allocated");
+      const pkr_val_t *state = pkr_dict_get(blk, "state");
+      int live = pkr_str_eq(state, "active_allocated");
       /* torch 2.11 says active_pending_free (a free requested, waiting on record_stream events) */
-      int awaiting = snap_str_eq(state, "active_pending_free") || snap_str_eq(state, "active_awaiting_free");
+      int awaiting = pkr_str_eq(state, "active_pending_free") || pkr_str_eq(state, "active_awaiting_free");
       uint64_t baddr = 0, req = 0;
       if (!live && !awaiting) continue;
-      const char *rk = snap_dict_get(blk, "requested_size") ? "requested_size" : "size";
+      const char *rk = pkr_dict_get(blk, "requested_size") ? "requested_size" : "size";
       if ((st = snap_field_u64(blk, "address", INT64_MAX, &baddr, err)) ||
           (st = snap_field_u64(blk, rk, GMT_MAX_SIZE, &req, err))) {
         gm_err_wrap(err, "segments[%zu].blocks[%zu]", k, b);
@@ -235,20 +235,20 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
 }
 
 /* external_annotations [{stage, name, device, time_us}] -> MARKER "START name" on its device. */
-static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out, gm_err_t *err) {
-  const snap_val_t *an = snap_dict_get(root, "external_annotations");
-  if (an && an->type == SNAP_LIST && vec_reserve(out, an->n)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  for (size_t k = 0; an && an->type == SNAP_LIST && k < an->n; k++) {
-    const snap_val_t *a = an->items[k];
-    if (a && a->type == SNAP_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
+static gm_status_t annotations(const pkr_val_t *root, size_t ndev, evvec_t *out, gm_err_t *err) {
+  const pkr_val_t *an = pkr_dict_get(root, "external_annotations");
+  if (an && an->type == PKR_LIST && vec_reserve(out, an->n)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  for (size_t k = 0; an && an->type == PKR_LIST && k < an->n; k++) {
+    const pkr_val_t *a = an->items[k];
+    if (a && a->type == PKR_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
       return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: a dict of %zu keys is not an annotation (limit SNAP_MAX_RECORD_KEYS = %d)",
                         k, a->n / 2, SNAP_MAX_RECORD_KEYS);
-    if (a && a->type == SNAP_DICT && !snap_claim(a))
+    if (a && a->type == PKR_DICT && !pkr_claim(a))
       return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
-    const snap_val_t *stage = snap_dict_get(a, "stage"), *name = snap_dict_get(a, "name");
+    const pkr_val_t *stage = pkr_dict_get(a, "stage"), *name = pkr_dict_get(a, "name");
     int64_t dev = 0, t = 0;
-    if (!name || name->type != SNAP_STR || !snap_int(snap_dict_get(a, "time_us"), &t)) continue;
-    snap_int(snap_dict_get(a, "device"), &dev);
+    if (!name || name->type != PKR_STR || !pkr_int(pkr_dict_get(a, "time_us"), &t)) continue;
+    pkr_int(pkr_dict_get(a, "device"), &dev);
     if (dev < 0 || (ndev && (size_t)dev >= ndev)) continue;
     snap_event_t e = synth(GMT_EV_MARKER, (uint16_t)dev, 0, 0, GMT_STREAM_NONE);
     e.ev.flags = 0;
@@ -256,7 +256,7 @@ static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out
     e.has_time = 1;
     e.marker = SNAP_MARK_ANNOTATION;
     e.frames = name;
-    e.stage = stage && stage->type == SNAP_STR ? stage : NULL;
+    e.stage = stage && stage->type == PKR_STR ? stage : NULL;
     if (vec_push(out, &e)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
   return GM_OK;
@@ -304,7 +304,7 @@ static merge_head_t heap_pop(merge_head_t *h, size_t *n) {
 
 /* The rest of a plan once the device lists hold their entries: annotations, the synthetic
  * initial state, the time origin and the merge by time (snap_plan and snap_plan_streamed). */
-static gm_status_t plan_finish(const snap_val_t *root, evvec_t *lists, size_t ndev, snap_pass_t *ps,
+static gm_status_t plan_finish(const pkr_val_t *root, evvec_t *lists, size_t ndev, snap_pass_t *ps,
                                gm_status_t st, gm_err_t *err) {
   ps->devices = ndev;
   if (st == GM_OK) st = annotations(root, ndev, &lists[ndev], err);
@@ -367,13 +367,13 @@ static gm_status_t plan_finish(const snap_val_t *root, evvec_t *lists, size_t nd
   return st;
 }
 
-gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
+gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   memset(ps, 0, sizeof(*ps));
-  if (!root || root->type != SNAP_DICT)
+  if (!root || root->type != PKR_DICT)
     return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
-  const snap_val_t *dt = snap_dict_get(root, "device_traces");
-  const snap_val_t *segs = snap_dict_get(root, "segments");
-  if ((!dt && !segs) || (dt && dt->type != SNAP_LIST) || (segs && segs->type != SNAP_LIST))
+  const pkr_val_t *dt = pkr_dict_get(root, "device_traces");
+  const pkr_val_t *segs = pkr_dict_get(root, "segments");
+  if ((!dt && !segs) || (dt && dt->type != PKR_LIST) || (segs && segs->type != PKR_LIST))
     return gm_err_set(err, GM_ERR_FORMAT,
                       "not a PyTorch memory snapshot: no 'device_traces' or 'segments' list");
   size_t ndev = dt ? dt->n : 0;
@@ -384,8 +384,8 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   gm_status_t st = GM_OK;
   for (size_t d = 0; d < ndev && st == GM_OK; d++) {
-    const snap_val_t *tr = dt->items[d];
-    if (!tr || tr->type != SNAP_LIST) {
+    const pkr_val_t *tr = dt->items[d];
+    if (!tr || tr->type != PKR_LIST) {
       st = gm_err_set(err, GM_ERR_FORMAT,
                       "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
       break;
@@ -409,10 +409,10 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   return plan_finish(root, lists, ndev, ps, st, err);
 }
 
-gm_status_t snap_plan_streamed(const snap_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+gm_status_t snap_plan_streamed(const pkr_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
                                gm_err_t *err) {
   memset(ps, 0, sizeof(*ps));
-  if (root && root->type != SNAP_DICT)
+  if (root && root->type != PKR_DICT)
     return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
   size_t ndev = 0;
   for (size_t k = 0; k < n; k++)

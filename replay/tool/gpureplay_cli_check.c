@@ -18,6 +18,14 @@
 #include "replay/tool/tune/gpureplay_tune.h"
 #include "replay/engine/va_model.h"
 
+/* The one line of a usage error, then the hint; exit status 2. */
+int gr_cli_usage_error(const char *msg) {
+  fputs("gpureplay: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  fputs("\ntry 'gpureplay --help'\n", stderr);
+  return 2;
+}
+
 /* "sim" -> -1, "cuda" / "cuda:N" -> N; -2 if neither. */
 static int parse_device(const char *s) {
   if (!s || strcmp(s, "sim") == 0) return -1;

@@ -128,13 +128,6 @@ static const char kDescription[] =
     "Figures (peak reserved, lower bound, ...): docs/glossary.md.\n"
     "Policies (replay/policies):";
 
-int gr_cli_usage_error(const char *msg) {
-  fputs("gpureplay: ", stderr);
-  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
-  fputs("\ntry 'gpureplay --help'\n", stderr);
-  return 2;
-}
-
 static void print_help(void) {
   char desc[4096];
   size_t k = (size_t)snprintf(desc, sizeof desc, "%s", kDescription);

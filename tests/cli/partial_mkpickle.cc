@@ -1,5 +1,5 @@
 // partial_mkpickle.cc: two PyTorch memory snapshots for partial_test.sh, built with the
-// snapshot tests' pickle writer (recorder/snapshot/snap_testpk.h).
+// snapshot tests' pickle writer (formats/pk_testutil.h).
 //   ring.pickle: a history whose ring filled. The job's first 8 GiB (allocated, freed, its
 //     segment kept cached) fell out of the ring: the final segments hold that 8 GiB segment,
 //     which no entry mentions, and the history starts with the free of a 1 GiB block whose
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "recorder/snapshot/snap_testpk.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 

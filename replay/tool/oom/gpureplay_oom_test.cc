@@ -14,24 +14,14 @@
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/gpureplay_trace.h"
 
+using gmt_test::Ev;
+
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
 using gmt_test::TempPath;
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream, uint32_t cs = 0) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.callsite = cs;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 // Writes the trace; ALLOC events with callsite 1 get "model.py:10 forward", 2 "opt.py:5 step".
 std::string Write(const char *name, const std::vector<gmt_event_t> &in) {
@@ -72,10 +62,10 @@ gr_config_t Config(uint64_t capacity) {
 std::vector<gmt_event_t> Holes(uint64_t size, uint64_t stream) {
   std::vector<gmt_event_t> v;
   uint64_t t = 1000;
-  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x1000 * (i + 1), 4 * MiB, 1, i % 2 ? 2 : 1));
+  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x1000 * (i + 1), 4 * MiB, 1).Cs(i % 2 ? 2 : 1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x1000, 0, 1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x3000, 0, 1));
-  v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x9000, size, stream, 1));
+  v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x9000, size, stream).Cs(1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x9000, 0, stream));
   return v;
 }
@@ -194,7 +184,7 @@ TEST(OomExplain, BfcArenaHolesAtItsLimit) {
 
 TEST(OomExplain, LiveBytesAloneExceedTheDevice) {
   std::vector<gmt_event_t> v;
-  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, 100 + i, 0x1000 * (i + 1), 6 * MiB, 1, 1));
+  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, 100 + i, 0x1000 * (i + 1), 6 * MiB, 1).Cs(1));
   std::string p = Write("oom_live.zst", v);
   gr_config_t c = Config(20 * MiB);
   gr_oom_t o;
