@@ -23,8 +23,6 @@ static const char *kv_or_empty(const gmt_header_t *h, const char *key) {
   return v ? v : "";
 }
 
-void pred_value_text(double v, char *buf, size_t n) { snprintf(buf, n, "%.15g", v); }
-
 gm_status_t pred_check_same_job(const pred_rec_t *r, size_t n, char *warn, size_t wn, gm_err_t *err) {
   const pred_rec_t *a = &r[0];
   char an[64], bn[64];

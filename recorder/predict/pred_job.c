@@ -13,6 +13,9 @@
 
 #include "recorder/predict/pred_check.h"
 
+/* A recording's value as the messages and command lines print it. */
+void pred_value_text(double v, char *buf, size_t n) { snprintf(buf, n, "%.15g", v); }
+
 static int numch(char c) { return (c >= '0' && c <= '9') || c == '.'; }
 
 int pred_mask_command(const char *cmd, double value, char *out, size_t n) {
