@@ -78,7 +78,7 @@ typedef enum gmt_mem_kind {
 /* A raw entry of PyTorch's allocator trace, streamed by the recorder into a process's own trace
  * (recorder/rec_torch_stream.c): gpurec's merge makes it the request it is and clears the flag.
  * A trace still holding such events is an unmerged recording (gpurec was killed before it
- * merged). */
+ * merged): the replay refuses it and `gpurec import` merges it. */
 #define GMT_F_TORCH_STREAM 0x10u
 
 /* DEVICE_USAGE (SPEC.md 5.4.1): size = bytes the driver counted on the device beyond what the

@@ -237,5 +237,35 @@ err=$("${FT[@]}" FAKE_TORCH_LIB="$T/site/torch/lib/libtorch_cuda.so" FAKE_TORCH_
 check "auto SIGKILL: exit 137, the CUPTI trace readable" '[[ $rc == 137 && $(stats kill2.zst) == *"events=1001 "*"truncated=1"* ]]'
 check "auto SIGKILL: the lost history is said" '[[ $err == *"kill2.zst: PyTorch'"'"'s memory history was not dumped"* ]]'
 
+# A recording gpurec could not merge (killed with the job): PyTorch's streamed requests
+# (flags 0x10) beside the driver's cudaMalloc of their segment. gpureplay refuses it with the
+# command that merges it; gpurec import merges it (the segment's driver call left out) and the
+# merged trace replays; a trace without streamed requests is not "merged" again.
+cat > unmerged.csv <<'CSV'
+# gpumem trace, text form 1
+#capture_mode=native
+#pid=77
+#start_time_ns=1795000000000000000
+#gpu_total_mem=85899345920
+#kv.gpurec_mode=auto
+ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context
+1000,segment_alloc,0,7,0x7f0000000000,2097152,device,0x10,0,0,0
+1100,alloc,0,-,0x7f0000000000,2097152,device,0x0,5,0,1
+1200,alloc,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1300,free_requested,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1400,free,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1500,alloc,0,7,0x7f0000000000,4096,device,0x10,0,0,0
+CSV
+"$GPUREC" import unmerged.csv -o unmerged.zst 2>/dev/null
+err=$("$REPLAY" unmerged.zst 2>&1); rc=$?
+check "an unmerged recording: gpureplay refuses it, naming gpurec import" '[[ $rc == 1 && $err == *"unmerged gpurec recording"* && $err == *"gpurec import"* ]]'
+err=$("$GPUREC" import unmerged.zst -o merged.zst 2>&1); rc=$?
+check "gpurec import merges an unmerged recording" '[[ $rc == 0 && -f merged.zst && $err == *"5 entries"* ]]'
+out=$("$REPLAY" merged.zst --json 2>&1); rc=$?
+check "the merged recording replays: one 2 MiB segment, 4 KiB live at the end" '[[ $rc == 0 && $out == *"\"peak_reserved_bytes\":2097152"* && $out == *"\"peak_requested_bytes\":4096"* ]]'
+check "the merged recording holds the requests once (no driver call beside them)" '[[ $("$CSV" merged.zst | grep -c ",alloc,") == 2 && $("$CSV" merged.zst | grep -c ",0x10,") == 0 ]]'
+err=$("$GPUREC" import merged.zst -o again.zst 2>&1); rc=$?
+check "a merged trace is not merged again" '[[ $rc == 1 && $err == *"no unmerged PyTorch requests"* && ! -f again.zst ]]'
+
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

@@ -62,7 +62,10 @@ typedef struct snap_merge_stats {
 /* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at
  * pickle_path (the process's own history, dumped at exit) merged with the CUPTI trace the same
  * process wrote at cupti_path, into out_path (which may be cupti_path: it is read whole first and
- * replaced only when the merged trace is complete). stacks: "none" or "python", for the header. */
+ * replaced only when the merged trace is complete). stacks: "none" or "python", for the header.
+ * Where the CUPTI trace holds PyTorch's streamed requests (GMT_F_TORCH_STREAM), they are the
+ * requests and the snapshot only says where they start; pickle_path NULL merges them alone (gpurec
+ * import of a recording gpurec could not merge), an error where there are none. */
 gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
                             const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                             gm_err_t *err);

@@ -457,7 +457,11 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
   uint8_t *buf = NULL;
   size_t len = 0;
   pkr_doc_t *doc = NULL;
-  if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
+  if (!pickle_path) { /* gpurec import of an unmerged recording: the stream alone */
+    s = c.ntorch ? merge_doc(NULL, &c, out_path, stacks, opts, st, err)
+                 : gm_err_set(err, GM_ERR_INVAL, "it holds no unmerged PyTorch requests (it is a gpumem trace "
+                                                 "already: gpureplay and gpuanalyze read it as it is)");
+  } else if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
     if (!snap_is_pickle(buf, len))
       s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)", pickle_path);
     else if ((s = pkr_parse(buf, len, &doc, err)) == GM_OK)
