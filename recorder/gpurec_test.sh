@@ -265,7 +265,7 @@ out=$("$REPLAY" merged.zst --json 2>&1); rc=$?
 check "the merged recording replays: one 2 MiB segment, 4 KiB live at the end" '[[ $rc == 0 && $out == *"\"peak_reserved_bytes\":2097152"* && $out == *"\"peak_requested_bytes\":4096"* ]]'
 check "the merged recording holds the requests once (no driver call beside them)" '[[ $("$CSV" merged.zst | grep -c ",alloc,") == 2 && $("$CSV" merged.zst | grep -c ",0x10,") == 0 ]]'
 err=$("$GPUREC" import merged.zst -o again.zst 2>&1); rc=$?
-check "a merged trace is not merged again" '[[ $rc == 1 && $err == *"no unmerged PyTorch requests"* && ! -f again.zst ]]'
+check "a merged trace is not merged again: the advice a trace gets" '[[ $rc == 1 && $err == *"already a gpumem trace"* && ! -f again.zst ]]'
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
