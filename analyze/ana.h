@@ -112,6 +112,12 @@ int ana_counts_as_device(unsigned mem_kind);
  * first damage a salvaging reader skipped, or "". */
 gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err);
+/* The same, calling progress (may be NULL) about every 4 M events with the chunks read and the
+ * chunks the index lists (0: no index), for a caller that shows progress on a terminal. */
+typedef void (*ana_progress_fn)(void *ctx, uint64_t events, uint64_t chunks, uint64_t chunks_total);
+gm_status_t ana_trace_summarize_progress(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
+                                         gmt_reader_stats_t *rs, char *damage, size_t damage_n,
+                                         ana_progress_fn progress, void *ctx, gm_err_t *err);
 
 /* "2026-11-21 12:53:04.277 UTC" for ns since the epoch ("unknown" for 0). Returns buf. */
 char *ana_format_wallclock(uint64_t ns, char *buf, size_t n);
@@ -225,6 +231,10 @@ typedef struct ana_advice {
   int64_t default_run_id;     /* its run, -1: not replayed */
   int64_t default_reserved, default_ooms;
 } ana_advice_t;
+/* The least saving a setting must show over the framework's default, past what the replay
+ * cannot tell, to be advised (issue 25): the larger of 64 MiB and 1 % of the default. */
+int64_t ana_advice_floor(int64_t default_reserved);
+
 gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *a, gm_err_t *err);
 
 /* The ranks of each job side by side (traces with a rank, one command line and world size,

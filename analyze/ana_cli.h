@@ -48,7 +48,7 @@ int ana_cli_run_tool(char *const *argv, gm_err_t *err);
 ana_load_opts_t ana_cli_load_opts(const config_t *c);
 void ana_cli_end_progress(void);
 /* gpureplay run whose stdout is read (oom, diff, report's "why it ran out"): ana_cmd_oom_diff.c. */
-int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r);
+int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, gm_tool_run_t *r);
 /* diff's peak reserved of one trace: gpureplay --json under the setting its job ran with, the
  * recorded timing of stream events (one figure, not a range). 0 or the exit code, said. */
 int ana_cli_diff_reserved(const config_t *c, const char *replay, const char *trace, ana_diff_side_t *side);

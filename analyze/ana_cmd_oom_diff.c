@@ -14,10 +14,10 @@
  * other lines (warnings) passed on to stderr, its error said in one line of ours. A usage error
  * about an option the user gave us to pass on (usage_ours: --policy, --capacity) is ours, exit
  * 2; its runtime error is its cause chain, exit 1, as if we had replayed ourselves. 0: it
- * succeeded and r holds what it printed (ana_run_free); else the exit code, all said. */
-int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_run_t *r) {
+ * succeeded and r holds what it printed (gm_tool_run_free); else the exit code, all said. */
+int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, gm_tool_run_t *r) {
   gm_err_t err = {0};
-  if (ana_tool_capture(argv, r, &err) < 0) {
+  if (gm_tool_capture(argv, NULL, r, &err) < 0) {
     gm_err_wrap(&err, "cannot %s", what);
     return ana_cli_fail(&err);
   }
@@ -26,7 +26,7 @@ int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_
     return 0;
   }
   char msg[GM_ERR_MSG_MAX], *rest = NULL;
-  int named = ana_tool_message(r, "gpureplay", msg, sizeof msg, &rest);
+  int named = gm_tool_message(r, "gpureplay", msg, sizeof msg, &rest);
   if (rest) fputs(rest, stderr);
   free(rest);
   int rc = 1;
@@ -37,7 +37,7 @@ int ana_cli_replay_run(char *const *argv, int usage_ours, const char *what, ana_
     gm_log(GM_LOG_ERROR, "cannot %s: %s refused it: %s%s", what, argv[0], msg,
            strstr(msg, "unknown option") ? " (a gpureplay older than this gpuanalyze?)" : "");
   else gm_log(GM_LOG_ERROR, "cannot %s: %s", what, msg);
-  ana_run_free(r);
+  gm_tool_run_free(r);
   return rc;
 }
 
@@ -46,7 +46,7 @@ int ana_cmd_oom(const config_t *c, const char *path) {
   gm_err_t err = {0};
   if (ana_cli_wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
   char replay[PATH_MAX], jobs[32], cap[48];
-  if (!ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (!gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL)) {
     gm_log(GM_LOG_ERROR, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): oom replays the trace "
            "with it (--gpureplay=PATH)");
     return 1;
@@ -72,13 +72,13 @@ int ana_cmd_oom(const config_t *c, const char *path) {
   argv[n] = NULL;
   char what[PATH_MAX + 64];
   snprintf(what, sizeof what, "explain why '%s' runs out of memory", path);
-  ana_run_t r;
+  gm_tool_run_t r;
   int rc = ana_cli_replay_run(argv, 1, what, &r);
   free(pol);
   if (rc) return rc;
   ana_oom_t o;
   gm_status_t s = ana_oom_read(r.out, &o, &err);
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   if (s < 0) return ana_cli_fail(&err);
   if (c->json) s = ana_oom_print_json(stdout, &o, &err);
   else ana_oom_print_text(stdout, path, &o);
@@ -105,11 +105,11 @@ int ana_cli_diff_reserved(const config_t *c, const char *replay, const char *tra
   argv[n++] = (char *)trace;
   argv[n] = NULL;
   snprintf(what, sizeof what, "replay '%s' for its peak reserved", trace);
-  ana_run_t r;
+  gm_tool_run_t r;
   int rc = ana_cli_replay_run(argv, 0, what, &r);
   if (rc) return rc;
   gm_status_t s = ana_replay_peak_read(r.out, &side->peak_reserved, side->policy, sizeof side->policy, &err);
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   if (s < 0) return ana_cli_fail(&err);
   side->has_reserved = 1;
   return 0;
@@ -130,7 +130,7 @@ int ana_cmd_diff(const config_t *c, char **pos) {
   }
   char replay[PATH_MAX];
   int rc = 0;
-  if (!c->no_replay && !ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay))
+  if (!c->no_replay && !gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL))
     gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): the diff goes without peak "
            "reserved (--gpureplay=PATH; --no-replay skips it)");
   else

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "analyze/ana_cli.h"
+#include "analyze/ana_report_internal.h"
 
 int ana_cmd_recommend(const config_t *c) {
   gm_err_t err = {0};
@@ -15,6 +16,7 @@ int ana_cmd_recommend(const config_t *c) {
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
+  if (s == GM_OK) ana_recommend_fit(db, stdout); /* predicted traces: the largest value that fits (ana_html_fit.c) */
   ana_db_close(db);
   return s < 0 ? ana_cli_fail(&err) : 0;
 }
@@ -42,7 +44,7 @@ int ana_cmd_ranks(config_t *c, char **pos, int npos) {
   ana_db_close(db);
   char replay[PATH_MAX], json[PATH_MAX] = "", jobs[32];
   int rc = 0;
-  if (nt && !nres && ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (nt && !nres && gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL)) {
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemps(json, 5);
     if (fd < 0) return free(todo), gm_err_set(&err, GM_ERR_IO, "cannot create a temporary file: %s", strerror(errno)), ana_cli_fail(&err);

@@ -72,7 +72,7 @@ static int import_input(const config_t *c, const char *in, char *trace, size_t n
     }
   }
   char tool[PATH_MAX], mem[64];
-  if (!ana_tool_find(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool))
+  if (!gm_tool_find(c->gpurec, "GPUREC", "gpurec", "recorder", tool, sizeof tool, NULL))
     return gm_err_set(err, GM_ERR_IO, "'%s' needs importing and gpurec was not found (beside gpuanalyze, "
                       "$GPUREC, PATH): run `gpurec import %s -o %s`", in, in, trace);
   snprintf(mem, sizeof mem, "--gpu-memory=%" PRIu64, c->gpu_memory);
@@ -115,7 +115,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
    * (made by `load`, or an older gpuanalyze) serves a sweep, as it always did. */
   ana_replay_key_t want, have;
   char hash[32] = "";
-  int have_key = 0, found = ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay);
+  int have_key = 0, found = gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL);
   if (found) ana_report_key_want(c, replay, &want);
   if (runs > 0) {
     ana_db_t *db = NULL;
@@ -243,7 +243,7 @@ static ana_diff_t *report_diff(config_t *c, ana_db_t *db, char **traces, int n) 
   }
   /* peak reserved as `gpuanalyze diff` replays it, so that the page and the command agree */
   char replay[PATH_MAX];
-  for (int i = 0; i < 2 && ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay); i++)
+  for (int i = 0; i < 2 && gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL); i++)
     if (ana_cli_diff_reserved(c, replay, traces[i], &d->side[i]) != 0) d->side[0].has_reserved = d->side[1].has_reserved = 0;
   return d;
 }
@@ -269,7 +269,7 @@ static int report_oom(config_t *c, const char *trace) {
   }
   sqlite3_finalize(st);
   char replay[PATH_MAX];
-  if (id < 0 || need <= 0 || !ana_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay)) {
+  if (id < 0 || need <= 0 || !gm_tool_find(c->gpureplay, "GPUREPLAY", "gpureplay", "replay", replay, sizeof replay, NULL)) {
     ana_db_close(db);
     return 0;
   }
@@ -286,11 +286,11 @@ static int report_oom(config_t *c, const char *trace) {
   argv[na] = NULL;
   snprintf(what, sizeof what, "explain why '%s' runs out of memory", trace);
   ana_cli_say("%s runs out of memory: asking gpureplay --explain-oom why ...", trace);
-  ana_run_t r;
+  gm_tool_run_t r;
   int rc = ana_cli_replay_run(argv, 1, what, &r);
   if (rc) return ana_db_close(db), rc;
   gm_status_t s = ana_oom_store(db, id, r.out, &err);
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   ana_db_close(db);
   return s < 0 ? ana_cli_fail(&err) : 0;
 }

@@ -71,16 +71,16 @@ void ana_report_key_want(const config_t *c, const char *gpureplay, ana_replay_ke
   /* --jobs is not here: results do not depend on it (bench/RESULTS.md) */
   snprintf(k->options, sizeof k->options, "--capacity=%" PRIu64 "%s", c->capacity, c->strict ? " --strict" : "");
   char *argv[] = {(char *)gpureplay, "--version", NULL};
-  ana_run_t r;
+  gm_tool_run_t r;
   gm_err_t err = {0};
   /* "": a gpureplay that cannot say its version (ana_replay_key_serves then trusts the note) */
-  if (ana_tool_capture(argv, &r, &err) == GM_OK) {
+  if (gm_tool_capture(argv, NULL, &r, &err) == GM_OK) {
     /* its version line, and the binary's size and time: a rebuilt or reinstalled gpureplay of
      * the same version number (a developer's, a fixed package) replays again */
     struct stat sb;
     if (r.exit_status == 0 && r.out[0] && stat(gpureplay, &sb) == 0)
       snprintf(k->tool, sizeof k->tool, "%.*s; %lld bytes, %lld.%09ld", (int)strcspn(r.out, "\n"), r.out,
                (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
-    ana_run_free(&r);
+    gm_tool_run_free(&r);
   }
 }

@@ -9,6 +9,18 @@
 
 #include "analyze/ana_cli.h"
 
+/* Progress of a long read on a terminal (stderr only), one \r line; the caller ends it. */
+static void info_progress(void *ctx, uint64_t events, uint64_t chunks, uint64_t total) {
+  int *shown = ctx;
+  if (total)
+    fprintf(stderr, "\rgpuanalyze: info: %" PRIu64 " M events read, chunk %" PRIu64 " of %" PRIu64 " (%.0f%%)",
+            events / 1000000, chunks, total, 100.0 * (double)chunks / (double)total);
+  else
+    fprintf(stderr, "\rgpuanalyze: info: %" PRIu64 " M events read", events / 1000000);
+  fflush(stderr);
+  *shown = 1;
+}
+
 int ana_cmd_info(const config_t *c, const char *path) {
   gm_err_t err = {0};
   if (ana_cli_wrong_kind(path, GM_WANT(GM_FILE_TRACE))) return 1;
@@ -16,7 +28,11 @@ int ana_cmd_info(const config_t *c, const char *path) {
   ana_summary_t s;
   gmt_reader_stats_t rs;
   char damage[GM_ERR_MSG_MAX];
-  if (ana_trace_summarize(path, ana_cli_read_flags(c), &h, &s, &rs, damage, sizeof damage, &err) < 0) {
+  int shown = 0;
+  gm_status_t st = ana_trace_summarize_progress(path, ana_cli_read_flags(c), &h, &s, &rs, damage, sizeof damage,
+                                                isatty(STDERR_FILENO) ? info_progress : NULL, &shown, &err);
+  if (shown) fputc('\n', stderr);
+  if (st < 0) {
     gmt_header_free(&h);
     return ana_cli_fail(&err);
   }

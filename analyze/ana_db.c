@@ -14,10 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-gm_status_t ana_sql_err(sqlite3 *h, gm_err_t *err, const char *what) {
-  return gm_err_set(err, GM_ERR_IO, "%s: sqlite: %s", what, sqlite3_errmsg(h));
-}
-
 /* SQLITE_BUSY after the whole busy timeout: another connection holds the write lock. */
 static gm_status_t busy_err(ana_db_t *db, gm_err_t *err) {
   return gm_err_set(err, GM_ERR_IO,
@@ -42,12 +38,6 @@ gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err) {
     sqlite3_free(msg);
     return s;
   }
-  return GM_OK;
-}
-
-gm_status_t ana_prepare(ana_db_t *db, sqlite3_stmt **st, const char *sql, gm_err_t *err) {
-  if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK)
-    return ana_sql_err(db->h, err, "prepare");
   return GM_OK;
 }
 
@@ -219,23 +209,4 @@ gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const an
   clock_gettime(CLOCK_MONOTONIC, &t1);
   st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   return GM_OK;
-}
-
-uint64_t ana_hash_bytes(const void *p, size_t n) {
-  /* FNV-1a over 8-byte words, then the tail: an identity check, not a defence. */
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, b + i, 8);
-    h ^= w;
-    h *= 1099511628211ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; i++) {
-    h ^= b[i];
-    h *= 1099511628211ull;
-  }
-  return h ^ (uint64_t)n * 0x9e3779b97f4a7c15ull;
 }

@@ -29,6 +29,15 @@ extern const ana_added_column_t ana_added_columns[];
 int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
                       int pool, int pass);
 const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode);
+/* ana_recommend_notes.c: the lines `recommend` prints about a trace before its advice. */
+void ana_rec_warn_kv(ana_db_t *db, FILE *out, int64_t trace_id);
+void ana_rec_warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id);
+int ana_rec_no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *adv); /* 1: none */
+int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id);               /* 1: one */
+void ana_rec_warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id);
+void ana_rec_print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, const char *fw_display, int fw_rmm,
+                              int fw_pytorch);
+
 int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
 /* A trace's header value for key (raw, as recorded) into buf; NULL if it has none. */
 const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n);
@@ -52,6 +61,28 @@ gm_status_t ana_exec(ana_db_t *db, const char *sql, gm_err_t *err);
 gm_status_t ana_prepare(ana_db_t *db, sqlite3_stmt **st, const char *sql, gm_err_t *err);
 /* Identity hash of a file's bytes (content_hash columns). */
 uint64_t ana_hash_bytes(const void *p, size_t n);
+/* A loaded trace's coverage (ana_coverage.c, formats' gmt_coverage) from its kv pairs and
+ * stats; returns c->partial. The print and HTML forms write the one line every tool prints
+ * first on a partial trace (nothing on a complete one) and return whether they did. */
+int ana_trace_coverage(ana_db_t *db, int64_t trace_id, gmt_coverage_t *c);
+int ana_coverage_print(ana_db_t *db, FILE *out, int64_t trace_id, const char *indent);
+int ana_coverage_html(ana_db_t *db, FILE *out, int64_t trace_id);
+
+/* ---- small SQL helpers (ana_sql.c) ---- */
+/* Step a statement that returns no row, then reset it; an error says "insert". */
+gm_status_t ana_step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err);
+/* Bind text, or NULL for a NULL pointer. */
+void ana_bind_text(sqlite3_stmt *st, int i, const char *s);
+
+/* ---- a trace's identity (ana_load_identity.c), for ana_load_trace.c ---- */
+/* The file mapped read-only (*buf NULL when it is empty; munmap(*buf, *len) after). */
+gm_status_t ana_load_read_file(const char *path, void **buf, size_t *len, gm_err_t *err);
+/* The load's warning callback, formatted (nothing without one). */
+void ana_load_warn(const ana_load_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What the database already holds of this trace: GM_END to skip it (same bytes); GM_OK to load
+ * it, after replacing what was loaded from the same path. */
+gm_status_t ana_load_check_identity(ana_db_t *db, const char *path, const char *real, const char *hash,
+                                    const ana_load_opts_t *o, gm_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -17,30 +17,8 @@
 extern "C" {
 #endif
 
-/* A sibling tool (gpureplay, gpurec): `given` (its option), $env_name, beside this binary (the
- * installed layout), ../subdir/ (the bazel-bin layout), then PATH. 1: found, path in out. */
-int ana_tool_find(const char *given, const char *env_name, const char *name, const char *subdir, char *out,
-                  size_t n);
-
-/* What a tool run with its output captured did. */
-typedef struct ana_run {
-  int exit_status; /* its exit status; -1 when a signal ended it */
-  int signal;      /* that signal */
-  char *out, *err; /* what it wrote to stdout and stderr, NUL-terminated (never NULL after a run) */
-  size_t out_len, err_len;
-} ana_run_t;
-
-/* Run argv[0] with argv, stdout and stderr captured (up to 64 MiB each, the rest drained and
- * dropped), and wait for it. GM_OK once it ran, whatever its exit; an error only when it
- * could not be run ("cannot run 'PATH': ..."). ana_run_free after either. */
-gm_status_t ana_tool_capture(char *const *argv, ana_run_t *r, gm_err_t *err);
-void ana_run_free(ana_run_t *r);
-
-/* The tool's error in its own stderr ("NAME: error: MSG" -> MSG; for a usage error, exit 2,
- * "NAME: MSG" -> MSG) into msg, and every other line it wrote (warnings) into *rest (malloc'd,
- * "" when none; NULL when out of memory), "try 'NAME --help'" left out. 0 when it named no
- * error (msg then says how it ended). */
-int ana_tool_message(const ana_run_t *r, const char *name, char *msg, size_t n, char **rest);
+/* Finding, running and reading a sibling tool: gm_tool_find, gm_tool_capture, gm_tool_message
+ * (base/gm_base.h). */
 
 /* The setting a trace's job ran with, as gpureplay takes it (--policy=): where the trace
  * records it (a PyTorch memory history's PYTORCH_CUDA_ALLOC_CONF, the user's own), that line;

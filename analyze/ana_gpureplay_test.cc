@@ -22,44 +22,44 @@ TEST(AnaTool, CapturesBothStreamsWhole) {
                   (char *)"head -c 3000000 /dev/zero | tr '\\0' a; head -c 3000000 /dev/zero | tr '\\0' b >&2; "
                           "echo x; exit 3",
                   nullptr};
-  ana_run_t r;
+  gm_tool_run_t r;
   gm_err_t err = {};
-  ASSERT_EQ(ana_tool_capture(argv, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(gm_tool_capture(argv, NULL, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.exit_status, 3);
   EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.out_len, 3000002u);
   EXPECT_EQ(r.err_len, 3000000u);
   EXPECT_EQ(std::string(r.out + 3000000), "x\n");
   EXPECT_EQ(r.err[2999999], 'b');
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
 }
 
 TEST(AnaTool, SignalAndMissingBinary) {
   char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)"echo 'gpureplay: warning: w' >&2; kill -9 $$", nullptr};
-  ana_run_t r;
+  gm_tool_run_t r;
   gm_err_t err = {};
-  ASSERT_EQ(ana_tool_capture(argv, &r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(gm_tool_capture(argv, NULL, &r, &err), GM_OK) << err.msg;
   EXPECT_EQ(r.exit_status, -1);
   EXPECT_EQ(r.signal, 9);
   char msg[256], *rest = nullptr;
-  EXPECT_EQ(ana_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 0);
+  EXPECT_EQ(gm_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 0);
   EXPECT_STREQ(msg, "gpureplay was killed by signal 9");
   EXPECT_STREQ(rest, "gpureplay: warning: w\n");
   free(rest);
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   char *missing[] = {(char *)"/nonexistent/gpureplay", nullptr};
-  EXPECT_EQ(ana_tool_capture(missing, &r, &err), GM_ERR_IO);
+  EXPECT_EQ(gm_tool_capture(missing, NULL, &r, &err), GM_ERR_IO);
   EXPECT_STREQ(err.msg, "cannot run '/nonexistent/gpureplay': No such file or directory");
 }
 
 TEST(AnaTool, MessageFromWarnings) {
-  ana_run_t r = {};
+  gm_tool_run_t r = {};
   char text[] = "gpureplay: warning: 'x.zst' is damaged\ngpureplay: error: cannot open 'x.zst': chunk 1: boom\n";
   r.err = text;
   r.err_len = strlen(text);
   r.exit_status = 1;
   char msg[256], *rest = nullptr;
-  EXPECT_EQ(ana_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 1);
+  EXPECT_EQ(gm_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 1);
   EXPECT_STREQ(msg, "cannot open 'x.zst': chunk 1: boom");
   EXPECT_STREQ(rest, "gpureplay: warning: 'x.zst' is damaged\n");
   free(rest);
@@ -68,14 +68,14 @@ TEST(AnaTool, MessageFromWarnings) {
   r.err = usage;
   r.err_len = strlen(usage);
   r.exit_status = 2;
-  EXPECT_EQ(ana_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 1);
+  EXPECT_EQ(gm_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 1);
   EXPECT_STREQ(msg, "bad --policy 'p': unknown policy 'p'");
   EXPECT_STREQ(rest, "");
   free(rest);
   r.exit_status = 4;
   r.err = (char *)"";
   r.err_len = 0;
-  EXPECT_EQ(ana_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 0);
+  EXPECT_EQ(gm_tool_message(&r, "gpureplay", msg, sizeof msg, &rest), 0);
   EXPECT_STREQ(msg, "gpureplay failed (exit status 4)");
   free(rest);
 }

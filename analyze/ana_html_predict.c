@@ -24,6 +24,7 @@
 
 #include "analyze/ana_gpureplay.h"
 #include "analyze/ana_report_internal.h"
+#include "analyze/ana_run_fields.h"
 
 #define ANA_CURVE_INPUTS 8
 #define ANA_CURVE_SETTINGS 12
@@ -122,18 +123,18 @@ static void replay_point(const char *tool, curve_t *c, point_t *p) {
   argv[a++] = "--";
   argv[a++] = p->path;
   argv[a] = NULL;
-  ana_run_t r;
+  gm_tool_run_t r;
   gm_err_t err;
   gm_err_clear(&err);
-  if (ana_tool_capture(argv, &r, &err) < 0) {
+  if (gm_tool_capture(argv, NULL, &r, &err) < 0) {
     snprintf(p->why, sizeof p->why, "%.200s", err.msg);
     return;
   }
   if (r.exit_status != 0) {
     char msg[200];
-    ana_tool_message(&r, "gpureplay", msg, sizeof msg, NULL);
+    gm_tool_message(&r, "gpureplay", msg, sizeof msg, NULL);
     snprintf(p->why, sizeof p->why, "gpureplay: %s", msg);
-    ana_run_free(&r);
+    gm_tool_run_free(&r);
     return;
   }
   /* one object per line, the settings in the order given, the first device's first */
@@ -147,7 +148,7 @@ static void replay_point(const char *tool, curve_t *c, point_t *p) {
       if (p->peak[i] < 0 && strcmp(pol, c->specs[i]) == 0) p->peak[i] = (int64_t)json_integer_value(pk);
     json_decref(o);
   }
-  ana_run_free(&r);
+  gm_tool_run_free(&r);
   p->found = 1;
 }
 
@@ -156,7 +157,7 @@ static void read_settings(ana_db_t *db, int64_t trace_id, int64_t dev, curve_t *
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, MIN(peak_reserved_bytes) FROM v_runs WHERE trace_id=?1 AND ooms=0"
-                         " AND (?2 < 0 OR COALESCE(json_extract(summary_json, '$.device'), -1) = ?2)"
+                         " AND (?2 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?2)"
                          " GROUP BY policy ORDER BY MIN(run_id) LIMIT ?3",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -343,7 +344,7 @@ void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device)
   }
   fputs("<h2 class=\"sub\" id=\"curve\">Peak reserved against the value</h2>\n", out);
   char tool[PATH_MAX];
-  int have_tool = c->n_specs && ana_tool_find(g_gpureplay, "GPUREPLAY", "gpureplay", "replay", tool, sizeof tool);
+  int have_tool = c->n_specs && gm_tool_find(g_gpureplay, "GPUREPLAY", "gpureplay", "replay", tool, sizeof tool, NULL);
   for (int j = 0; j < c->n_pts; j++) {
     resolve(&c->pts[j], path);
     if (have_tool) replay_point(tool, c, &c->pts[j]);
@@ -378,5 +379,18 @@ void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device)
       fputs(" (its point is missing).", out);
     }
   fputs("</p>\n", out);
+  if (c->predicted) { /* the question users ask of it: the largest value that fits (ana_html_fit.c) */
+    char ins[ANA_CURVE_INPUTS][PATH_MAX + 64];
+    const char *inp[ANA_CURVE_INPUTS], *specs[ANA_CURVE_SETTINGS];
+    int ni = 0;
+    for (int j = 0; j < c->n_pts; j++)
+      if (c->pts[j].found) {
+        snprintf(ins[ni], sizeof ins[ni], "%s@%.15g", c->pts[j].path, c->pts[j].value);
+        inp[ni] = ins[ni];
+        ni++;
+      }
+    for (int i = 0; i < c->n_specs; i++) specs[i] = c->specs[i];
+    ana_html_fit(out, inp, ni, specs, c->n_specs);
+  }
   free(c);
 }

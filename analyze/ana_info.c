@@ -14,7 +14,14 @@ static const char *reader_string(void *ctx, uint32_t id) { return gmt_reader_str
 
 gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
                                 gmt_reader_stats_t *rs, char *damage, size_t damage_n, gm_err_t *err) {
+  return ana_trace_summarize_progress(path, flags, hdr, sum, rs, damage, damage_n, NULL, NULL, err);
+}
+
+gm_status_t ana_trace_summarize_progress(const char *path, unsigned flags, gmt_header_t *hdr, ana_summary_t *sum,
+                                         gmt_reader_stats_t *rs, char *damage, size_t damage_n,
+                                         ana_progress_fn progress, void *pctx, gm_err_t *err) {
   gmt_reader_t *r = NULL;
+  uint64_t next_progress = 1u << 22;
   ana_scan_t *s = NULL;
   gmt_header_init(hdr);
   if (damage && damage_n) damage[0] = '\0';
@@ -32,6 +39,11 @@ gm_status_t ana_trace_summarize(const char *path, unsigned flags, gmt_header_t *
     st = gmt_reader_next_batch(r, evs, CAP, &n, err);
     if (st < 0 || st == GM_END) break;
     for (size_t i = 0; i < n && st >= 0; i++) st = ana_scan_event(s, &evs[i], err);
+    const gmt_reader_stats_t *now = gmt_reader_stats(r);
+    if (progress && now->events >= next_progress) {
+      progress(pctx, now->events, now->chunks, gmt_reader_chunk_count(r));
+      next_progress = now->events + (1u << 22);
+    }
     /* the first failed request's callsite, while its chunk (and its strings) is current */
     if (!have_cs && st >= 0 && ana_scan_summary(s)->failed_allocs) {
       const char *cs = gmt_reader_string(r, ana_scan_summary(s)->failed_callsite);
@@ -152,7 +164,13 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   char b1[32];
   char e1[512], e2[512];
   put(out, "trace:          ", path);
-  print_failure(out, h, s);
+  print_failure(out, h, s); /* the headline: why the user is here */
+  gmt_coverage_t cov;        /* then, before any figure, a trace of part of the run (SPEC.md §3.4) */
+  gmt_coverage(h, rs, &cov);
+  if (cov.partial) {
+    char ct[1024];
+    fprintf(out, "coverage:       %s\n", gmt_coverage_text(&cov, ct, sizeof ct));
+  }
   fprintf(out, "format:         version %u (min reader %u)\n", h->format_version, h->min_reader);
   put(out, "tool:           ", h->tool);
   fprintf(out, "capture mode:   %s\n", or_dash(gmt_capture_mode_name(h->capture_mode)));
@@ -232,7 +250,7 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
           gm_format_size(s->live_bytes_at_end, b1, sizeof b1));
   fprintf(out, "integrity:      %s, index %s, %" PRIu64 " sequence gaps, %" PRIu64
                " records dropped by the source, %" PRIu64 " unknown records skipped\n",
-          rs->truncated ? "TRUNCATED" : "complete", rs->has_index ? "present" : "missing",
+          rs->truncated ? "TRUNCATED" : cov.partial ? "file complete, trace PARTIAL (see coverage)" : "complete", rs->has_index ? "present" : "missing",
           rs->seq_gaps, rs->dropped, rs->unknown_records);
   if (gmt_stats_damaged(rs)) {
     char what[256];

@@ -101,12 +101,6 @@ static int bind_event(sqlite3_stmt *st, int i, const loader_t *L, const gmt_even
   return i;
 }
 
-static gm_status_t step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? GM_OK : ana_sql_err(db->h, err, "insert");
-}
-
 /* A pair closed by an event of the current batch: note it on that event's row. A pair never
  * closed (at the end of the trace): a row of open_allocs. */
 static gm_status_t on_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
@@ -117,7 +111,7 @@ static gm_status_t on_pair(void *ctx, const ana_pair_t *p, gm_err_t *err) {
   }
   sqlite3_bind_int64(L->open_ins, 1, L->trace_id);
   sqlite3_bind_int64(L->open_ins, 2, L->first_ev + (int64_t)p->alloc_seq);
-  return step(L->db, L->open_ins, err);
+  return ana_step(L->db, L->open_ins, err);
 }
 
 /* The strings the batch's events use, each id once per trace, while the reader still holds
@@ -147,7 +141,7 @@ static gm_status_t insert_strings(loader_t *L, const gmt_event_t *ev, size_t n, 
     sqlite3_bind_int64(L->str_ins, 1, L->trace_id);
     sqlite3_bind_int64(L->str_ins, 2, id);
     sqlite3_bind_text(L->str_ins, 3, txt, -1, SQLITE_TRANSIENT);
-    gm_status_t s = step(L->db, L->str_ins, err);
+    gm_status_t s = ana_step(L->db, L->str_ins, err);
     if (s < 0) return s;
   }
   return GM_OK;
@@ -166,12 +160,12 @@ static gm_status_t insert_events(loader_t *L, const gmt_event_t *ev, size_t n, g
   for (; k + ROWS <= n; k += ROWS) {
     int i = 1;
     for (int r = 0; r < ROWS; r++) i = bind_event(L->ev_many, i, L, &ev[k + (size_t)r], L->ends[k + (size_t)r]);
-    gm_status_t s = step(L->db, L->ev_many, err);
+    gm_status_t s = ana_step(L->db, L->ev_many, err);
     if (s < 0) return s;
   }
   for (; k < n; k++) {
     bind_event(L->ev_one, 1, L, &ev[k], L->ends[k]);
-    gm_status_t s = step(L->db, L->ev_one, err);
+    gm_status_t s = ana_step(L->db, L->ev_one, err);
     if (s < 0) return s;
   }
   return GM_OK;
@@ -188,11 +182,6 @@ static int64_t scalar(ana_db_t *db, const char *sql, int64_t arg) {
   return v;
 }
 
-static void bind_text(sqlite3_stmt *st, int i, const char *s) {
-  if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-  else sqlite3_bind_null(st, i);
-}
-
 static gm_status_t insert_header(loader_t *L, const char *path, const char *real, uint64_t size,
                                  const char *hash, const gmt_header_t *h, gm_err_t *err) {
   sqlite3_stmt *st = NULL;
@@ -207,39 +196,39 @@ static gm_status_t insert_header(loader_t *L, const char *path, const char *real
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   int i = 1;
-  bind_text(st, i++, hash);
-  bind_text(st, i++, path);
+  ana_bind_text(st, i++, hash);
+  ana_bind_text(st, i++, path);
   sqlite3_bind_int(st, i++, (int)h->format_version);
   sqlite3_bind_int(st, i++, (int)h->min_reader);
-  bind_text(st, i++, gmt_capture_mode_name(h->capture_mode));
-  bind_text(st, i++, h->tool);
-  bind_text(st, i++, h->host);
+  ana_bind_text(st, i++, gmt_capture_mode_name(h->capture_mode));
+  ana_bind_text(st, i++, h->tool);
+  ana_bind_text(st, i++, h->host);
   sqlite3_bind_int64(st, i++, h->pid);
   if (h->rank >= 0) sqlite3_bind_int(st, i++, h->rank);
   else sqlite3_bind_null(st, i++);
   if (h->world_size >= 0) sqlite3_bind_int(st, i++, h->world_size);
   else sqlite3_bind_null(st, i++);
   bind_u64(st, i++, h->start_time_ns);
-  bind_text(st, i++, h->gpu_name);
-  bind_text(st, i++, h->gpu_uuid);
+  ana_bind_text(st, i++, h->gpu_name);
+  ana_bind_text(st, i++, h->gpu_uuid);
   bind_u64(st, i++, h->gpu_total_mem);
-  bind_text(st, i++, h->driver_version);
-  bind_text(st, i++, h->cuda_version);
-  bind_text(st, i++, h->cupti_version);
-  bind_text(st, i++, h->command_line);
+  ana_bind_text(st, i++, h->driver_version);
+  ana_bind_text(st, i++, h->cuda_version);
+  ana_bind_text(st, i++, h->cupti_version);
+  ana_bind_text(st, i++, h->command_line);
   sqlite3_bind_int64(st, i++, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
-  bind_text(st, i++, real);
+  ana_bind_text(st, i++, real);
   bind_u64(st, i++, size);
-  s = step(L->db, st, err);
+  s = ana_step(L->db, st, err);
   sqlite3_finalize(st);
   if (s < 0) return s;
   L->trace_id = sqlite3_last_insert_rowid(L->db->h);
   if (ana_prepare(L->db, &st, "INSERT OR REPLACE INTO trace_kv VALUES(?,?,?)", err) < 0) return GM_ERR_IO;
   for (size_t k = 0; k < h->n_kv && s >= 0; k++) {
     sqlite3_bind_int64(st, 1, L->trace_id);
-    bind_text(st, 2, h->kv[k].key);
-    bind_text(st, 3, h->kv[k].value);
-    s = step(L->db, st, err);
+    ana_bind_text(st, 2, h->kv[k].key);
+    ana_bind_text(st, 3, h->kv[k].value);
+    s = ana_step(L->db, st, err);
   }
   sqlite3_finalize(st);
   return s;
@@ -301,7 +290,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   if (m->failed_allocs && m->failed_callsite != GMT_NO_STRING) sqlite3_bind_int64(st, cs, m->failed_callsite);
   else sqlite3_bind_null(st, cs);
   sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tid"), L->trace_id);
-  s = step(L->db, st, err);
+  s = ana_step(L->db, st, err);
   sqlite3_finalize(st);
   if (s < 0) return s;
   if (m->ts_backward) { /* the report says so (ana_recommend.c); a note, not a column */
@@ -309,8 +298,8 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
     if (ana_prepare(L->db, &st, "INSERT OR REPLACE INTO trace_kv VALUES(?,'gpuanalyze.out_of_order',?)", err) < 0)
       return GM_ERR_IO;
     sqlite3_bind_int64(st, 1, L->trace_id);
-    bind_text(st, 2, ana_out_of_order_text(m, ooo, sizeof ooo));
-    s = step(L->db, st, err);
+    ana_bind_text(st, 2, ana_out_of_order_text(m, ooo, sizeof ooo));
+    s = ana_step(L->db, st, err);
     sqlite3_finalize(st);
     if (s < 0) return s;
   }
@@ -320,9 +309,9 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
   for (unsigned k = 0; k < GMT_EV_KIND_MAX && s >= 0; k++) {
     if (!m->by_kind[k]) continue;
     sqlite3_bind_int64(st, 1, L->trace_id);
-    bind_text(st, 2, gmt_kind_name(k) ? gmt_kind_name(k) : "unknown");
+    ana_bind_text(st, 2, gmt_kind_name(k) ? gmt_kind_name(k) : "unknown");
     bind_u64(st, 3, m->by_kind[k]);
-    s = step(L->db, st, err);
+    s = ana_step(L->db, st, err);
   }
   sqlite3_finalize(st);
   if (s >= 0 && ana_prepare(L->db, &st, "INSERT INTO trace_devices(trace_id, device, peak_live_bytes) VALUES(?,?,?)", err) >= 0) {
@@ -330,7 +319,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       sqlite3_bind_int64(st, 1, L->trace_id);
       bind_u64(st, 2, m->devices[k]);
       bind_u64(st, 3, m->device_peak[k]);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
     sqlite3_finalize(st);
   }
@@ -341,7 +330,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       sqlite3_bind_int(st, 2, k - 1);
       bind_u64(st, 3, m->size_allocs[k]);
       bind_u64(st, 4, m->size_bytes[k]);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
     sqlite3_finalize(st);
   }
@@ -352,7 +341,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       sqlite3_bind_int(st, 2, k - 1);
       bind_u64(st, 3, m->life_allocs[k]);
       bind_u64(st, 4, m->life_bytes[k]);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
     sqlite3_finalize(st);
   }
@@ -364,7 +353,7 @@ static gm_status_t insert_summary(loader_t *L, gmt_reader_t *r, ana_scan_t *scan
       sqlite3_bind_int64(st, 2, (int64_t)k);
       bind_u64(st, 3, ts[k]);
       bind_u64(st, 4, live[k]);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
     sqlite3_finalize(st);
   }
@@ -388,26 +377,26 @@ static gm_status_t insert_owners(loader_t *L, const ana_summary_t *m, gm_err_t *
     bind_u64(up, 1, od->peak_mapped);
     sqlite3_bind_int64(up, 2, L->trace_id);
     sqlite3_bind_int(up, 3, od->device);
-    s = step(L->db, up, err);
+    s = ana_step(L->db, up, err);
     for (int k = 0; k < o->n_owners && s >= 0; k++) {
       if (!od->peak[k]) continue;
       sqlite3_bind_int64(st, 1, L->trace_id);
       sqlite3_bind_int(st, 2, od->device);
-      bind_text(st, 3, o->names[k]);
-      bind_text(st, 4, k < GMT_OWNER_UNKNOWN ? "framework" : k == GMT_OWNER_UNKNOWN ? "unknown" : "library");
+      ana_bind_text(st, 3, o->names[k]);
+      ana_bind_text(st, 4, k < GMT_OWNER_UNKNOWN ? "framework" : k == GMT_OWNER_UNKNOWN ? "unknown" : "library");
       bind_u64(st, 5, od->at_peak[k]);
       bind_u64(st, 6, od->peak[k]);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
     uint64_t ctx = 0; /* the recorder's DEVICE_USAGE samples: in no event's maps */
     if (s >= 0 && gmt_owners_context_bytes(od, &ctx)) {
       sqlite3_bind_int64(st, 1, L->trace_id);
       sqlite3_bind_int(st, 2, od->device);
-      bind_text(st, 3, od->context_method == GMT_USAGE_PROCESS ? ANA_OWNER_CONTEXT : ANA_OWNER_CONTEXT_DEVICE);
-      bind_text(st, 4, "context");
+      ana_bind_text(st, 3, od->context_method == GMT_USAGE_PROCESS ? ANA_OWNER_CONTEXT : ANA_OWNER_CONTEXT_DEVICE);
+      ana_bind_text(st, 4, "context");
       bind_u64(st, 5, ctx);
       bind_u64(st, 6, ctx);
-      s = step(L->db, st, err);
+      s = ana_step(L->db, st, err);
     }
   }
   sqlite3_finalize(st);
@@ -416,152 +405,14 @@ static gm_status_t insert_owners(loader_t *L, const ana_summary_t *m, gm_err_t *
   return s;
 }
 
-static gm_status_t read_file(const char *path, void **buf, size_t *len, gm_err_t *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return gm_err_set(err, GM_ERR_IO, "not a regular file");
-  }
-  *len = (size_t)sb.st_size;
-  *buf = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-  close(fd);
-  if (*len && *buf == MAP_FAILED) return gm_err_set(err, GM_ERR_IO, "mmap: %s", strerror(errno));
-  return GM_OK;
-}
-
-gm_status_t ana_trace_replayed(ana_db_t *db, const char *path, int64_t *runs, int64_t *others,
-                               gm_err_t *err) {
-  *runs = -1;
-  *others = 0;
-  void *buf = NULL;
-  size_t len = 0;
-  gm_status_t s = read_file(path, &buf, &len, err);
-  if (s < 0) return gm_err_wrap(err, "cannot open '%s'", path);
-  char hash[32]; /* the identity the loader gives the trace (below) */
-  snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
-  if (len) munmap(buf, len);
-  sqlite3_stmt *q = NULL;
-  if ((s = ana_prepare(db, &q,
-                       "SELECT (SELECT COUNT(*) FROM v_runs r WHERE r.trace_id = t.trace_id)"
-                       " FROM traces t WHERE content_hash=?",
-                       err)) < 0)
-    return s;
-  bind_text(q, 1, hash);
-  if (sqlite3_step(q) == SQLITE_ROW) *runs = sqlite3_column_int64(q, 0);
-  sqlite3_finalize(q);
-  if ((s = ana_prepare(db, &q, "SELECT COUNT(*) FROM traces WHERE path=? AND content_hash<>?", err)) < 0) return s;
-  bind_text(q, 1, path);
-  bind_text(q, 2, hash);
-  if (sqlite3_step(q) == SQLITE_ROW) *others = sqlite3_column_int64(q, 0);
-  sqlite3_finalize(q);
-  return GM_OK;
-}
-
-static void warn(const ana_load_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(const ana_load_opts_t *o, const char *fmt, ...) {
-  if (!o || !o->warn) return;
-  char msg[GM_ERR_MSG_MAX + 512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  o->warn(o->warn_ctx, msg);
-}
-
 static gm_status_t exec_id(ana_db_t *db, const char *sql, int64_t id, gm_err_t *err) {
   sqlite3_stmt *st = NULL;
   gm_status_t s = ana_prepare(db, &st, sql, err);
   if (s < 0) return s;
   int n = sqlite3_bind_parameter_count(st);
   for (int k = 1; k <= n; k++) sqlite3_bind_int64(st, k, id);
-  s = step(db, st, err);
+  s = ana_step(db, st, err);
   sqlite3_finalize(st);
-  return s;
-}
-
-/* Remove trace id and every row that belongs to it, with the replay runs that joined it and no
- * other trace (and their results file once it has no run left), unless keep_runs (the same
- * trace loaded again: its runs join the new row by process). */
-static gm_status_t delete_trace(ana_db_t *db, int64_t id, int keep_runs, gm_err_t *err) {
-  static const char *const sql[] = {
-      "DELETE FROM events WHERE ev_id BETWEEN (SELECT first_ev_id FROM traces WHERE trace_id=?1)"
-      " AND (SELECT last_ev_id FROM traces WHERE trace_id=?1)",
-      "DELETE FROM open_allocs WHERE trace_id=?1",
-      "DELETE FROM trace_kv WHERE trace_id=?1",
-      "DELETE FROM trace_devices WHERE trace_id=?1",
-      "DELETE FROM trace_owners WHERE trace_id=?1",
-      "DELETE FROM trace_peak_callsites WHERE trace_id=?1",
-      "DELETE FROM trace_peak_streams WHERE trace_id=?1",
-      "DELETE FROM trace_peak_allocs WHERE trace_id=?1",
-      "DELETE FROM trace_stack_classes WHERE trace_id=?1",
-      "DELETE FROM trace_stack_timeline WHERE trace_id=?1",
-      "DELETE FROM trace_oom WHERE trace_id=?1",
-      "DELETE FROM trace_kinds WHERE trace_id=?1",
-      "DELETE FROM strings WHERE trace_id=?1",
-      "DELETE FROM trace_timeline WHERE trace_id=?1",
-      "DELETE FROM size_histogram WHERE trace_id=?1",
-      "DELETE FROM lifetime_histogram WHERE trace_id=?1",
-      "DELETE FROM traces WHERE trace_id=?1 AND ?2", /* keep_runs: what follows finds no runs */
-      "CREATE TEMP TABLE IF NOT EXISTS gone_runs(run_id INTEGER PRIMARY KEY, results_id INTEGER)",
-      "DELETE FROM temp.gone_runs WHERE ?1 IS NOT NULL",
-      "INSERT INTO temp.gone_runs SELECT r.run_id, r.results_id FROM runs r JOIN traces t"
-      " ON t.trace_id=?1 AND r.trace_start_time_ns=t.start_time_ns AND r.trace_pid=t.pid"
-      " WHERE NOT EXISTS (SELECT 1 FROM traces o WHERE o.trace_id<>?1"
-      " AND o.start_time_ns=r.trace_start_time_ns AND o.pid=r.trace_pid)",
-      "DELETE FROM run_timeline WHERE run_id IN (SELECT run_id FROM temp.gone_runs) AND ?1 IS NOT NULL",
-      "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM temp.gone_runs) AND ?1 IS NOT NULL",
-      "DELETE FROM results WHERE results_id IN (SELECT results_id FROM temp.gone_runs)"
-      " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.results_id=results.results_id) AND ?1 IS NOT NULL",
-      "DELETE FROM traces WHERE trace_id=?1",
-      NULL};
-  gm_status_t s = GM_OK;
-  for (const char *const *q = sql; *q && s >= 0; q++) {
-    sqlite3_stmt *st = NULL;
-    if ((s = ana_prepare(db, &st, *q, err)) < 0) break;
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_bind_parameter_count(st) >= 2) sqlite3_bind_int(st, 2, keep_runs);
-    s = step(db, st, err);
-    sqlite3_finalize(st);
-  }
-  return s;
-}
-
-/* What the database already holds of this trace: GM_END to skip it (same bytes); GM_OK to load
- * it, after replacing what was loaded from the same path. */
-static gm_status_t check_identity(ana_db_t *db, const char *path, const char *real, const char *hash,
-                                  const ana_load_opts_t *o, gm_err_t *err) {
-  sqlite3_stmt *q = NULL;
-  gm_status_t s = ana_prepare(db, &q, "SELECT trace_id, report_summaries FROM traces WHERE content_hash=?", err);
-  if (s < 0) return s;
-  bind_text(q, 1, hash);
-  int seen = sqlite3_step(q) == SQLITE_ROW;
-  int64_t old = seen ? sqlite3_column_int64(q, 0) : -1;
-  int stale = seen && !sqlite3_column_int(q, 1);
-  sqlite3_finalize(q);
-  if (stale) {
-    /* Loaded by a gpuanalyze older than the report's summaries (ana_load_peak.c): the same
-     * bytes again upgrade it in place; its replay runs stay (they join by process). */
-    warn(o, "'%s' was loaded by an older gpuanalyze (trace %lld, without the report's summaries): loading it "
-         "again; its replays stay", path, (long long)old);
-    return delete_trace(db, old, 1, err);
-  }
-  if (seen) return GM_END;
-  if ((s = ana_prepare(db, &q, "SELECT trace_id, path, loaded_unix_ns, events FROM traces WHERE real_path=?", err)) < 0)
-    return s;
-  bind_text(q, 1, real);
-  while (s >= 0 && sqlite3_step(q) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(q, 0);
-    time_t when = (time_t)(sqlite3_column_int64(q, 2) / 1000000000);
-    char stamp[64] = "?";
-    struct tm tm;
-    if (localtime_r(&when, &tm)) strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
-    warn(o, "'%s' has changed since it was loaded on %s (trace %lld, %lld events): replacing that trace and its replay runs",
-         path, stamp, (long long)id, (long long)sqlite3_column_int64(q, 3));
-    s = delete_trace(db, id, 0, err);
-  }
-  sqlite3_finalize(q);
   return s;
 }
 
@@ -569,11 +420,11 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
                            ana_load_stats_t *stats, gm_err_t *err) {
   void *buf = NULL;
   size_t len = 0;
-  gm_status_t s = read_file(path, &buf, &len, err);
+  gm_status_t s = ana_load_read_file(path, &buf, &len, err);
   if (s < 0) return gm_err_wrap(err, "cannot open '%s'", path);
   char hash[32], *real = realpath(path, NULL);
   snprintf(hash, sizeof hash, "%016" PRIx64, ana_hash_bytes(buf, len));
-  s = check_identity(db, path, real ? real : path, hash, o, err);
+  s = ana_load_check_identity(db, path, real ? real : path, hash, o, err);
   if (s == GM_END) {
     stats->traces_skipped++;
     s = GM_OK;
@@ -637,7 +488,7 @@ gm_status_t ana_load_trace(ana_db_t *db, const char *path, const ana_load_opts_t
     if (gmt_stats_partial(rs)) stats->traces_partial++;
     if (gmt_stats_damaged(rs)) {
       char what[256];
-      warn(o, "'%s' is damaged (%s): %s; loaded what could be read%s", path,
+      ana_load_warn(o, "'%s' is damaged (%s): %s; loaded what could be read%s", path,
            gmt_reader_damage(r) ? gmt_reader_damage(r) : "?", gmt_stats_damage_text(rs, what, sizeof what),
            gmt_stats_partial(rs) ? ", marked partial" : "");
     }

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "analyze/ana_db_internal.h"
+#include "analyze/ana_run_fields.h"
 
 typedef struct unit { /* one rank's device */
   int64_t trace_id, rank, device;
@@ -103,11 +104,11 @@ static gm_status_t load_units(ana_db_t *db, job_t *j, gm_err_t *err) {
 static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
   sqlite3_stmt *st = NULL;
   gm_status_t s = ana_prepare(db, &st,
-                              "SELECT t.trace_id, t.capture_mode, COALESCE(json_extract(r.summary_json, '$.device'), 0),"
+                              "SELECT t.trace_id, t.capture_mode, COALESCE(" ANA_RF_DEVICE("r.summary_json") ", 0),"
                               " r.policy, r.peak_reserved_bytes, r.ooms, r.device_alloc_calls,"
-                              " COALESCE(json_extract(r.summary_json, '$.timing_sensitive'), 0),"
-                              " COALESCE(json_extract(r.summary_json, '$.peak_reserved_range.high_bytes'), 0),"
-                              " COALESCE(json_extract(r.summary_json, '$.peak_reserved_range.moved_by'), '')"
+                              " COALESCE(" ANA_RF_TIMING_SENSITIVE("r.summary_json") ", 0),"
+                              " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("r.summary_json") ", 0),"
+                              " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("r.summary_json") ", '')"
                               " FROM v_runs r JOIN traces t USING(trace_id)"
                               " WHERE t.rank IS NOT NULL AND t.command_line IS ?1 AND t.world_size IS ?2 ORDER BY r.run_id",
                               err);
@@ -187,9 +188,9 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
   if (s < 0 || !best) return s;
   /* each unit's figure under the job's setting */
   s = ana_prepare(db, &st,
-                  "SELECT r.trace_id, COALESCE(json_extract(r.summary_json, '$.device'), 0), r.peak_reserved_bytes,"
-                  " COALESCE(json_extract(r.summary_json, '$.timing_sensitive'), 0),"
-                  " COALESCE(json_extract(r.summary_json, '$.peak_reserved_range.high_bytes'), 0)"
+                  "SELECT r.trace_id, COALESCE(" ANA_RF_DEVICE("r.summary_json") ", 0), r.peak_reserved_bytes,"
+                  " COALESCE(" ANA_RF_TIMING_SENSITIVE("r.summary_json") ", 0),"
+                  " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("r.summary_json") ", 0)"
                   " FROM v_runs r WHERE r.policy = ?1 AND r.trace_id IS NOT NULL",
                   err);
   if (s < 0) return s;

@@ -9,12 +9,14 @@
  * `direct` (every request to the driver) is the floor, never the advice: it trades memory for
  * a driver call per tensor. Candidates are limited to the framework the trace came from
  * (PyTorch unless its environment or command line says TensorFlow or JAX), falling back to
- * every policy when that family has no run. */
+ * every policy when that family has no run. What it says of the trace before the advice (its
+ * failure, damage, environment, frameworks): ana_recommend_notes.c. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/ana_db_internal.h"
+#include "analyze/ana_run_fields.h"
 
 typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED, FW_RMM } framework_t;
 
@@ -101,215 +103,11 @@ typedef struct run_row {
   int range;
   int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
   int tune_pool; /* the tuner's point served by that pool (results "tune.pool"): never the advice */
+  int64_t bump;  /* peak reserved under a bump pointer where it differs (results "placement_bump_bytes"); 0: same */
 } run_row_t;
 
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
 static int64_t rank_bytes(const run_row_t *r) { return r->range && r->high > r->reserved ? r->high : r->reserved; }
-
-const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
-  sqlite3_stmt *st = NULL;
-  const char *v = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT value FROM trace_kv WHERE trace_id=? AND key=?", -1, &st, NULL) != SQLITE_OK)
-    return NULL;
-  sqlite3_bind_int64(st, 1, trace_id);
-  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
-    v = buf;
-  }
-  sqlite3_finalize(st);
-  return v;
-}
-
-/* A header value printed on the terminal: escaped. */
-static const char *kv_get(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n) {
-  char raw[1024];
-  if (!ana_trace_kv(db, trace_id, key, raw, sizeof raw)) return NULL;
-  gm_escape(raw, buf, n);
-  return buf;
-}
-
-static void warn_kv(ana_db_t *db, FILE *out, int64_t trace_id) {
-  char a[256], b[256];
-  /* JAX: the platform allocator takes memory per request; the arena settings then do nothing. */
-  const char *alloc = kv_get(db, trace_id, "XLA_PYTHON_CLIENT_ALLOCATOR", a, sizeof a);
-  if (alloc && strcmp(alloc, "platform") == 0) {
-    if (kv_get(db, trace_id, "XLA_PYTHON_CLIENT_MEM_FRACTION", b, sizeof b))
-      fprintf(out, "  warning: XLA_PYTHON_CLIENT_MEM_FRACTION=%s is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform\n", b);
-    if (kv_get(db, trace_id, "XLA_PYTHON_CLIENT_PREALLOCATE", b, sizeof b))
-      fprintf(out, "  warning: XLA_PYTHON_CLIENT_PREALLOCATE=%s is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform\n", b);
-  }
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h,
-                         "SELECT key, value FROM trace_kv WHERE trace_id=? AND key IN "
-                         "('PYTORCH_CUDA_ALLOC_CONF','PYTORCH_ALLOC_CONF','allocator_settings','torch.alloc_conf')",
-                         -1, &st, NULL) != SQLITE_OK)
-    return;
-  sqlite3_bind_int64(st, 1, trace_id);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    char msgs[8][256], e[1024];
-    const char *key = (const char *)sqlite3_column_text(st, 0);
-    int n = ana_conf_warnings((const char *)sqlite3_column_text(st, 1), msgs, 8);
-    for (int i = 0; i < n && i < 8; i++) fprintf(out, "  warning: %s: %s\n", key, gm_escape(msgs[i], e, sizeof e));
-  }
-  sqlite3_finalize(st);
-}
-
-/* A damaged trace undercounts: say so next to the numbers drawn from it. */
-static void warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id) {
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h,
-                         "SELECT truncated, seq_gaps, dropped, unknown_free, damaged_chunks, lost_events,"
-                         " uncounted_chunks, index_damaged FROM traces WHERE trace_id=?",
-                         -1, &st, NULL) != SQLITE_OK)
-    return;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    gmt_reader_stats_t rs = {0};
-    rs.damaged_chunks = (uint64_t)sqlite3_column_int64(st, 4);
-    rs.lost_events = (uint64_t)sqlite3_column_int64(st, 5);
-    rs.uncounted_chunks = (uint64_t)sqlite3_column_int64(st, 6);
-    rs.index_damaged = sqlite3_column_int(st, 7);
-    char what[256];
-    if (gmt_stats_partial(&rs))
-      fprintf(out, "  warning: PARTIAL: the trace is damaged (%s): the figures cover the events that could be read\n",
-              gmt_stats_damage_text(&rs, what, sizeof what));
-    else if (rs.index_damaged)
-      fprintf(out, "  note: the trace's index is damaged; every chunk was found by scanning, no event lost\n");
-    if (sqlite3_column_int64(st, 0))
-      fprintf(out, "  warning: the trace is truncated (its process died?): the figures cover what was recorded\n");
-    if (sqlite3_column_int64(st, 1))
-      fprintf(out, "  warning: %lld chunks are missing (sequence gaps): the figures may be low\n",
-              (long long)sqlite3_column_int64(st, 1));
-    if (sqlite3_column_int64(st, 2))
-      fprintf(out, "  warning: the recorder lost %lld records (CUPTI drops): the figures may be off\n",
-              (long long)sqlite3_column_int64(st, 2));
-    if (sqlite3_column_int64(st, 3))
-      fprintf(out, "  note: %lld frees of addresses never allocated in the trace (allocated before recording began?)\n",
-              (long long)sqlite3_column_int64(st, 3));
-  }
-  sqlite3_finalize(st);
-  st = NULL;
-  char ooo[320]; /* gpuanalyze load notes a trace whose times go back (ana_out_of_order_text) */
-  if (ana_trace_kv(db, trace_id, "gpuanalyze.out_of_order", ooo, sizeof ooo)) fprintf(out, "  warning: %s\n", ooo);
-  sqlite3_finalize(st);
-}
-
-/* A trace without one allocation (none recorded, or frees only): nothing to advise, and say so
- * instead of a "best policy" of 0 bytes. Returns 1 if so. */
-static int no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *adv) {
-  sqlite3_stmt *st = NULL;
-  int none = 0;
-  if (sqlite3_prepare_v2(db->h,
-                         "SELECT t.events, (SELECT count FROM trace_kinds WHERE trace_id=?1 AND kind='free'),"
-                         " EXISTS(SELECT 1 FROM trace_kinds WHERE trace_id=?1 AND kind IN ('alloc','alloc_failed')"
-                         " AND count>0) FROM traces t WHERE t.trace_id=?1",
-                         -1, &st, NULL) != SQLITE_OK)
-    return 0;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW && !sqlite3_column_int(st, 2)) {
-    none = 1;
-    fprintf(out, "  no setting advised: the trace holds no allocation (%lld events%s): nothing to replay, every figure is 0\n",
-            (long long)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1) ? ", frees only" : "");
-    fprintf(out, "  fits: any GPU; the job needs no device memory (the trace allocates none)\n");
-    if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "the trace holds no allocation");
-  }
-  sqlite3_finalize(st);
-  return none;
-}
-
-/* The recorded run's failure, from the replays' results (gpureplay describes it in each run):
- * the headline of the recommendation, as it is why the user is here. Returns 1 if there was one. */
-static int print_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
-  sqlite3_stmt *st = NULL;
-  int any = 0;
-  if (sqlite3_prepare_v2(db->h,
-                         "SELECT json_extract(summary_json, '$.recorded_failures.count'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_size'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_stream'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_ts_ns'),"
-                         " json_extract(summary_json, '$.recorded_failures.first_callsite'),"
-                         " json_extract(summary_json, '$.recorded_failures.live_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.recorded_reserved_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.device_free_bytes'),"
-                         " json_extract(summary_json, '$.recorded_failures.capacity_note'), capacity_bytes"
-                         " FROM v_runs WHERE trace_id=? AND json_extract(summary_json, '$.recorded_failures.count') > 0"
-                         " ORDER BY run_id LIMIT 1",
-                         -1, &st, NULL) != SQLITE_OK)
-    return 0;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    char b1[32], b2[32];
-    any = 1;
-    int64_t n = sqlite3_column_int64(st, 0);
-    fprintf(out, "  OUT OF MEMORY: the recorded run failed %" PRId64 " request%s; the first: %s", n, n == 1 ? "" : "s",
-            gm_format_size((uint64_t)sqlite3_column_int64(st, 1), b1, sizeof b1));
-    if (sqlite3_column_type(st, 2) != SQLITE_NULL) fprintf(out, " on stream %lld", (long long)sqlite3_column_int64(st, 2));
-    double t = (double)sqlite3_column_int64(st, 3);
-    if (t >= 1e9) fprintf(out, " at t=%.3f s", t / 1e9);
-    else fprintf(out, " at t=%.3f ms", t / 1e6);
-    const char *cs = (const char *)sqlite3_column_text(st, 4);
-    if (cs && *cs) fprintf(out, " (%s)", cs);
-    fprintf(out, "\n    live then %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 5), b1, sizeof b1));
-    if (sqlite3_column_int64(st, 6))
-      fprintf(out, ", reserved %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 6), b1, sizeof b1));
-    if (sqlite3_column_int64(st, 7))
-      fprintf(out, ", free on the device %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 7), b2, sizeof b2));
-    fprintf(out, "\n");
-    const char *note = (const char *)sqlite3_column_text(st, 8);
-    if (sqlite3_column_int64(st, 9) && note && *note)
-      fprintf(out, "    replayed within %s (%s)\n", gm_format_size((uint64_t)sqlite3_column_int64(st, 9), b1, sizeof b1), note);
-    else if (!sqlite3_column_int64(st, 9))
-      fprintf(out, "    the GPU's memory is unknown, so no replay could fail: `gpureplay TRACE --sweep --capacity=SIZE`\n");
-  }
-  sqlite3_finalize(st);
-  return any;
-}
-
-/* What the replays assumed: a trace that does not say its GPU's memory. */
-static void warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id) {
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h,
-                         "SELECT json_extract(summary_json, '$.device_memory_bytes') FROM v_runs WHERE trace_id=?"
-                         " AND json_extract(summary_json, '$.device_memory_assumed') = 1 LIMIT 1",
-                         -1, &st, NULL) != SQLITE_OK)
-    return;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    char b1[32];
-    fprintf(out, "  note: the trace does not say its GPU's memory; the replays assumed %s (prealloc, bfc and "
-                 "fractions depend on it): `gpurec import --gpu-memory=SIZE` or `gpureplay --device-memory=SIZE`\n",
-            gm_format_size((uint64_t)sqlite3_column_int64(st, 0), b1, sizeof b1));
-  }
-  sqlite3_finalize(st);
-}
-
-/* "framework: JAX 0.11.2" from the trace's framework.<name> keys. */
-static void print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, framework_t fw) {
-  sqlite3_stmt *st = NULL;
-  char list[256] = "";
-  size_t used = 0;
-  if (sqlite3_prepare_v2(db->h, "SELECT key, value FROM trace_kv WHERE trace_id=? AND key LIKE 'framework.%' ORDER BY key",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, trace_id);
-    while (sqlite3_step(st) == SQLITE_ROW && used < sizeof list) {
-      const char *k = (const char *)sqlite3_column_text(st, 0), *v = (const char *)sqlite3_column_text(st, 1);
-      const char *name = k ? k + 10 : "?";
-      for (unsigned bit = 1; bit <= GMT_FW_ALL; bit <<= 1)
-        if (gmt_framework_key(bit) && !strcmp(gmt_framework_key(bit), name)) name = gmt_framework_display(bit);
-      int w = snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", name, v ? v : "");
-      if (w < 0) break;
-      used += (size_t)w;
-    }
-    sqlite3_finalize(st);
-  }
-  if (used && fw == FW_RMM) fprintf(out, "  framework: %s (an imported allocation log)\n", list);
-  else if (used) fprintf(out, "  framework: %s (advice in %s's words)\n", list, fw_name(fw));
-  else if (fw == FW_PYTORCH) fprintf(out, "  framework: PyTorch (a PyTorch memory history)\n");
-  else
-    fprintf(out, "  framework: not recorded (an older recording or another tool's): the advice is in "
-                 "PyTorch's words; record with this gpurec to have the job's own\n");
-}
 
 /* What a BFC replay (JAX, TensorFlow) cannot know, said where it matters. */
 static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n) {
@@ -330,7 +128,7 @@ static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n)
 /* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
  * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
 static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *advice,
-                        const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind) {
+                        const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind, int partial) {
   char b1[32], b2[32];
   /* best: the tuner's choice; advice: what the lines above advise (the same, unless the
    * recorded run failed: then the smallest change of the sweep's grid) */
@@ -341,11 +139,14 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
+  else if (best->tune_gpu && partial) /* a partial trace: a peak before its window may be larger */
+    fprintf(out, "%s  fits: no GPU smaller than %" PRId64 " GiB (a lower bound: the trace is partial; it needs at "
+                 "least %s on the device)\n", ind, best->tune_gpu, gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   else if (best->tune_gpu)
     fprintf(out, "%s  fits: a %" PRId64 " GiB GPU, the smallest of 16/24/40/48/80/94/141 GiB it fits (it needs %s "
                  "on the device)\n", ind, best->tune_gpu, gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   else if (best->tune_needs)
-    fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s on the device)\n", ind,
+    fprintf(out, "%s  fits: no common GPU up to 141 GiB (it needs %s%s on the device)\n", ind, partial ? "at least " : "",
             gm_format_size((uint64_t)best->tune_needs, b1, sizeof b1));
   /* a memory fraction or limit the search bisected to the edge of this recording */
   if (strcasestr(best->policy, "fraction"))
@@ -432,11 +233,57 @@ static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, 
   }
 }
 
+/* What the replay cannot tell (issue 25): a figure's timing range and its placement spread
+ * (the driver's placement model against a bump pointer). A setting is advised over the default
+ * only when it is smaller in the worst case, by more than the floor: the larger of 64 MiB and
+ * 1 % of the default. The floor is read off the tables: the misses that depend on placement
+ * there are at most 34 MiB (3.5 %, traces/predicted conv_image) and 12 MiB (1.3 %,
+ * traces/recorded); the largest miss of all, 64 MiB (hf_seq at 256), is the same under both. */
+#define ADVICE_FLOOR_BYTES (64ll << 20)
+#define ADVICE_FLOOR_PCT 1.0
+
+static int64_t worst_high(const run_row_t *r) {
+  int64_t h = rank_bytes(r);
+  return r->bump > h ? r->bump : h;
+}
+
+static int64_t best_low(const run_row_t *r) {
+  int64_t l = r->range && r->low < r->reserved ? r->low : r->reserved;
+  return r->bump && r->bump < l ? r->bump : l;
+}
+
+int64_t ana_advice_floor(int64_t default_reserved) {
+  int64_t pct = (int64_t)((double)default_reserved * ADVICE_FLOOR_PCT / 100.0);
+  return pct > ADVICE_FLOOR_BYTES ? pct : ADVICE_FLOOR_BYTES;
+}
+
+/* 1 when best is reliably smaller than the default: its worst case below the default's best
+ * case by more than the floor. */
+static int reliably_smaller(const run_row_t *best, const run_row_t *dflt) {
+  return best_low(dflt) - worst_high(best) > ana_advice_floor(dflt->reserved);
+}
+
+static void print_keep_default(FILE *out, const run_row_t *best, const run_row_t *dflt, const char *dname,
+                               const char *ind) {
+  char b[6][32];
+  fprintf(out, "%s  keep the default (%s): no setting is reliably smaller\n", ind, dname);
+  fprintf(out, "%s    the default reserves %s (%s..%s with what the replay cannot tell: timing, placement)\n", ind,
+          gm_format_size((uint64_t)dflt->reserved, b[0], sizeof b[0]), gm_format_size((uint64_t)best_low(dflt), b[1], sizeof b[1]),
+          gm_format_size((uint64_t)worst_high(dflt), b[2], sizeof b[2]));
+  fprintf(out, "%s    the smallest, %s, reserves %s (%s..%s): a saving of at most %s, not more than the floor %s "
+               "(the larger of 64 MiB and 1 %%) plus what the replay cannot tell\n", ind, best->policy,
+          gm_format_size((uint64_t)best->reserved, b[3], sizeof b[3]), gm_format_size((uint64_t)best_low(best), b[4], sizeof b[4]),
+          gm_format_size((uint64_t)worst_high(best), b[5], sizeof b[5]),
+          gm_format_size((uint64_t)(dflt->reserved > best->reserved ? dflt->reserved - best->reserved : 0), b[0], sizeof b[0]),
+          gm_format_size((uint64_t)ana_advice_floor(dflt->reserved), b[1], sizeof b[1]));
+  fprintf(out, "%s  paste: nothing (the default)\n", ind);
+}
+
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
 static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed, const run_row_t *rows, int n,
-                               int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv) {
+                               int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv, int partial) {
   char b1[32], b2[32], b3[32], line[512];
   if (n == 0) return NULL;
   const run_row_t *best = NULL, *dflt = NULL;
@@ -475,7 +322,19 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   /* Everything that must be on the device at once: the requests and the memory of libraries
    * beside the allocator (external), never less than the lower bound. */
   int64_t need = rows[0].need > lower ? rows[0].need : lower;
+  /* No advice inside the error: a setting over a default that served the job must be smaller
+   * in its worst case by more than the floor (issue 25). */
+  const run_row_t *smallest = NULL;
+  if (best && dflt && best != dflt && !failed && dflt->ooms == 0 && !reliably_smaller(best, dflt)) {
+    smallest = best;
+    best = NULL;
+  }
   fill_advice(adv, fw, best, dflt, dname, lower, need, gpu_mem, rows[0].device);
+  if (smallest) {
+    if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "keep the default: no setting is reliably smaller");
+    print_keep_default(out, smallest, dflt, dname, ind);
+    best = dflt; /* what the job keeps: its waste and needs below */
+  }
   if (!best && (fw == FW_MIXED || fw == FW_RMM || native)) return NULL;
   if (!best) {
     fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == FW_UNKNOWN ? "" : " ",
@@ -486,14 +345,18 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
             gm_format_size((uint64_t)need, b1, sizeof b1));
     return NULL;
   }
-  ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
-  fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
-          best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
-  fprintf(out, "%s  paste: %s\n", ind, line);
-  if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, gpu_mem, ind);
-  print_range(out, best, rows, n, ind);
+  if (!smallest) {
+    ana_policy_env_line(best->policy, gpu_mem, line, sizeof line);
+    fprintf(out, "%s  %s: %s (peak reserved %s)\n", ind, failed ? "the smallest change that would have served it" : "best policy",
+            best->policy, gm_format_size((uint64_t)best->reserved, b1, sizeof b1));
+    fprintf(out, "%s  paste: %s\n", ind, line);
+    if (tuned) tuned_lines(out, fw, tuned, best, rows, n, need, gpu_mem, ind, partial);
+    print_range(out, best, rows, n, ind);
+  }
   print_pool(out, rows, n, ind);
-  if (dflt && dflt->ooms > 0) {
+  if (smallest) {
+    /* the default kept: no saving line */
+  } else if (dflt && dflt->ooms > 0) {
     fprintf(out, "%s  the default (%s) ran out of memory in replay (%" PRId64 " OOM%s, the first at event %" PRId64 ")\n", ind,
             dname, dflt->ooms, dflt->ooms == 1 ? "" : "s", dflt->first_oom);
   } else if (dflt) {
@@ -527,20 +390,21 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, peak_reserved_bytes, lower_bound_bytes, device_alloc_calls, ooms,"
                          " first_oom_event, capacity_bytes,"
-                         " COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.device'), -1),"
-                         " COALESCE(json_extract(summary_json, '$.tune.role'), ''),"
-                         " COALESCE(json_extract(summary_json, '$.tune.needs_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.smallest_gpu_gib'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p50_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.driver_time_p99_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.budget_s'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.tune.from_grid'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.timing_sensitive'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.low_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0),"
-                         " COALESCE(json_extract(summary_json, '$.peak_reserved_range.moved_by'), ''), run_id,"
-                         " COALESCE(json_extract(summary_json, '$.tune.pool'), 0)"
+                         " COALESCE(" ANA_RF_PEAK_REQUESTED_PLUS_EXTERNAL_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_DEVICE("summary_json") ", -1),"
+                         " COALESCE(" ANA_RF_TUNE_ROLE("summary_json") ", ''),"
+                         " COALESCE(" ANA_RF_TUNE_NEEDS_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_SMALLEST_GPU_GIB("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_DRIVER_TIME_P50_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_DRIVER_TIME_P99_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_BUDGET_S("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_FROM_GRID("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TIMING_SENSITIVE("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("summary_json") ", ''), run_id,"
+                         " COALESCE(" ANA_RF_TUNE_POOL("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -570,6 +434,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].pool = rows[n].range && mb && strcmp((const char *)mb, "async_pool") == 0;
     rows[n].run_id = sqlite3_column_int64(st, 20);
     rows[n].tune_pool = sqlite3_column_int64(st, 21) != 0;
+    rows[n].bump = sqlite3_column_int64(st, 22);
     n++;
   }
   sqlite3_finalize(st);
@@ -577,10 +442,11 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   path = gm_escape(path, epath, sizeof epath);
   fprintf(out, "%s:\n", path);
   if (adv) adv->runs = n;
-  int failed = print_recorded_failure(db, out, trace_id);
-  warn_integrity(db, out, trace_id);
-  warn_kv(db, out, trace_id);
-  warn_assumed(db, out, trace_id);
+  int failed = ana_rec_recorded_failure(db, out, trace_id); /* the headline */
+  int partial = ana_coverage_print(db, out, trace_id, "  "); /* then: the figures are of part of the run */
+  ana_rec_warn_integrity(db, out, trace_id);
+  ana_rec_warn_kv(db, out, trace_id);
+  ana_rec_warn_assumed(db, out, trace_id);
   if (n == 0) {
     fprintf(out, "  no replay runs loaded for this trace (run `gpureplay %s --sweep -o R.json` and load R.json)\n", path);
     fprintf(out, "  peak live: %s (requested bytes live at once)\n",
@@ -589,7 +455,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   }
   framework_t fw = detect_framework(db, trace_id, capture_mode);
   if (adv) snprintf(adv->framework, sizeof adv->framework, "%s", fw_name(fw));
-  print_frameworks(db, out, trace_id, fw);
+  ana_rec_print_frameworks(db, out, trace_id, fw_name(fw), fw == FW_RMM, fw == FW_PYTORCH);
   /* A native recording of a framework holds its allocator's segments or pool blocks: a
    * replay of those through another setting predicts nothing. */
   int native = capture_mode && !strcmp(capture_mode, "native") && fw != FW_UNKNOWN;
@@ -600,7 +466,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                  "`direct` replays cuda_memory_resource and `async` cuda_async_memory_resource\n");
     if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "RMM's pool resources are not modelled");
   }
-  if (no_requests(db, out, trace_id, adv)) return;
+  if (ana_rec_no_requests(db, out, trace_id, adv)) return;
   if (fw == FW_MIXED || native) {
     fprintf(out, "  no setting advised: %s\n",
             fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
@@ -631,7 +497,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     ana_advice_t dev_adv;
     if (adv) dev_adv = *adv;
     const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "",
-                                adv ? &dev_adv : NULL);
+                                adv ? &dev_adv : NULL, partial);
     /* The job's advice is its limiting device's (or the first device's when none is advised). */
     if (adv && (k == 0 || (b && (!limiting || b->reserved > limiting->reserved)))) keep_adv = dev_adv;
     if (b && (!limiting || b->reserved > limiting->reserved)) {

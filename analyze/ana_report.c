@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "analyze/ana_report_internal.h"
+#include "analyze/ana_run_fields.h"
 
 const ana_table_t ana_tables[] = {
     {"traces", "Trace",
@@ -33,20 +34,20 @@ const ana_table_t ana_tables[] = {
      " peak_requested_bytes, lower_bound_bytes,"
      /* A run that ran out of memory served less than the trace asked: no waste to speak of. */
      " CASE WHEN ooms = 0 THEN MAX(peak_reserved_bytes - lower_bound_bytes, 0) END AS waste_bytes,"
-     " MAX(COALESCE(json_extract(summary_json, '$.peak_requested_plus_external_bytes'), 0), lower_bound_bytes)"
+     " MAX(COALESCE(" ANA_RF_PEAK_REQUESTED_PLUS_EXTERNAL_BYTES("summary_json") ", 0), lower_bound_bytes)"
      "   AS needs_at_least_bytes,"
      " ROUND(fragmentation_at_peak, 4) AS frag_at_peak, ROUND(fragmentation_mean, 4) AS frag_mean,"
      " device_alloc_calls, device_free_calls, alloc_retries, ooms,"
      /* A figure that depends on timing (frees waiting on stream events, the async pool) is a
       * range, never an exact figure: its ends beside it, and it ranks by its high end. */
-     " CASE WHEN json_extract(summary_json, '$.timing_sensitive') THEN 'range' ELSE 'point' END AS figure,"
-     " json_extract(summary_json, '$.peak_reserved_range.low_bytes') AS reserved_low_bytes,"
-     " json_extract(summary_json, '$.peak_reserved_range.high_bytes') AS reserved_high_bytes"
+     " CASE WHEN " ANA_RF_TIMING_SENSITIVE("summary_json") " THEN 'range' ELSE 'point' END AS figure,"
+     " " ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("summary_json") " AS reserved_low_bytes,"
+     " " ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") " AS reserved_high_bytes"
      " FROM v_runs WHERE (?1 IS NULL OR trace_id=?1)"
      /* gpureplay's ranking: those that fit by peak reserved (a range by its high end), then
       * those that got furthest. */
      " ORDER BY trace_id, ooms > 0, CASE WHEN ooms > 0 THEN -first_oom_event END, ooms,"
-     " MAX(peak_reserved_bytes, COALESCE(json_extract(summary_json, '$.peak_reserved_range.high_bytes'), 0)),"
+     " MAX(peak_reserved_bytes, COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0)),"
      " peak_reserved_bytes, run_id",
      0},
     {"devices", "Devices (each one's own peak; gpureplay replays one device)",
@@ -93,7 +94,7 @@ const ana_table_t ana_tables[] = {
     {"ranks", "Ranks side by side",
      "SELECT t.trace_id, t.rank, t.world_size, t.host, d.peak_live_bytes, d.device, d.peak_mapped_bytes,"
      " (SELECT MIN(r.peak_reserved_bytes) FROM v_runs r WHERE r.trace_id = t.trace_id AND r.policy = 'pytorch'"
-     "   AND COALESCE(json_extract(r.summary_json, '$.device'), d.device) = d.device) AS default_reserved_bytes,"
+     "   AND COALESCE(" ANA_RF_DEVICE("r.summary_json") ", d.device) = d.device) AS default_reserved_bytes,"
      " ROUND(d.peak_live_bytes * 1.0 / (SELECT AVG(d2.peak_live_bytes) FROM trace_devices d2 JOIN traces t2 USING(trace_id)"
      "   WHERE t2.rank IS NOT NULL AND d2.peak_live_bytes > 0), 3) AS vs_mean"
      " FROM traces t JOIN trace_devices d USING(trace_id) WHERE t.rank IS NOT NULL AND ?1 IS NULL"

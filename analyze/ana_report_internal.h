@@ -27,7 +27,17 @@ void ana_cell_text(sqlite3_stmt *st, int c, char *buf, size_t n);
 /* One CSV field (RFC 4180, text from the input neutralised for spreadsheets: ana_report.c). */
 void ana_csv_field(FILE *f, const char *s, int is_text);
 
-/* The HTML report's parts (ana_html_first.c, ana_html_timeline.c). rec_run: the run of the
+/* A signed size as text ("-1.5 MiB" for a negative one): the HTML report's figures. */
+static inline const char *ana_size_signed(int64_t v, char *buf, size_t n) {
+  if (v < 0) {
+    buf[0] = '-';
+    gm_format_size((uint64_t)-v, buf + 1, n - 1);
+    return buf;
+  }
+  return gm_format_size((uint64_t)v, buf, n);
+}
+
+/* The HTML report's parts (ana_html_first.c, ana_html_peak.c, ana_html_timeline.c). rec_run: the run of the
  * setting the job ran with (-1: none), which ana_html_first_screen finds. */
 void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t *a, const char *rec_text,
                            int64_t *rec_run);
@@ -35,7 +45,7 @@ void ana_html_bars(ana_db_t *db, FILE *out, int64_t trace_id, const ana_advice_t
 void ana_html_waste(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
 void ana_html_callsites(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_html_segmap(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run);
-/* The page around the sections (ana_html.c): head with the styles and dygraphs, and the
+/* The page around the sections (ana_html_page.c): head with the styles and dygraphs, and the
  * page's script at the end. */
 void ana_html_page_begin(FILE *out, const char *title);
 void ana_html_page_end(FILE *out);
@@ -44,6 +54,11 @@ int ana_html_oom(ana_db_t *db, FILE *out, int64_t trace_id, const char *path);
 /* Peak reserved against the value for a predicted trace, or the recordings --curve named
  * (ana_html_predict.c); nothing when neither. */
 void ana_html_predict(ana_db_t *db, FILE *out, int64_t trace_id, int64_t device);
+/* The largest value that fits per setting for the usual GPU sizes, and the curve (ana_html_fit.c):
+ * gpurec predict --fit over inputs ("PATH@VALUE", n of them), for the settings specs. */
+void ana_html_fit(FILE *out, const char *const *inputs, int n, const char *const *specs, int n_specs);
+/* gpuanalyze recommend's lines for the predicted traces of db: the same answer per card. */
+void ana_recommend_fit(ana_db_t *db, FILE *out);
 gm_status_t ana_html_timeline(ana_db_t *db, FILE *out, int64_t trace_id, int64_t rec_run, int64_t best_run,
                               gm_err_t *err);
 

@@ -18,8 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "analyze/ana.h"
 #include "formats/gmt_salvage_check.h"
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -38,18 +41,6 @@ struct Fixture {
   uint32_t callsite = 0;
 };
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream = 7,
-               uint8_t mem = GMT_MEM_DEVICE) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.mem_kind = mem;
-  return e;
-}
 
 // Random alloc/free program on two streams; frees carry the size 0 as recorders write them.
 std::vector<gmt_event_t> RandomProgram(unsigned seed, size_t n) {
@@ -66,7 +57,7 @@ std::vector<gmt_event_t> RandomProgram(unsigned seed, size_t n) {
       next += 1 << 25;
     } else {
       size_t k = rng() % live.size();
-      out.push_back(Ev(GMT_EV_FREE, t, live[k], 0));
+      out.push_back(Ev(GMT_EV_FREE, t, live[k], 0, 7));
       live[k] = live.back();
       live.pop_back();
     }
@@ -169,10 +160,12 @@ std::string Fingerprint(ana_db_t *db) {
   return out;
 }
 
+constexpr int64_t kG = 1ll << 30;  // figures above the advice floor (64 MiB, 1 %)
+
 std::string ResultsJson(const std::string &trace, uint64_t start, const std::vector<std::string> &policies,
                         const std::vector<int64_t> &reserved, int64_t lower, bool broken_last = false,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges = {},
-                        const std::string &moved_by = "stream_events") {
+                        const std::string &moved_by = "stream_events", const std::vector<int64_t> &bump = {}) {
   std::ostringstream o;
   o << "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake\",\"created_unix_ns\":1,\"runs\":[";
   for (size_t i = 0; i < policies.size(); i++) {
@@ -185,6 +178,7 @@ std::string ResultsJson(const std::string &trace, uint64_t start, const std::vec
       << "\"device_alloc_calls\":" << (10 + i) << ",\"device_free_calls\":1,\"alloc_retries\":0,\"ooms\":0,"
       << "\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":0.5,\"events_per_second\":20.0,"
       << "\"some_future_key\":{\"x\":1},";
+    if (i < bump.size() && bump[i] > 0) o << "\"placement_bump_bytes\":" << bump[i] << ",";
     if (i < ranges.size() && ranges[i].first >= 0)
       o << "\"timing_sensitive\":" << (ranges[i].first != ranges[i].second ? "true" : "false")
         << ",\"peak_reserved_range\":{\"low_bytes\":" << ranges[i].first << ",\"high_bytes\":" << ranges[i].second
@@ -228,10 +222,10 @@ TEST(Scan, PairsPeakAndAnomalies) {
     return GM_OK;
   }, &pairs, &err), GM_OK);
   std::vector<gmt_event_t> evs = {
-      Ev(GMT_EV_ALLOC, 10, 0x1000, 100), Ev(GMT_EV_ALLOC, 20, 0x2000, 300),
-      Ev(GMT_EV_ALLOC, 25, 0x9000, 5000, 7, GMT_MEM_PINNED),  // host memory: not GPU bytes
-      Ev(GMT_EV_FREE, 30, 0x1000, 0), Ev(GMT_EV_FREE, 35, 0x5000, 0),  // unknown free
-      Ev(GMT_EV_ALLOC, 40, 0x3000, 50), Ev(GMT_EV_ALLOC, 50, 0x3000, 60),  // alloc over live
+      Ev(GMT_EV_ALLOC, 10, 0x1000, 100, 7), Ev(GMT_EV_ALLOC, 20, 0x2000, 300, 7),
+      Ev(GMT_EV_ALLOC, 25, 0x9000, 5000, 7).Mem(GMT_MEM_PINNED),  // host memory: not GPU bytes
+      Ev(GMT_EV_FREE, 30, 0x1000, 0, 7), Ev(GMT_EV_FREE, 35, 0x5000, 0, 7),  // unknown free
+      Ev(GMT_EV_ALLOC, 40, 0x3000, 50, 7), Ev(GMT_EV_ALLOC, 50, 0x3000, 60, 7),  // alloc over live
   };
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
   ASSERT_EQ(ana_scan_finish(s, &err), GM_OK);
@@ -363,7 +357,8 @@ TEST(Load, InterruptedLoadLeavesDatabaseAsItWas) {
 TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
   std::string t = Unique("r") + ".zst", js = Unique("r") + ".json", dbp = Unique("res") + ".db";
   WriteTrace(t, RandomProgram(4, 1000), "python x.py", -1, 777);
-  WriteFile(js, ResultsJson(t, 777, {"pytorch", "pytorch:expandable_segments:True", "direct"}, {300, 200, 150}, 120));
+  WriteFile(js, ResultsJson(t, 777, {"pytorch", "pytorch:expandable_segments:True", "direct"},
+                            {300 * kG, 200 * kG, 150 * kG}, 120 * kG));
   gm_err_t err = {};
   ana_db_t *db = nullptr;
   ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
@@ -386,7 +381,7 @@ TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
   std::string rec(buf, len);
   free(buf);
   EXPECT_NE(rec.find("paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos) << rec;
-  EXPECT_NE(rec.find("saving vs default (pytorch, 300 B): 100 B (33.3%)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("saving vs default (pytorch, 300.00 GiB): 100.00 GiB (33.3%)"), std::string::npos) << rec;
   EXPECT_NE(rec.find("waste: "), std::string::npos) << rec;
   EXPECT_NE(rec.find("above the lower bound"), std::string::npos) << rec;
   ana_db_close(db);
@@ -553,8 +548,8 @@ TEST(Scan, PerDevicePeaks) {
   ana_scan_t *s = nullptr;
   gm_err_t err = {};
   ASSERT_EQ(ana_scan_new(&s, nullptr, nullptr, &err), GM_OK);
-  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1, 0x1000, 100), Ev(GMT_EV_ALLOC, 2, 0x1000, 50),
-                                  Ev(GMT_EV_FREE, 3, 0x1000, 0), Ev(GMT_EV_ALLOC, 4, 0x2000, 70)};
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1, 0x1000, 100, 7), Ev(GMT_EV_ALLOC, 2, 0x1000, 50, 7),
+                                  Ev(GMT_EV_FREE, 3, 0x1000, 0, 7), Ev(GMT_EV_ALLOC, 4, 0x2000, 70, 7)};
   evs[1].device = 1;  // same address, other device: a different allocation
   evs[3].device = 1;
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
@@ -576,9 +571,9 @@ TEST(Scan, EventsOutOfOrderPerDevice) {
   ana_scan_t *s = nullptr;
   gm_err_t err = {};
   ASSERT_EQ(ana_scan_new(&s, nullptr, nullptr, &err), GM_OK);
-  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 500, 0x1000, 8), Ev(GMT_EV_ALLOC, 100, 0x1000, 8),
-                                  Ev(GMT_EV_FREE, 600, 0x1000, 0), Ev(GMT_EV_ALLOC, 200, 0x2000, 8),
-                                  Ev(GMT_EV_FREE, 300, 0x2000, 0), Ev(GMT_EV_FREE, 650, 0x1000, 0)};
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 500, 0x1000, 8, 7), Ev(GMT_EV_ALLOC, 100, 0x1000, 8, 7),
+                                  Ev(GMT_EV_FREE, 600, 0x1000, 0, 7), Ev(GMT_EV_ALLOC, 200, 0x2000, 8, 7),
+                                  Ev(GMT_EV_FREE, 300, 0x2000, 0, 7), Ev(GMT_EV_FREE, 650, 0x1000, 0, 7)};
   evs[1].device = 1;  // device 1: 100, then 650: in order
   evs[5].device = 1;
   for (auto &e : evs) ASSERT_EQ(ana_scan_event(s, &e, &err), GM_OK);
@@ -603,8 +598,10 @@ std::string RecommendFor(const std::vector<std::pair<int64_t, int64_t>> &ranges,
                          const std::string &moved_by = "stream_events") {
   std::string t = Unique("rg") + ".zst", js = Unique("rg") + ".json", dbp = Unique("rg") + ".db";
   WriteTrace(t, RandomProgram(5, 200), "python x.py", -1, 4242);
+  std::vector<std::pair<int64_t, int64_t>> scaled;  // in GiB: above the advice floor (64 MiB, 1 %)
+  for (auto r : ranges) scaled.push_back(r.first < 0 ? r : std::make_pair(r.first * kG, r.second * kG));
   WriteFile(js, ResultsJson(t, 4242, {"pytorch", "pytorch:expandable_segments:True", "pytorch:roundup_power2_divisions:4"},
-                            {300, 200, 250}, 120, false, ranges, moved_by));
+                            {300 * kG, 200 * kG, 250 * kG}, 120 * kG, false, scaled, moved_by));
   gm_err_t err = {};
   ana_db_t *db = nullptr;
   EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
@@ -625,14 +622,14 @@ std::string RecommendFor(const std::vector<std::pair<int64_t, int64_t>> &ranges,
 TEST(Recommend, ARangeRanksByItsHighEndAndIsNeverExact) {
   // expandable's figure (200) is the least, but its range reaches 400: roundup (250, exact) wins.
   std::string rec = RecommendFor({{-1, -1}, {200, 400}, {-1, -1}});
-  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250 B)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250.00 GiB)"), std::string::npos) << rec;
   EXPECT_NE(rec.find("ranked by the high end of each range"), std::string::npos) << rec;
   EXPECT_NE(rec.find("it is not surely the least"), std::string::npos) << rec;  // 200..400 overlaps 250
   EXPECT_EQ(rec.find("range: peak reserved"), std::string::npos) << rec;          // the best is exact
   // A narrow range still wins, and is printed as a range.
   rec = RecommendFor({{-1, -1}, {200, 240}, {-1, -1}});
-  EXPECT_NE(rec.find("best policy: pytorch:expandable_segments:True (peak reserved 200 B)"), std::string::npos) << rec;
-  EXPECT_NE(rec.find("range: peak reserved 200 B..240 B, not exact"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("best policy: pytorch:expandable_segments:True (peak reserved 200.00 GiB)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("range: peak reserved 200.00 GiB..240.00 GiB, not exact"), std::string::npos) << rec;
   EXPECT_EQ(rec.find("not surely the least"), std::string::npos) << rec;  // 250 > 240: no overlap
   // No ranges at all: not a word about them.
   rec = RecommendFor({});
@@ -642,10 +639,55 @@ TEST(Recommend, ARangeRanksByItsHighEndAndIsNeverExact) {
 TEST(Recommend, TheSimulatedPoolIsShownNeverAdvised) {
   // The pool's range (200..240) would win on its high end, but a simulated pool is not advice.
   std::string rec = RecommendFor({{-1, -1}, {200, 240}, {-1, -1}}, "async_pool");
-  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250 B)"), std::string::npos) << rec;
-  EXPECT_NE(rec.find("pytorch:expandable_segments:True: 200 B..240 B, the driver's stream-ordered pool simulated"),
+  EXPECT_NE(rec.find("best policy: pytorch:roundup_power2_divisions:4 (peak reserved 250.00 GiB)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("pytorch:expandable_segments:True: 200.00 GiB..240.00 GiB, the driver's stream-ordered pool simulated"),
             std::string::npos) << rec;
   EXPECT_EQ(rec.find("ranked by the high end"), std::string::npos) << rec;
+}
+
+
+// No advice inside the error (issue 25): a saving inside the placement spread (the default's
+// figure under a bump pointer differs by more than the saving) or below the floor (64 MiB, 1 %)
+// is not advised; the same saving with no spread is.
+std::string RecommendWith(const std::vector<int64_t> &reserved, const std::vector<int64_t> &bump) {
+  std::string t = Unique("fl") + ".zst", js = Unique("fl") + ".json", dbp = Unique("fl") + ".db";
+  WriteTrace(t, RandomProgram(7, 200), "python x.py", -1, 4343);
+  WriteFile(js, ResultsJson(t, 4343, {"pytorch", "pytorch:max_split_size_mb:256"}, reserved, reserved[1] / 2, false, {},
+                            "stream_events", bump));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK);
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  ana_db_close(db);
+  return rec;
+}
+
+TEST(Recommend, ASavingInsideThePlacementSpreadIsNotAdvised) {
+  const int64_t M = 1ll << 20;
+  // issue 25's GPT-2 job: 9256828928 B by default, 102 MiB less advised; under a bump pointer
+  // the advised setting reserves 144 MiB more than the default (what the real run did).
+  std::string rec = RecommendWith({9256828928, 9256828928 - 102 * M}, {0, 9256828928 + 144 * M});
+  EXPECT_NE(rec.find("keep the default (pytorch): no setting is reliably smaller"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("paste: nothing (the default)"), std::string::npos) << rec;
+  EXPECT_EQ(rec.find("max_split_size_mb:256'"), std::string::npos) << rec;
+  EXPECT_EQ(rec.find("best policy"), std::string::npos) << rec;
+  // The same saving with no spread: 102 MiB is above the floor (64 MiB; 1 % = 88 MiB): advised.
+  rec = RecommendWith({9256828928, 9256828928 - 102 * M}, {});
+  EXPECT_NE(rec.find("best policy: pytorch:max_split_size_mb:256"), std::string::npos) << rec;
+  // Below the floor without any spread: 60 MiB of 9 GiB is not advised.
+  rec = RecommendWith({9256828928, 9256828928 - 60 * M}, {});
+  EXPECT_NE(rec.find("keep the default (pytorch)"), std::string::npos) << rec;
+  EXPECT_EQ(ana_advice_floor(9256828928), 92568289);
+  EXPECT_EQ(ana_advice_floor(1ll << 30), 64 * M);
 }
 
 // ---- identity, salvage, concurrency (issue 12) -------------------------------------------------
@@ -825,7 +867,7 @@ TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
               html = Unique("h") + ".html";
   WriteTrace(t, RandomProgram(11, 20000), "python x.py", -1, 778);
   WriteFile(js, ResultsJson(t, 778, {"pytorch", "pytorch:expandable_segments:True", "direct", "bfc:growth"},
-                            {300, 200, 150, 260}, 120));
+                            {300 * kG, 200 * kG, 150 * kG, 260 * kG}, 120 * kG));
   gm_err_t err = {};
   ana_db_t *db = nullptr;
   ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
@@ -846,8 +888,8 @@ TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
   EXPECT_STREQ(a.best_policy, "pytorch:expandable_segments:True");
   EXPECT_NE(rec.find(std::string("best policy: ") + a.best_policy), std::string::npos) << rec;
   EXPECT_NE(rec.find(std::string("paste: ") + a.paste), std::string::npos) << rec;
-  EXPECT_EQ(a.best_reserved, 200);
-  EXPECT_EQ(a.default_reserved, 300);
+  EXPECT_EQ(a.best_reserved, 200 * kG);
+  EXPECT_EQ(a.default_reserved, 300 * kG);
   EXPECT_STREQ(a.default_policy, "pytorch");
   EXPECT_EQ(Scalar(db, "SELECT run_id FROM v_runs WHERE policy='pytorch:expandable_segments:True'"), a.best_run_id);
   ASSERT_EQ(ana_report_html(db, html.c_str(), &err), GM_OK) << err.msg;
@@ -856,7 +898,7 @@ TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
   EXPECT_EQ(Count(h, "<g class=\"bar "), 4u);
   EXPECT_EQ(Count(h, "<g class=\"bar best\">"), 1u);
   EXPECT_EQ(Count(h, "<g class=\"bar rec\">"), 1u);
-  EXPECT_NE(h.find("<div class=\"cv\">100 B</div>"), std::string::npos);  // saving 300 - 200
+  EXPECT_NE(h.find("<div class=\"cv\">100.00 GiB</div>"), std::string::npos) << h.substr(0, 4000);  // saving 300 - 200
   EXPECT_NE(h.find("33.3% of what it reserves now"), std::string::npos);
   EXPECT_EQ(h.find("<pre"), std::string::npos);
   // The stacked timeline: its top curve (every callsite together) peaks at the trace's peak
@@ -884,7 +926,7 @@ TEST(Html, FirstScreenIsTheRecommendersChoiceAndTheTimelineKeepsThePeak) {
 TEST(Html, TracesWithNothingToReportSaySo) {
   std::string t = Unique("e") + ".zst", dbp = Unique("e") + ".db", html = Unique("e") + ".html";
   std::vector<gmt_event_t> frees;
-  for (int i = 0; i < 5; i++) frees.push_back(Ev(GMT_EV_FREE, 10 + i, 0x1000 + 64 * i, 0));
+  for (int i = 0; i < 5; i++) frees.push_back(Ev(GMT_EV_FREE, 10 + i, 0x1000 + 64 * i, 0, 7));
   WriteTrace(t, frees);
   gm_err_t err = {};
   ana_db_t *db = nullptr;

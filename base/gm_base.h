@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,6 +213,48 @@ gm_status_t gm_output_check(const char *path, gm_err_t *err);
 /* The candidate closest to word (a typo: up to a third of its letters wrong, at most 3), or
  * NULL. For "did you mean" in usage errors. NULL entries of cands are skipped. */
 const char *gm_closest(const char *word, const char *const *cands, size_t n);
+
+/* ---- a sibling tool (gm_tool.c): gpuanalyze runs gpureplay and gpurec, gpurec runs gpureplay ---- */
+
+/* Where gm_tool_find found it. */
+typedef enum gm_tool_from { GM_TOOL_GIVEN, GM_TOOL_ENV, GM_TOOL_BESIDE, GM_TOOL_PATH } gm_tool_from_t;
+
+/* A regular file this process may execute. */
+int gm_tool_executable(const char *p);
+/* A sibling tool: `given` (its option; NULL: none), $env_name (both taken as they are), beside
+ * this binary (the installed layout), ../subdir/ (the bazel-bin layout), then PATH; those last
+ * three only where an executable file is. 1: found, path in out; *from (may be NULL) says
+ * where it looked last. */
+int gm_tool_find(const char *given, const char *env_name, const char *name, const char *subdir, char *out,
+                 size_t n, gm_tool_from_t *from);
+
+/* How to run it (NULL: stdin inherited, no pid kept). */
+typedef struct gm_tool_opts {
+  int stdin_null;        /* the child's stdin is /dev/null */
+  volatile pid_t *child; /* the child's pid while it runs, else 0 (for a caller's signal handler) */
+} gm_tool_opts_t;
+
+/* What a tool run with its output captured did. */
+typedef struct gm_tool_run {
+  int exit_status; /* its exit status; -1 when a signal ended it */
+  int signal;      /* that signal */
+  char *out, *err; /* what it wrote to stdout and stderr, NUL-terminated (never NULL after a run) */
+  size_t out_len, err_len;
+  int out_cut;     /* stdout went past 64 MiB: the rest was dropped */
+  int spawn_errno; /* when it could not be run: why (errno) */
+} gm_tool_run_t;
+
+/* Run argv[0] with argv, stdout and stderr captured (up to 64 MiB each, the rest drained and
+ * dropped), and wait for it. GM_OK once it ran, whatever its exit; an error only when it
+ * could not be run ("cannot run 'PATH': ..."). gm_tool_run_free after either. */
+gm_status_t gm_tool_capture(char *const *argv, const gm_tool_opts_t *o, gm_tool_run_t *r, gm_err_t *err);
+void gm_tool_run_free(gm_tool_run_t *r);
+
+/* The tool's error in its own stderr ("NAME: error: MSG" -> MSG; for a usage error, exit 2,
+ * "NAME: MSG" -> MSG) into msg, and every other line it wrote (warnings) into *rest (malloc'd,
+ * "" when none; NULL when out of memory), "try 'NAME --help'" left out. 0 when it named no
+ * error (msg then says how it ended). */
+int gm_tool_message(const gm_tool_run_t *r, const char *name, char *msg, size_t n, char **rest);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,11 @@ typedef enum gmt_mem_kind {
  * (NCCL, a cuBLAS workspace outside PyTorch's pool) in a torch-history trace, whose requests
  * come from PyTorch's history. A replay keeps it out of the policy (external memory). */
 #define GMT_F_EXTERNAL 0x8u
+/* A raw entry of PyTorch's allocator trace, streamed by the recorder into a process's own trace
+ * (recorder/rec_torch_stream.c): gpurec's merge makes it the request it is and clears the flag.
+ * A trace still holding such events is an unmerged recording (gpurec was killed before it
+ * merged): the replay refuses it and `gpurec import` merges it. */
+#define GMT_F_TORCH_STREAM 0x10u
 
 /* DEVICE_USAGE (SPEC.md 5.4.1): size = bytes the driver counted on the device beyond what the
  * trace's own events held mapped there at ts (the CUDA context, module code the driver loaded);
@@ -382,6 +387,45 @@ gm_status_t gmt_reader_seek_chunk(gmt_reader_t *r, uint64_t i, gm_err_t *err);
 gm_status_t gmt_reader_chunk_info(const gmt_reader_t *r, uint64_t i, uint64_t *first_ts_ns,
                                   uint64_t *events, gm_err_t *err);
 const gmt_reader_stats_t *gmt_reader_stats(const gmt_reader_t *r);
+
+/* ---- coverage (SPEC.md §3.4): does the trace cover the whole run? ------------------------ */
+
+/* Why a trace covers only part of the run (bits of gmt_coverage_t.why). */
+#define GMT_COV_HISTORY_RING 0x01u /* PyTorch's history ring (max_entries) filled: oldest entries gone */
+#define GMT_COV_LATE_START   0x02u /* the recording began after the run had allocated */
+#define GMT_COV_DROPPED      0x04u /* the source reported records lost (chunk drop counts) */
+#define GMT_COV_CUPTI_LOST   0x08u /* CUPTI buffers or its trace's tail lost (torch-history merge) */
+#define GMT_COV_TRUNCATED    0x10u /* the file ends before its index: the recording was cut */
+#define GMT_COV_DAMAGED      0x20u /* damaged chunks skipped (salvage): events missing inside */
+
+typedef struct gmt_coverage {
+  int partial;          /* 1: the trace covers only part of the run (why says how) */
+  unsigned why;         /* GMT_COV_* */
+  int has_window;       /* from_ns / from_event are known */
+  uint64_t from_ns;     /* the window starts at this event time (ns since the trace's time 0) */
+  uint64_t from_event;  /* ... with this event (0-based index in the trace) */
+  uint64_t alive_bytes, alive_count; /* requests alive at the window's start (synthesised) */
+  uint64_t reserved_bytes;           /* the allocator's segments/maps alive then */
+  uint64_t history_entries;          /* the history's entries (largest device), 0 if unknown */
+  uint64_t max_entries;              /* the ring's size when known, 0 if unknown */
+  uint64_t dropped, seq_gaps, damaged_chunks; /* from the reader's stats */
+} gmt_coverage_t;
+
+/* Writer side: the producer's knowledge (partial, why, window, alive, entries) into the header
+ * as `coverage*` kv pairs (§3.4). A c with partial == 0 writes `coverage=complete`. */
+gm_status_t gmt_coverage_mark(gmt_header_t *h, const gmt_coverage_t *c, gm_err_t *err);
+/* Reader side: the verdict from the header's marks and the reader's stats (NULL: header only;
+ * pass them after GM_END for drops, gaps, truncation and damage). A trace without marks is
+ * complete unless the stats say otherwise (older traces). */
+void gmt_coverage(const gmt_header_t *h, const gmt_reader_stats_t *st, gmt_coverage_t *out);
+/* The reasons in words, joined by "; " ("PyTorch's history ring filled (1000000 entries ...)").
+ * Returns buf. */
+char *gmt_coverage_why_text(const gmt_coverage_t *c, char *buf, size_t n);
+/* One line for every tool, first in its output (no newline): "PARTIAL trace: covers from
+ * t=1.234 s (event 45) to the end; alive at its start: 8.00 GiB in 3 requests (reserved 8.00
+ * GiB); a peak before it cannot be seen: figures are lower bounds (why: ...)". "" if complete.
+ * Returns buf. */
+char *gmt_coverage_text(const gmt_coverage_t *c, char *buf, size_t n);
 
 /* ---- text form (CSV, formats/SPEC.md "Text form") ------------------------------------------ */
 

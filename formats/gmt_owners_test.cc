@@ -4,26 +4,15 @@
 
 #include <string.h>
 
+#include "formats/gmt_testutil.h"
 #include "formats/gmt.h"
+
+using gmt_test::Ev;
 
 namespace {
 
 const uint64_t MiB = 1ull << 20;
 
-gmt_event_t Ev(unsigned kind, uint64_t addr, uint64_t size, uint32_t flags = 0, uint32_t cs = 0,
-               uint16_t dev = 0) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = (uint8_t)kind;
-  e.addr = addr;
-  e.size = size;
-  e.flags = flags;
-  e.callsite = cs;
-  e.device = dev;
-  e.mem_kind = GMT_MEM_DEVICE;
-  e.stream = GMT_STREAM_NONE;
-  return e;
-}
 
 // Callsite 1 names NCCL, 2 a Python frame, 3 cuBLAS.
 const char *Strings(void *, uint32_t id) {
@@ -71,13 +60,13 @@ TEST(Owners, LibraryNameConvention) {
 // 300 (requests) + 64 (nccl) + 2 (unknown) + 8 (cublas) = 374 MiB.
 TEST(Owners, RequestsModeSplitsFrameworkAndLibraries) {
   Owners w(GMT_CAPTURE_REQUESTS);
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 100 * MiB, GMT_F_ASYNC));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x2000, 200 * MiB, GMT_F_ASYNC, 2));
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0x9000, 64 * MiB, 0, 1));
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa000, 2 * MiB));
-  w.Feed(Ev(GMT_EV_ALLOC, 0xb000, 8 * MiB, 0, 3));
-  w.Feed(Ev(GMT_EV_FREE, 0x2000, 0, GMT_F_ASYNC)); // 174 MiB now
-  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0x9000, 64 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 100 * MiB).Flags(GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x2000, 200 * MiB).Cs(2).Flags(GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0x9000, 64 * MiB).Cs(1));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0xa000, 2 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0xb000, 8 * MiB).Cs(3));
+  w.Feed(Ev(GMT_EV_FREE, 0, 0x2000, 0).Flags(GMT_F_ASYNC)); // 174 MiB now
+  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0, 0x9000, 64 * MiB));
   const gmt_owners_result_t *r = w.R();
   ASSERT_EQ(r->n_devices, 1);
   const gmt_owner_dev_t *d = &r->dev[0];
@@ -95,9 +84,9 @@ TEST(Owners, RequestsModeSplitsFrameworkAndLibraries) {
 // A sync alloc before any async one is the framework's (the pool comes first in real runs).
 TEST(Owners, SyncBeforeAsyncIsFramework) {
   Owners w(GMT_CAPTURE_REQUESTS);
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 10 * MiB));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x2000, 5 * MiB, GMT_F_ASYNC));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x3000, 1 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 10 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x2000, 5 * MiB).Flags(GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x3000, 1 * MiB));
   const gmt_owner_dev_t *d = &w.R()->dev[0];
   EXPECT_EQ(d->at_peak[GMT_OWNER_REQUESTS], 15 * MiB);
   EXPECT_EQ(d->at_peak[GMT_OWNER_UNKNOWN], 1 * MiB);
@@ -107,10 +96,10 @@ TEST(Owners, SyncBeforeAsyncIsFramework) {
 // live inside them, so the framework holds max(requests, reserved), never their sum.
 TEST(Owners, TorchModeFrameworkIsTheLargerOfRequestsAndReserved) {
   Owners w(GMT_CAPTURE_TORCH);
-  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0x10000, 20 * MiB));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x10000, 12 * MiB, 0, 2));
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0x90000, 4 * MiB));      // expandable segment page: reserved
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa0000, 6 * MiB, 0, 1)); // named: NCCL's even here
+  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x10000, 20 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x10000, 12 * MiB).Cs(2));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0x90000, 4 * MiB));      // expandable segment page: reserved
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0xa0000, 6 * MiB).Cs(1)); // named: NCCL's even here
   const gmt_owner_dev_t *d = &w.R()->dev[0];
   EXPECT_EQ(d->peak_mapped, 30 * MiB); // max(12, 24) + 6
   EXPECT_EQ(d->at_peak[GMT_OWNER_RESERVED], 24 * MiB);
@@ -123,11 +112,11 @@ TEST(Owners, TorchModeFrameworkIsTheLargerOfRequestsAndReserved) {
 // callsite) is unknown, the flagged map named by NCCL's callsite is NCCL's.
 TEST(Owners, TorchHistoryExternalFlagIsAnotherOwner) {
   Owners w(GMT_CAPTURE_TORCH_HISTORY);
-  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0x10000, 20 * MiB));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x10000, 12 * MiB, 0, 2));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x50000, 8 * MiB, GMT_F_EXTERNAL));
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
-  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0xa0000, 6 * MiB, GMT_F_EXTERNAL, 1));
+  w.Feed(Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x10000, 20 * MiB));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x10000, 12 * MiB).Cs(2));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x50000, 8 * MiB).Flags(GMT_F_EXTERNAL));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0xa0000, 6 * MiB).Cs(1).Flags(GMT_F_EXTERNAL));
+  w.Feed(Ev(GMT_EV_VMM_UNMAP, 0, 0xa0000, 6 * MiB).Cs(1).Flags(GMT_F_EXTERNAL));
   const gmt_owner_dev_t *d = &w.R()->dev[0];
   EXPECT_EQ(d->peak_mapped, 34 * MiB); // max(12, 20) + 8 + 6
   EXPECT_EQ(d->at_peak[GMT_OWNER_RESERVED], 20 * MiB);
@@ -139,7 +128,7 @@ TEST(Owners, TorchHistoryExternalFlagIsAnotherOwner) {
 // XLA's platform allocator: whole-buffer maps are its requests; its cuMemAllocs are not.
 TEST(Owners, PlatformAllocatorMapsAreRequests) {
   Owners w(GMT_CAPTURE_REQUESTS, "platform");
-  w.Feed(Ev(GMT_EV_VMM_MAP, 0x1000, 4 * MiB));
+  w.Feed(Ev(GMT_EV_VMM_MAP, 0, 0x1000, 4 * MiB));
   const gmt_owner_dev_t *d = &w.R()->dev[0];
   EXPECT_EQ(d->at_peak[GMT_OWNER_REQUESTS], 4 * MiB);
 }
@@ -147,12 +136,12 @@ TEST(Owners, PlatformAllocatorMapsAreRequests) {
 // Devices are kept apart; host memory is nobody's device memory.
 TEST(Owners, PerDeviceAndHostMemoryIgnored) {
   Owners w(GMT_CAPTURE_REQUESTS);
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 3 * MiB, GMT_F_ASYNC, 0, 0));
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 7 * MiB, GMT_F_ASYNC, 0, 1)); // same address, other device
-  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 0x5000, 50 * MiB);
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 3 * MiB).Flags(GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 7 * MiB).Dev(1).Flags(GMT_F_ASYNC)); // same address, other device
+  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 0, 0x5000, 50 * MiB);
   pinned.mem_kind = GMT_MEM_PINNED;
   w.Feed(pinned);
-  w.Feed(Ev(GMT_EV_FREE, 0x1000, 0, GMT_F_ASYNC, 0, 0));
+  w.Feed(Ev(GMT_EV_FREE, 0, 0x1000, 0).Flags(GMT_F_ASYNC));
   const gmt_owners_result_t *r = w.R();
   ASSERT_EQ(r->n_devices, 2);
   EXPECT_EQ(r->dev[0].peak_mapped, 3 * MiB);
@@ -162,7 +151,7 @@ TEST(Owners, PerDeviceAndHostMemoryIgnored) {
 
 TEST(Owners, ContextNotRecorded) {
   Owners w(GMT_CAPTURE_REQUESTS);
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 2 * MiB, GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 2 * MiB).Flags(GMT_F_ASYNC));
   uint64_t b = 1;
   EXPECT_EQ(gmt_owners_context_bytes(&w.R()->dev[0], &b), 0);
   EXPECT_EQ(b, 0u);
@@ -174,14 +163,14 @@ TEST(Owners, ContextNotRecorded) {
 // over the whole device's once the device has one; they add nothing to the mapped figures.
 TEST(Owners, ContextFromDeviceUsageSamples) {
   Owners w(GMT_CAPTURE_REQUESTS);
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 600 * MiB));   // dev 0, whole device
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_PROCESS, 500 * MiB));  // dev 0, NVML: wins
-  w.Feed(Ev(GMT_EV_ALLOC, 0x1000, 8 * MiB, GMT_F_ASYNC));
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 900 * MiB));   // ignored: dev 0 has NVML
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_PROCESS, 640 * MiB));  // end: modules loaded
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 300 * MiB, 0, 0, 1));  // dev 1: no NVML
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, GMT_USAGE_DEVICE, 350 * MiB, 0, 0, 1));
-  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 9, 5000 * MiB, 0, 0, 1));  // a method this reader does not know
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_DEVICE, 600 * MiB));   // dev 0, whole device
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_PROCESS, 500 * MiB));  // dev 0, NVML: wins
+  w.Feed(Ev(GMT_EV_ALLOC, 0, 0x1000, 8 * MiB).Flags(GMT_F_ASYNC));
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_DEVICE, 900 * MiB));   // ignored: dev 0 has NVML
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_PROCESS, 640 * MiB));  // end: modules loaded
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_DEVICE, 300 * MiB).Dev(1));  // dev 1: no NVML
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, GMT_USAGE_DEVICE, 350 * MiB).Dev(1));
+  w.Feed(Ev(GMT_EV_DEVICE_USAGE, 0, 9, 5000 * MiB).Dev(1));  // a method this reader does not know
   const gmt_owners_result_t *r = w.R();
   ASSERT_EQ(r->n_devices, 2);
   const gmt_owner_dev_t *d0 = &r->dev[0], *d1 = &r->dev[1];

@@ -11,22 +11,13 @@
 #include "formats/gmt_internal.h"
 #include "formats/gmt_testutil.h"
 
+using gmt_test::Ev;
+
 using gmt_test::ReadAll;
 using gmt_test::TempPath;
 
 namespace {
 
-gmt_event_t Ev(uint64_t ts, unsigned kind, uint64_t addr, uint64_t size) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.ts_ns = ts;
-  e.kind = (uint8_t)kind;
-  e.addr = addr;
-  e.size = size;
-  e.stream = GMT_STREAM_NONE;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 bool Same(const gmt_event_t &a, const gmt_event_t &b) { return memcmp(&a, &b, sizeof a) == 0; }
 
@@ -163,7 +154,7 @@ TEST(Writer, HeaderRoundTripsEveryField) {
 
 TEST(Writer, CutsChunksByBytesAndAge) {
   std::vector<gmt_event_t> evs;
-  for (int i = 0; i < 1000; i++) evs.push_back(Ev(i * 1000, GMT_EV_ALLOC, 0x1000 + i * 4096, 4096 + i));
+  for (int i = 0; i < 1000; i++) evs.push_back(Ev(GMT_EV_ALLOC, i * 1000, 0x1000 + i * 4096, 4096 + i));
   std::string path = TempPath("a.zst");
   gmt_writer_opts_t o = {};
   o.chunk_age_ns = 100000;  // 100 events per chunk
@@ -195,9 +186,9 @@ TEST(Writer, RejectsUnknownKindAndUninternedCallsite) {
   gmt_writer_t *w;
   gm_err_t err;
   ASSERT_EQ(gmt_writer_open(&w, path.c_str(), nullptr, nullptr, &err), GM_OK);
-  gmt_event_t e = Ev(1, 99, 0, 0);
+  gmt_event_t e = Ev(99, 1, 0, 0);
   EXPECT_EQ(gmt_writer_append(w, &e, &err), GM_ERR_INVAL);
-  e = Ev(1, GMT_EV_ALLOC, 0, 0);
+  e = Ev(GMT_EV_ALLOC, 1, 0, 0);
   e.callsite = 5;
   EXPECT_EQ(gmt_writer_append(w, &e, &err), GM_ERR_INVAL);
   EXPECT_NE(std::string(err.msg).find("never interned"), std::string::npos);
@@ -232,7 +223,7 @@ TEST(Strings, EveryChunkCarriesTheStringsItUses) {
 
 TEST(Reader, SeeksByChunkAndReportsChunkInfo) {
   std::vector<gmt_event_t> evs;
-  for (int i = 0; i < 1000; i++) evs.push_back(Ev(1000 + i * 10, GMT_EV_ALLOC, i, i));
+  for (int i = 0; i < 1000; i++) evs.push_back(Ev(GMT_EV_ALLOC, 1000 + i * 10, i, i));
   std::string path = WriteTrace(evs, 100);
   gmt_reader_t *r;
   gm_err_t err;
@@ -265,7 +256,7 @@ TEST(Reader, SkipsUnknownKindsAndExtensions) {
   gm_err_t err;
   ASSERT_EQ(gmt_writer_open(&w, path.c_str(), nullptr, nullptr, &err), GM_OK);
   for (int i = 0; i < 30; i++) {
-    gmt_event_t e = Ev(i, i % 3 == 1 ? 200 : GMT_EV_ALLOC, i, i);
+    gmt_event_t e = Ev(i % 3 == 1 ? 200 : GMT_EV_ALLOC, i, i, i);
     const char ext[] = "future field";
     ASSERT_EQ(gmt_writer_append_raw(w, &e, i % 2 ? ext : nullptr, i % 2 ? sizeof ext : 0, &err), GM_OK);
   }
@@ -287,7 +278,7 @@ TEST(Reader, ReportsSequenceGapsAndDrops) {
   gmt_writer_t *w;
   gm_err_t err;
   ASSERT_EQ(gmt_writer_open(&w, path.c_str(), nullptr, nullptr, &err), GM_OK);
-  gmt_event_t e = Ev(1, GMT_EV_ALLOC, 1, 1);
+  gmt_event_t e = Ev(GMT_EV_ALLOC, 1, 1, 1);
   ASSERT_EQ(gmt_writer_append(w, &e, &err), GM_OK);
   gmt_writer_add_dropped(w, 5);
   ASSERT_EQ(gmt_writer_flush(w, &err), GM_OK);
@@ -434,7 +425,7 @@ TEST(Reader, NotATraceAndFutureVersion) {
 
 TEST(Reader, NextViewHandsOutWholeChunksAndMixesWithNext) {
   std::vector<gmt_event_t> evs;
-  for (int i = 0; i < 250; i++) evs.push_back(Ev(i, GMT_EV_ALLOC, i, i));
+  for (int i = 0; i < 250; i++) evs.push_back(Ev(GMT_EV_ALLOC, i, i, i));
   std::string path = WriteTrace(evs, 100);
   gmt_reader_t *r;
   gm_err_t err;

@@ -1,12 +1,12 @@
 /* pkw.h: a writer of Python pickles (protocols 2 to 4) made of plain data only: dicts, lists,
- * tuples, str, int (any 64-bit value, signed or not), bool, None and float. The public header of
- * //formats:pickle_writer.
+ * tuples, str, int (any 64-bit value, signed or not), bool, None and float. The writer's header of
+ * //formats:pickle (pkr.h is its reader's).
  *
  * What it writes is what CPython's own pickler writes for the same values (the opcodes, the
  * batching of container items by 1000), so that every reader of real pickles reads it: Python's
  * pickle.load, PyTorch's memory_viz page (whose JavaScript unpickler knows only the opcodes
  * Python emits for plain data: no BINUNICODE8, no LONG4, no BINBYTES), and the project's own
- * reader (recorder/snapshot/snap_pickle.c). Strings are written as valid UTF-8: bytes that are
+ * reader (formats/pkr.c). Strings are written as valid UTF-8: bytes that are
  * not (a callsite from an untrusted trace) become U+FFFD, since a pickle whose str is not
  * UTF-8 makes pickle.load raise.
  *

@@ -109,14 +109,15 @@ int gpurec_set_mode_env(const char *mode, const char *stacks, const char *callsi
     if (!quiet)
       fprintf(stderr,
               "gpurec: mode auto: PyTorch's allocator left as it is (PYTORCH_CUDA_ALLOC_CONF%s%s), its "
-              "memory history recorded %s; set TF_GPU_ALLOCATOR=cuda_malloc_async, "
+              "requests %s; set TF_GPU_ALLOCATOR=cuda_malloc_async, "
               "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async, XLA_PYTHON_CLIENT_PREALLOCATE=false, CuPy's "
               "allocator to MemoryAsyncPool (--mode=native leaves them)\n",
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? "=" : " unset",
               getenv("PYTORCH_CUDA_ALLOC_CONF") ? getenv("PYTORCH_CUDA_ALLOC_CONF") : "",
-              strcmp(stacks, "python") == 0 ? "with Python stacks"
-              : sites                        ? "without stacks, each request's callsite read by gpurec"
-                                             : "without stacks");
+              strcmp(stacks, "python") == 0 ? "from its memory history with Python stacks (a ring of the "
+                                              "newest entries, dumped at exit)"
+              : sites ? "streamed from its allocator trace as they happen, each one's callsite read by gpurec"
+                      : "streamed from its allocator trace as they happen");
     return 0;
   }
   if (strcmp(mode, "requests") != 0) {

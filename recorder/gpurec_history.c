@@ -27,6 +27,18 @@ static int cupti_header_for(char *const *traces, int n, long pid, gmt_header_t *
   return 0;
 }
 
+/* A history that filled its ring (as many entries as GPUMEM_TORCH_MAX_ENTRIES, which the launcher
+ * set) holds only the run's tail: said at once, not left for the user to find (issue 24). */
+static void say_ring(const char *trace, uint64_t entries, int quiet) {
+  const char *m = getenv("GPUMEM_TORCH_MAX_ENTRIES");
+  uint64_t max = m ? strtoull(m, NULL, 10) : 0;
+  if (quiet || !max || entries < max) return;
+  fprintf(stderr, "gpurec: %s: WARNING: PyTorch's history ring filled (%llu entries): the trace covers only "
+                  "the run's last %llu entries; what was alive before them is synthesised from the "
+                  "snapshot, and a peak before them cannot be seen (--max-entries sets the ring)\n",
+          trace, (unsigned long long)entries, (unsigned long long)max);
+}
+
 void gpurec_convert_torch(const char *dir, const char *tmpl, gpurec_run_t *r, int quiet) {
   rec_torch_snap_t snaps[64];
   int n = rec_torch_list(dir, snaps, 64);
@@ -61,6 +73,7 @@ void gpurec_convert_torch(const char *dir, const char *tmpl, gpurec_run_t *r, in
       strncat(want, ".torch.zst", sizeof want - strlen(want) - 1);
       if (rename(out, want) == 0) snprintf(out, sizeof out, "%s", want);
     }
+    say_ring(out, st.entries, quiet);
     if (r->ntraces < GPUREC_MAX_TRACES) r->traces[r->ntraces++] = strdup(out);
   }
   if (n == 0 && !quiet)
@@ -109,11 +122,18 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
       if (ms.site_notes)
         snprintf(sites, sizeof sites, ", callsites for %llu of %llu allocations",
                  (unsigned long long)ms.allocs_with_callsite, (unsigned long long)ms.allocs);
-      if (!quiet)
+      if (!quiet && ms.streamed)
+        fprintf(stderr, "gpurec: %s: PyTorch's allocator trace (%llu entries, streamed%s) merged with the "
+                        "CUPTI trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
+                r->traces[t], (unsigned long long)ms.entries, ms.cupti_truncated ? ", up to where the process stopped" : "",
+                (unsigned long long)ms.segments_seen, (unsigned long long)ms.segments, (unsigned long long)ms.external,
+                sites);
+      else if (!quiet)
         fprintf(stderr, "gpurec: %s: PyTorch's history (%llu entries, stacks %s) merged with the CUPTI "
                         "trace: %llu of %llu segments seen by CUPTI, %llu events of other libraries%s\n",
                 r->traces[t], (unsigned long long)ms.entries, stacks, (unsigned long long)ms.segments_seen,
                 (unsigned long long)ms.segments, (unsigned long long)ms.external, sites);
+      if (!ms.streamed) say_ring(r->traces[t], ms.entries, quiet);
       continue;
     }
     char out[4200];

@@ -48,6 +48,14 @@ static void import_notes(const char *in_path, const char *out_path, const snap_i
   gm_escape(st->first_failed_callsite, cs, sizeof cs); /* the snapshot's text */
   fprintf(stderr, "gpurec: %s: %llu snapshot entries -> %llu events in %s\n", in, (unsigned long long)st->entries,
           (unsigned long long)st->events, out);
+  gmt_reader_t *rd = NULL; /* a history that starts after the run did says so first (SPEC.md §3.4) */
+  if (gmt_reader_open(&rd, out_path, NULL) == GM_OK) {
+    gmt_coverage_t cov;
+    char ct[1024];
+    gmt_coverage(gmt_reader_header(rd), NULL, &cov);
+    if (cov.partial && st->entries) fprintf(stderr, "gpurec: %s: %s\n", out, gmt_coverage_text(&cov, ct, sizeof ct));
+    gmt_reader_close(rd);
+  }
   if (st->entries == 0)
     fprintf(stderr, "gpurec: warning: '%s' has no allocation history (the snapshot was taken without "
                     "torch.cuda.memory._record_memory_history()): the trace holds only the %llu allocations "
@@ -124,11 +132,13 @@ int gpurec_import(int argc, char **argv) {
     return import_usage_error(err.msg);
   }
   if (cfg.help) {
-    gm_opts_help(stdout, "gpurec import SNAPSHOT.pickle|TRACE.csv|RMM_LOG.csv -o TRACE.zst",
+    gm_opts_help(stdout, "gpurec import SNAPSHOT.pickle|TRACE.csv|RMM_LOG.csv|UNMERGED.zst -o TRACE.zst",
                  "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle, taken with\n"
                  "torch.cuda.memory._record_memory_history() on), a trace in CSV text form\n"
                  "(formats/SPEC.md) or a RAPIDS RMM allocation log (rmm.mr.LoggingResourceAdaptor)\n"
-                 "into a gpumem trace for gpureplay and gpuanalyze.",
+                 "into a gpumem trace for gpureplay and gpuanalyze; or merge a process's recording that\n"
+                 "gpurec itself could not merge (gpurec killed with the job: the PyTorch requests it\n"
+                 "streamed are still beside the driver's calls, and gpureplay refuses it).",
                  opts);
     free(pos);
     return 0;
@@ -143,7 +153,8 @@ int gpurec_import(int argc, char **argv) {
    * before anything is read or made. */
   gm_file_kind_t kind = gm_file_kind(in);
   char advice[GM_ERR_MSG_MAX];
-  if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV) | GM_WANT(GM_FILE_RMM_LOG), advice, sizeof advice)) {
+  if (gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV) | GM_WANT(GM_FILE_RMM_LOG) | GM_WANT(GM_FILE_TRACE),
+                     advice, sizeof advice)) {
     error_line(NULL, NULL, advice);
     return 1;
   }
@@ -167,6 +178,17 @@ int gpurec_import(int argc, char **argv) {
     s = snap_import_file_prov(in, cfg.output, NULL, cfg.gpu_memory ? &prov : NULL, &st, &err);
     gmt_header_free(&prov);
     if (s >= 0 && !cfg.quiet) import_notes(in, cfg.output, &st, cfg.gpu_memory);
+  } else if (kind == GM_FILE_TRACE) {
+    /* a process's own recording that gpurec did not merge (gpurec was killed with the job):
+     * PyTorch's streamed requests merged now, as gpurec would have, without the snapshot of
+     * where they start (the settings come from the recorded environment) */
+    fclose(f);
+    snap_merge_stats_t ms;
+    s = snap_merge_file(NULL, in, cfg.output, "none", NULL, &ms, &err);
+    char e1[1024], e2[1024];
+    if (s >= 0 && !cfg.quiet)
+      fprintf(stderr, "gpurec: %s: PyTorch's streamed requests (%llu entries) merged into %s\n",
+              gm_escape(in, e1, sizeof e1), (unsigned long long)ms.entries, gm_escape(cfg.output, e2, sizeof e2));
   } else if (kind == GM_FILE_RMM_LOG) {
     rmm_import_stats_t st;
     s = rmm_import(f, in, cfg.output, cfg.gpu_memory, NULL, &st, &err);

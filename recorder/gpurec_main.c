@@ -186,13 +186,17 @@ static void print_summary(const char *path) {
              gm_format_size(s.context, b1, sizeof b1), s.context_device);
   }
   double secs = s.events ? (double)(s.last_ts - s.first_ts) / 1e9 : 0.0;
+  if (s.coverage.partial) { /* first: the figures below are of part of the run */
+    char cov[1024];
+    fprintf(stderr, "gpurec: %s: %s\n", path, gmt_coverage_text(&s.coverage, cov, sizeof cov));
+  }
   fprintf(stderr,
           "gpurec: %s: %llu events in %.2f s, %s (%.2f bytes/event), peak live %s%s, %llu dropped%s%s%s, "
           "framework %s\n",
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
           gm_format_size(s.peak_live, peak, sizeof peak), mapped, (unsigned long long)s.dropped,
-          s.truncated ? ", TRUNCATED (process killed?)" : ", complete", s.gpu[0] ? ", GPU " : "",
+          s.truncated ? ", TRUNCATED (process killed?)" : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
   if (failed) {
@@ -303,6 +307,16 @@ static int cmd_record(config_t *cfg, char **cmd) {
   /* Found before the job starts: on a GPU it would otherwise run for hours unrecorded. */
   gm_err_t oerr;
   gm_err_clear(&oerr);
+  struct stat ost;
+  if (tmpl && stat(tmpl, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+    /* the output path is the file written: never a device, a pipe or a folder, and no suffix
+     * added to one (-o /dev/full once wrote /dev/full.zst) */
+    fprintf(stderr, "gpurec: error: -o '%s' is %s, not a trace file; the program was not started\n", tmpl,
+            S_ISDIR(ost.st_mode) ? "a folder" : S_ISCHR(ost.st_mode) || S_ISBLK(ost.st_mode) ? "a device"
+                                                                                            : "not a regular file");
+    free(tmpl);
+    return 1;
+  }
   if (tmpl && gm_output_check(tmpl, &oerr) < 0) {
     fprintf(stderr, "gpurec: error: %s; the program was not started\n", oerr.msg);
     free(tmpl);
@@ -417,6 +431,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
     if (r.ntraces == 1) rename_single(&r.traces[0], want);
     if (strcmp(cfg->mode, "torch") == 0) gpurec_convert_torch(dir, want, &r, cfg->quiet);
     else if (strcmp(cfg->mode, "auto") == 0) gpurec_merge_torch(dir, want, cfg->stacks, &r, cfg->quiet);
+    /* a path the user named is the file written, without a ".zst" added to it */
+    for (int i = 0; cfg->output && !strstr(cfg->output, "%p") && strcmp(want, tmpl) != 0 && i < r.ntraces; i++)
+      if (strcmp(r.traces[i], want) == 0) rename_single(&r.traces[i], tmpl);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),

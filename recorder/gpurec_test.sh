@@ -40,6 +40,15 @@ check "exit status 7 passes through" '[[ $rc == 7 ]]'
 check "single process: trace named as asked" '[[ -f run.zst && $(ls run*.zst | wc -l) == 1 ]]'
 check "single trace complete with 1001 events" '[[ $(stats run.zst) == *"events=1001 "*"truncated=0"* ]]'
 check "summary on stderr" '[[ $err == *"run.zst: 1001 events"* && $err == *"complete"* ]]'
+# the output path is the file written (issue 24): no suffix added, never a device
+rm -f named.bin named.bin.zst
+err=$("$GPUREC" -o named.bin -- "$APP" 2>&1); rc=$?
+check "-o without .zst: written exactly there" '[[ $rc == 0 && -f named.bin && ! -e named.bin.zst && $(stats named.bin) == *"events=1001 "* ]]'
+err=$("$GPUREC" -o /dev/full -- "$APP" 2>&1); rc=$?
+check "-o a device: refused before the job, exit 1" '[[ $rc == 1 && $err == *"is a device, not a trace file; the program was not started"* && ! -e /dev/full.zst ]]'
+mkdir -p adir
+err=$("$GPUREC" -o adir -- "$APP" 2>&1); rc=$?
+check "-o a folder: refused" '[[ $rc == 1 && $err == *"is a folder"* ]]'
 # the context sample (DEVICE_USAGE, cupti_devmem.c's path in the self-test): 999 records leave
 # the last allocation live (26624 bytes), which the writer subtracts from the count at its time
 err=$(GPUMEM_SELFTEST=999 GPUMEM_SELFTEST_DEVMEM=552599552 "$GPUREC" -o dm.zst -- "$APP" 2>&1)
@@ -121,6 +130,12 @@ check "torch mode: script ran with history enabled" '[[ $rc == 0 ]]'
 check "torch mode: user's sitecustomize ran too" '[[ -f mark ]]'
 check "torch mode: snapshot converted beside the trace" '[[ -f tm.torch.zst && $(stats tm.torch.zst) == *"truncated=0"* && $(stats tm.torch.zst) != *"events=0 "* ]]'
 check "torch mode: summary names it" '[[ $err == *"tm.torch.zst:"*"events"* ]]'
+check "torch mode: a ring that did not fill is not called filled" '[[ $err != *"ring filled"* ]]'
+# a history with as many entries as the ring holds covers only the run's tail: said (issue 24)
+rm -f tr*.zst
+err=$(PYTHONPATH="$R/testdata/faketorch" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --mode=torch \
+      --max-entries 10 -o tr.zst -- python3 -c 'import torch; torch.cuda._lazy_init()' 2>&1); rc=$?
+check "torch mode: a filled ring said" '[[ $rc == 0 && $err == *"tr.torch.zst: WARNING: PyTorch'"'"'s history ring filled"*"a peak before them cannot be seen"* ]]'
 err=$("$GPUREC" import "$SNAP" -o snap.zst 2>&1); rc=$?
 check "import pickle: exit 0, trace written" '[[ $rc == 0 && $err == *"snapshot entries"* && $(stats snap.zst) == *"truncated=0"* ]]'
 check "import pickle = torch mode conversion" '[[ "$("$CSV" snap.zst | grep -v "^#")" == "$("$CSV" tm.torch.zst | grep -v "^#")" ]]'
@@ -161,6 +176,14 @@ peak() { "$REPLAY" "$1" --policy="$2" --json 2>/dev/null | sed -n 's/.*"peak_res
 check "auto: replay = the import's = the real max_memory_reserved (two_streams)" '[[ $(peak auto.zst pytorch) == 440401920 && $(peak plain.zst pytorch) == 440401920 ]]'
 out=$("$REPLAY" auto.zst --policy=pytorch 2>&1)
 check "auto: replay says what the trace holds and the external memory" '[[ $out == *"PyTorch'"'"'s own allocator history, with its segments and the other libraries'"'"' driver allocations beside them"* && $out == *"external: 500 allocs outside the framework'"'"'s allocator"* ]]'
+# A history as long as its ring (--max-entries = its entries): the ring filled, and the summary
+# says so first instead of "complete" (issue 24, formats/SPEC.md §3.4); the full ring above
+# (1000000 entries) said nothing of it.
+ne=$(sed -n "s/.*PyTorch's history (\([0-9]*\) entries.*/\1/p" auto.err)
+rm -f ring.zst
+"${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" "$GPUREC" --max-entries="$ne" -o ring.zst -- python3 "$R/testdata/torch_auto.py" >/dev/null 2>ring.err
+check "auto: a filled ring is PARTIAL in the summary, before its figures" '[[ -n $ne && $(grep -n "ring.zst: PARTIAL trace: it covers the run from t=" ring.err | cut -d: -f1) -lt $(grep -n "ring.zst: [0-9]* events in" ring.err | cut -d: -f1) && $(<ring.err) == *"a peak before it cannot be seen"*"PyTorch'"'"'s history ring filled ($ne entries of max_entries $ne)"* && $(<ring.err) == *", PARTIAL (see above)"* && $(<ring.err) != *", complete,"* ]]'
+check "auto: a history within its ring is complete" '[[ $(<auto.err) != *PARTIAL* && $(<auto.err) == *", complete,"* ]]'
 # the other workloads of the corpus under their own settings, to the byte of the real run
 while IFS=$'\t' read -r file wl setting conf frac total alloc reserved; do
   [[ $file == \#* ]] && continue
@@ -213,6 +236,36 @@ err=$("${FT[@]}" FAKE_TORCH_LIB="$T/site/torch/lib/libtorch_cuda.so" FAKE_TORCH_
       "$GPUREC" -o kill2.zst -- python3 "$R/testdata/torch_auto.py" 2>&1 >/dev/null); rc=$?
 check "auto SIGKILL: exit 137, the CUPTI trace readable" '[[ $rc == 137 && $(stats kill2.zst) == *"events=1001 "*"truncated=1"* ]]'
 check "auto SIGKILL: the lost history is said" '[[ $err == *"kill2.zst: PyTorch'"'"'s memory history was not dumped"* ]]'
+
+# A recording gpurec could not merge (killed with the job): PyTorch's streamed requests
+# (flags 0x10) beside the driver's cudaMalloc of their segment. gpureplay refuses it with the
+# command that merges it; gpurec import merges it (the segment's driver call left out) and the
+# merged trace replays; a trace without streamed requests is not "merged" again.
+cat > unmerged.csv <<'CSV'
+# gpumem trace, text form 1
+#capture_mode=native
+#pid=77
+#start_time_ns=1795000000000000000
+#gpu_total_mem=85899345920
+#kv.gpurec_mode=auto
+ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context
+1000,segment_alloc,0,7,0x7f0000000000,2097152,device,0x10,0,0,0
+1100,alloc,0,-,0x7f0000000000,2097152,device,0x0,5,0,1
+1200,alloc,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1300,free_requested,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1400,free,0,7,0x7f0000000000,1024,device,0x10,0,0,0
+1500,alloc,0,7,0x7f0000000000,4096,device,0x10,0,0,0
+CSV
+"$GPUREC" import unmerged.csv -o unmerged.zst 2>/dev/null
+err=$("$REPLAY" unmerged.zst 2>&1); rc=$?
+check "an unmerged recording: gpureplay refuses it, naming gpurec import" '[[ $rc == 1 && $err == *"unmerged gpurec recording"* && $err == *"gpurec import"* ]]'
+err=$("$GPUREC" import unmerged.zst -o merged.zst 2>&1); rc=$?
+check "gpurec import merges an unmerged recording" '[[ $rc == 0 && -f merged.zst && $err == *"5 entries"* ]]'
+out=$("$REPLAY" merged.zst --json 2>&1); rc=$?
+check "the merged recording replays: one 2 MiB segment, 4 KiB live at the end" '[[ $rc == 0 && $out == *"\"peak_reserved_bytes\":2097152"* && $out == *"\"peak_requested_bytes\":4096"* ]]'
+check "the merged recording holds the requests once (no driver call beside them)" '[[ $("$CSV" merged.zst | grep -c ",alloc,") == 2 && $("$CSV" merged.zst | grep -c ",0x10,") == 0 ]]'
+err=$("$GPUREC" import merged.zst -o again.zst 2>&1); rc=$?
+check "a merged trace is not merged again" '[[ $rc == 1 && $err == *"no unmerged PyTorch requests"* && ! -f again.zst ]]'
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

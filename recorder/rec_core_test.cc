@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
+
 extern "C" {
 #include "formats/gmt.h"
 #include "recorder/cupti_callback.h"
@@ -19,6 +21,8 @@ extern "C" {
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 }
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -634,17 +638,6 @@ TEST(CuptiCallback, FreesVmmTrimsAndOthers) {
   EXPECT_GE(rec_cb_capture_ncbids, 19u);
 }
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint8_t mem) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.mem_kind = mem;
-  e.stream = GMT_STREAM_NONE;
-  return e;
-}
 
 std::vector<gmt_event_t> RunCore(const std::string &path, int fill, std::vector<gmt_event_t> evs) {
   FakeClock clk;
@@ -668,12 +661,12 @@ std::vector<gmt_event_t> RunCore(const std::string &path, int fill, std::vector<
 TEST(RecCore, FillsFreeSizesFromTheAllocationInTimestampOrder) {
   // pushed out of order (threads race to the ring); the sizes follow timestamp order
   std::vector<gmt_event_t> evs = {
-      Ev(GMT_EV_FREE, 40, 0xa000, 0, GMT_MEM_UNKNOWN),         // frees the second 0xa000
-      Ev(GMT_EV_ALLOC, 10, 0xa000, 512, GMT_MEM_MANAGED),
-      Ev(GMT_EV_FREE, 20, 0xa000, 0, GMT_MEM_UNKNOWN),
-      Ev(GMT_EV_ALLOC, 30, 0xa000, 2048, GMT_MEM_DEVICE),      // address reused, new size
-      Ev(GMT_EV_FREE, 50, 0xdead, 0, GMT_MEM_UNKNOWN),         // never allocated: stays 0
-      Ev(GMT_EV_FREE, 60, 0xa000, 0, GMT_MEM_UNKNOWN),         // double free: nothing live
+      Ev(GMT_EV_FREE, 40, 0xa000, 0).Mem(GMT_MEM_UNKNOWN),         // frees the second 0xa000
+      Ev(GMT_EV_ALLOC, 10, 0xa000, 512).Mem(GMT_MEM_MANAGED),
+      Ev(GMT_EV_FREE, 20, 0xa000, 0).Mem(GMT_MEM_UNKNOWN),
+      Ev(GMT_EV_ALLOC, 30, 0xa000, 2048),      // address reused, new size
+      Ev(GMT_EV_FREE, 50, 0xdead, 0).Mem(GMT_MEM_UNKNOWN),         // never allocated: stays 0
+      Ev(GMT_EV_FREE, 60, 0xa000, 0).Mem(GMT_MEM_UNKNOWN),         // double free: nothing live
   };
   auto got = RunCore(TmpPath("fill_sizes.zst"), 1, evs);
   ASSERT_EQ(got.size(), 6u);
@@ -696,19 +689,19 @@ TEST(RecCore, FillsFreeSizesFromTheAllocationInTimestampOrder) {
 // and leaves out a count below it.
 TEST(RecCore, DeviceUsageIsTheCountBeyondTheTracesMaps) {
   const uint64_t MiB = 1ull << 20;
-  gmt_event_t u0 = Ev(GMT_EV_DEVICE_USAGE, 5, GMT_USAGE_PROCESS, 500 * MiB, GMT_MEM_DEVICE);
-  gmt_event_t u1 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 700 * MiB, GMT_MEM_DEVICE);
-  gmt_event_t u2 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_DEVICE, 100 * MiB, GMT_MEM_DEVICE);  // < mapped
-  gmt_event_t other = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 450 * MiB, GMT_MEM_DEVICE);
+  gmt_event_t u0 = Ev(GMT_EV_DEVICE_USAGE, 5, GMT_USAGE_PROCESS, 500 * MiB);
+  gmt_event_t u1 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 700 * MiB);
+  gmt_event_t u2 = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_DEVICE, 100 * MiB);  // < mapped
+  gmt_event_t other = Ev(GMT_EV_DEVICE_USAGE, 60, GMT_USAGE_PROCESS, 450 * MiB);
   other.device = 1;  // nothing mapped on device 1
-  gmt_event_t vmm = Ev(GMT_EV_VMM_MAP, 30, 0xb000, 32 * MiB, GMT_MEM_DEVICE);
-  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 35, 0xc000, 64 * MiB, GMT_MEM_PINNED);  // host memory
+  gmt_event_t vmm = Ev(GMT_EV_VMM_MAP, 30, 0xb000, 32 * MiB);
+  gmt_event_t pinned = Ev(GMT_EV_ALLOC, 35, 0xc000, 64 * MiB).Mem(GMT_MEM_PINNED);  // host memory
   std::vector<gmt_event_t> evs = {
       u1, u2, other,                                          // pushed first, stamped last
-      Ev(GMT_EV_ALLOC, 10, 0xa000, 100 * MiB, GMT_MEM_DEVICE),
-      Ev(GMT_EV_ALLOC, 20, 0xa800, 20 * MiB, GMT_MEM_DEVICE),
+      Ev(GMT_EV_ALLOC, 10, 0xa000, 100 * MiB),
+      Ev(GMT_EV_ALLOC, 20, 0xa800, 20 * MiB),
       vmm, pinned,
-      Ev(GMT_EV_FREE, 40, 0xa800, 0, GMT_MEM_UNKNOWN),        // size filled: 20 MiB
+      Ev(GMT_EV_FREE, 40, 0xa800, 0).Mem(GMT_MEM_UNKNOWN),        // size filled: 20 MiB
       u0,
   };
   auto got = RunCore(TmpPath("device_usage.zst"), 1, evs);
@@ -741,8 +734,7 @@ TEST(RecCore, WithoutTickWritesEarlyWhenManyEventsWait) {
   clk.now = 10000000000ull;
   std::vector<gmt_event_t> evs;
   for (int i = 0; i < 50000; i++)
-    evs.push_back(Ev(i % 2 ? GMT_EV_FREE : GMT_EV_ALLOC, 1000 + i, 0x1000 + (i / 2) * 64,
-                     i % 2 ? 0 : 64, GMT_MEM_DEVICE));
+    evs.push_back(Ev(i % 2 ? GMT_EV_FREE : GMT_EV_ALLOC, 1000 + i, 0x1000 + (i / 2) * 64, i % 2 ? 0 : 64));
   EXPECT_EQ(rec_core_push_batch(c, evs.data(), evs.size(), 1000000000ull), 0u);
   rec_core_stats_t st = {};
   for (int i = 0; i < 500 && st.written == 0; i++) {

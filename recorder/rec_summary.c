@@ -70,6 +70,7 @@ gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err) 
   s->dropped = rs->dropped;
   s->seq_gaps = rs->seq_gaps;
   s->truncated = rs->truncated;
+  gmt_coverage(h, rs, &s->coverage);
   gmt_reader_close(r);
   if (rc < 0) return gm_err_wrap(err, "%s", path);
   return GM_OK;

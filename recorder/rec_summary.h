@@ -31,6 +31,7 @@ typedef struct rec_summary {
   /* The first failed request (ALLOC_FAILED): valid when by_kind[GMT_EV_ALLOC_FAILED]. */
   uint64_t failed_size, failed_stream, failed_ts;
   char failed_callsite[256];
+  gmt_coverage_t coverage; /* gmt_coverage: partial traces say so first (SPEC.md §3.4) */
 } rec_summary_t;
 
 gm_status_t rec_summary_read(const char *path, rec_summary_t *s, gm_err_t *err);

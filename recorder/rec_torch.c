@@ -1,23 +1,30 @@
-/* rec_torch.c: gpurec's sitecustomize.py: PyTorch's own memory history from an unmodified script
+/* rec_torch.c: gpurec's sitecustomize.py: PyTorch's requests from an unmodified script
  * (--mode=auto, the default, and --mode=torch), and CuPy's pool switched to per-array requests
  * (--mode=auto and --mode=requests).
  *
  * The launcher puts a directory holding the sitecustomize.py below on PYTHONPATH. Python runs
  * it at start-up; it waits (an import hook, nothing else) until the program imports torch,
- * then wraps torch.cuda._lazy_init so that the moment CUDA is initialised it calls
- * torch.cuda.memory._record_memory_history(max_entries=N, ...): without stacks (context=None,
- * ~35 ns per entry on an H200) when GPUMEM_TORCH_STACKS=none, with Python stacks (stacks="python",
- * ~808 ns) otherwise; without stacks in auto mode it then asks the injection library to hook
- * PyTorch's per-request report (gpumem_torch_sites, rec_sites.c), which gives each request its
- * callsite at a cache lookup's cost (GPUMEM_TORCH_SITES=0: not, for measurements). It registers
- * an atexit dump of the snapshot into the launcher's directory as snap.<rank|->.<pid>.pickle,
- * and, where SIGTERM still has its default action, a handler that exits through SystemExit(143)
- * so the dump runs (Python runs it between bytecodes: a main thread
- * stuck in one long C call delays it). SIGKILL loses the history (the CUPTI trace keeps what the
- * driver saw). Processes that import torch but never touch CUDA (torchrun's agent) record
+ * then wraps torch.cuda._lazy_init so that the moment CUDA is initialised:
+ *   - auto mode (GPUMEM_TORCH_STACKS=none): it asks the injection library to stream PyTorch's
+ *     allocator trace into the process's trace (gpumem_torch_stream, rec_torch_stream.c: every
+ *     request as it happens, flushed every 0.5 s, nothing lost to a ring or a kill), and dumps
+ *     the snapshot at once (the allocator's settings and its state where the stream starts:
+ *     empty). Where the stream cannot be attached (an unknown torch, another allocator) the
+ *     recorder says why and this falls back to the history below, and says that too;
+ *   - otherwise (torch mode, --stacks=python, or that fallback):
+ *     torch.cuda.memory._record_memory_history(max_entries=N, ...), without stacks (context=None,
+ *     ~35 ns per entry on an H200) or with Python stacks (stacks="python", ~808 ns): a ring of the
+ *     N newest entries, dumped by atexit as snap.<rank|->.<pid>.pickle in the launcher's
+ *     directory; where SIGTERM still has its default action, a handler exits through
+ *     SystemExit(143) so the dump runs. SIGKILL loses the history.
+ * In auto mode it also asks the injection library to hook PyTorch's per-request report
+ * (gpumem_torch_sites, rec_sites.c), which gives each request its callsite at a cache lookup's
+ * cost (GPUMEM_TORCH_SITES=0: not, for measurements; GPUMEM_TORCH_STREAM=0: the history, for
+ * measurements). Processes that import torch but never touch CUDA (torchrun's agent) record
  * nothing. A user's own sitecustomize.py is run after ours. After the child exits the launcher
- * merges each pickle with its process's CUPTI trace (snap_merge_file, auto mode) or converts it
- * beside it (snap_import_file_prov, torch mode). */
+ * merges each pickle with its process's own trace (snap_merge_file, auto mode: the streamed
+ * entries are taken from that trace) or converts it beside it (snap_import_file_prov, torch
+ * mode). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -87,6 +94,21 @@ static const char sitecustomize_py[] =
     "    except (OSError, AttributeError) as e:\n"
     "        _gpurec_warn('no callsites for PyTorch requests: %s' % e)\n"
     "\n"
+    "def _gpurec_stream(torch):\n"
+    "    # PyTorch's allocator trace streamed into the recording as it happens\n"
+    "    # (recorder/rec_torch_stream.c); False: the recorder said why it cannot\n"
+    "    lib = _os.environ.get('CUDA_INJECTION64_PATH')\n"
+    "    if not lib:\n"
+    "        return False\n"
+    "    try:\n"
+    "        import ctypes\n"
+    "        f = ctypes.CDLL(lib).gpumem_torch_stream\n"
+    "        f.argtypes = [ctypes.c_char_p]\n"
+    "        return f(str(torch.__version__).encode()) == 0\n"
+    "    except (OSError, AttributeError) as e:\n"
+    "        _gpurec_warn('PyTorch allocator trace not streamed: %s' % e)\n"
+    "        return False\n"
+    "\n"
     "def _gpurec_torch():\n"
     "    out_dir = _os.environ.get('GPUMEM_TORCH_DIR')\n"
     "    if not out_dir:\n"
@@ -99,18 +121,25 @@ static const char sitecustomize_py[] =
     "        if state['on']:\n"
     "            return\n"
     "        state['on'] = True\n"
-    "        try:\n"
-    "            if stacks == 'none':\n"
-    "                # no context: PyTorch gathers no stack per entry (its cheapest history)\n"
-    "                torch.cuda.memory._record_memory_history(max_entries=max_entries, context=None,\n"
-    "                                                         stacks='python')\n"
-    "            else:\n"
-    "                torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks='python')\n"
-    "        except Exception as e:\n"
-    "            _gpurec_warn('cannot enable PyTorch memory history: %s' % e)\n"
-    "            return\n"
-    "        if stacks == 'none' and _os.environ.get('GPUMEM_MODE') == 'auto' and \\\n"
-    "                _os.environ.get('GPUMEM_TORCH_SITES', '1') != '0':\n"
+    "        auto = stacks == 'none' and _os.environ.get('GPUMEM_MODE') == 'auto'\n"
+    "        streamed = auto and _os.environ.get('GPUMEM_TORCH_STREAM', '1') != '0' and \\\n"
+    "            _gpurec_stream(torch)\n"
+    "        if not streamed:\n"
+    "            try:\n"
+    "                if stacks == 'none':\n"
+    "                    # no context: PyTorch gathers no stack per entry (its cheapest history)\n"
+    "                    torch.cuda.memory._record_memory_history(max_entries=max_entries, context=None,\n"
+    "                                                             stacks='python')\n"
+    "                else:\n"
+    "                    torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks='python')\n"
+    "            except Exception as e:\n"
+    "                _gpurec_warn('cannot enable PyTorch memory history: %s' % e)\n"
+    "                return\n"
+    "            if auto:\n"
+    "                _gpurec_warn('PyTorch memory history instead: a ring of the newest %d entries, '\n"
+    "                             'dumped at exit (a longer job keeps only its tail, a killed one none)'\n"
+    "                             % max_entries)\n"
+    "        if auto and _os.environ.get('GPUMEM_TORCH_SITES', '1') != '0':\n"
     "            _gpurec_sites()\n"
     "        import atexit\n"
     "\n"
@@ -121,7 +150,12 @@ static const char sitecustomize_py[] =
     "                torch.cuda.memory._dump_snapshot(path)\n"
     "            except Exception as e:\n"
     "                _gpurec_warn('cannot dump PyTorch memory history: %s' % e)\n"
-    "        atexit.register(dump)\n"
+    "        if streamed:\n"
+    "            # the requests stream into the trace; the snapshot now gives the allocator's\n"
+    "            # settings and its state where the stream starts (a killed job keeps both)\n"
+    "            dump()\n"
+    "        else:\n"
+    "            atexit.register(dump)\n"
     "        _gpurec_on_term()\n"
     "\n"
     "    def patch(torch):\n"

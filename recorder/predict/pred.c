@@ -9,7 +9,8 @@
  * recordings make are left out. Two passes over the reference: the first sizes every event
  * and finds the predicted peak of live requested bytes and what it is made of (confidence);
  * the second, only when the prediction stands, writes the trace (to a temporary file renamed
- * at the end, so a failure leaves nothing half-written under the output's name). */
+ * at the end, so a failure leaves nothing half-written under the output's name). Whether a
+ * prediction stands (its refusals) is pred_judge.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,23 +22,6 @@
 #include "recorder/predict/pred_internal.h"
 
 #define DEFAULT_MAX_D 1000
-
-gm_status_t pred_parse_input(const char *arg, char *buf, size_t n, pred_input_t *in, gm_err_t *err) {
-  const char *at = strrchr(arg, '@');
-  if (!at || at == arg)
-    return gm_err_set(err, GM_ERR_INVAL, "'%s': give each recording with the value it ran at, TRACE.zst@VALUE (e.g. run8.zst@8)", arg);
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(at + 1, &end);
-  if (!at[1] || *end || errno || !(v > 0) || !isfinite(v))
-    return gm_err_set(err, GM_ERR_INVAL, "'%s': the value after '@' must be a positive number, not '%s'", arg, at + 1);
-  if ((size_t)(at - arg) >= n) return gm_err_set(err, GM_ERR_INVAL, "'%s': path too long", arg);
-  memcpy(buf, arg, (size_t)(at - arg));
-  buf[at - arg] = 0;
-  in->path = buf;
-  in->value = v;
-  return GM_OK;
-}
 
 /* ---- address map: (device, address) of a live allocation -> its index ----------------------- */
 
@@ -106,25 +90,7 @@ static void amap_del(amap_t *m, size_t s) { /* backward-shift deletion (linear p
 
 /* ---- the prediction ---------------------------------------------------------------------- */
 
-enum { CERTAIN = 0, UNMATCHED = 1, INCONSISTENT = 2 };
-
-typedef struct work {
-  pred_rec_t rec[PRED_MAX_INPUTS];
-  size_t n;
-  pred_strings_t *strs;
-  int64_t *match[PRED_MAX_INPUTS]; /* per other recording: ref alloc -> its alloc, -1 */
-  uint64_t *size;                  /* per ref alloc: predicted size */
-  uint8_t *why;                    /* per ref alloc: CERTAIN, UNMATCHED, INCONSISTENT */
-  uint8_t *missing_in;             /* per ref alloc: first recording lacking it (UNMATCHED) */
-  uint64_t *ev_size;               /* per ref event: its size in the output */
-  uint32_t *ev_alloc;              /* per ref event: the ref alloc it sizes, UINT32_MAX none */
-  uint64_t *lo, *hi;               /* per ref alloc: the plausible range of an uncertain size */
-  /* at the predicted peak */
-  uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
-  uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
-} work_t;
-
-static void work_free(work_t *w) {
+static void work_free(pred_work_t *w) {
   for (size_t j = 0; j < w->n; j++) {
     pred_rec_free(&w->rec[j]);
     free(w->match[j]);
@@ -173,7 +139,7 @@ static void plausible_range(const double *v, const uint64_t *s, size_t np, doubl
 }
 
 /* Sizes of every reference allocation. */
-static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res, gm_err_t *err) {
+static gm_status_t fit_all(pred_work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   w->size = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->size);
   w->why = malloc(R->n_alloc ? R->n_alloc : 1);
@@ -235,7 +201,7 @@ static gm_status_t fit_all(work_t *w, size_t ref, double target, uint64_t granul
 }
 
 /* Pass 1: the size of every output event, the predicted peak and what it is made of. */
-static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err_t *err) {
+static gm_status_t size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   w->ev_size = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_size);
   w->ev_alloc = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_alloc);
@@ -308,146 +274,8 @@ static gm_status_t size_events(work_t *w, size_t ref, pred_result_t *res, gm_err
   return st;
 }
 
-/* A value worth recording next: halfway from the nearest recording towards the target. */
-static double suggest_value(const work_t *w, double target, size_t ref) {
-  int integers = floor(target) == target;
-  for (size_t j = 0; j < w->n; j++) integers &= floor(w->rec[j].value) == w->rec[j].value;
-  double near = w->rec[ref].value, s = (near + target) / 2;
-  if (integers) s = near < target ? ceil(s) : floor(s);
-  for (size_t j = 0; j < w->n; j++)
-    if (w->rec[j].value == s || s == target) return 0;
-  return s;
-}
-
-static void refuse_low_confidence(const work_t *w, const pred_input_t *in, double target, double minc, size_t ref,
-                                  pred_result_t *res) {
-  char t[64], buf[GM_ERR_MSG_MAX];
-  size_t o = (size_t)snprintf(res->reason, sizeof res->reason,
-                              "only %.1f%% of the bytes at the predicted peak come from allocations matched in every "
-                              "recording with a consistent fit (at least %.0f%% needed)",
-                              100 * res->confidence, 100 * minc);
-  for (size_t j = 0; j < w->n && o < sizeof res->reason; j++) {
-    if (!w->peak_unmatched[j]) continue;
-    pred_value_text(w->rec[j].value, t, sizeof t);
-    o += (size_t)snprintf(res->reason + o, sizeof res->reason - o,
-                          "; %.1f%% from allocations the job did not make at %s (it allocated differently there: "
-                          "another algorithm choice, or buffers needed only at some sizes)",
-                          100.0 * (double)w->peak_unmatched[j] / (double)w->peak, t);
-  }
-  if (w->peak_inconsistent && o < sizeof res->reason)
-    snprintf(res->reason + o, sizeof res->reason - o, "; %.1f%% from allocations whose sizes follow no %s of the value",
-             100.0 * (double)w->peak_inconsistent / (double)w->peak, w->n >= 3 ? "affine or quadratic function" : "affine function");
-  res->suggest = suggest_value(w, target, ref);
-  if (res->suggest > 0) {
-    pred_value_text(res->suggest, t, sizeof t);
-    o = (size_t)snprintf(buf, sizeof buf, "record once more at %s, then:", t);
-    o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " gpurec predict");
-    /* a recording where the job allocated differently is left out: the new one replaces it */
-    size_t left_out = 0;
-    for (size_t j = 0; j < w->n && o < sizeof buf; j++) {
-      char vt[64];
-      pred_value_text(in[j].value, vt, sizeof vt);
-      if (w->peak_unmatched[j] && j != ref) {
-        left_out++;
-        continue;
-      }
-      o += (size_t)snprintf(buf + o, sizeof buf - o, " %s@%s", in[j].path, vt);
-    }
-    pred_value_text(target, t, sizeof t);
-    if (o < sizeof buf) o += (size_t)snprintf(buf + o, sizeof buf - o, " NEW.zst@%.15g --at=%s", res->suggest, t);
-    if (left_out && o < sizeof buf)
-      snprintf(buf + o, sizeof buf - o, " (leaving out the recording%s where the job allocated differently)",
-               left_out == 1 ? "" : "s");
-    snprintf(res->advice, sizeof res->advice, "%s", buf);
-  } else {
-    snprintf(res->advice, sizeof res->advice, "record once more at a value nearer %s and add it", (pred_value_text(target, t, sizeof t), t));
-  }
-  res->refused = 1;
-}
-
-/* Uncertain allocations that are not live at the predicted peak still shape the allocator's
- * pool: each may need a segment of its own, or leave a larger or smaller hole than the real
- * one (under max_split_size_mb a block above the limit is never split, so an oversized guess
- * is a segment more). A wrong size of X bytes can move the peak reserved by about X, whether
- * or not the allocation is live at the peak of requested bytes, and the live-bytes confidence
- * cannot see it. So when the uncertain bytes live at any one moment exceed
- * PRED_MAX_UNCERTAIN_SHARE of the predicted peak (the tightest target, 1 %), the answer is not
- * known to that precision: refused, naming the largest such allocation. */
-static void refuse_uncertain_off_peak(const work_t *w, const pred_input_t *in, double target, size_t ref,
-                                      pred_result_t *res) {
-  const pred_rec_t *R = &w->rec[ref];
-  size_t big = SIZE_MAX;
-  for (size_t i = 0; i < R->n_alloc; i++)
-    if (w->why[i] != CERTAIN && (big == SIZE_MAX || w->size[i] > w->size[big])) big = i;
-  char t[64], rv[64], what[512] = "";
-  pred_value_text(target, t, sizeof t);
-  pred_value_text(R->value, rv, sizeof rv);
-  if (big != SIZE_MAX) {
-    const char *cs = pred_strings_get(w->strs, R->ev[R->alloc_ev[big]].callsite);
-    snprintf(what, sizeof what, "; the largest: allocation %zu%s%.200s, %llu bytes at %s, %s", big + 1,
-             cs && *cs ? " at " : "", cs ? cs : "", (unsigned long long)R->ev[R->alloc_ev[big]].size, rv,
-             w->why[big] == INCONSISTENT ? "its sizes follow no law of a tensor (a workspace, a kernel's chunking)"
-                                         : "made in only some recordings");
-  }
-  snprintf(res->reason, sizeof res->reason,
-           "%.1f%% of the predicted peak (%llu bytes) is held at one moment by allocations whose size at %s is not "
-           "known (more than %.0f%%): they shape the allocator's segments even when not live at the peak%s",
-           100 * res->uncertain_share, (unsigned long long)res->uncertain_max, t, 100 * PRED_MAX_UNCERTAIN_SHARE, what);
-  res->suggest = suggest_value(w, target, ref);
-  if (res->suggest > 0) {
-    char sv[64];
-    pred_value_text(res->suggest, sv, sizeof sv);
-    snprintf(res->advice, sizeof res->advice, "record once more at %s (nearer %s) and add it, or run at %s", sv, t, t);
-  } else {
-    snprintf(res->advice, sizeof res->advice, "record the job at %s itself", t);
-  }
-  (void)in;
-  res->refused = 1;
-}
-
-/* How many allocations the two recordings nearest the target do not share: the reference's
- * without a partner in the other, and the other's without one in the reference. Where they
- * differ, the job is still changing how it allocates between them (an algorithm switch, a
- * buffer made only above some size, a workspace that stops growing), and sizes extrapolated
- * past the reference are not known even where each fits a line. (Seen on the GPT-2-like job:
- * batch 4 and 8 differ by 42 allocations, and a backward buffer of 48 and 96 MiB there, a
- * perfect line, is 132 MiB at 16, not 192: the prediction at 16 missed the real peak by -1.7 %
- * under max_split_size_mb:128. Batch 8 and 16 make the same allocations.) */
-static uint64_t drift_count(const work_t *w, size_t ref, size_t near) {
-  uint64_t paired = 0, lone = 0;
-  for (size_t i = 0; i < w->rec[ref].n_alloc; i++) {
-    if (w->match[near][i] >= 0) paired++;
-    else lone++;
-  }
-  return lone + (w->rec[near].n_alloc - paired);
-}
-
-static void refuse_drift(const work_t *w, const pred_input_t *in, double target, size_t ref, size_t near,
-                         pred_result_t *res) {
-  char t[64], rv[64], nv[64];
-  pred_value_text(target, t, sizeof t);
-  pred_value_text(in[ref].value, rv, sizeof rv);
-  pred_value_text(in[near].value, nv, sizeof nv);
-  snprintf(res->reason, sizeof res->reason,
-           "the recordings nearest %s, at %s and %s, do not make the same allocations (%llu of one have no partner in "
-           "the other): the job still changes how it allocates between them (an algorithm switch, a buffer made only "
-           "at some sizes, a workspace that stops growing), so sizes extrapolated to %s are not known",
-           t, nv, rv, (unsigned long long)res->drift_allocs, t);
-  res->suggest = suggest_value(w, target, ref);
-  if (res->suggest > 0) {
-    char sv[64];
-    pred_value_text(res->suggest, sv, sizeof sv);
-    snprintf(res->advice, sizeof res->advice,
-             "record once more at %s (nearer %s) and add it: two recordings that make the same allocations are needed",
-             sv, t);
-  } else {
-    snprintf(res->advice, sizeof res->advice, "record the job at %s itself", t);
-  }
-  res->refused = 1;
-}
-
 /* The output's header: the reference's, marked as predicted with its inputs. */
-static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
+static gm_status_t make_header(const pred_work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
                                const pred_result_t *res, gmt_header_t *h, gm_err_t *err) {
   gm_status_t s = gmt_header_copy(h, &w->rec[ref].header, err);
   if (s < 0) return s;
@@ -489,13 +317,13 @@ static gm_status_t make_header(const work_t *w, const pred_input_t *in, size_t r
   return s;
 }
 
-static uint64_t variant_size(const work_t *w, size_t e, pred_variant_t v) {
+static uint64_t variant_size(const pred_work_t *w, size_t e, pred_variant_t v) {
   uint32_t i = w->ev_alloc[e];
   if (v == PRED_SIZES_FITTED || i == UINT32_MAX) return w->ev_size[e];
   return v == PRED_SIZES_LOW ? w->lo[i] : w->hi[i];
 }
 
-static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h, pred_variant_t variant,
+static gm_status_t write_out(const pred_work_t *w, size_t ref, const gmt_header_t *h, pred_variant_t variant,
                              const char *path, pred_result_t *res, gm_err_t *err) {
   const pred_rec_t *R = &w->rec[ref];
   gmt_writer_t *wr;
@@ -536,7 +364,7 @@ static gm_status_t write_out(const work_t *w, size_t ref, const gmt_header_t *h,
 /* ---- the model: recordings loaded, checked and aligned once; predicted at any target --------- */
 
 struct pred_model {
-  work_t w;
+  pred_work_t w;
   pred_input_t in[PRED_MAX_INPUTS];
   size_t n;
   uint64_t granule;
@@ -569,7 +397,7 @@ gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **out
   memcpy(m->in, in, n * sizeof *in);
   m->n = n;
   m->aligned_ref = SIZE_MAX;
-  work_t *w = &m->w;
+  pred_work_t *w = &m->w;
   w->strs = pred_strings_new();
   if (!w->strs) {
     free(m);
@@ -577,7 +405,7 @@ gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **out
   }
   gm_status_t s = pred_load_all(w->rec, in, n, w->strs, err);
   w->n = n;
-  if (s == GM_OK) s = pred_check_same_job(w->rec, n, err);
+  if (s == GM_OK) s = pred_check_same_job(w->rec, n, res->warning, sizeof res->warning, err);
   if (s == GM_OK && pred_check_structure(w->rec, n, w->strs, res->reason, sizeof res->reason)) {
     res->refused = 1;
     snprintf(res->advice, sizeof res->advice,
@@ -596,7 +424,7 @@ gm_status_t pred_model_open(const pred_input_t *in, size_t n, pred_model_t **out
 
 /* Align every other recording to the reference (kept while the reference stays). */
 static gm_status_t align_to(pred_model_t *m, size_t ref, gm_err_t *err) {
-  work_t *w = &m->w;
+  pred_work_t *w = &m->w;
   if (m->aligned_ref == ref) return GM_OK;
   for (size_t j = 0; j < w->n; j++) {
     free(w->match[j]);
@@ -624,7 +452,7 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   m->have_sizes = m->checkable = 0;
   if (!(o->target > 0)) return gm_err_set(err, GM_ERR_INVAL, "the target value must be positive");
   double minc = o->min_confidence < 0 ? PRED_DEFAULT_MIN_CONFIDENCE : o->min_confidence;
-  work_t *w = &m->w;
+  pred_work_t *w = &m->w;
   const pred_input_t *in = m->in;
   size_t n = m->n;
   /* the reference: nearest the target, the larger on a tie */
@@ -662,12 +490,12 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
   for (size_t j = 0; j < n; j++)
     if (j != ref && fabs(in[j].value - o->target) < fabs(in[near].value - o->target)) near = j;
-  if (s == GM_OK) res->drift_allocs = drift_count(w, ref, near);
-  if (s == GM_OK && res->confidence < minc) refuse_low_confidence(w, in, o->target, minc, ref, res);
+  if (s == GM_OK) res->drift_allocs = pred_drift_count(w, ref, near);
+  if (s == GM_OK && res->confidence < minc) pred_refuse_low_confidence(w, in, o->target, minc, ref, res);
   else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->drift_allocs)
-    refuse_drift(w, in, o->target, ref, near, res);
+    pred_refuse_drift(w, in, o->target, ref, near, res);
   else if (s == GM_OK && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->uncertain_share > PRED_MAX_UNCERTAIN_SHARE)
-    refuse_uncertain_off_peak(w, in, o->target, ref, res);
+    pred_refuse_uncertain_off_peak(w, in, o->target, ref, res);
   if (s == GM_OK) res->events = w->rec[ref].n_ev;
   /* Checkable: the refusal is for uncertain sizes off the peak (the confidence stands, the
    * recordings nearest the target make the same allocations), every byte at the predicted
@@ -749,7 +577,10 @@ gm_status_t pred_run(const pred_input_t *in, size_t n, const pred_opts_t *o, con
     pred_model_close(m);
     return s;
   }
+  char warning[sizeof res->warning];
+  memcpy(warning, res->warning, sizeof warning);
   s = pred_model_at(m, o, res, err);
+  memcpy(res->warning, warning, sizeof warning); /* pred_model_open's, kept for the caller */
   if (s == GM_OK && !res->refused) s = pred_model_write(m, o, out_path, res, err);
   pred_model_close(m);
   return s;

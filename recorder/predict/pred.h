@@ -70,6 +70,9 @@ typedef struct pred_result {
    * range (pred_model_write_variant), so that a caller that can replay (gpurec predict) checks
    * per setting whether the range moves that setting's peak reserved, and answers where not. */
   int checkable;
+  /* pred_model_open: the inputs' commands differ beyond the value but run one script (pred_job.c);
+   * empty otherwise. The caller shows it unless the user said --same-job. */
+  char warning[GM_ERR_MSG_MAX];
   uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
                             any refuses (at the default --min-confidence or above) */
 } pred_result_t;

@@ -25,7 +25,11 @@
  *    exactly (+19 % at 768 with a confidence of 100 %);
  *  - after the script, a gap of unpaired allocations between two pairs that holds as many
  *    allocations on each side, with the same tokens, is paired in order: the same buffers
- *    whose sizes follow no tensor's law (a workspace), which the fit then judges. */
+ *    whose sizes follow no tensor's law (a workspace), which the fit then judges;
+ *  - last, allocations of one token made in another order (pair_reordered) are paired by
+ *    their size law, not their position, within a few positions of where they belong: seen
+ *    on a HuggingFace GPT-2 job's imported snapshots, 4 of 1,905 allocations, autograd's
+ *    first of a step, came in another order at another batch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +139,54 @@ static void fill_gaps(const seq2_t *q, size_t na, size_t nb, int64_t *match) {
   }
 }
 
+/* Allocations of one token made in another order (autograd's first allocations of a step, a
+ * callsite's buffers requested in another order): the edit script pairs one of each swapped
+ * pair and leaves the other unpaired on both sides, each in a different gap. Pair each still
+ * unpaired allocation of a with an unpaired one of b of the same token whose size follows the
+ * same law (size_compatible), within REORDER_WINDOW positions of where the pairs around it put
+ * it, when exactly one there is and it could be no other's (of several, none: a convolution's
+ * many buffers of one shape would pair wrongly and spoil the fits). A buffer the other run does not make at all finds no
+ * partner and stays unpaired. */
+#define REORDER_WINDOW 16
+
+static void pair_reordered(const seq2_t *q, size_t na, size_t nb, int64_t *match) {
+  if (!q->as) return;
+  uint8_t *used = calloc(nb ? nb : 1, 1);
+  if (!used) return; /* only fewer pairs: the confidence counts them */
+  for (size_t i = 0; i < na; i++)
+    if (match[i] >= 0) used[match[i]] = 1;
+  int64_t prev_b = -1; /* b of the last pair before i */
+  for (size_t i = 0; i < na; i++) {
+    if (match[i] >= 0) {
+      prev_b = match[i];
+      continue;
+    }
+    int64_t next_b = (int64_t)nb;
+    for (size_t t = i + 1; t < na; t++)
+      if (match[t] >= 0) {
+        next_b = match[t];
+        break;
+      }
+    int64_t lo = prev_b - REORDER_WINDOW, hi = next_b + REORDER_WINDOW, best = -1;
+    if (lo < 0) lo = 0;
+    if (hi > (int64_t)nb - 1) hi = (int64_t)nb - 1;
+    int cands = 0;
+    for (int64_t j = lo; j <= hi && cands < 2; j++) {
+      if (used[j] || q->a[i] != q->b[j] || !size_compatible(q->as[i], q->bs[j], q->k)) continue;
+      best = j;
+      cands++;
+    }
+    /* and i the only unpaired allocation of a that could be best's (mutual: no choice made) */
+    for (size_t t = i > 2 * REORDER_WINDOW ? i - 2 * REORDER_WINDOW : 0; cands == 1 && t < na && t <= i + 2 * REORDER_WINDOW; t++)
+      if (t != i && match[t] < 0 && q->a[t] == q->b[best] && size_compatible(q->as[t], q->bs[best], q->k)) cands = 2;
+    if (cands == 1) {
+      match[i] = best;
+      used[best] = 1;
+    }
+  }
+  free(used);
+}
+
 static int64_t diff(const seq2_t *q, size_t na, size_t nb, int64_t *match, size_t max_d) {
   for (size_t i = 0; i < na; i++) match[i] = -1;
   size_t pre = 0;
@@ -165,6 +217,7 @@ static int64_t diff(const seq2_t *q, size_t na, size_t nb, int64_t *match, size_
   for (size_t i = pre; i < pre + ma; i++)
     if (match[i] >= 0) match[i] += (int64_t)pre;
   fill_gaps(q, na, nb, match);
+  pair_reordered(q, na, nb, match);
   return d;
 }
 

@@ -23,36 +23,7 @@ static const char *kv_or_empty(const gmt_header_t *h, const char *key) {
   return v ? v : "";
 }
 
-void pred_value_text(double v, char *buf, size_t n) { snprintf(buf, n, "%.15g", v); }
-
-int pred_mask_command(const char *cmd, double value, char *out, size_t n) {
-  char vt[64];
-  pred_value_text(value, vt, sizeof vt);
-  size_t vl = strlen(vt), o = 0;
-  int masked = 0;
-  out[0] = 0;
-  const char *p = cmd;
-  while (*p) {
-    const char *e = strchr(p, ' ');
-    size_t tl = e ? (size_t)(e - p) : strlen(p);
-    /* the token is the value, or ends with =value or :value (--batch=8, bs:8) */
-    int hit = tl == vl && memcmp(p, vt, vl) == 0;
-    size_t keep = tl;
-    if (!hit && tl > vl && memcmp(p + tl - vl, vt, vl) == 0 && (p[tl - vl - 1] == '=' || p[tl - vl - 1] == ':')) {
-      hit = 1;
-      keep = tl - vl;
-    } else if (hit) keep = 0;
-    int w = snprintf(out + o, o < n ? n - o : 0, "%.*s%s%s", (int)keep, p, hit ? "{}" : "", e ? " " : "");
-    if (w > 0) o += (size_t)w;
-    masked |= hit;
-    if (!e) break;
-    p = e + 1;
-  }
-  if (o >= n && n) out[n - 1] = 0;
-  return masked;
-}
-
-gm_status_t pred_check_same_job(const pred_rec_t *r, size_t n, gm_err_t *err) {
+gm_status_t pred_check_same_job(const pred_rec_t *r, size_t n, char *warn, size_t wn, gm_err_t *err) {
   const pred_rec_t *a = &r[0];
   char an[64], bn[64];
   for (size_t j = 1; j < n; j++) {
@@ -86,12 +57,8 @@ gm_status_t pred_check_same_job(const pred_rec_t *r, size_t n, gm_err_t *err) {
       }
     }
     if (ha->command_line && hb->command_line && *ha->command_line && *hb->command_line) {
-      char ma[2048], mb[2048];
-      pred_mask_command(ha->command_line, a->value, ma, sizeof ma);
-      pred_mask_command(hb->command_line, b->value, mb, sizeof mb);
-      if (strcmp(ma, mb) != 0)
-        return gm_err_set(err, GM_ERR_INVAL, "different jobs: '%s' ran '%s' and '%s' ran '%s' (they may differ only in the value)",
-                          an, ha->command_line, bn, hb->command_line);
+      gm_status_t st = pred_job_compare(an, ha->command_line, a->value, bn, hb->command_line, b->value, warn, wn, err);
+      if (st < 0) return st;
     }
   }
   for (size_t j = 0; j < n; j++) {

@@ -20,10 +20,10 @@ typedef struct predict_config {
   const char *min_confidence;
   const char *fit, *margin, *step, *max, *format, *name, *other, *tolerance;
   gm_strlist_t policy;
-  int quiet, help;
+  int quiet, help, same_job;
 } predict_config_t;
 
-/* --fit's defaults (README "Predicting a run you have not made" says why). */
+/* --fit's defaults (docs/predict.md says why). */
 #define PRED_LARGEST_DEFAULT_OTHER (1ull << 30) /* CUDA context and libraries outside the allocator */
 #define PRED_LARGEST_DEFAULT_MARGIN 0.005
 #define PRED_LARGEST_DEFAULT_MAX_FACTOR 64 /* --max: this many times the largest recording */
@@ -38,10 +38,12 @@ static const char k_predict_desc[] =
     "length, width), from two or more recordings of it at smaller values. The trace is marked as\n"
     "predicted in its header (with its inputs) and goes to gpureplay and gpuanalyze like any other.\n"
     "\n"
-    "The inputs must be recordings of the same job (the same command but for the value, e.g.\n"
-    "--batch=8 and --batch=16), on the same kind of GPU, under the same allocator setting and\n"
-    "capture mode (gpurec --mode=torch gives callsites, which make the alignment reliable), with\n"
-    "the same number of steps, and none may have run out of memory. Give each as TRACE.zst@VALUE.\n"
+    "The inputs must be recordings of the same job (the same command but for the value wherever\n"
+    "it stands as a whole number: 8, --batch=8, b8, runs/bs8/; commands that differ otherwise but\n"
+    "run the same script are taken as one job with a warning, silenced by --same-job), on the\n"
+    "same kind of GPU, under the same allocator setting and capture mode (gpurec --mode=torch\n"
+    "gives callsites, which make the alignment reliable), with the same number of steps, and\n"
+    "none may have run out of memory. Give each as TRACE.zst@VALUE.\n"
     "Two recordings fit each allocation's size as affine in the value; three also find quadratic\n"
     "terms (attention scores in the sequence length). Record at values as near the target as fit.\n"
     "\n"
@@ -100,6 +102,7 @@ static int parse_fit(const predict_config_t *cfg, const pred_input_t *in, int n,
     return predict_usage_error("--format: text, csv or json");
   fc->name = cfg->name ? cfg->name : "value";
   fc->quiet = cfg->quiet;
+  fc->same_job = cfg->same_job;
   /* as given: gpureplay puts them in its words and checks them (pred_largest.c); none: the grid */
   if (cfg->policy.n > PRED_LARGEST_MAX_POLICIES) return predict_usage_error("--policy: at most 32 settings");
   fc->n_policies = cfg->policy.n;
@@ -132,6 +135,8 @@ int pred_cli_main(int argc, char **argv) {
       {"format", 0, GM_OPT_STR, "FORMAT", "--fit: text (default), csv (the curve) or json (everything)",
        offsetof(predict_config_t, format)},
       {"name", 0, GM_OPT_STR, "WORD", "--fit: what the value is (default 'value'; e.g. batch)", offsetof(predict_config_t, name)},
+      {"same-job", 0, GM_OPT_FLAG, NULL, "the inputs are one job even where their commands differ beyond the value",
+       offsetof(predict_config_t, same_job)},
       {"quiet", 'q', GM_OPT_FLAG, NULL, "only errors and refusals on stderr", offsetof(predict_config_t, quiet)},
       {"help", 'h', GM_OPT_FLAG, NULL, "show this help and exit", offsetof(predict_config_t, help)},
       {NULL, 0, 0, NULL, NULL, 0}};
@@ -215,6 +220,7 @@ int pred_cli_main(int argc, char **argv) {
   pred_result_t res;
   pred_model_t *m = NULL;
   gm_status_t st = pred_model_open(in, (size_t)npos, &m, &res, &err);
+  if (st == GM_OK && res.warning[0] && !cfg.same_job && !cfg.quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
   if (st == GM_OK && !res.refused) st = pred_model_at(m, &po, &res, &err);
   if (st < 0) {
     pred_model_close(m);

@@ -91,6 +91,36 @@ void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t gran
 /* The fitted size at x, rounded up to the granularity, at least one granule. */
 uint64_t pred_fit_eval(const pred_fit_t *f, double x, uint64_t granule);
 
+/* ---- one prediction in progress (pred.c sizes it, pred_judge.c says whether it stands) ---- */
+
+/* Why a reference allocation's size is what it is. */
+enum { CERTAIN = 0, UNMATCHED = 1, INCONSISTENT = 2 };
+
+typedef struct pred_work {
+  pred_rec_t rec[PRED_MAX_INPUTS];
+  size_t n;
+  pred_strings_t *strs;
+  int64_t *match[PRED_MAX_INPUTS]; /* per other recording: ref alloc -> its alloc, -1 */
+  uint64_t *size;                  /* per ref alloc: predicted size */
+  uint8_t *why;                    /* per ref alloc: CERTAIN, UNMATCHED, INCONSISTENT */
+  uint8_t *missing_in;             /* per ref alloc: first recording lacking it (UNMATCHED) */
+  uint64_t *ev_size;               /* per ref event: its size in the output */
+  uint32_t *ev_alloc;              /* per ref event: the ref alloc it sizes, UINT32_MAX none */
+  uint64_t *lo, *hi;               /* per ref alloc: the plausible range of an uncertain size */
+  /* at the predicted peak */
+  uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
+  uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
+} pred_work_t;
+
+/* The refusals (pred_judge.c): each sets res->refused with its reason and advice. */
+void pred_refuse_low_confidence(const pred_work_t *w, const pred_input_t *in, double target, double minc, size_t ref,
+                                  pred_result_t *res);
+void pred_refuse_uncertain_off_peak(const pred_work_t *w, const pred_input_t *in, double target, size_t ref,
+                                      pred_result_t *res);
+uint64_t pred_drift_count(const pred_work_t *w, size_t ref, size_t near);
+void pred_refuse_drift(const pred_work_t *w, const pred_input_t *in, double target, size_t ref, size_t near,
+                         pred_result_t *res);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@ typedef struct pred_largest_cfg {
   const char *format;    /* "text", "csv", "json" */
   const char *name;      /* what the value is called in the output ("batch") */
   int quiet;
+  int same_job;          /* --same-job: no warning when the commands differ beyond the value */
 } pred_largest_cfg_t;
 
 /* Search, print the answer on stdout, say what it cost on stderr. Returns the exit code: 0

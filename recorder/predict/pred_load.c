@@ -8,12 +8,32 @@
  * stream's handle differs from one process to the next, its place in the program does not.
  * Workload: millions of events, a few thousand strings; events are copied in bulk from the
  * reader's zero-copy view. */
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
 #include "recorder/predict/pred_internal.h"
+
+/* "TRACE.zst@VALUE": a recording and the value it ran at. */
+gm_status_t pred_parse_input(const char *arg, char *buf, size_t n, pred_input_t *in, gm_err_t *err) {
+  const char *at = strrchr(arg, '@');
+  if (!at || at == arg)
+    return gm_err_set(err, GM_ERR_INVAL, "'%s': give each recording with the value it ran at, TRACE.zst@VALUE (e.g. run8.zst@8)", arg);
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(at + 1, &end);
+  if (!at[1] || *end || errno || !(v > 0) || !isfinite(v))
+    return gm_err_set(err, GM_ERR_INVAL, "'%s': the value after '@' must be a positive number, not '%s'", arg, at + 1);
+  if ((size_t)(at - arg) >= n) return gm_err_set(err, GM_ERR_INVAL, "'%s': path too long", arg);
+  memcpy(buf, arg, (size_t)(at - arg));
+  buf[at - arg] = 0;
+  in->path = buf;
+  in->value = v;
+  return GM_OK;
+}
 
 /* ---- shared strings --------------------------------------------------------------------- */
 

@@ -12,30 +12,23 @@
  * skips the other values whole (nested ones, strings with escapes) does it, and gpurec, which
  * launches users' jobs, links no JSON library for it.
  *
- * The folder holds at most one predicted trace (and its .partial while it is written) and
- * gpureplay's stdout and stderr: fixed names, so that a signal handler can remove them with
- * unlink and rmdir alone. */
+ * gpureplay is found and run as gpuanalyze runs it (base's gm_tool_find, gm_tool_capture: stdout
+ * and stderr through pipes). The folder holds at most one predicted trace (and its .partial
+ * while it is written): fixed names, so that a signal handler can remove them with unlink and
+ * rmdir alone. */
 #include "recorder/predict/pred_replay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
-#define OUT_NAME "out.json"
-#define ERR_NAME "err.txt"
-#define MAX_OUTPUT (64u << 20) /* gpureplay's JSON for 32 settings is a few hundred KiB at most */
+#define MAX_OUTPUT (64u << 20) /* gm_tool_capture's limit; gpureplay's JSON for 32 settings is a few hundred KiB */
 
 struct pred_rp {
   char tool[PATH_MAX];
@@ -45,15 +38,15 @@ struct pred_rp {
 /* ---- the private folder and the signals that must not leave it behind ------------------- */
 
 static char g_dir[PATH_MAX];               /* "" when there is none */
-static char g_files[4][PATH_MAX + 32];     /* every name the folder can hold */
-static const char *const k_names[4] = {"pred.zst", "pred.zst.partial", OUT_NAME, ERR_NAME};
+static char g_files[2][PATH_MAX + 32];     /* every name the folder can hold */
+static const char *const k_names[2] = {"pred.zst", "pred.zst.partial"};
 static const int k_signals[3] = {SIGINT, SIGTERM, SIGHUP};
 static struct sigaction g_old[3];
 static volatile pid_t g_child;             /* gpureplay while it runs, else 0 */
 static int g_installed[3];
 
 static void remove_all(void) {
-  for (int i = 0; i < 4; i++) unlink(g_files[i]); /* async-signal-safe */
+  for (int i = 0; i < 2; i++) unlink(g_files[i]); /* async-signal-safe */
   rmdir(g_dir);
 }
 
@@ -87,36 +80,12 @@ static void restore_handlers(void) {
 
 /* ---- finding gpureplay ------------------------------------------------------------------- */
 
-static int executable(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && access(p, X_OK) == 0;
-}
-
 int pred_rp_find(char *out, size_t n, const char **from) {
-  const char *env = getenv("GPUREPLAY");
-  if (env && *env) {
-    *from = "$GPUREPLAY";
-    return snprintf(out, n, "%s", env) < (int)n && executable(out);
-  }
-  char self[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len > 0) {
-    self[len] = '\0';
-    const char *dir = dirname(self);
-    *from = "beside gpurec";
-    if (snprintf(out, n, "%s/gpureplay", dir) < (int)n && executable(out)) return 1;
-    if (snprintf(out, n, "%s/../replay/gpureplay", dir) < (int)n && executable(out)) return 1;
-  }
-  const char *path = getenv("PATH");
-  *from = "PATH";
-  while (path && *path) {
-    const char *end = strchr(path, ':');
-    size_t l = end ? (size_t)(end - path) : strlen(path);
-    if (l && snprintf(out, n, "%.*s/gpureplay", (int)l, path) < (int)n && executable(out)) return 1;
-    path = end ? end + 1 : NULL;
-  }
-  out[0] = '\0';
-  return 0;
+  gm_tool_from_t where;
+  int found = gm_tool_find(NULL, "GPUREPLAY", "gpureplay", "replay", out, n, &where);
+  *from = where == GM_TOOL_ENV ? "$GPUREPLAY" : where == GM_TOOL_BESIDE ? "beside gpurec" : "PATH";
+  if (where == GM_TOOL_ENV) return found && gm_tool_executable(out); /* the user's: checked here */
+  return found;
 }
 
 gm_status_t pred_rp_open(const char *gpureplay, pred_rp_t **out, gm_err_t *err) {
@@ -135,7 +104,7 @@ gm_status_t pred_rp_open(const char *gpureplay, pred_rp_t **out, gm_err_t *err) 
     return st;
   }
   int cut = 0; /* never: g_dir leaves 32 bytes, more than a name */
-  for (int i = 0; i < 4; i++) cut |= snprintf(g_files[i], sizeof g_files[i], "%s/%s", g_dir, k_names[i]) >= (int)sizeof g_files[i];
+  for (int i = 0; i < 2; i++) cut |= snprintf(g_files[i], sizeof g_files[i], "%s/%s", g_dir, k_names[i]) >= (int)sizeof g_files[i];
   if (cut) {
     rmdir(g_dir);
     g_dir[0] = '\0';
@@ -162,41 +131,11 @@ void pred_rp_close(pred_rp_t *r) {
 
 /* ---- running it -------------------------------------------------------------------------- */
 
-/* A file of the folder into a NUL-terminated buffer (malloc'd). */
-static gm_status_t slurp(const char *path, char **out, gm_err_t *err) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return gm_err_set(err, GM_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-  size_t cap = 4096, len = 0;
-  char *b = malloc(cap);
-  while (b) {
-    if (len + 1 == cap) {
-      char *nb = cap < MAX_OUTPUT ? realloc(b, cap * 2) : NULL;
-      if (!nb) break;
-      b = nb;
-      cap *= 2;
-    }
-    size_t got = fread(b + len, 1, cap - 1 - len, f);
-    len += got;
-    if (got == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (!b || len + 1 == cap || bad) {
-    free(b);
-    return gm_err_set(err, bad ? GM_ERR_IO : GM_ERR_NOMEM, "cannot read gpureplay's output '%s'", path);
-  }
-  b[len] = '\0';
-  *out = b;
-  return GM_OK;
-}
-
 /* gpureplay's own error line, without its tool name and level ("" if it said nothing). */
-static void child_reason(char *buf, size_t n) {
-  char *text = NULL;
-  gm_err_t e;
+static void child_reason(const char *said, char *buf, size_t n) {
   buf[0] = '\0';
-  if (slurp(g_files[3], &text, &e) < 0) return;
+  char *text = strdup(said ? said : "");
+  if (!text) return;
   char *line = text; /* the first line that says something, not "try 'gpureplay --help'" */
   while (*line) {
     size_t l = strcspn(line, "\n");
@@ -212,33 +151,33 @@ static void child_reason(char *buf, size_t n) {
   free(text);
 }
 
-/* Run gpureplay with args (argv[0] filled in here), stdout to OUT_NAME, stderr to ERR_NAME.
- * Its exit status in *code (GM_OK: it ran and exited; a signal is an error). */
-static gm_status_t run(pred_rp_t *r, char **argv, int *code, gm_err_t *err) {
+/* Run gpureplay with args (argv[0] filled in here), stdin from /dev/null, its stdout and
+ * stderr captured in *out (gm_tool_run_free after). Its exit status in *code (GM_OK: it ran
+ * and exited; a signal is an error). */
+static gm_status_t run(pred_rp_t *r, char **argv, int *code, gm_tool_run_t *out, gm_err_t *err) {
   argv[0] = r->tool;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, g_files[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, g_files[3], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid;
-  int rc = posix_spawn(&pid, r->tool, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run gpureplay '%s': %s", r->tool, strerror(rc));
-  g_child = pid;
-  int status = 0, w;
-  while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) continue;
-  g_child = 0;
-  if (w < 0) return gm_err_set(err, GM_ERR_IO, "waiting for gpureplay: %s", strerror(errno));
-  if (!WIFEXITED(status))
-    return gm_err_set(err, GM_ERR_IO, "gpureplay '%s' died of signal %d", r->tool, WTERMSIG(status));
-  *code = WEXITSTATUS(status);
+  gm_tool_opts_t o = {1, &g_child};
+  gm_err_t quiet;
+  if (gm_tool_capture(argv, &o, out, &quiet) < 0) {
+    if (!out->spawn_errno) return gm_err_set(err, quiet.status, "%s", quiet.msg);
+    return gm_err_set(err, GM_ERR_IO, "cannot run gpureplay '%s': %s", r->tool, strerror(out->spawn_errno));
+  }
+  if (out->signal) {
+    int sig = out->signal;
+    gm_tool_run_free(out);
+    return gm_err_set(err, GM_ERR_IO, "gpureplay '%s' died of signal %d", r->tool, sig);
+  }
+  if (out->out_cut) {
+    gm_tool_run_free(out);
+    return gm_err_set(err, GM_ERR_NOMEM, "cannot read gpureplay's output (over %u MiB)", MAX_OUTPUT >> 20);
+  }
+  *code = out->exit_status;
   return GM_OK;
 }
 
-static gm_status_t failed(const char *what, int code, gm_err_t *err) {
+static gm_status_t failed(const char *what, int code, const gm_tool_run_t *ran, gm_err_t *err) {
   char why[GM_ERR_MSG_MAX];
-  child_reason(why, sizeof why);
+  child_reason(ran->err, why, sizeof why);
   return gm_err_set(err, GM_ERR_IO, "gpureplay on %s (exit status %d): %s", what, code, why[0] ? why : "no message");
 }
 
@@ -269,16 +208,16 @@ gm_status_t pred_rp_list(pred_rp_t *r, const char *trace, const char *const *spe
     argv[a++] = (char *)trace;
   }
   int code = 0;
-  char *text = NULL;
-  if (st == GM_OK) st = run(r, argv, &code, err);
+  gm_tool_run_t ran = {0};
+  if (st == GM_OK) st = run(r, argv, &code, &ran, err);
   if (st == GM_OK && code == 2) { /* a setting it rejects: its reason alone, a usage mistake */
     char why[GM_ERR_MSG_MAX];
-    child_reason(why, sizeof why);
+    child_reason(ran.err, why, sizeof why);
     st = gm_err_set(err, GM_ERR_INVAL, "%s", why[0] ? why : "gpureplay --list-policies: usage error");
   } else if (st == GM_OK && code) {
-    st = failed(trace, code, err);
+    st = failed(trace, code, &ran, err);
   }
-  if (st == GM_OK) st = slurp(g_files[2], &text, err);
+  char *text = st == GM_OK ? ran.out : NULL;
   char **list = NULL;
   int k = 0;
   for (char *p = text, *nl; st == GM_OK && p && *p; p = nl + 1) {
@@ -295,7 +234,7 @@ gm_status_t pred_rp_list(pred_rp_t *r, const char *trace, const char *const *spe
   if (st == GM_OK && (k == 0 || (n && k != n)))
     st = gm_err_set(err, GM_ERR_FORMAT, "gpureplay --list-policies on %s: %d setting%s for %d asked", trace, k,
                     k == 1 ? "" : "s", n);
-  free(text);
+  gm_tool_run_free(&ran);
   for (int i = 0; pol && i < n; i++) free(pol[i]);
   free(pol);
   free(argv);
@@ -338,10 +277,10 @@ gm_status_t pred_rp_replay(pred_rp_t *r, const char *trace, const char *name, co
     argv[a++] = (char *)trace;
   }
   int code = 0;
-  char *text = NULL;
-  if (st == GM_OK) st = run(r, argv, &code, err);
-  if (st == GM_OK && code) st = failed(name, code, err);
-  if (st == GM_OK) st = slurp(g_files[2], &text, err);
+  gm_tool_run_t ran = {0};
+  if (st == GM_OK) st = run(r, argv, &code, &ran, err);
+  if (st == GM_OK && code) st = failed(name, code, &ran, err);
+  char *text = st == GM_OK ? ran.out : NULL;
   /* one line per setting in the order given (then the same for the trace's other devices) */
   char *line = text;
   for (int i = 0; st == GM_OK && i < n; i++) {
@@ -362,7 +301,7 @@ gm_status_t pred_rp_replay(pred_rp_t *r, const char *trace, const char *name, co
     if (st < 0) gm_err_wrap(err, "gpureplay on %s, setting %d", name, i + 1);
     line = nl + 1;
   }
-  free(text);
+  gm_tool_run_free(&ran);
   for (int i = 0; pol && i < n; i++) free(pol[i]);
   free(pol);
   free(argv);

@@ -132,6 +132,8 @@ int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o,
               gm_format_size(cs[i].lo, b2, sizeof b2), gm_format_size(cs[i].hi, b3, sizeof b3), 100 * cs[i].move);
     }
     fprintf(stderr, "gpurec: replay it only under the answered settings (the header's predicted.settings says which)\n");
+    if (answered < n && res->advice[0]) /* a refusal names the recording to add */
+      fprintf(stderr, "gpurec: to answer the refused settings too: %s\n", res->advice);
   }
   pred_rp_free_list(list, n);
   pred_rp_close(rp);

@@ -49,8 +49,20 @@ expect "a CSV input" 1 "" "gpurec: error: '$DATA/affine16.csv' is a gpumem trace
   -- "$GPUREC" predict affine8.zst@8 "$DATA/affine16.csv@16" --at=32 -o p.zst
 expect "a truncated recording" 1 "" "gpurec: error: cannot predict: cannot read '$RUNROOT/traces/invalid/truncated-mid-chunk.zst': the recording is incomplete (truncated, records dropped by the recorder): a prediction needs every allocation of the run; record it again" \
   -- "$GPUREC" predict affine8.zst@8 "$RUNROOT/traces/invalid/truncated-mid-chunk.zst@16" --at=32 -o p.zst
-expect "different jobs" 1 "" "gpurec: error: cannot predict: different jobs: 'affine8.zst' ran 'python train.py --batch=8' and 'job16.zst' ran 'python eval.py --batch=16' (they may differ only in the value)" \
+expect "different jobs" 1 "" "gpurec: error: cannot predict: different jobs: 'affine8.zst' ran 'python train.py --batch=8' and 'job16.zst' ran 'python eval.py --batch=16' (another script or module)" \
   -- "$GPUREC" predict affine8.zst@8 job16.zst@16 --at=32 -o p.zst
+# the job as users run it (issue 26): the value twice, positional and in a folder; a seed that differs
+sed 's|^#command_line=.*|#command_line=python scale.py 8 out/rb8|' "$DATA/affine8.csv" > scale8.csv
+sed 's|^#command_line=.*|#command_line=python scale.py 16 out/rb16|' "$DATA/affine16.csv" > scale16.csv
+sed 's|^#command_line=.*|#command_line=python scale.py 16 out/rb16 --seed=3|' "$DATA/affine16.csv" > seed16.csv
+for f in scale8 scale16 seed16; do "$GPUREC" import -q "$f.csv" -o "$f.zst" || bad "import $f"; done
+expect "the value twice in the command" 0 "" "" -- "$GPUREC" predict -q scale8.zst@8 scale16.zst@16 --at=32 -o s32.zst
+out=$("$GPUREC" predict scale8.zst@8 seed16.zst@16 --at=32 -o s32b.zst 2>&1); rc=$?
+[[ $rc == 0 && $out == *"gpurec: warning: 'scale8.zst' ran 'python scale.py 8 out/rb8' and 'seed16.zst' ran 'python scale.py 16 out/rb16 --seed=3': the commands differ beyond the value"* ]] \
+  && ok "commands that differ beyond the value: a warning" || bad "a warning: rc=$rc $out"
+expect "--same-job silences it" 0 "" "" -- "$GPUREC" predict -q --same-job scale8.zst@8 seed16.zst@16 --at=32 -o s32c.zst
+out=$("$GPUREC" predict --same-job scale8.zst@8 seed16.zst@16 --at=32 -o s32d.zst 2>&1)
+[[ $out != *warning* ]] && ok "--same-job: no warning" || bad "--same-job: $out"
 expect "an input that ran out of memory" 1 "" "gpurec: error: cannot predict: 'oom16.zst' (at 16) ran out of memory (1 failed request): what it allocated afterwards is not the job's; record it at a value that fits" \
   -- "$GPUREC" predict affine8.zst@8 oom16.zst@16 --at=32 -o p.zst
 expect "refused: another algorithm at 4" 3 "" "gpurec: cannot predict at 16: only 68.3% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 31.7% from allocations the job did not make at 4 (it allocated differently there: another algorithm choice, or buffers needed only at some sizes)

@@ -13,7 +13,7 @@ GA=$RUNROOT/analyze/gpuanalyze
 DATA=$RUNROOT/recorder/predict/testdata
 T=${TEST_TMPDIR:-/tmp/predict_report_test.$$}/r
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
-export GPUREPLAY
+export GPUREPLAY GPUREC
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -49,6 +49,21 @@ done
 mkdir -p moved && cp p32.zst moved/ && (cd moved && "$GA" report p32.zst --html m.html -q > /dev/null 2>&1)
 grep -q 'Recording <code>affine8.zst</code>: not found (its point is missing).' moved/m.html \
   && ok "a missing recording is said" || bad "missing recording not said"
+# the largest value that fits per setting for the usual GPU sizes (analyze/ana_html_fit.c), as
+# gpurec predict --fit answers it on its own
+grep -q '<h2 class="sub" id="fit">The largest value that fits</h2>' p32.html && ok "the fit section is there" \
+  || bad "no fit section in p32.html"
+grep -q '<tr><th>setting</th><th>24 GiB</th><th>48 GiB</th><th>H100 80GB</th><th>H200 141GB</th></tr>' p32.html \
+  && ok "the fit table's GPU sizes" || bad "fit table columns"
+want=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=24GiB --format=json --policy=pytorch \
+  | python3 -c "import json,sys; s=json.load(sys.stdin)['settings'][0]; print(s['largest'] if s['state']=='fits' else 'over %d' % s['largest'] if s['state']=='at_least' else s['state'])")
+row=$(sed -n '/<table class="fit">/,/<\/table>/p' p32.html | grep -o '<tr><td>pytorch</td><td>[^<]*</td>' | head -1)
+[[ -n $want && $row == "<tr><td>pytorch</td><td>$want</td>" ]] && ok "24 GiB under pytorch: $want, as --fit says" \
+  || bad "fit cell: '$row', want '$want'"
+out=$("$GA" recommend --db p32.zst.db 2>&1)
+[[ $out == *"p32.zst: the largest value that fits"* && $out == *"  24 GiB      as run (pytorch): $want"* ]] \
+  && ok "recommend: the largest value that fits per card" || bad "recommend: $out"
+grep -q '<table class="fitcurve">' p32.html && ok "the curve the search went through" || bad "no fit curve"
 # a recorded trace with the recordings given
 "$GA" report affine32.zst --curve=affine8.zst@8 --curve=affine16.zst@16 --html r32.html -q > /dev/null 2> err.txt \
   || bad "report --curve: $(cat err.txt)"

@@ -1,4 +1,4 @@
-/* snap_import.c: a PyTorch memory snapshot (the plain-data tree from snap_pickle.c) into a
+/* snap_import.c: a PyTorch memory snapshot (the plain-data tree from formats/pkr.c) into a
  * gpumem trace.
  *
  * The snapshot is {segments, device_traces, allocator_settings, external_annotations}. Each
@@ -29,27 +29,27 @@ int snap_is_pickle(const void *buf, size_t len) {
 
 /* A frame's field; a "frame" that is not a small dict has none (its text is "?:0:?"), so a
  * hostile dict of a million keys costs no million-key scans. */
-static const snap_val_t *frame_get(const snap_val_t *f, const char *key) {
-  return f && f->type == SNAP_DICT && f->n / 2 <= SNAP_MAX_RECORD_KEYS ? snap_dict_get(f, key) : NULL;
+static const pkr_val_t *frame_get(const pkr_val_t *f, const char *key) {
+  return f && f->type == PKR_DICT && f->n / 2 <= SNAP_MAX_RECORD_KEYS ? pkr_dict_get(f, key) : NULL;
 }
 
 /* The innermost frame (the operation that allocated), then the program's own frames (those not
  * under site-packages/), innermost first, up to SNAP_MAX_FRAMES; a stack with no frame of the
  * program keeps its innermost frames. "file:line:name" joined by " < ". Paths are cut after
  * "site-packages/" so the same library code reads the same on any machine. */
-static int is_library(const snap_val_t *f) {
-  const snap_val_t *fn = frame_get(f, "filename");
-  return fn && fn->type == SNAP_STR &&
+static int is_library(const pkr_val_t *f) {
+  const pkr_val_t *fn = frame_get(f, "filename");
+  return fn && fn->type == PKR_STR &&
          memmem(fn->s, fn->len > SNAP_MAX_PATH ? SNAP_MAX_PATH : fn->len, "site-packages/", 14) != NULL;
 }
 
-static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
-  const snap_val_t *fn = frame_get(f, "filename"), *nm = frame_get(f, "name");
+static size_t frame_text(const pkr_val_t *f, char *buf, size_t n, int first) {
+  const pkr_val_t *fn = frame_get(f, "filename"), *nm = frame_get(f, "name");
   int64_t line = 0;
-  snap_int(frame_get(f, "line"), &line);
+  pkr_int(frame_get(f, "line"), &line);
   const char *fs = "?", *ns = "?";
   int fl = 1, nl = 1;
-  if (fn && fn->type == SNAP_STR) {
+  if (fn && fn->type == PKR_STR) {
     fs = fn->s;
     fl = (int)(fn->len > 400 ? 400 : fn->len);
     const char *sp = memmem(fs, (size_t)fl, "site-packages/", 14);
@@ -58,7 +58,7 @@ static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
       fs = sp + 14;
     }
   }
-  if (nm && nm->type == SNAP_STR) {
+  if (nm && nm->type == PKR_STR) {
     ns = nm->s;
     nl = (int)(nm->len > 200 ? 200 : nm->len);
   }
@@ -71,7 +71,7 @@ static size_t frame_text(const snap_val_t *f, char *buf, size_t n, int first) {
  * its string once. */
 typedef struct snap_cs_cache cs_cache_t;
 struct snap_cs_cache {
-  const snap_val_t *frames;
+  const pkr_val_t *frames;
   uint32_t id;
   UT_hash_handle hh;
 };
@@ -85,9 +85,9 @@ void snap_cs_cache_free(cs_cache_t **c) {
 }
 
 /* The callsite string of a frames list into buf ("" when there is none). */
-static void callsite_text(const snap_val_t *frames, char *buf, size_t n) {
+static void callsite_text(const pkr_val_t *frames, char *buf, size_t n) {
   buf[0] = '\0';
-  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return;
+  if (!frames || frames->type != PKR_LIST || frames->n == 0) return;
   int user = 0;
   for (size_t k = 1; k < frames->n && !user; k++) user = !is_library(frames->items[k]);
   size_t off = 0;
@@ -102,10 +102,10 @@ static void callsite_text(const snap_val_t *frames, char *buf, size_t n) {
   buf[off] = '\0';
 }
 
-static gm_status_t callsite(gmt_writer_t *w, cs_cache_t **cache, const snap_val_t *frames, uint32_t *id,
+static gm_status_t callsite(gmt_writer_t *w, cs_cache_t **cache, const pkr_val_t *frames, uint32_t *id,
                             gm_err_t *err) {
   *id = GMT_NO_STRING;
-  if (!frames || frames->type != SNAP_LIST || frames->n == 0) return GM_OK;
+  if (!frames || frames->type != PKR_LIST || frames->n == 0) return GM_OK;
   cs_cache_t *e;
   HASH_FIND_PTR(*cache, &frames, e);
   if (e) {
@@ -130,97 +130,13 @@ gm_status_t snap_event_strings(gmt_writer_t *w, cs_cache_t **cache, snap_event_t
   if (e->marker == SNAP_MARK_ANNOTATION) {
     /* "STAGE name", cut to 16 + 400 bytes */
     char text[420];
-    const snap_val_t *nm = e->frames, *sg = e->stage;
+    const pkr_val_t *nm = e->frames, *sg = e->stage;
     int sl = sg ? (int)(sg->len > 16 ? 16 : sg->len) : 0;
     int nl = (int)(nm->len > 400 ? 400 : nm->len);
     snprintf(text, sizeof text, "%.*s%s%.*s", sl, sl ? sg->s : "", sl ? " " : "", nl, nm->s);
     return gmt_writer_intern(w, text, &e->ev.callsite, err);
   }
   if (e->frames) return callsite(w, cache, e->frames, &e->ev.callsite, err);
-  return GM_OK;
-}
-
-/* ---- one trace entry ----------------------------------------------------------------------- */
-
-static int action_kind(const snap_val_t *a) {
-  static const struct {
-    const char *name;
-    int kind;
-  } map[] = {
-      {"alloc", GMT_EV_ALLOC},
-      {"free_requested", GMT_EV_FREE_REQUESTED},
-      {"free_completed", GMT_EV_FREE},
-      {"segment_alloc", GMT_EV_SEGMENT_ALLOC},
-      {"segment_free", GMT_EV_SEGMENT_FREE},
-      {"segment_map", GMT_EV_VMM_MAP},
-      {"segment_unmap", GMT_EV_VMM_UNMAP},
-      {"oom", GMT_EV_ALLOC_FAILED},
-      {"snapshot", GMT_EV_MARKER},
-  };
-  for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
-    if (snap_str_eq(a, map[k].name)) return map[k].kind;
-  return 0;
-}
-
-gm_status_t snap_field_u64(const snap_val_t *e, const char *key, uint64_t max, uint64_t *out, gm_err_t *err) {
-  const snap_val_t *v = snap_dict_get(e, key);
-  if (!v) return GM_OK;
-  int64_t i = 0;
-  if (v->type == SNAP_INT && snap_int(v, &i) && i >= 0 && (uint64_t)i <= max) {
-    *out = (uint64_t)i;
-    return GM_OK;
-  }
-  char got[64];
-  switch (v->type) {
-    case SNAP_INT: snprintf(got, sizeof got, "%lld", (long long)v->i); break;
-    case SNAP_BIGINT: snprintf(got, sizeof got, "an int wider than 64 bits"); break;
-    case SNAP_FLOAT: snprintf(got, sizeof got, "%g (a float)", v->f); break;
-    case SNAP_BOOL: snprintf(got, sizeof got, "%s", v->i ? "True" : "False"); break;
-    case SNAP_NONE: snprintf(got, sizeof got, "None"); break;
-    default: snprintf(got, sizeof got, "(a %s)", v->type == SNAP_STR ? "str" : "container"); break;
-  }
-  return gm_err_set(err, GM_ERR_FORMAT, "%s %s: not accepted (an int from 0 to %llu)", key, got,
-                    (unsigned long long)max);
-}
-
-gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out, gm_err_t *err) {
-  memset(out, 0, sizeof(*out));
-  out->ev.device = device;
-  out->ev.mem_kind = GMT_MEM_DEVICE;
-  out->ev.stream = GMT_STREAM_NONE;
-  if (!e || e->type != SNAP_DICT) return gm_err_set(err, GM_ERR_FORMAT, "not a dict (not a PyTorch memory snapshot)");
-  if (!snap_claim(e)) /* shared through the memo: a million entries from a few MB */
-    return gm_err_set(err, GM_ERR_FORMAT, "the same dict as an earlier entry (a snapshot makes one per entry)");
-  if (e->n / 2 > SNAP_MAX_RECORD_KEYS) /* every lookup below would scan them all */
-    return gm_err_set(err, GM_ERR_FORMAT, "a dict of %zu keys is not a trace entry (limit SNAP_MAX_RECORD_KEYS = %d)",
-                      e->n / 2, SNAP_MAX_RECORD_KEYS);
-  int kind = action_kind(snap_dict_get(e, "action"));
-  if (!kind) return GM_END; /* an action this importer does not convert */
-  out->ev.kind = (uint8_t)kind;
-  /* A failed request's size is whatever the program asked (a cudaMalloc(-1) included); a
-   * block that exists is at most GMT_MAX_SIZE. */
-  uint64_t smax = kind == GMT_EV_ALLOC_FAILED ? (uint64_t)INT64_MAX : GMT_MAX_SIZE;
-  gm_status_t st;
-  if ((st = snap_field_u64(e, "addr", (uint64_t)INT64_MAX, &out->ev.addr, err)) ||
-      (st = snap_field_u64(e, "size", smax, &out->ev.size, err)) ||
-      (st = snap_field_u64(e, "stream", (uint64_t)INT64_MAX, &out->ev.stream, err)))
-    return st;
-  if (!snap_dict_get(e, "stream")) out->ev.stream = GMT_STREAM_NONE;
-  const snap_val_t *t = snap_dict_get(e, "time_us");
-  out->has_time = snap_int(t, &out->time_us);
-  if (t && !out->has_time) return gm_err_set(err, GM_ERR_FORMAT, "time_us is not an int");
-  if (kind == GMT_EV_ALLOC_FAILED) {
-    /* torch writes an OOM entry's free device memory under "device_free", in place of "addr"
-     * (torch/csrc/cuda/memory_snapshot.cpp); older hand-made files put it in addr. Kept for
-     * the header. */
-    uint64_t free_bytes = out->ev.addr;
-    if (snap_dict_get(e, "device_free") &&
-        (st = snap_field_u64(e, "device_free", (uint64_t)INT64_MAX, &free_bytes, err)))
-      return st;
-    out->device_free = free_bytes;
-    out->ev.addr = 0;
-  }
-  out->frames = snap_dict_get(e, "frames");
   return GM_OK;
 }
 
@@ -239,7 +155,7 @@ typedef struct text_walk {
   const char *limit; /* the limit hit, or NULL */
 } text_walk_t;
 
-static void val_text_at(const snap_val_t *v, char *buf, size_t n, int depth, text_walk_t *w) {
+static void val_text_at(const pkr_val_t *v, char *buf, size_t n, int depth, text_walk_t *w) {
   buf[0] = 0;
   if (!v || w->limit) return;
   if (++w->visited > SNAP_TEXT_MAX_VALUES) {
@@ -247,13 +163,13 @@ static void val_text_at(const snap_val_t *v, char *buf, size_t n, int depth, tex
     return;
   }
   switch (v->type) {
-    case SNAP_NONE: snprintf(buf, n, "None"); break;
-    case SNAP_BOOL: snprintf(buf, n, "%s", v->i ? "True" : "False"); break;
-    case SNAP_INT: snprintf(buf, n, "%lld", (long long)v->i); break;
-    case SNAP_FLOAT: snprintf(buf, n, "%.17g", v->f); break;
-    case SNAP_STR:
-    case SNAP_BYTES: snprintf(buf, n, "%.*s", (int)(v->len > n - 1 ? n - 1 : v->len), v->s); break;
-    case SNAP_DICT: {
+    case PKR_NONE: snprintf(buf, n, "None"); break;
+    case PKR_BOOL: snprintf(buf, n, "%s", v->i ? "True" : "False"); break;
+    case PKR_INT: snprintf(buf, n, "%lld", (long long)v->i); break;
+    case PKR_FLOAT: snprintf(buf, n, "%.17g", v->f); break;
+    case PKR_STR:
+    case PKR_BYTES: snprintf(buf, n, "%.*s", (int)(v->len > n - 1 ? n - 1 : v->len), v->s); break;
+    case PKR_DICT: {
       /* roundup_power2_divisions: {"1": 0, "2": 4, ...} -> "[1:0,2:4,...]" */
       if (depth >= SNAP_TEXT_MAX_DEPTH) {
         w->limit = "nested deeper than " GM_STR(SNAP_TEXT_MAX_DEPTH) " levels (limit SNAP_TEXT_MAX_DEPTH)";
@@ -276,7 +192,7 @@ static void val_text_at(const snap_val_t *v, char *buf, size_t n, int depth, tex
 
 /* The text of one setting; GM_ERR_FORMAT naming the setting and the limit when the value is
  * deeper or larger than any real setting. */
-static gm_status_t val_text(const snap_val_t *v, const char *what, char *buf, size_t n, gm_err_t *err) {
+static gm_status_t val_text(const pkr_val_t *v, const char *what, char *buf, size_t n, gm_err_t *err) {
   text_walk_t w = {0, NULL};
   val_text_at(v, buf, n, 0, &w);
   if (w.limit) return gm_err_set(err, GM_ERR_FORMAT, "allocator_settings: %s: %s", what, w.limit);
@@ -285,10 +201,10 @@ static gm_status_t val_text(const snap_val_t *v, const char *what, char *buf, si
 
 /* The PYTORCH_CUDA_ALLOC_CONF equivalent of the recorded settings (for when the verbatim string
  * was not recorded, or was changed at run time): only keys that differ from the defaults. */
-gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
+gm_status_t snap_settings_conf(const pkr_val_t *s, char *buf, size_t n) {
   size_t off = 0;
   buf[0] = 0;
-  if (!s || s->type != SNAP_DICT) return GM_OK;
+  if (!s || s->type != PKR_DICT) return GM_OK;
   int64_t v;
 #define APPEND(...)                                                                          \
   do {                                                                                       \
@@ -300,18 +216,18 @@ gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
     }                                                                                        \
     if (off >= n) return GM_ERR_INVAL;                                                       \
   } while (0)
-  if (snap_int(snap_dict_get(s, "max_split_size"), &v) && v > 0 && (uint64_t)v != UINT64_MAX &&
+  if (pkr_int(pkr_dict_get(s, "max_split_size"), &v) && v > 0 && (uint64_t)v != UINT64_MAX &&
       (uint64_t)v < ((uint64_t)1 << 62))
     APPEND("max_split_size_mb:%llu", (unsigned long long)((uint64_t)v >> 20));
-  const snap_val_t *g = snap_dict_get(s, "garbage_collection_threshold");
-  if (g && g->type == SNAP_FLOAT && g->f > 0) APPEND("garbage_collection_threshold:%.17g", g->f);
-  if (snap_int(snap_dict_get(s, "expandable_segments"), &v) && v) APPEND("expandable_segments:True");
-  const snap_val_t *r = snap_dict_get(s, "roundup_power2_divisions");
-  if (r && r->type == SNAP_DICT && r->n >= 2) {
+  const pkr_val_t *g = pkr_dict_get(s, "garbage_collection_threshold");
+  if (g && g->type == PKR_FLOAT && g->f > 0) APPEND("garbage_collection_threshold:%.17g", g->f);
+  if (pkr_int(pkr_dict_get(s, "expandable_segments"), &v) && v) APPEND("expandable_segments:True");
+  const pkr_val_t *r = pkr_dict_get(s, "roundup_power2_divisions");
+  if (r && r->type == PKR_DICT && r->n >= 2) {
     int64_t first = -1, any = 0, same = 1;
     for (size_t k = 0; k + 1 < r->n; k += 2) {
       int64_t d = 0;
-      snap_int(r->items[k + 1], &d);
+      pkr_int(r->items[k + 1], &d);
       if (first < 0) first = d;
       if (d != first) same = 0;
       if (d) any = 1;
@@ -324,32 +240,32 @@ gm_status_t snap_settings_conf(const snap_val_t *s, char *buf, size_t n) {
       APPEND("roundup_power2_divisions:%s", t);
     }
   }
-  if (snap_int(snap_dict_get(s, "max_non_split_rounding_size"), &v) && v > 0 &&
+  if (pkr_int(pkr_dict_get(s, "max_non_split_rounding_size"), &v) && v > 0 &&
       v != ((int64_t)20 << 20))
     APPEND("max_non_split_rounding_mb:%lld", (long long)(v >> 20));
 #undef APPEND
   return GM_OK;
 }
 
-gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
+gm_status_t snap_fill_header(gmt_header_t *h, const pkr_val_t *root, const snap_pass_t *ps,
                                const gmt_header_t *prov, gm_err_t *err) {
   gm_status_t st;
   if (prov && (st = gmt_header_copy(h, prov, err))) return st;
   h->capture_mode = GMT_CAPTURE_TORCH;
   h->start_time_ns = ps->start_time_ns;
   if ((st = gmt_header_set(&h->tool, "gpurec " GM_VERSION " import", err))) return st;
-  const snap_val_t *s = snap_dict_get(root, "allocator_settings");
+  const pkr_val_t *s = pkr_dict_get(root, "allocator_settings");
   char key[160], val[1200];
-  if (s && s->type == SNAP_DICT) {
+  if (s && s->type == PKR_DICT) {
     if (s->n / 2 > SNAP_MAX_SETTINGS)
       return gm_err_set(err, GM_ERR_FORMAT, "allocator_settings: %zu keys, more than torch has (limit SNAP_MAX_SETTINGS = %d)",
                         s->n / 2, SNAP_MAX_SETTINGS);
     for (size_t k = 0; k + 1 < s->n; k += 2) {
-      const snap_val_t *kv = s->items[k];
-      if (!kv || kv->type != SNAP_STR || kv->len > 100) continue;
+      const pkr_val_t *kv = s->items[k];
+      if (!kv || kv->type != PKR_STR || kv->len > 100) continue;
       snprintf(key, sizeof(key), "'%.*s'", (int)kv->len, kv->s);
       if ((st = val_text(s->items[k + 1], key, val, sizeof(val), err))) return st;
-      if (snap_str_eq(kv, "PYTORCH_CUDA_ALLOC_CONF") || snap_str_eq(kv, "PYTORCH_ALLOC_CONF")) {
+      if (pkr_str_eq(kv, "PYTORCH_CUDA_ALLOC_CONF") || pkr_str_eq(kv, "PYTORCH_ALLOC_CONF")) {
         snprintf(key, sizeof(key), "%.*s", (int)kv->len, kv->s);
       } else {
         snprintf(key, sizeof(key), "torch.allocator_settings.%.*s", (int)kv->len, kv->s);
@@ -376,7 +292,9 @@ gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap
   if ((st = gmt_header_kv_set(h, "torch.snapshot.synthetic_initial_events", val, err))) return st;
   if ((st = gmt_header_kv_set(h, "torch.snapshot.time", ps->has_time ? "time_us" : "none", err)))
     return st;
-  return GM_OK;
+  gmt_coverage_t cov; /* a snapshot says nothing of its ring's size: the initial state tells */
+  snap_coverage_of(ps, 0, &cov);
+  return snap_coverage_mark(h, &cov, err);
 }
 
 /* ---- the whole conversion ------------------------------------------------------------------ */
@@ -413,7 +331,7 @@ gm_status_t snap_read_file(const char *path, uint8_t **buf, size_t *len, gm_err_
   return GM_OK;
 }
 
-gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
+gm_status_t snap_import_doc(const pkr_val_t *root, const char *out_path,
                             const gmt_writer_opts_t *opts, const gmt_header_t *prov,
                             snap_import_stats_t *st, gm_err_t *err) {
   snap_pass_t ps;
@@ -471,14 +389,14 @@ gm_status_t snap_import_file_prov(const char *pickle_path, const char *out_path,
   size_t len = 0;
   gm_status_t s = snap_read_file(pickle_path, &buf, &len, err);
   if (s) return s;
-  snap_doc_t *doc = NULL;
+  pkr_doc_t *doc = NULL;
   if (!snap_is_pickle(buf, len)) {
     s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)",
                    pickle_path);
-  } else if ((s = snap_pickle_parse(buf, len, &doc, err)) == GM_OK) {
-    s = snap_import_doc(snap_doc_root(doc), out_path, opts, prov, st, err);
+  } else if ((s = pkr_parse(buf, len, &doc, err)) == GM_OK) {
+    s = snap_import_doc(pkr_doc_root(doc), out_path, opts, prov, st, err);
   } /* the caller names the file: "cannot import 'x.pickle': <this message>" */
-  snap_doc_free(doc);
+  pkr_doc_free(doc);
   free(buf);
   return s;
 }

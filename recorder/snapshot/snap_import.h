@@ -55,12 +55,17 @@ typedef struct snap_merge_stats {
   uint64_t site_notes;     /* alloc_site notes in the CUPTI trace (the requests' callsites) */
   uint64_t allocs;         /* the history's allocations (the synthetic initial state left out) */
   uint64_t allocs_with_callsite; /* ... that got a callsite from their note */
+  int streamed;            /* the entries came streamed in the CUPTI trace (rec_torch_stream.c),
+                              the pickle only said where they start */
 } snap_merge_stats_t;
 
 /* gpurec's default for PyTorch (capture mode torch-history, snap_merge.c): the snapshot at
  * pickle_path (the process's own history, dumped at exit) merged with the CUPTI trace the same
  * process wrote at cupti_path, into out_path (which may be cupti_path: it is read whole first and
- * replaced only when the merged trace is complete). stacks: "none" or "python", for the header. */
+ * replaced only when the merged trace is complete). stacks: "none" or "python", for the header.
+ * Where the CUPTI trace holds PyTorch's streamed requests (GMT_F_TORCH_STREAM), they are the
+ * requests and the snapshot only says where they start; pickle_path NULL merges them alone (gpurec
+ * import of a recording gpurec could not merge), an error where there are none. */
 gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
                             const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                             gm_err_t *err);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "formats/gmt.h"
-#include "recorder/snapshot/snap_pickle.h"
-#include "recorder/snapshot/snap_testpk.h"
+#include "formats/pkr.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 
@@ -107,6 +107,7 @@ TEST(SnapImport, ConvertsEveryAction) {
   EXPECT_STREQ(t.kv("torch.allocator_settings.roundup_power2_divisions"), "[1:4,2:4]");
   EXPECT_STREQ(t.kv("torch.alloc_conf"), "max_split_size_mb:64,roundup_power2_divisions:4");
   EXPECT_STREQ(t.kv("torch.snapshot.synthetic_initial_events"), "0");
+  EXPECT_STREQ(t.kv("coverage"), "complete");  // recorded from the start (SPEC.md §3.4)
   // 9 converted entries + 1 annotation marker, in order (the annotation by its time)
   const unsigned kinds[] = {GMT_EV_SEGMENT_ALLOC, GMT_EV_ALLOC, GMT_EV_MARKER, GMT_EV_FREE_REQUESTED,
                             GMT_EV_FREE, GMT_EV_VMM_MAP, GMT_EV_VMM_UNMAP, GMT_EV_ALLOC_FAILED,
@@ -188,6 +189,15 @@ TEST(SnapImport, LateHistoryGetsSyntheticInitialState) {
   ASSERT_EQ(snap_import_file(in.c_str(), out.c_str(), nullptr, nullptr, &err), GM_OK) << err.msg;
   Trace t(out);
   EXPECT_STREQ(t.kv("torch.snapshot.synthetic_initial_events"), "4");
+  // The trace says it covers part of the run: from event 4 (the first entry), with the 4000 B
+  // block and the 1000 B one alive then, in 22 MiB of segments (SPEC.md §3.4).
+  EXPECT_STREQ(t.kv("coverage"), "partial");
+  EXPECT_STREQ(t.kv("coverage.why"), "late_start");
+  EXPECT_STREQ(t.kv("coverage.from_event"), "4");
+  EXPECT_STREQ(t.kv("coverage.from_ns"), "0");
+  EXPECT_STREQ(t.kv("coverage.alive_count"), "2");
+  EXPECT_STREQ(t.kv("coverage.alive_bytes"), "5000");
+  EXPECT_STREQ(t.kv("coverage.reserved_bytes"), std::to_string((20 << 20) + (2 << 20)).c_str());
   ASSERT_EQ(t.ev.size(), 9u);
   // segments first (by address), then the blocks
   EXPECT_EQ(t.ev[0].kind, GMT_EV_SEGMENT_ALLOC);
@@ -329,21 +339,21 @@ TEST(SnapImport, LateRealSnapshotsRebuildTheMissingState) {
     std::vector<uint8_t> buf(1 << 22);
     buf.resize(fread(buf.data(), 1, buf.size(), fp));
     fclose(fp);
-    snap_doc_t *doc = nullptr;
-    ASSERT_EQ(snap_pickle_parse(buf.data(), buf.size(), &doc, &err), GM_OK) << err.msg;
-    const snap_val_t *segs = snap_dict_get(snap_doc_root(doc), "segments");
+    pkr_doc_t *doc = nullptr;
+    ASSERT_EQ(pkr_parse(buf.data(), buf.size(), &doc, &err), GM_OK) << err.msg;
+    const pkr_val_t *segs = pkr_dict_get(pkr_doc_root(doc), "segments");
     ASSERT_NE(segs, nullptr);
     int64_t final_bytes = 0, live = 0, v;
     for (size_t k = 0; k < segs->n; k++) {
-      ASSERT_TRUE(snap_int(snap_dict_get(segs->items[k], "total_size"), &v));
+      ASSERT_TRUE(pkr_int(pkr_dict_get(segs->items[k], "total_size"), &v));
       final_bytes += v;
-      const snap_val_t *bl = snap_dict_get(segs->items[k], "blocks");
+      const pkr_val_t *bl = pkr_dict_get(segs->items[k], "blocks");
       for (size_t b = 0; b < bl->n; b++) {
-        const snap_val_t *st = snap_dict_get(bl->items[b], "state");
-        live += snap_str_eq(st, "active_allocated") || snap_str_eq(st, "active_pending_free");
+        const pkr_val_t *st = pkr_dict_get(bl->items[b], "state");
+        live += pkr_str_eq(st, "active_allocated") || pkr_str_eq(st, "active_pending_free");
       }
     }
-    snap_doc_free(doc);
+    pkr_doc_free(doc);
     // what the trace adds up to
     Trace t(out);
     int64_t bytes = 0, blocks = 0, synthetic = 0;

@@ -4,7 +4,7 @@
 
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
-#include "recorder/snapshot/snap_pickle.h"
+#include "formats/pkr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,9 +19,9 @@ extern "C" {
  * parsed pickle: nothing is copied per event, so a snapshot's events cost 88 bytes each). */
 typedef struct snap_event {
   gmt_event_t ev;
-  const snap_val_t *frames; /* requests: the entry's frames list; annotations: the name */
+  const pkr_val_t *frames; /* requests: the entry's frames list; annotations: the name */
   union {
-    const snap_val_t *stage; /* annotations: the stage, or NULL */
+    const pkr_val_t *stage; /* annotations: the stage, or NULL */
     uint64_t device_free;    /* ALLOC_FAILED: the device's free bytes PyTorch recorded with it */
   };
   int64_t time_us;
@@ -44,27 +44,41 @@ typedef struct snap_pass {
   snap_evvec_t *lists; /* devices, annotations, synthetic initial state */
   size_t nlists;
   uint64_t entries, devices, skipped, synthetic;
+  uint64_t max_dev_entries; /* the longest device history (a full ring holds max_entries) */
   int has_time;
   uint64_t start_time_ns;
 } snap_pass_t;
 
 /* One trace entry into *out: GM_OK, GM_END (an action not converted), GM_ERR_FORMAT (not a dict,
  * or a field out of its range: err says which, without the entry's position). */
-gm_status_t snap_entry_event(const snap_val_t *e, uint16_t device, snap_event_t *out, gm_err_t *err);
+gm_status_t snap_entry_event(const pkr_val_t *e, uint16_t device, snap_event_t *out, gm_err_t *err);
 /* A numeric field of a record dict, validated where it enters: absent leaves *out alone (torch
  * omits nothing, hand-made snapshots do); anything but an int in [0, max] is GM_ERR_FORMAT
  * naming the field, the value and the accepted range, so no NaN becomes 0 and no -1 becomes
  * 2^64-1. */
-gm_status_t snap_field_u64(const snap_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
+gm_status_t snap_field_u64(const pkr_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
-gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err);
+gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err);
+/* The same from the entries the recorder streamed into a process's own trace (events flagged
+ * GMT_F_TORCH_STREAM, in the order they were recorded, ts_ns on that trace's clock) and, where
+ * root is not NULL, the snapshot taken where the stream starts (its segments: what was alive
+ * before). Event times stay on the trace's clock: ps->start_time_ns is relative to its start
+ * (the caller adds the trace's start_time_ns). */
+gm_status_t snap_plan_streamed(const pkr_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+                               gm_err_t *err);
 void snap_plan_free(snap_pass_t *ps);
 /* allocator_settings -> an equivalent PYTORCH_CUDA_ALLOC_CONF string ("" for the defaults). */
-gm_status_t snap_settings_conf(const snap_val_t *settings, char *buf, size_t n);
+gm_status_t snap_settings_conf(const pkr_val_t *settings, char *buf, size_t n);
 /* The trace header of a snapshot: prov's provenance (may be NULL), capture mode torch, the
  * history's start time, allocator_settings and snapshot facts as kv pairs. */
-gm_status_t snap_fill_header(gmt_header_t *h, const snap_val_t *root, const snap_pass_t *ps,
+gm_status_t snap_fill_header(gmt_header_t *h, const pkr_val_t *root, const snap_pass_t *ps,
                              const gmt_header_t *prov, gm_err_t *err);
+/* Coverage (snap_coverage.c, SPEC.md §3.4): whether the history covers the whole run, its
+ * window and what was alive at its start (in the plan's own event order and clock). ring: the
+ * history's max_entries when known, else 0. */
+void snap_coverage_of(const snap_pass_t *ps, uint64_t ring, gmt_coverage_t *c);
+/* Mark h with c, keeping what h (a provenance header) already said was partial. */
+gm_status_t snap_coverage_mark(gmt_header_t *h, const gmt_coverage_t *c, gm_err_t *err);
 /* Callsite strings by frames list, interned once per list (snap_event_strings). */
 typedef struct snap_cs_cache snap_cs_cache_t;
 void snap_cs_cache_free(snap_cs_cache_t **cache);
@@ -86,7 +100,7 @@ size_t snap_sites_match(const snap_pass_t *ps, const snap_site_t *sites, size_t 
 /* The whole file into *buf (malloc'd). */
 gm_status_t snap_read_file(const char *path, uint8_t **buf, size_t *len, gm_err_t *err);
 /* Import from an already parsed tree (tests and fuzzing use it). */
-gm_status_t snap_import_doc(const snap_val_t *root, const char *out_path,
+gm_status_t snap_import_doc(const pkr_val_t *root, const char *out_path,
                             const gmt_writer_opts_t *opts, const gmt_header_t *prov,
                             snap_import_stats_t *st, gm_err_t *err);
 

@@ -44,11 +44,14 @@ typedef struct cupti_side {
   gmt_header_t header;
   uint64_t dropped_records; /* CUPTI's own drop count */
   int truncated;
+  gmt_event_t *torch;       /* PyTorch's allocator trace as the recorder streamed it */
+  size_t ntorch, torch_cap;
 } cupti_side_t;
 
 static void cupti_free(cupti_side_t *c) {
   for (size_t i = 0; i < c->n; i++) free(c->v[i].str);
   free(c->v);
+  free(c->torch);
   gmt_header_free(&c->header);
 }
 
@@ -59,6 +62,20 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
   st = gmt_header_copy(&c->header, gmt_reader_header(r), err);
   gmt_event_t ev;
   while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    if (ev.flags & GMT_F_TORCH_STREAM) { /* a request, not a driver call: the plan's */
+      if (c->ntorch == c->torch_cap) {
+        size_t cap = c->torch_cap ? c->torch_cap * 2 : 4096;
+        gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
+        if (!nv) {
+          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+          break;
+        }
+        c->torch = nv;
+        c->torch_cap = cap;
+      }
+      c->torch[c->ntorch++] = ev;
+      continue;
+    }
     if (c->n == c->cap) {
       size_t cap = c->cap ? c->cap * 2 : 1024;
       cev_t *nv = realloc(c->v, cap * sizeof *nv);
@@ -294,11 +311,33 @@ static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *
   return gmt_header_kv_set(h, k, b, err);
 }
 
-static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
+/* The history's coverage on the merged trace (SPEC.md §3.4): its window moved onto the CUPTI
+ * clock, counted in merged events (the CUPTI events before it come first), and its ring's size
+ * as gpurec set it (rec_torch.c reads the same variable; 1000000 by default). */
+static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const cupti_side_t *c, gm_err_t *err) {
+  const char *env = getenv("GPUMEM_TORCH_MAX_ENTRIES");
+  uint64_t ring = env && *env ? strtoull(env, NULL, 10) : 1000000u;
+  gmt_coverage_t cov;
+  snap_coverage_of(ps, ring, &cov);
+  if (cov.partial && cov.has_window) {
+    int64_t t = (int64_t)cov.from_ns + clock_shift(ps, &c->header);
+    cov.from_ns = t > 0 ? (uint64_t)t : 0;
+    for (size_t i = 0; i < c->n; i++) cov.from_event += c->v[i].ev.kind != 0 && c->v[i].ev.ts_ns < cov.from_ns;
+  }
+  return snap_coverage_mark(h, &cov, err);
+}
+
+static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
                              const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
   snap_pass_t ps;
-  gm_status_t s = snap_plan(root, &ps, err);
-  if (s) return s;
+  gm_status_t s;
+  if (c->ntorch) { /* streamed (rec_torch_stream.c): the snapshot only says where it starts */
+    s = snap_plan_streamed(root, c->torch, c->ntorch, &ps, err);
+    if (s) return s;
+    ps.start_time_ns += c->header.start_time_ns; /* the stream is on the trace's own clock */
+  } else if ((s = snap_plan(root, &ps, err))) {
+    return s;
+  }
   seg_q_t *queues = NULL;
   uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
   gmt_header_t h;
@@ -330,6 +369,7 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
     snprintf(tool, sizeof tool, "gpurec %s", GM_VERSION);
     if ((s = gmt_header_set(&h.tool, tool, err)) == GM_OK &&
         (s = gmt_header_kv_set(&h, "torch_history.stacks", stacks ? stacks : "none", err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.source", c->ntorch ? "stream" : "history", err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
@@ -343,6 +383,7 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
     if (s == GM_OK && nsites && (s = kv_u64(&h, "torch_history.alloc_site_notes", nsites, err)) == GM_OK)
       s = kv_u64(&h, "torch_history.allocs_with_callsite", site_hits, err);
   }
+  if (s == GM_OK) s = mark_coverage(&h, &ps, c, err);
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
     gmt_writer_add_dropped(w, c->dropped_records);
@@ -389,6 +430,7 @@ static gm_status_t merge_doc(const snap_val_t *root, cupti_side_t *c, const char
     ms->site_notes = nsites;
     ms->allocs = allocs;
     ms->allocs_with_callsite = site_hits;
+    ms->streamed = c->ntorch != 0;
   }
   free(site_of);
   free(sites);
@@ -414,14 +456,18 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
   }
   uint8_t *buf = NULL;
   size_t len = 0;
-  snap_doc_t *doc = NULL;
-  if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
+  pkr_doc_t *doc = NULL;
+  if (!pickle_path) { /* gpurec import of an unmerged recording: the stream alone */
+    s = c.ntorch ? merge_doc(NULL, &c, out_path, stacks, opts, st, err)
+                 : gm_err_set(err, GM_ERR_INVAL, "it holds no unmerged PyTorch requests (it is a gpumem trace "
+                                                 "already: gpureplay and gpuanalyze read it as it is)");
+  } else if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
     if (!snap_is_pickle(buf, len))
       s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)", pickle_path);
-    else if ((s = snap_pickle_parse(buf, len, &doc, err)) == GM_OK)
-      s = merge_doc(snap_doc_root(doc), &c, out_path, stacks, opts, st, err);
+    else if ((s = pkr_parse(buf, len, &doc, err)) == GM_OK)
+      s = merge_doc(pkr_doc_root(doc), &c, out_path, stacks, opts, st, err);
   }
-  snap_doc_free(doc);
+  pkr_doc_free(doc);
   free(buf);
   cupti_free(&c);
   return s;

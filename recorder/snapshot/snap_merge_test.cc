@@ -12,6 +12,7 @@
 
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 
@@ -63,7 +64,11 @@ const uint64_t kNccl = 0x10000000ull, kForeignMap = 0x20000000ull;
 // n counting the allocations), with what can go wrong: three notes from before the history, the
 // note of allocation 10 lost, an extra note after allocation 20, and allocation 30's made on a
 // thread without Python frames (a note without callsite).
-void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls, bool notes = false) {
+// streamed: also each of the import's requests as the recorder streams PyTorch's allocator trace
+// (rec_torch_stream.c): flagged GMT_F_TORCH_STREAM, on the CUPTI trace's clock, no callsite, an
+// OOM's free bytes in corr_id.
+void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls, bool notes = false,
+                bool streamed = false) {
   gmt_header_t h;
   gmt_header_init(&h);
   h.capture_mode = GMT_CAPTURE_NATIVE;
@@ -106,6 +111,13 @@ void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls
   if (notes)
     for (uint64_t k = 0; k < 3; k++) note(3100 + k, 0x7000000 + 512 * k, 0, "warmup.py:1:before");
   for (const gmt_event_t &e : imp.ev) {
+    if (streamed && !(e.flags & GMT_F_SYNTHETIC) && e.kind != GMT_EV_MARKER) {
+      ev(kLater + e.ts_ns, e.kind, e.addr, e.size, GMT_MEM_DEVICE);
+      out.back().flags = GMT_F_TORCH_STREAM;
+      out.back().stream = e.stream;
+      out.back().device = e.device;
+      out.back().corr_id = 0;
+    }
     if (notes && e.kind == GMT_EV_ALLOC && !(e.flags & GMT_F_SYNTHETIC)) {
       size_t n = nalloc++;
       if (n != 10) note(kLater + e.ts_ns + 100, e.addr, e.device, n == 30 ? "" : "train.py:" + std::to_string(n) + ":step");
@@ -192,9 +204,99 @@ void CheckMerge(const char *pickle, bool vmm) {
   EXPECT_EQ(ext[3].addr, kNccl);
 }
 
+// gpurec's default with PyTorch's allocator trace streamed: the snapshot dumped where the stream
+// starts (no entries, the allocator's settings) and the entries in the CUPTI trace give the same
+// requests as the history with every entry would: same kinds, addresses, sizes, streams, order
+// and times (to the microsecond the history keeps), the segments matched to the driver's calls.
+TEST(SnapMerge, StreamedEntriesMergeAsTheHistory) {
+  std::string snap = Corpus("train_amp.default.pickle"), plain = TmpPath("stream.plain.zst"),
+              cupti = TmpPath("stream.cupti.zst"), start = TmpPath("stream.start.pickle");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  size_t synthetic = 0;
+  for (const gmt_event_t &e : imp.ev) synthetic += (e.flags & GMT_F_SYNTHETIC) != 0;
+  ASSERT_EQ(synthetic, 0u) << "the corpus snapshot's history holds every entry";
+  size_t calls = 0;
+  WriteCupti(cupti, imp, &calls, false, true);
+  Pk pk;  // {"segments": [], "device_traces": [[]], "allocator_settings": {"expandable_segments": False}}
+  pk.proto().dict().mark().str("segments").list().str("device_traces").list().list().append()
+      .str("allocator_settings").dict().mark().str("expandable_segments").boolean(false).setitems()
+      .setitems().stop();
+  FILE *f = fopen(start.c_str(), "wb");
+  ASSERT_TRUE(f);
+  fwrite(pk.b.data(), 1, pk.b.size(), f);
+  fclose(f);
+  snap_merge_stats_t ms;
+  ASSERT_EQ(snap_merge_file(start.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK)
+      << err.msg;
+  EXPECT_TRUE(ms.streamed);
+  Trace m(cupti);
+  EXPECT_EQ(m.kv("torch_history.source"), "stream");
+  EXPECT_EQ(m.kv("torch_history.segments_seen_by_cupti"), m.kv("torch_history.segments"));
+  EXPECT_EQ(m.kv("torch.allocator_settings.expandable_segments"), "False");
+  std::vector<gmt_event_t> hist;
+  for (const gmt_event_t &e : m.ev) {
+    EXPECT_FALSE(e.flags & GMT_F_TORCH_STREAM);
+    if (!(e.flags & GMT_F_EXTERNAL)) hist.push_back(e);
+  }
+  std::vector<gmt_event_t> want;  // markers (record_function annotations) are not trace entries
+  for (const gmt_event_t &e : imp.ev)
+    if (e.kind != GMT_EV_MARKER) want.push_back(e);
+  ASSERT_GT(want.size(), 1000u);
+  ASSERT_EQ(hist.size(), want.size());
+  for (size_t i = 0; i < hist.size(); i++) {
+    const gmt_event_t &a = hist[i], &b = want[i];
+    ASSERT_EQ(a.kind, b.kind) << i;
+    ASSERT_EQ(a.addr, b.addr) << i;
+    ASSERT_EQ(a.size, b.size) << i;
+    ASSERT_EQ(a.stream, b.stream) << i;
+    ASSERT_EQ(a.device, b.device) << i;
+    ASSERT_EQ(a.ts_ns / 1000, (b.ts_ns + kLater) / 1000) << i;
+  }
+  EXPECT_EQ(ms.external, 4u);
+}
+
 TEST(SnapMerge, SegmentsMatchedOthersExternal) { CheckMerge("train_amp.default.pickle", false); }
 
 TEST(SnapMerge, ExpandableSegmentsVmmMatched) { CheckMerge("train_amp.expandable.pickle", true); }
+
+// A history as long as its ring (max_entries, as gpurec set it) filled it: the merged trace says it
+// is partial (SPEC.md §3.4), even when what fell out left nothing alive; the same history under
+// the default ring of 1000000 entries is complete.
+TEST(SnapMerge, FilledRingMarksThePartialCoverage) {
+  std::string snap = Corpus("train_amp.default.pickle"), plain = TmpPath("ring.plain.zst"),
+              cupti = TmpPath("ring.cupti.zst");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  EXPECT_EQ(imp.kv("coverage"), "complete");
+  size_t calls = 0;
+  snap_merge_stats_t ms;
+  WriteCupti(cupti, imp, &calls);
+  unsetenv("GPUMEM_TORCH_MAX_ENTRIES");
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK) << err.msg;
+  EXPECT_EQ(Trace(cupti).kv("coverage"), "complete");
+  WriteCupti(cupti, imp, &calls);
+  setenv("GPUMEM_TORCH_MAX_ENTRIES", std::to_string(ist.entries).c_str(), 1);
+  ASSERT_EQ(snap_merge_file(snap.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK) << err.msg;
+  unsetenv("GPUMEM_TORCH_MAX_ENTRIES");
+  Trace m(cupti);
+  EXPECT_EQ(m.kv("coverage"), "partial");
+  EXPECT_EQ(m.kv("coverage.why"), "history_ring");
+  EXPECT_EQ(m.kv("coverage.max_entries"), std::to_string(ist.entries));
+  EXPECT_EQ(m.kv("coverage.history_entries"), std::to_string(ist.entries));
+  gmt_coverage_t c;
+  gmt_coverage(&m.h, nullptr, &c);
+  ASSERT_TRUE(c.partial);
+  ASSERT_TRUE(c.has_window);
+  // the window's first event is the history's first, on the CUPTI clock (5 s after its start)
+  ASSERT_LT(c.from_event, m.ev.size());
+  EXPECT_EQ(m.ev[c.from_event].ts_ns, c.from_ns);
+  EXPECT_EQ(c.from_ns, imp.ev[0].ts_ns + kLater);
+}
 
 // The requests' callsites from the recorder's notes: each history allocation without a stack of
 // its own gets its note's, whatever went wrong around it; the notes are not events of the merge.

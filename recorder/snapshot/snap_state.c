@@ -103,7 +103,7 @@ static int cmp_synth(const void *a, const void *b) {
 }
 
 /* The synthetic initial state from the device lists and the final segments. */
-static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t ndev,
+static gm_status_t initial_state(const pkr_val_t *root, evvec_t *lists, size_t ndev,
                                  evvec_t *out, gm_err_t *err) {
   seen_t *blocks = NULL, *segs = NULL;
   int64_t *net = calloc(ndev ? ndev : 1, sizeof(*net)), *minnet = calloc(ndev ? ndev : 1, sizeof(*minnet));
@@ -159,18 +159,18 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
     }
   }
   /* Final segments the window never mentions, and live blocks it never allocated. */
-  const snap_val_t *segments = snap_dict_get(root, "segments");
-  for (size_t k = 0; st == GM_OK && segments && segments->type == SNAP_LIST && k < segments->n; k++) {
-    const snap_val_t *sg = segments->items[k];
+  const pkr_val_t *segments = pkr_dict_get(root, "segments");
+  for (size_t k = 0; st == GM_OK && segments && segments->type == PKR_LIST && k < segments->n; k++) {
+    const pkr_val_t *sg = segments->items[k];
     uint64_t dev = 0, addr = 0, total = 0, stream = 0;
     int64_t exp = 0;
-    if (!sg || sg->type != SNAP_DICT) continue;
+    if (!sg || sg->type != PKR_DICT) continue;
     if (sg->n / 2 > SNAP_MAX_RECORD_KEYS) {
       st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: a dict of %zu keys is not a segment (limit SNAP_MAX_RECORD_KEYS = %d)",
                       k, sg->n / 2, SNAP_MAX_RECORD_KEYS);
       break;
     }
-    if (!snap_claim(sg)) {
+    if (!pkr_claim(sg)) {
       st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
       break;
     }
@@ -180,7 +180,7 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
       gm_err_wrap(err, "segments[%zu]", k);
       break;
     }
-    snap_int(snap_dict_get(sg, "is_expandable"), &exp);
+    pkr_int(pkr_dict_get(sg, "is_expandable"), &exp);
     if (dev >= ndev || total == 0) continue;
     snap_event_t s;
     if (exp) {
@@ -196,21 +196,21 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
       s = synth(GMT_EV_SEGMENT_ALLOC, (uint16_t)dev, addr, total, stream);
       if (vec_push(out, &s)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
     }
-    const snap_val_t *bl = snap_dict_get(sg, "blocks");
-    for (size_t b = 0; st == GM_OK && bl && bl->type == SNAP_LIST && b < bl->n; b++) {
-      const snap_val_t *blk = bl->items[b];
-      if (!blk || blk->type != SNAP_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS || !snap_claim(blk)) {
+    const pkr_val_t *bl = pkr_dict_get(sg, "blocks");
+    for (size_t b = 0; st == GM_OK && bl && bl->type == PKR_LIST && b < bl->n; b++) {
+      const pkr_val_t *blk = bl->items[b];
+      if (!blk || blk->type != PKR_DICT || blk->n / 2 > SNAP_MAX_RECORD_KEYS || !pkr_claim(blk)) {
         st = gm_err_set(err, GM_ERR_FORMAT, "segments[%zu].blocks[%zu]: not a block (a dict of at most %d keys, one per block)",
                         k, b, SNAP_MAX_RECORD_KEYS);
         break;
       }
-      const snap_val_t *state = snap_dict_get(blk, "state");
-      int live = snap_str_eq(state, "active_allocated");
+      const pkr_val_t *state = pkr_dict_get(blk, "state");
+      int live = pkr_str_eq(state, "active_allocated");
       /* torch 2.11 says active_pending_free (a free requested, waiting on record_stream events) */
-      int awaiting = snap_str_eq(state, "active_pending_free") || snap_str_eq(state, "active_awaiting_free");
+      int awaiting = pkr_str_eq(state, "active_pending_free") || pkr_str_eq(state, "active_awaiting_free");
       uint64_t baddr = 0, req = 0;
       if (!live && !awaiting) continue;
-      const char *rk = snap_dict_get(blk, "requested_size") ? "requested_size" : "size";
+      const char *rk = pkr_dict_get(blk, "requested_size") ? "requested_size" : "size";
       if ((st = snap_field_u64(blk, "address", INT64_MAX, &baddr, err)) ||
           (st = snap_field_u64(blk, rk, GMT_MAX_SIZE, &req, err))) {
         gm_err_wrap(err, "segments[%zu].blocks[%zu]", k, b);
@@ -235,20 +235,20 @@ static gm_status_t initial_state(const snap_val_t *root, evvec_t *lists, size_t 
 }
 
 /* external_annotations [{stage, name, device, time_us}] -> MARKER "START name" on its device. */
-static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out, gm_err_t *err) {
-  const snap_val_t *an = snap_dict_get(root, "external_annotations");
-  if (an && an->type == SNAP_LIST && vec_reserve(out, an->n)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  for (size_t k = 0; an && an->type == SNAP_LIST && k < an->n; k++) {
-    const snap_val_t *a = an->items[k];
-    if (a && a->type == SNAP_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
+static gm_status_t annotations(const pkr_val_t *root, size_t ndev, evvec_t *out, gm_err_t *err) {
+  const pkr_val_t *an = pkr_dict_get(root, "external_annotations");
+  if (an && an->type == PKR_LIST && vec_reserve(out, an->n)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  for (size_t k = 0; an && an->type == PKR_LIST && k < an->n; k++) {
+    const pkr_val_t *a = an->items[k];
+    if (a && a->type == PKR_DICT && a->n / 2 > SNAP_MAX_RECORD_KEYS)
       return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: a dict of %zu keys is not an annotation (limit SNAP_MAX_RECORD_KEYS = %d)",
                         k, a->n / 2, SNAP_MAX_RECORD_KEYS);
-    if (a && a->type == SNAP_DICT && !snap_claim(a))
+    if (a && a->type == PKR_DICT && !pkr_claim(a))
       return gm_err_set(err, GM_ERR_FORMAT, "external_annotations[%zu]: the same dict as an earlier record (a snapshot makes one per record)", k);
-    const snap_val_t *stage = snap_dict_get(a, "stage"), *name = snap_dict_get(a, "name");
+    const pkr_val_t *stage = pkr_dict_get(a, "stage"), *name = pkr_dict_get(a, "name");
     int64_t dev = 0, t = 0;
-    if (!name || name->type != SNAP_STR || !snap_int(snap_dict_get(a, "time_us"), &t)) continue;
-    snap_int(snap_dict_get(a, "device"), &dev);
+    if (!name || name->type != PKR_STR || !pkr_int(pkr_dict_get(a, "time_us"), &t)) continue;
+    pkr_int(pkr_dict_get(a, "device"), &dev);
     if (dev < 0 || (ndev && (size_t)dev >= ndev)) continue;
     snap_event_t e = synth(GMT_EV_MARKER, (uint16_t)dev, 0, 0, GMT_STREAM_NONE);
     e.ev.flags = 0;
@@ -256,7 +256,7 @@ static gm_status_t annotations(const snap_val_t *root, size_t ndev, evvec_t *out
     e.has_time = 1;
     e.marker = SNAP_MARK_ANNOTATION;
     e.frames = name;
-    e.stage = stage && stage->type == SNAP_STR ? stage : NULL;
+    e.stage = stage && stage->type == PKR_STR ? stage : NULL;
     if (vec_push(out, &e)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   }
   return GM_OK;
@@ -302,44 +302,10 @@ static merge_head_t heap_pop(merge_head_t *h, size_t *n) {
   return top;
 }
 
-gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
-  memset(ps, 0, sizeof(*ps));
-  if (!root || root->type != SNAP_DICT)
-    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
-  const snap_val_t *dt = snap_dict_get(root, "device_traces");
-  const snap_val_t *segs = snap_dict_get(root, "segments");
-  if ((!dt && !segs) || (dt && dt->type != SNAP_LIST) || (segs && segs->type != SNAP_LIST))
-    return gm_err_set(err, GM_ERR_FORMAT,
-                      "not a PyTorch memory snapshot: no 'device_traces' or 'segments' list");
-  size_t ndev = dt ? dt->n : 0;
-  if (ndev > 4096)
-    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: %zu devices", ndev);
-  /* lists[0..ndev) devices, lists[ndev] annotations, lists[ndev+1] synthetic initial state */
-  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
-  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  gm_status_t st = GM_OK;
-  for (size_t d = 0; d < ndev && st == GM_OK; d++) {
-    const snap_val_t *tr = dt->items[d];
-    if (!tr || tr->type != SNAP_LIST) {
-      st = gm_err_set(err, GM_ERR_FORMAT,
-                      "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
-      break;
-    }
-    if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
-      snap_event_t e;
-      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
-      ps->entries++;
-      if (r == GM_END) {
-        ps->skipped++;
-      } else if (r != GM_OK) {
-        st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
-      } else {
-        if (e.ev.kind == GMT_EV_MARKER) e.marker = SNAP_MARK_SNAPSHOT;
-        if (vec_push(&lists[d], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      }
-    }
-  }
+/* The rest of a plan once the device lists hold their entries: annotations, the synthetic
+ * initial state, the time origin and the merge by time (snap_plan and snap_plan_streamed). */
+static gm_status_t plan_finish(const pkr_val_t *root, evvec_t *lists, size_t ndev, snap_pass_t *ps,
+                               gm_status_t st, gm_err_t *err) {
   ps->devices = ndev;
   if (st == GM_OK) st = annotations(root, ndev, &lists[ndev], err);
   if (st == GM_OK) st = initial_state(root, lists, ndev, &lists[ndev + 1], err);
@@ -399,6 +365,77 @@ gm_status_t snap_plan(const snap_val_t *root, snap_pass_t *ps, gm_err_t *err) {
   ps->nlists = ndev + 2;
   if (st != GM_OK) snap_plan_free(ps);
   return st;
+}
+
+gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err) {
+  memset(ps, 0, sizeof(*ps));
+  if (!root || root->type != PKR_DICT)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
+  const pkr_val_t *dt = pkr_dict_get(root, "device_traces");
+  const pkr_val_t *segs = pkr_dict_get(root, "segments");
+  if ((!dt && !segs) || (dt && dt->type != PKR_LIST) || (segs && segs->type != PKR_LIST))
+    return gm_err_set(err, GM_ERR_FORMAT,
+                      "not a PyTorch memory snapshot: no 'device_traces' or 'segments' list");
+  size_t ndev = dt ? dt->n : 0;
+  if (ndev > 4096)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: %zu devices", ndev);
+  /* lists[0..ndev) devices, lists[ndev] annotations, lists[ndev+1] synthetic initial state */
+  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
+  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t st = GM_OK;
+  for (size_t d = 0; d < ndev && st == GM_OK; d++) {
+    const pkr_val_t *tr = dt->items[d];
+    if (!tr || tr->type != PKR_LIST) {
+      st = gm_err_set(err, GM_ERR_FORMAT,
+                      "not a PyTorch memory snapshot: device_traces[%zu] is not a list", d);
+      break;
+    }
+    if (vec_reserve(&lists[d], tr->n)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    if (tr->n > ps->max_dev_entries) ps->max_dev_entries = tr->n;
+    for (size_t k = 0; k < tr->n && st == GM_OK; k++) {
+      snap_event_t e;
+      gm_status_t r = snap_entry_event(tr->items[k], (uint16_t)d, &e, err);
+      ps->entries++;
+      if (r == GM_END) {
+        ps->skipped++;
+      } else if (r != GM_OK) {
+        st = gm_err_wrap(err, "device_traces[%zu][%zu]", d, k);
+      } else {
+        if (e.ev.kind == GMT_EV_MARKER) e.marker = SNAP_MARK_SNAPSHOT;
+        if (vec_push(&lists[d], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      }
+    }
+  }
+  return plan_finish(root, lists, ndev, ps, st, err);
+}
+
+gm_status_t snap_plan_streamed(const pkr_val_t *root, const gmt_event_t *evs, size_t n, snap_pass_t *ps,
+                               gm_err_t *err) {
+  memset(ps, 0, sizeof(*ps));
+  if (root && root->type != PKR_DICT)
+    return gm_err_set(err, GM_ERR_FORMAT, "not a PyTorch memory snapshot: the pickle is not a dict");
+  size_t ndev = 0;
+  for (size_t k = 0; k < n; k++)
+    if ((size_t)evs[k].device + 1 > ndev) ndev = (size_t)evs[k].device + 1;
+  evvec_t *lists = calloc(ndev + 2, sizeof(*lists));
+  if (!lists) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  gm_status_t st = GM_OK;
+  for (size_t k = 0; k < n && st == GM_OK; k++) {
+    snap_event_t e;
+    memset(&e, 0, sizeof e);
+    e.ev = evs[k];
+    e.ev.flags &= ~GMT_F_TORCH_STREAM;
+    e.ev.callsite = GMT_NO_STRING;
+    if (e.ev.kind == GMT_EV_ALLOC_FAILED) { /* the recorder keeps the device's free bytes here */
+      e.device_free = e.ev.corr_id;
+      e.ev.corr_id = 0;
+    }
+    e.time_us = (int64_t)(e.ev.ts_ns / 1000u);
+    e.has_time = 1;
+    ps->entries++;
+    if (vec_push(&lists[e.ev.device], &e)) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
+  return plan_finish(root, lists, ndev, ps, st, err);
 }
 
 void snap_plan_free(snap_pass_t *ps) {

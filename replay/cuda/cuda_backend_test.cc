@@ -62,6 +62,15 @@ rp_result_t *Replay(const char *spec, rp_backend_t *b, const std::vector<gmt_eve
 
 }  // namespace
 
+#ifdef GM_EXPECT_FAKE_DRIVER
+// cuda_backend_fake_test: the stand-in libcuda.so.1 (cuda_fake_driver.c) must load, or the
+// tests below would skip and the target pass having run nothing (issue 25).
+TEST(Cuda, TheStandInDriverLoads) {
+  ASSERT_TRUE(HaveGpu()) << "the stand-in driver (replay/cuda/cudafake/libcuda.so.1) did not load: "
+                            "the tests of this target did not run";
+}
+#endif
+
 TEST(Cuda, NoDriverIsAClearError) {
   if (HaveGpu()) GTEST_SKIP() << "a GPU is present";
   rp_backend_t *b = nullptr;

@@ -13,33 +13,26 @@
 #include <string>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "replay/policies/rp_policies.h"
 #include "replay/cuda/rp_cuda.h"
 #include "replay/engine/rp_engine.h"
+
+using gmt_test::Ev;
 
 namespace {
 
 constexpr uint64_t MiB = 1024 * 1024;
 
-gmt_event_t Ev(uint64_t ts, unsigned kind, uint64_t addr, uint64_t size) {
-  gmt_event_t e{};
-  e.ts_ns = ts;
-  e.kind = (uint8_t)kind;
-  e.addr = addr;
-  e.size = size;
-  e.stream = 7;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 // small, huge, small, 2^64-1, frees (of the OOM'd ones too: not anomalies), small again.
 std::vector<gmt_event_t> Trace(uint64_t huge) {
-  return {Ev(1, GMT_EV_ALLOC, 0x1000, 3 * MiB),      Ev(2, GMT_EV_ALLOC, 0x2000, huge),
-          Ev(3, GMT_EV_ALLOC, 0x3000, 5 * MiB),      Ev(4, GMT_EV_ALLOC, 0x4000, UINT64_MAX),
-          Ev(5, GMT_EV_ALLOC, 0x5000, (1ull << 48) + 1), Ev(6, GMT_EV_FREE, 0x2000, huge),
-          Ev(7, GMT_EV_FREE, 0x4000, UINT64_MAX),    Ev(8, GMT_EV_FREE, 0x1000, 3 * MiB),
-          Ev(9, GMT_EV_ALLOC, 0x6000, 700 * MiB),    Ev(10, GMT_EV_FREE, 0x6000, 700 * MiB),
-          Ev(11, GMT_EV_FREE, 0x3000, 5 * MiB)};
+  return {Ev(GMT_EV_ALLOC, 1, 0x1000, 3 * MiB, 7),      Ev(GMT_EV_ALLOC, 2, 0x2000, huge, 7),
+          Ev(GMT_EV_ALLOC, 3, 0x3000, 5 * MiB, 7),      Ev(GMT_EV_ALLOC, 4, 0x4000, UINT64_MAX, 7),
+          Ev(GMT_EV_ALLOC, 5, 0x5000, (1ull << 48) + 1, 7), Ev(GMT_EV_FREE, 6, 0x2000, huge, 7),
+          Ev(GMT_EV_FREE, 7, 0x4000, UINT64_MAX, 7),    Ev(GMT_EV_FREE, 8, 0x1000, 3 * MiB, 7),
+          Ev(GMT_EV_ALLOC, 9, 0x6000, 700 * MiB, 7),    Ev(GMT_EV_FREE, 10, 0x6000, 700 * MiB, 7),
+          Ev(GMT_EV_FREE, 11, 0x3000, 5 * MiB, 7)};
 }
 
 // The confs that take different allocation paths; a conf another policy does not know is

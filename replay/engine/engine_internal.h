@@ -5,6 +5,7 @@
 #define RP_ENGINE_INTERNAL_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "replay/engine/rp_engine.h"
 #include "replay/engine/rp_map.h"
@@ -193,6 +194,20 @@ void rp_peak_finish(rp_engine_t *e, uint64_t ts);
 
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);
+
+/* The chunk a stream-ordered pool grows by (engine.c track_pool, engine_finish.c). */
+#define RP_POOL_CHUNK (32ull << 20)
+
+/* Seconds on the monotonic clock (the replay's own time). */
+static inline double rp_engine_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Give an external block (a library's own allocation) back to the driver (engine.c; used by
+ * engine_finish.c for those still live at the end). */
+gm_status_t rp_engine_ext_give(rp_engine_t *e, rp_map_entry_t *x, gm_err_t *err);
 
 #ifdef __cplusplus
 }

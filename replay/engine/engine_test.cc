@@ -10,7 +10,10 @@
 #include <map>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "replay/engine/rp_engine.h"
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -129,36 +132,23 @@ const rp_policy_ops_t kCache = {"fakecache", "test", cache_create, fake_destroy,
 
 // ---- event helpers -------------------------------------------------------------------
 
-gmt_event_t Ev(gmt_kind_t kind, uint64_t ts, uint64_t addr, uint64_t size,
-               gmt_mem_kind_t mk = GMT_MEM_DEVICE, uint16_t dev = 0) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = (uint8_t)kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = 0;
-  e.mem_kind = (uint8_t)mk;
-  e.device = dev;
-  return e;
-}
-gmt_event_t A(uint64_t ts, uint64_t addr, uint64_t size) { return Ev(GMT_EV_ALLOC, ts, addr, size); }
-gmt_event_t Fr(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE, ts, addr, 0); }
+gmt_event_t A(uint64_t ts, uint64_t addr, uint64_t size) { return Ev(GMT_EV_ALLOC, ts, addr, size, 0); }
+gmt_event_t Fr(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE, ts, addr, 0, 0); }
 // A requests trace: the framework's stream-ordered requests, and a library's synchronous ones.
 gmt_event_t AA(uint64_t ts, uint64_t addr, uint64_t size) {
-  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size);
+  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size, 0);
   e.flags = GMT_F_ASYNC;
   e.stream = 7;
   return e;
 }
 gmt_event_t FA(uint64_t ts, uint64_t addr) {
-  gmt_event_t e = Ev(GMT_EV_FREE, ts, addr, 0);
+  gmt_event_t e = Ev(GMT_EV_FREE, ts, addr, 0, 0);
   e.flags = GMT_F_ASYNC;
   e.stream = 7;
   return e;
 }
 gmt_event_t AS(uint64_t ts, uint64_t addr, uint64_t size) {
-  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size);
+  gmt_event_t e = Ev(GMT_EV_ALLOC, ts, addr, size, 0);
   e.stream = GMT_STREAM_NONE;
   return e;
 }
@@ -240,11 +230,11 @@ TEST(Engine, AnomaliesAreCountedNotFatal) {
 TEST(Engine, NonRequestsAreSkippedAndCounted) {
   Replay run(kDirect);
   std::vector<gmt_event_t> v = {
-      Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x1, 2 * MiB), Ev(GMT_EV_VMM_MAP, 0, 0x2, 2 * MiB),
-      Ev(GMT_EV_MARKER, 0, 0, 0),                Ev(GMT_EV_ALLOC, 0, 0x3, 15, GMT_MEM_DEVICE_STATIC),
-      Ev(GMT_EV_ALLOC, 0, 0x4, 64, GMT_MEM_PINNED), Ev(GMT_EV_ALLOC, 0, 0x5, 64, GMT_MEM_UNKNOWN),
-      Ev(GMT_EV_ALLOC, 0, 0x6, 64, GMT_MEM_DEVICE, 1),  // device 0 came first: skipped
-      Ev(GMT_EV_FREE_REQUESTED, 0, 0x5, 0),      Ev(GMT_EV_ALLOC_FAILED, 0, 0, 1 << 30),
+      Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x1, 2 * MiB, 0), Ev(GMT_EV_VMM_MAP, 0, 0x2, 2 * MiB, 0),
+      Ev(GMT_EV_MARKER, 0, 0, 0, 0),                Ev(GMT_EV_ALLOC, 0, 0x3, 15, 0).Mem(GMT_MEM_DEVICE_STATIC),
+      Ev(GMT_EV_ALLOC, 0, 0x4, 64, 0).Mem(GMT_MEM_PINNED), Ev(GMT_EV_ALLOC, 0, 0x5, 64, 0).Mem(GMT_MEM_UNKNOWN),
+      Ev(GMT_EV_ALLOC, 0, 0x6, 64, 0).Dev(1),  // device 0 came first: skipped
+      Ev(GMT_EV_FREE_REQUESTED, 0, 0x5, 0, 0),      Ev(GMT_EV_ALLOC_FAILED, 0, 0, 1 << 30, 0),
   };
   ASSERT_EQ(run.Feed(v), GM_OK);
   run.Finish();
@@ -261,8 +251,8 @@ TEST(Engine, NonRequestsAreSkippedAndCounted) {
 
 TEST(Engine, FirstAllocatingDeviceIsReplayed) {
   Replay run(kDirect);
-  std::vector<gmt_event_t> v = {Ev(GMT_EV_ALLOC, 0, 0x1, 10, GMT_MEM_DEVICE, 3),
-                                Ev(GMT_EV_ALLOC, 0, 0x2, 20, GMT_MEM_DEVICE, 0)};
+  std::vector<gmt_event_t> v = {Ev(GMT_EV_ALLOC, 0, 0x1, 10, 0).Dev(3),
+                                Ev(GMT_EV_ALLOC, 0, 0x2, 20, 0)};
   ASSERT_EQ(run.Feed(v), GM_OK);
   run.Finish();
   EXPECT_EQ(run.r->device, 3);
@@ -297,7 +287,7 @@ TEST(Engine, FragmentationAtPeakIsTheBestUseOfThePeak) {
 
 TEST(Engine, EmptyCacheEventReleasesCachedMemory) {
   Replay run(kCache);
-  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), Ev(GMT_EV_EMPTY_CACHE, 2, 0, 0)}), GM_OK);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), Ev(GMT_EV_EMPTY_CACHE, 2, 0, 0, 0)}), GM_OK);
   EXPECT_EQ(rp_engine_reserved(run.e), 0u);
   run.Finish();
   EXPECT_EQ(run.r->empty_caches, 1u);
@@ -514,7 +504,7 @@ TEST(Engine, WithoutTheRuleSyncAllocsAreRequests) {
 // and its VMM map: external without the requests rule, never in the recorded allocator's figure.
 TEST(Engine, ExternalFlagIsExternalWithoutTheRule) {
   std::vector<gmt_event_t> v = {AS(0, 0x1000, 100), AS(1, 0x9000, 64 * MiB), AA(2, 0xa000, 32 * MiB),
-                                Ev(GMT_EV_VMM_MAP, 3, 0xb000, 2 * MiB), AS(4, 0x2000, 200), Fr(5, 0x1000),
+                                Ev(GMT_EV_VMM_MAP, 3, 0xb000, 2 * MiB, 0), AS(4, 0x2000, 200), Fr(5, 0x1000),
                                 Fr(6, 0x9000), FA(7, 0xa000), Fr(8, 0x2000)};
   for (size_t i : {1, 2, 3, 6, 7}) v[i].flags |= GMT_F_EXTERNAL;
   Replay run(kDirect);
@@ -567,12 +557,12 @@ TEST(Engine, PoolTrimRecordsAreNotEmptyCache) {
   // CUPTI's pool_trim is the driver's pool trimming itself (at the recorded run's
   // synchronizations): PyTorch's native allocator keeps its cache through them.
   Replay run(kCache);
-  gmt_event_t trim = Ev(GMT_EV_POOL_TRIM, 2, 0x302000000, 0);
+  gmt_event_t trim = Ev(GMT_EV_POOL_TRIM, 2, 0x302000000, 0, 0);
   ASSERT_EQ(run.Feed({A(0, 0x1000, MiB), Fr(1, 0x1000), trim}), GM_OK);
   EXPECT_EQ(rp_engine_reserved(run.e), MiB);
   // An explicit trim (cudaMemPoolTrimTo: torch.cuda.empty_cache()) is recorded as
   // empty_cache, and that one is replayed.
-  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 3, 0x302000000, 0)}), GM_OK);
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 3, 0x302000000, 0, 0)}), GM_OK);
   EXPECT_EQ(rp_engine_reserved(run.e), 0u);
   run.Finish();
   EXPECT_EQ(run.r->empty_caches, 1u);
@@ -607,14 +597,14 @@ TEST(Engine, ExternalMemoryTakesCapacity) {
 // ---- the recorded run's failed requests ------------------------------------------------
 
 gmt_event_t Failed(uint64_t ts, uint64_t size, uint32_t callsite = 0) {
-  gmt_event_t e = Ev(GMT_EV_ALLOC_FAILED, ts, 0, size);
+  gmt_event_t e = Ev(GMT_EV_ALLOC_FAILED, ts, 0, size, 0);
   e.callsite = callsite;
   return e;
 }
 
 TEST(Engine, RecordedFailureIsDescribedEvenWhenNotReplayed) {
   Replay run(kDirect);
-  ASSERT_EQ(run.Feed({Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x100000, 8 * MiB), A(1, 0x1000, 3 * MiB),
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_SEGMENT_ALLOC, 0, 0x100000, 8 * MiB, 0), A(1, 0x1000, 3 * MiB),
                       Failed(2, 4 * MiB, 5), Failed(3, 1 * MiB)}),
             GM_OK);
   run.Finish();
@@ -677,7 +667,7 @@ TEST(Engine, NeedsAtLeastCountsExternalMemoryBesideTheRequests) {
 
 namespace {
 gmt_event_t V(gmt_kind_t kind, uint64_t ts, uint64_t addr, uint64_t size) {
-  gmt_event_t e = Ev(kind, ts, addr, size);
+  gmt_event_t e = Ev(kind, ts, addr, size, 0);
   e.stream = GMT_STREAM_NONE;
   return e;
 }
@@ -790,7 +780,7 @@ TEST(Engine, RecordedPoolReservationIsTheAddressExtentInChunks) {
 // ---- frees that wait on stream events (engine_events.c) --------------------------------
 
 namespace {
-gmt_event_t Req(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE_REQUESTED, ts, addr, 0); }
+gmt_event_t Req(uint64_t ts, uint64_t addr) { return Ev(GMT_EV_FREE_REQUESTED, ts, addr, 0, 0); }
 
 // Peak reserved of events under one timing, with the 1 MiB caching fake (reuse by size).
 uint64_t PeakUnder(const std::vector<gmt_event_t> &v, int timing, uint64_t late = 0,
@@ -899,7 +889,7 @@ TEST(EngineEvents, EmptyCacheSynchronizesPendingEvents) {
   Replay run(kCache, 0, 1, "", 0, 0, 0, RP_EVENTS_LATE, 100);
   ASSERT_EQ(run.Feed({A(0, 0xa, MiB), Req(1, 0xa), A(2, 0xb, MiB), Fr(3, 0xa)}), GM_OK);
   EXPECT_EQ(rp_engine_reserved(run.e), 2 * MiB);
-  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 4, 0, 0)}), GM_OK);
+  ASSERT_EQ(run.Feed({Ev(GMT_EV_EMPTY_CACHE, 4, 0, 0, 0)}), GM_OK);
   EXPECT_EQ(rp_engine_reserved(run.e), 1 * MiB);  // a came back and was released
   run.Finish();
   EXPECT_EQ(run.r->event_frees, 1u);

@@ -258,6 +258,10 @@ typedef struct rp_result {
    * (range_a) and same-stream reuse only (range_b). The range is [min, max] of the point
    * figure and those two. 0: none replayed. */
   int range_kind;
+  /* Filled by gpureplay: peak reserved under a bump pointer where the run placed segments
+   * with the driver's model (placement_checked), the placement spread (issue 25). */
+  int placement_checked;
+  uint64_t placement_bump_bytes;
   uint64_t range_a_bytes, range_b_bytes, range_low_bytes, range_high_bytes; /* opts.serve_failed: those this policy served */
   int64_t first_failure_event;       /* -1: none */
   uint64_t first_failure_ts_ns, first_failure_size, first_failure_stream;

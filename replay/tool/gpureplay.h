@@ -87,10 +87,16 @@ typedef struct gr_trace_info {
   /* The recorded run's failure: the device's free bytes at it, as PyTorch recorded them (0:
    * unknown), the first failure's callsite text, and how the replay's capacity was chosen. */
   uint64_t recorded_device_free;
+  /* The limit the recorded run set itself (issue 25), 0: not recorded. From the header:
+   * torch.per_process_memory_fraction (x gpu_total_mem), oom.allowed_bytes (PyTorch's OOM
+   * message, "N GiB allowed"), XLA_PYTHON_CLIENT_MEM_FRACTION (x gpu_total_mem). */
+  uint64_t recorded_cap;
+  char recorded_cap_from[64];
   char failure_callsite[512];
   char capacity_note[512];
   gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
   char damage[GM_ERR_MSG_MAX]; /* the first damage a salvaging reader skipped, or "" */
+  gmt_coverage_t coverage;  /* the header's coverage marks and the reader's losses (SPEC.md §3.4) */
 } gr_trace_info_t;
 
 /* ---- the CUDA context (gpureplay_context.c) ---- */

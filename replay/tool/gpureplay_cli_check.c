@@ -18,6 +18,14 @@
 #include "replay/tool/tune/gpureplay_tune.h"
 #include "replay/engine/va_model.h"
 
+/* The one line of a usage error, then the hint; exit status 2. */
+int gr_cli_usage_error(const char *msg) {
+  fputs("gpureplay: ", stderr);
+  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
+  fputs("\ntry 'gpureplay --help'\n", stderr);
+  return 2;
+}
+
 /* "sim" -> -1, "cuda" / "cuda:N" -> N; -2 if neither. */
 static int parse_device(const char *s) {
   if (!s || strcmp(s, "sim") == 0) return -1;
@@ -43,13 +51,16 @@ int gr_cli_config(const gr_cli_opts_t *o, gr_config_t *cfg) {
     snprintf(m, sizeof m, "bad --device '%s' (sim or cuda:N)", o->device);
     return gr_cli_usage_error(m);
   }
+  cfg->addresses = RP_VA_DRIVER; /* issue 25: the driver's placement unless --addresses=bump */
   if (o->addresses) {
     int a = rp_va_policy_parse(o->addresses);
     if (a < 0) return gr_cli_usage_error("bad --addresses (driver or bump)");
     cfg->addresses = a;
   }
-  if (o->cuda_addresses && strcmp(o->cuda_addresses, "real") == 0) cfg->cuda_real_addresses = 1;
-  else if (o->cuda_addresses && strcmp(o->cuda_addresses, "sim") != 0)
+  /* cuda: the policy sees where the driver really put the memory unless --cuda-addresses=sim */
+  cfg->cuda_real_addresses = 1;
+  if (o->cuda_addresses && strcmp(o->cuda_addresses, "sim") == 0) cfg->cuda_real_addresses = 0;
+  else if (o->cuda_addresses && strcmp(o->cuda_addresses, "real") != 0)
     return gr_cli_usage_error("bad --cuda-addresses (sim or real)");
   cfg->capacity = o->capacity;
   cfg->device_memory = o->device_memory;

@@ -49,11 +49,11 @@ static const gm_opt_t kOpts[] = {
      offsetof(gr_cli_opts_t, explain_oom)},
     {"device", 'd', GM_OPT_STR, "sim|cuda:N", "backend: the simulator (default) or a real GPU",
      offsetof(gr_cli_opts_t, device)},
-    {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: a bump "
-     "pointer (default) or the CUDA driver's placement as modelled (PyTorch breaks ties by address)",
+    {"addresses", 0, GM_OPT_STR, "bump|driver", "segment addresses the policies see: the CUDA "
+     "driver's placement as modelled (default; PyTorch breaks ties by address) or a bump pointer",
      offsetof(gr_cli_opts_t, addresses)},
-    {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the simulator's addresses "
-     "(default: the same decisions as sim) or the driver's own", offsetof(gr_cli_opts_t, cuda_addresses)},
+    {"cuda-addresses", 0, GM_OPT_STR, "sim|real", "cuda: give policies the driver's own addresses "
+     "(default: the real run's decisions) or the simulator's (the same decisions as sim)", offsetof(gr_cli_opts_t, cuda_addresses)},
     {"capacity", 'c', GM_OPT_SIZE, "SIZE", "what-if: a device of this size (OOMs, first OOM)",
      offsetof(gr_cli_opts_t, capacity), 1, RP_REQUEST_MAX},
     {"device-memory", 0, GM_OPT_SIZE, "SIZE", "total memory the policies see (default: "
@@ -125,15 +125,8 @@ static const char kDescription[] =
     "had (--capacity overrides): a policy without OOMs would have served them.\n"
     "Input: gpumem traces (.zst; `gpurec import` makes one from a PyTorch snapshot pickle or a CSV\n"
     "trace). A policy may be given as the line users paste: -p PYTORCH_CUDA_ALLOC_CONF=...\n"
-    "Figures (peak reserved, lower bound, ...): README.md, Glossary.\n"
+    "Figures (peak reserved, lower bound, ...): docs/glossary.md.\n"
     "Policies (replay/policies):";
-
-int gr_cli_usage_error(const char *msg) {
-  fputs("gpureplay: ", stderr);
-  gm_fputs_escaped(msg, stderr); /* it quotes the command line */
-  fputs("\ntry 'gpureplay --help'\n", stderr);
-  return 2;
-}
 
 static void print_help(void) {
   char desc[4096];

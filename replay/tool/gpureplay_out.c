@@ -157,6 +157,10 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
   char b1[32], b2[32];
   const rp_result_t *r0 = res[0];
   char path[1024];
+  if (info->coverage.partial) { /* first: every figure below is of part of the run */
+    char cov[1024];
+    fprintf(f, "%s\n", gmt_coverage_text(&info->coverage, cov, sizeof cov));
+  }
   fprintf(f, "trace %s", gm_escape(info->path, path, sizeof path));
   if (info->n_devices > 1) fprintf(f, ", device %d (of %d, each replayed alone)", r0->device, info->n_devices);
   fprintf(f, ": %" PRIu64 " events, %" PRIu64 " allocs, lower bound %s", r0->events, r0->allocs,
@@ -260,6 +264,25 @@ void gr_print_table(FILE *f, const gr_trace_info_t *info, rp_result_t *const *re
 
 /* The --json keys: DESIGN.md's, in its order, then the additive ones (DESIGN.md asks for "at
  * least these keys"): external memory (rp_engine.h). */
+/* "coverage": {"complete": bool, and for a partial trace why, the window, what was alive at
+ * its start, "lower_bound": true (replay/RESULTS.md)}. */
+static json_t *gr_coverage_json(const gmt_coverage_t *c) {
+  json_t *o = json_object();
+  json_object_set_new(o, "complete", json_boolean(!c->partial));
+  if (!c->partial) return o;
+  char why[512];
+  json_object_set_new(o, "why", json_string(gmt_coverage_why_text(c, why, sizeof why)));
+  if (c->has_window) {
+    json_object_set_new(o, "from_ns", json_integer((json_int_t)c->from_ns));
+    json_object_set_new(o, "from_event", json_integer((json_int_t)c->from_event));
+  }
+  json_object_set_new(o, "alive_bytes", json_integer((json_int_t)c->alive_bytes));
+  json_object_set_new(o, "alive_count", json_integer((json_int_t)c->alive_count));
+  json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)c->reserved_bytes));
+  json_object_set_new(o, "lower_bound", json_true());
+  return o;
+}
+
 static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_t *o = json_object();
   json_object_set_new(o, "trace", json_string(info->path));
@@ -317,8 +340,13 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
     }
     json_object_set_new(o, "peak_reserved_range", t);
   }
+  /* The placement spread: said only where the bump pointer's figure differs. */
+  if (r->placement_checked && r->placement_bump_bytes != r->peak_reserved_bytes)
+    json_object_set_new(o, "placement_bump_bytes", json_integer((json_int_t)r->placement_bump_bytes));
   /* true: replayed from a damaged trace, some of its events were lost (formats/SPEC.md "Salvage") */
   json_object_set_new(o, "partial", json_boolean(gmt_stats_partial(&info->stats)));
+  /* does the trace cover the whole run (formats/SPEC.md §3.4)? a partial one's figures are lower bounds */
+  json_object_set_new(o, "coverage", gr_coverage_json(&info->coverage));
   return o;
 }
 

@@ -21,6 +21,7 @@
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/gpureplay_trace.h"
 #include "replay/cuda/rp_cuda.h"
+#include "replay/engine/va_model.h"
 
 #define BATCH 4096
 
@@ -38,6 +39,7 @@ typedef struct job {
   int decode_ahead; /* read the file in a thread of its own (one job running alone) */
   int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
   int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
+  int bump;         /* 1: a bump pointer whatever --addresses says (the placement spread) */
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   char damage[GM_ERR_MSG_MAX];
   int has_reader_stats;
@@ -54,17 +56,35 @@ typedef struct pool {
   _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
 } pool_t;
 
+/* The driver's placement is what the framework really gets: cuMemAlloc segments as the model
+ * (va_model.h) places them, for the policies whose decisions depend on where a segment is
+ * (PyTorch's and CuPy's best fit break ties by address, TF's BFC). XLA's BFC (`jax`, and `bfc`
+ * / `prealloc` which model it) takes its regions as VMM maps in one reserved range, in
+ * ascending order: a bump pointer is that placement (traces/recorded/jax is exact with it and
+ * not with the cuMemAlloc model). `direct` and `async` never look at addresses: a bump pointer
+ * gives the same figures at a constant cost per allocation (the model is linear in what is
+ * live: a million live direct allocations would take hours). */
+static int addresses_for(const gr_config_t *c, const char *spec) {
+  if (c->addresses != RP_VA_DRIVER) return c->addresses;
+  size_t n = strcspn(spec, ":");
+  static const char *const ascending[] = {"jax", "bfc", "prealloc", "direct", "async"};
+  for (size_t i = 0; i < sizeof ascending / sizeof ascending[0]; i++)
+    if (strlen(ascending[i]) == n && !strncmp(spec, ascending[i], n)) return RP_VA_BUMP;
+  return RP_VA_DRIVER;
+}
+
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
+  int addresses = j->bump ? RP_VA_BUMP : addresses_for(c, j->spec);
   if (c->cuda_ordinal >= 0) {
     rp_cuda_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), j->total_memory, c->cuda_real_addresses,
-                        c->addresses};
+                        addresses};
     gm_status_t st = rp_cuda_backend_create(c->cuda_ordinal, &o, b, err);
     if (st != GM_OK) return gm_err_wrap(err, "cuda:%d", c->cuda_ordinal);
     return GM_OK;
   }
   rp_sim_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), c->granularity, j->total_memory,
-                     j->pool_model, 0, c->addresses};
+                     j->pool_model, 0, addresses};
   return rp_sim_backend_create(&o, b, err);
 }
 
@@ -394,6 +414,55 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
   return st;
 }
 
+/* The placement spread (issue 25): every policy the driver's placement model places again
+ * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
+ * model's known misses: replay/RESULTS.md), and the advice must exceed it. */
+static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                    const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                    gm_err_t *err) {
+  int n = rec->n, m = 0;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)n, sizeof *out);
+  int *of = calloc((size_t)n, sizeof *of);
+  if (!p.jobs || !out || !of) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  for (int i = 0; i < n; i++) {
+    if (addresses_for(cfg, rec->jobs[i].spec) != RP_VA_DRIVER || res[i]->pool_allocs) continue;
+    job_t *j = &p.jobs[m];
+    *j = rec->jobs[i];
+    memset(&j->err, 0, sizeof j->err);
+    j->st = GM_OK;
+    j->has_reader_stats = 0;
+    j->evs = evs;
+    j->n_evs = n_evs;
+    j->bump = 1;
+    j->res = &out[m];
+    of[m++] = i;
+  }
+  p.n = m;
+  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  gm_status_t st = GM_OK;
+  for (int k = 0; k < m && st == GM_OK; k++) {
+    if (p.jobs[k].st != GM_OK) {
+      *err = p.jobs[k].err;
+      st = gm_err_wrap(err, "placement spread (--addresses=bump)");
+      break;
+    }
+    res[of[k]]->placement_bump_bytes = out[k].peak_reserved_bytes;
+    res[of[k]]->placement_checked = 1;
+  }
+  free(p.jobs);
+  free(out);
+  free(of);
+  return st;
+}
+
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
@@ -443,6 +512,8 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
    * the same policies again under the other timings; the range goes beside the point. */
   if (st == GM_OK && n > 0 && cfg->timing_range)
     st = timing_range(cfg, &p, res, evs, n_evs, info, err);
+  if (st == GM_OK && n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER)
+    st = placement_spread(cfg, &p, res, evs, n_evs, info, err);
   free(p.jobs);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)

@@ -4,6 +4,7 @@
  * gmt_event_t is 56 bytes, so 1 M events = 56 MB; at most 2 GiB and 32 times the file, so a
  * small file of millions of identical events is not blown up), and the recorded run's own
  * account: the callsite of its first failed request, and the memory it had when it failed. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,66 @@ static int scan_async_alloc(gmt_reader_t *r) {
   }
 }
 
+/* A process's recording by gpurec (header gpurec_mode) that gpurec did not merge: PyTorch's
+ * requests as the recorder streamed them (GMT_F_TORCH_STREAM) beside the driver's calls of the
+ * same segments, which a replay would count twice. Merged traces are torch-history and hold no
+ * such event; only the others (a job killed with gpurec, or a process without PyTorch) are
+ * decoded, to their first streamed event or their end. */
+static int unmerged_recording(const char *path, const gmt_header_t *h) {
+  if (h->capture_mode == GMT_CAPTURE_TORCH_HISTORY || !gmt_header_kv_get(h, "gpurec_mode")) return 0;
+  gmt_reader_t *r = NULL;
+  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
+  gmt_event_t buf[512];
+  gm_err_t err;
+  int found = 0;
+  size_t n = 0;
+  while (!found && gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, &err) == GM_OK)
+    for (size_t i = 0; i < n && !found; i++) found = (buf[i].flags & GMT_F_TORCH_STREAM) != 0;
+  gmt_reader_close(r);
+  return found;
+}
+
+/* "N GiB allowed" (PyTorch's OOM message under a memory fraction) -> bytes; 0: none. */
+static uint64_t allowed_bytes(const char *msg) {
+  const char *p = msg ? strstr(msg, " allowed") : NULL;
+  if (!p) return 0;
+  const char *u = p;
+  while (u > msg && u[-1] != ' ') u--; /* the unit */
+  const char *num = u - 1;
+  while (num > msg && num[-1] == ' ') num--;
+  const char *e = num;
+  while (num > msg && (isdigit((unsigned char)num[-1]) || num[-1] == '.')) num--;
+  if (num == e) return 0;
+  double v = strtod(num, NULL);
+  static const struct { const char *unit; double mult; } units[] = {
+      {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if ((size_t)(p - u) == strlen(units[i].unit) && !strncmp(u, units[i].unit, (size_t)(p - u)))
+      return (uint64_t)(v * units[i].mult);
+  return 0;
+}
+
+/* The limit the recorded run set itself, where the trace holds it (issue 25). */
+static void recorded_cap(const gmt_header_t *h, gr_trace_info_t *info) {
+  const char *frac = gmt_header_kv_get(h, "torch.per_process_memory_fraction");
+  const char *msg = gmt_header_kv_get(h, "oom.message");
+  const char *allowed = gmt_header_kv_get(h, "oom.allowed_bytes");
+  const char *xla = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_MEM_FRACTION");
+  uint64_t v = 0;
+  if (allowed && gm_parse_u64(allowed, &v, NULL) == GM_OK && v) {
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM's \"allowed\"");
+  } else if ((v = allowed_bytes(msg))) {
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM message's \"allowed\"");
+  } else if (frac && info->gpu_total_mem && atof(frac) > 0 && atof(frac) <= 1) {
+    v = (uint64_t)(atof(frac) * (double)info->gpu_total_mem);
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "set_per_process_memory_fraction(%.6g)", atof(frac));
+  } else if (xla && info->gpu_total_mem && atof(xla) > 0 && atof(xla) <= 1 && (gmt_header_frameworks(h) & GMT_FW_JAX)) {
+    v = (uint64_t)(atof(xla) * (double)info->gpu_total_mem);
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "XLA_PYTHON_CLIENT_MEM_FRACTION=%.6g", atof(xla));
+  }
+  info->recorded_cap = v;
+}
+
 /* What the header says, into info (no events read). */
 static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   info->start_time_ns = h->start_time_ns;
@@ -81,6 +142,7 @@ static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   info->capture_mode = h->capture_mode;
   info->frameworks = gmt_header_frameworks(h);
   gmt_header_frameworks_text(h, info->frameworks_text, sizeof info->frameworks_text);
+  gmt_coverage(h, NULL, &info->coverage);
   const char *pat = gmt_header_kv_get(h, "predicted.at"), *pin = gmt_header_kv_get(h, "predicted.inputs"),
              *pconf = gmt_header_kv_get(h, "predicted.confidence");
   if (pat) /* gpurec predict's trace: a run nobody made */
@@ -90,6 +152,7 @@ static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   if (mi) gm_parse_u64(mi, &info->gpu_mem_info_total, NULL);
   const char *free_at_oom = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");
   if (free_at_oom) gm_parse_u64(free_at_oom, &info->recorded_device_free, NULL);
+  recorded_cap(h, info);
 }
 
 /* XLA's platform allocator (the header says so and no other framework's)? */
@@ -118,6 +181,13 @@ gm_status_t gr_trace_probe(const char *path, unsigned flags, int sync_allocs, in
   gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   const gmt_header_t *h = gmt_reader_header(r);
+  if (unmerged_recording(path, h)) {
+    gmt_reader_close(r);
+    return gm_err_set(err, GM_ERR_FORMAT,
+                      "'%s' is an unmerged gpurec recording (PyTorch's streamed requests beside the driver's "
+                      "calls: gpurec stopped before it merged them): `gpurec import %s -o merged.zst` merges it",
+                      path, path);
+  }
   info->path = path;
   info_from_header(h, info);
   info->has_context = gr_header_has_context(h);
@@ -215,6 +285,13 @@ void gr_trace_take_integrity(gr_trace_info_t *info, const gmt_reader_stats_t *s,
   info->seq_gaps = s->seq_gaps;
   info->dropped = s->dropped;
   info->stats = *s;
+  gmt_coverage_t lost; /* the reader's losses beside the header's marks */
+  gmt_coverage(NULL, s, &lost);
+  info->coverage.partial |= lost.partial;
+  info->coverage.why |= lost.why;
+  info->coverage.dropped = lost.dropped;
+  info->coverage.seq_gaps = lost.seq_gaps;
+  info->coverage.damaged_chunks = lost.damaged_chunks;
   snprintf(info->damage, sizeof info->damage, "%s", damage);
 }
 
@@ -286,13 +363,21 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
   char b1[32], b2[32];
   note[0] = '\0';
   if (!r->recorded_failures) return 0;
+  if (info->recorded_cap) {
+    /* The job's own cap: the allocator refuses past it however much the device has free. */
+    snprintf(note, n, "the limit the recorded run set itself: %s (%s)", gm_format_size(info->recorded_cap, b1, sizeof b1),
+             info->recorded_cap_from);
+    return info->recorded_cap;
+  }
   if (info->recorded_device_free) {
     /* PyTorch records the device's free bytes with its OOM: what the process could have had
      * is what its allocator held then plus that. */
     uint64_t held = r->first_failure_recorded_reserved_bytes > r->first_failure_live_bytes
                         ? r->first_failure_recorded_reserved_bytes
                         : r->first_failure_live_bytes;
-    snprintf(note, n, "what the recorded process had: %s reserved + %s free on the device at the failure",
+    snprintf(note, n, "what the recorded process had: %s reserved + %s free on the device at the failure; "
+             "the trace does not say whether the job capped itself (set_per_process_memory_fraction): "
+             "if it did, the limit was lower (--capacity=SIZE)",
              gm_format_size(held, b1, sizeof b1), gm_format_size(info->recorded_device_free, b2, sizeof b2));
     return held + info->recorded_device_free;
   }

@@ -82,13 +82,15 @@ cp "$REAL" real.zst
 "$GA" report --db real.db --html real.html || exit 1
 render real.html
 D=real.html.dom
-for want in 'class="card need"' 'class="card rec"' 'class="card best"' 'button type="button" class="copy"' \
-  'id="paste-1">PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True<' 'class="trust trust-range"' \
+# This job's best setting saves 24 MiB of 234 MiB, inside its timing range and below the
+# advice floor (64 MiB, issue 25): the page keeps the default and says why.
+for want in 'class="card need"' 'class="card rec"' 'class="card best none"' \
+  'keep the default: no setting is reliably smaller' \
   'as the job ran (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)' '<svg class="bars"' \
   '<table class="waste"' '<table class="callsites"' '<svg class="segs"' 'data-drawn="1"'; do
   grep -q "$want" $D || fail "real.html: no $want"
 done
-grep -q 'class="bar best"' $D || fail "real.html: the recommended setting is not marked in the bar chart"
+grep -q 'class="bar best"' $D && fail "real.html: a setting is marked as recommended though none is advised"
 bars=$(count '<g class="bar ' $D)
 runs=$(sqlite3 real.db 'SELECT COUNT(*) FROM runs' 2>/dev/null || python3 -c "import json;print(len(json.load(open('real.json'))['runs']))")
 [ "$bars" = "$runs" ] || fail "real.html: $bars bars for $runs replayed settings"

@@ -114,7 +114,7 @@ has ranks/runs.csv "pytorch:expandable_segments:True"
 has ranks/traces.csv "10813440"
 
 # --- report: text, HTML escaped and small
-run 0 "$GA" report --db a.db; has out "Policies side by side"; has out "best policy: pytorch:expandable_segments:True"
+run 0 "$GA" report --db a.db; has out "Policies side by side"; has out "keep the default (pytorch): no setting is reliably smaller"
 run 0 "$GA" report --db a.db --html r.html
 [ -s r.html ] || fail "no r.html"
 [ "$(stat -c %s r.html)" -lt 5000000 ] || fail "r.html is $(stat -c %s r.html) bytes"
@@ -122,11 +122,14 @@ has r.html "&lt;script&gt;alert(1)&lt;/script&gt;"; lacks r.html "<script>alert(
 lacks r.html "<img src=x"; lacks r.html "<script>console.error"; lacks r.html "node-<b>"
 has r.html "dygraphs 2.2.1"; has r.html 'class="chart-data"'
 
-# --- recommend: the line to paste, saving, waste, warnings
+# --- recommend: the line to paste, saving, waste, warnings. An 8 MiB saving of 20 MiB is below
+# the advice floor (64 MiB, issue 25): the default is kept, with the figures.
 run 0 "$GA" recommend --db a.db
-has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-has out "saving vs default (pytorch, 20.00 MiB): 8.00 MiB (40.0%)"
-has out "waste: 1.69 MiB (14.1% of reserved) above the lower bound 10.31 MiB"
+has out "keep the default (pytorch): no setting is reliably smaller"
+has out "the smallest, pytorch:expandable_segments:True, reserves 12.00 MiB (12.00 MiB..12.00 MiB): a saving of at most 8.00 MiB"
+has out "paste: nothing (the default)"
+lacks out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+has out "waste: 9.69 MiB (48.4% of reserved) above the lower bound 10.31 MiB"
 has out "warning: PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb' is a native-allocator key: backend:cudaMallocAsync ignores it"
 
 run 0 "$GA" load --db t.db "$TRUNC"
@@ -137,7 +140,7 @@ mkdir -p new && cp fx.zst new/job.zst && cd new || exit 1
 GPUREPLAY="$MK" run 0 "$GA" report job.zst
 [ -s report.html ] || fail "report TRACE did not write report.html"
 [ -s job.zst.db ] || fail "report TRACE did not make job.zst.db"
-has out "paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+has out "keep the default (pytorch): no setting is reliably smaller"  # 8 MiB of 20 MiB: below the floor (issue 25)
 export ANA_FAKE_LOG="$PWD/fake.log"
 GPUREPLAY="$MK" run 0 "$GA" report job.zst  # again: the trace has not changed, its replays are reused
 has err "reusing the tuner's search and the 3 replays of job.zst in job.zst.db (the trace, gpureplay's version and the options have not changed"

@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
 #include "tests/fidelity/fid_manifest.h"
 #include "tests/fidelity/fid_addresses.h"
 #include "tests/fidelity/fid_replay.h"
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -28,15 +31,6 @@ std::string CorpusDir() {
   return std::string(s ? s : ".") + "/gpumem/traces/snapshots/";
 }
 
-gmt_event_t Ev(unsigned kind, uint64_t addr, uint64_t size, uint64_t stream = 0) {
-  gmt_event_t e{};
-  e.kind = (uint8_t)kind;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 std::string WriteTrace(const char *name, const std::vector<gmt_event_t> &evs, const char *conf) {
   std::string p = Tmp(name);
@@ -58,11 +52,11 @@ std::string WriteTrace(const char *name, const std::vector<gmt_event_t> &evs, co
 TEST(FidelityHarness, AgreesWithACorrectOracle) {
   const uint64_t M = 1 << 20;
   std::string p = WriteTrace("ok.zst",
-                             {Ev(GMT_EV_SEGMENT_ALLOC, 1 << 30, 20 * M), Ev(GMT_EV_ALLOC, 1 << 30, 3 * M),
-                              Ev(GMT_EV_SEGMENT_ALLOC, 2u << 30, 2 * M), Ev(GMT_EV_ALLOC, 2u << 30, 512),
-                              Ev(GMT_EV_SEGMENT_ALLOC, 3u << 30, 30 * M), Ev(GMT_EV_ALLOC, 3u << 30, 30 * M),
-                              Ev(GMT_EV_FREE_REQUESTED, 3u << 30, 30 * M), Ev(GMT_EV_FREE, 3u << 30, 30 * M),
-                              Ev(GMT_EV_ALLOC, 3u << 30, 25 * M)},
+                             {Ev(GMT_EV_SEGMENT_ALLOC, 0, 1 << 30, 20 * M, 0), Ev(GMT_EV_ALLOC, 0, 1 << 30, 3 * M, 0),
+                              Ev(GMT_EV_SEGMENT_ALLOC, 0, 2u << 30, 2 * M, 0), Ev(GMT_EV_ALLOC, 0, 2u << 30, 512, 0),
+                              Ev(GMT_EV_SEGMENT_ALLOC, 0, 3u << 30, 30 * M, 0), Ev(GMT_EV_ALLOC, 0, 3u << 30, 30 * M, 0),
+                              Ev(GMT_EV_FREE_REQUESTED, 0, 3u << 30, 30 * M, 0), Ev(GMT_EV_FREE, 0, 3u << 30, 30 * M, 0),
+                              Ev(GMT_EV_ALLOC, 0, 3u << 30, 25 * M, 0)},
                              "");
   fid_result_t r;
   gm_err_t err{};
@@ -78,8 +72,8 @@ TEST(FidelityHarness, AgreesWithACorrectOracle) {
 TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
   const uint64_t M = 1 << 20;
   std::string p = WriteTrace("bad.zst",
-                             {Ev(GMT_EV_SEGMENT_ALLOC, 1 << 30, 20 * M), Ev(GMT_EV_ALLOC, 1 << 30, 3 * M),
-                              Ev(GMT_EV_SEGMENT_ALLOC, 2u << 30, 4 * M), Ev(GMT_EV_ALLOC, 2u << 30, 512, 7)},
+                             {Ev(GMT_EV_SEGMENT_ALLOC, 0, 1 << 30, 20 * M, 0), Ev(GMT_EV_ALLOC, 0, 1 << 30, 3 * M, 0),
+                              Ev(GMT_EV_SEGMENT_ALLOC, 0, 2u << 30, 4 * M, 0), Ev(GMT_EV_ALLOC, 0, 2u << 30, 512, 7)},
                              "");
   fid_result_t r;
   gm_err_t err{};
@@ -91,7 +85,7 @@ TEST(FidelityHarness, ReportsTheFirstDivergenceWithItsRequest) {
   EXPECT_NE(d.find("request #1 is alloc of 512 B on stream 7"), std::string::npos) << d;
   fid_result_free(&r);
   // The settings come from the trace: with expandable segments the same requests map pages.
-  std::string q = WriteTrace("exp.zst", {Ev(GMT_EV_ALLOC, 1 << 30, 3 * M)}, "expandable_segments:True");
+  std::string q = WriteTrace("exp.zst", {Ev(GMT_EV_ALLOC, 0, 1 << 30, 3 * M, 0)}, "expandable_segments:True");
   ASSERT_EQ(fid_replay(q.c_str(), nullptr, nullptr, 80ULL << 30, FID_ADDR_ORACLE, &r, &err), GM_OK) << err.msg;
   EXPECT_STREQ(r.conf, "expandable_segments:True");
   ASSERT_EQ(r.actual.n, 1u);

@@ -9,16 +9,16 @@
 #include <stdint.h>
 
 #include "recorder/snapshot/snap_internal.h"
-#include "recorder/snapshot/snap_pickle.h"
+#include "formats/pkr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  snap_doc_t *doc = NULL;
+  pkr_doc_t *doc = NULL;
   gm_err_t err;
-  if (snap_pickle_parse(data, size, &doc, &err) != GM_OK) return 0;
+  if (pkr_parse(data, size, &doc, &err) != GM_OK) return 0;
   snap_pass_t ps;
-  if (snap_plan(snap_doc_root(doc), &ps, &err) == GM_OK) snap_plan_free(&ps);
-  snap_doc_free(doc);
+  if (snap_plan(pkr_doc_root(doc), &ps, &err) == GM_OK) snap_plan_free(&ps);
+  pkr_doc_free(doc);
   return 0;
 }

@@ -7,8 +7,8 @@ cd "$(dirname "$0")/../.."
 secs=${1:-60}
 work=$(mktemp -d)
 clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -I. \
-  tests/fidelity/fuzz_snapshot.c recorder/snapshot/snap_pickle.c recorder/snapshot/snap_state.c \
-  recorder/snapshot/snap_import.c \
+  tests/fidelity/fuzz_snapshot.c formats/pkr.c recorder/snapshot/snap_state.c \
+  recorder/snapshot/snap_import.c recorder/snapshot/snap_entry.c \
   formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c \
   formats/gmt_writer.c base/*.c -lzstd -lm -pthread -o "$work/fuzz"
 mkdir -p "$work/corpus"

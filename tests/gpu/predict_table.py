@@ -34,6 +34,23 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from predict_corpus import JOBS, SETTINGS  # noqa: E402
 
+# Issue 26's jobs (tests/gpu/predict_hf.py, tests/gpu/predict_hf_gpu.sh): recorded by plain `gpurec` (default
+# mode) as users run them, the value twice in the command line (`python3 predict_hf.py hf_batch 8 out/hf_batch/rb8`);
+# real runs under the settings of "runs" only, no largest-fit runs.
+HF_JOBS = {
+    "hf_batch": {"what": "batch", "recorded": [4, 8, 16], "cap": 16, "step": 1, "dir": "hf_batch", "rec": "rec.v{v}.zst",
+                 "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py hf_batch",
+                 "about": "HuggingFace GPT2LMHeadModel from a config (4 x 512, 8 heads, vocabulary 16384), AdamW, fp32, "
+                          "sequence 256, in the batch; recorded by plain gpurec"},
+    "hf_seq": {"what": "sequence length", "recorded": [128, 256, 384], "cap": 12, "step": 32, "dir": "hf_seq",
+               "rec": "rec.v{v}.zst", "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py hf_seq",
+               "about": "the same model at batch 4 in the sequence length (the library's default attention); plain gpurec"},
+    "resnet": {"what": "batch", "recorded": [16, 32, 64], "cap": 16, "step": 1, "dir": "resnet", "rec": "rec.v{v}.zst",
+               "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py resnet",
+               "about": "torchvision ResNet-50 training (100 classes, 128 x 128 images, SGD momentum) in the batch; plain gpurec"},
+}
+ALL_JOBS = dict(JOBS, **HF_JOBS)
+
 FAIL_WORDS = ("SILENT MISS", "off (", "ABOVE", "TOO LOW", "DISTURBED", "NO RUN", "ERROR")
 LEGACY_CASES = [((4, 8), 16), ((4, 8), 32), ((8, 16), 32), ((8, 16), 64), ((4, 8, 16), 32), ((4, 8, 16), 64)]
 
@@ -52,11 +69,11 @@ def replay(bin_dir, trace):
 
 
 def job_dir(d, job):
-    return d if JOBS[job]["dir"] == "." else os.path.join(d, JOBS[job]["dir"])
+    return d if ALL_JOBS[job]["dir"] == "." else os.path.join(d, ALL_JOBS[job]["dir"])
 
 
 def recordings(d, job):
-    j = JOBS[job]
+    j = ALL_JOBS[job]
     return [(os.path.join(job_dir(d, job), j["rec"].format(v=v)), v) for v in j["recorded"]
             if os.path.exists(os.path.join(job_dir(d, job), j["rec"].format(v=v)))]
 
@@ -65,7 +82,7 @@ def load_runs(d, job):
     """Runs of the job (the batch job's first runs.jsonl has no purpose: rec.* and real.*), and
     whether the corpus script has run it (its own runs.jsonl exists)."""
     files = [os.path.join(d, job, "runs.jsonl")]
-    if JOBS[job]["dir"] == ".":
+    if ALL_JOBS[job]["dir"] == ".":
         files.insert(0, os.path.join(d, "runs.jsonl"))
     runs = []
     for f in files:
@@ -173,12 +190,12 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
             e = "%+.2f" % (100.0 * (pk - r) / r) if r and pk else "-"
             v = verdict(pk, r, target / max(inputs), note)
             if not r and ran:
-                v = "NO RUN"
+                v = "NO RUN" if name in ALL_JOBS[job].get("runs", (name,)) else "-"
             out("| %s | %d | %s | %s | %s | %s | %s | %s |" % (label, target, conf_pct, name, pk or "-", r or "no run", e, v))
 
 
 def fit_rows(a, job, runs, ran, out):
-    j = JOBS[job]
+    j = ALL_JOBS[job]
     recs = recordings(a.dir, job)
     if len(recs) < 2:
         out("| %s | %d GiB | all | - | - | not yet recorded |" % (job, j["cap"]))
@@ -206,7 +223,7 @@ def fit_rows(a, job, runs, ran, out):
         if refused:
             v = "refused"
         elif real is None:
-            v = "NO RUN" if ran else "-"
+            v = "NO RUN" if ran and "runs" not in j else "-"
         elif not isinstance(pred, int):
             v = "ERROR"
         elif pred == real:
@@ -218,7 +235,39 @@ def fit_rows(a, job, runs, ran, out):
         else:
             v = "TOO LOW (%d below)" % ((real - pred) // j["step"])
         out("| %s | %d GiB | %s | %s | %s | %s |" % (job, j["cap"], name, pred,
-                                                   real if real is not None else "not yet run" if not ran else "no answer", v))
+                                                   real if real is not None else "not yet run" if not ran or "runs" in j
+                                                   else "no answer", v))
+
+
+def figures(lines, out):
+    """Issue 26's figures over the predictions (not the replays of recordings, not the largest fits): the
+    share of (job, recordings, target, setting) cases answered, answered cases with a real run off by
+    more than 1 %, refusals by reason."""
+    answered = refused = checked = off = 0
+    reasons = {}
+    for line in lines:
+        c = [x.strip() for x in line.split("|")[1:-1]]
+        if len(c) != 8 or not c[1].isdigit() or "replayed" in c[0] or c[4] == "missing recording":
+            continue
+        if c[7] == "refused":
+            n = 3 if c[3] == "all" else 1  # a refusal for all settings stands for each of them
+            refused += n
+            why = re.sub(r"[0-9.]+", "N", c[4].split(":", 2)[-1].split(";")[0].split("(")[0]).strip()[:140]
+            reasons[why] = reasons.get(why, 0) + n
+            continue
+        answered += 1
+        if c[5] not in ("-", "no run") and c[6] != "-":
+            checked += 1
+            off += abs(float(c[6])) > 1.0
+    total = answered + refused
+    out("\n## Figures\n")
+    out("(job, recordings, target, setting) cases: %d; answered %d (%.0f %%), refused %d; answered with a real run %d, "
+        "off by more than 1 %%: %d." % (total, answered, 100.0 * answered / max(total, 1), refused, checked, off))
+    out("")
+    out("| refusal | cases |")
+    out("|---|---:|")
+    for why, n in sorted(reasons.items(), key=lambda x: -x[1]):
+        out("| %s | %d |" % (why.replace("|", "/"), n))
 
 
 def main():
@@ -243,16 +292,24 @@ def main():
     out("Recorded with `gpurec --mode=torch` under the default setting at batch 4, 8, 16; the real runs are unrecorded")
     out("(torch.cuda.max_memory_reserved). GPU: %s, torch %s. Made by `bash tests/gpu/predict_gpu.sh` (GPU) and" %
         (env.get("device", "?"), env.get("torch", "?")))
-    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).\n")
+    out("`python3 tests/gpu/predict_table.py --bin DIR --dir W` (no GPU).")
+    hr, _ = load_runs(a.dir, "hf_batch")
+    he = next((r["result"] for r in hr if r.get("result")), {})
+    out("The jobs of issue 26 (hf_batch, hf_seq, resnet) are recorded by plain `gpurec` (its default mode) as users run "
+        "them, the value")
+    out("twice in the command line (`python3 predict_hf.py hf_batch 8 out/hf_batch/rb8`), on %s, torch %s, by" %
+        (he.get("device", "?"), he.get("torch", "?")))
+    out("`bash tests/gpu/predict_hf_gpu.sh` (2026-11-28; its log in hf_logs/); their real runs are under the default and")
+    out("expandable segments only (max_split_128: \"no run\"), and they have no largest-fit runs. The figures at the end.\n")
     head = ["| recordings | target | confidence | setting | predicted peak reserved (B) | real max_memory_reserved (B) | error % | verdict |",
             "|---|---:|---:|---|---:|---:|---:|---|"]
     for h in head:
         out(h)
     predict_rows(a, work, "gpt_batch", runs, ran, out, LEGACY_CASES, head)
-    for job in JOBS:
+    for job in ALL_JOBS:
         if job == "gpt_batch":
             continue
-        j = JOBS[job]
+        j = ALL_JOBS[job]
         out("\n## %s: %s\n" % (job, j["about"]))
         recs = recordings(a.dir, job)
         if len(recs) < 2:
@@ -260,8 +317,8 @@ def main():
                 (j["what"], ", ".join(map(str, j["recorded"]))))
             continue
         jr, jran = load_runs(a.dir, job)
-        out("Recorded at %s %s (`tests/gpu/predict_jobs.py %s`); targets 2x and 4x the largest." %
-            (j["what"], ", ".join(str(v) for _, v in recs), job))
+        out("Recorded at %s %s (`%s`); targets 2x and 4x the largest." %
+            (j["what"], ", ".join(str(v) for _, v in recs), j.get("cmd", "tests/gpu/predict_jobs.py " + job)))
         for h in head:
             out(h)
         vs = [v for _, v in recs]
@@ -277,9 +334,10 @@ def main():
     out("(tests/gpu/predict_corpus.py searches it on the GPU from the prediction). Never above; equal or one below.\n")
     out("| job | cap | setting | predicted largest | real largest | verdict |")
     out("|---|---:|---|---:|---:|---|")
-    for job in JOBS:
+    for job in ALL_JOBS:
         jr, jran = load_runs(a.dir, job)
         fit_rows(a, job, jr, jran, out)
+    figures(lines, out)
     text = "\n".join(lines) + "\n"
     if a.check:
         want = open(a.check).read()

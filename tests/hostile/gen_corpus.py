@@ -430,7 +430,7 @@ def bad_large(out, n=1000000):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: gen_corpus.py OUT_DIR [--large]")
+        sys.exit("usage: gen_corpus.py OUT_DIR [--large [--callsites=N]]")
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     small(out)
@@ -438,7 +438,13 @@ def main():
     bad_small(out)
     if "--large" in sys.argv[2:]:
         large(out)
-        bad_large(out)
+        # --callsites N: the size of the distinct-callsite cases (run_hostile.py passes
+        # HOSTILE_CALLSITES; 10^6 unless the sanitizer configs scale it down)
+        n = 1000000
+        for arg in sys.argv[2:]:
+            if arg.startswith("--callsites="):
+                n = int(arg.split("=", 1)[1])
+        bad_large(out, n)
     if "--by-tools" in sys.argv[2:]:
         by_tools(out)
 

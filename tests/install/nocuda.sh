@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/install/nocuda.sh: docs/install.md's install story on a machine without the CUDA toolkit, as
+# tests/install/nocuda.sh: the README's install story on a machine without the CUDA toolkit, as
 # CI runs it (tools/test). Run as root.
 #   1. Hides every CUDA toolkit here: a private mount namespace (unshare -m) with an empty,
 #      read-only tmpfs over /usr/local/cuda* and over any include dir of /usr/local holding

@@ -18,7 +18,7 @@
 #include "formats/gmt.h"
 #include "formats/pkw.h"
 #include "recorder/snapshot/snap_import.h"
-#include "recorder/snapshot/snap_pickle.h"
+#include "formats/pkr.h"
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/export/export_memviz.h"
 
@@ -55,21 +55,21 @@ std::vector<uint8_t> Write(int protocol, F fn, gm_status_t *st = nullptr) {
 
 struct Doc {
   std::vector<uint8_t> buf;
-  snap_doc_t *doc = nullptr;
+  pkr_doc_t *doc = nullptr;
   gm_err_t err{};
   gm_status_t st;
-  explicit Doc(std::vector<uint8_t> b) : buf(std::move(b)) { st = snap_pickle_parse(buf.data(), buf.size(), &doc, &err); }
-  ~Doc() { snap_doc_free(doc); }
-  const snap_val_t *root() const { return snap_doc_root(doc); }
+  explicit Doc(std::vector<uint8_t> b) : buf(std::move(b)) { st = pkr_parse(buf.data(), buf.size(), &doc, &err); }
+  ~Doc() { pkr_doc_free(doc); }
+  const pkr_val_t *root() const { return pkr_doc_root(doc); }
 };
 
-std::string Str(const snap_val_t *v) { return v && v->type == SNAP_STR ? std::string(v->s, v->len) : "<not a str>"; }
-int64_t Int(const snap_val_t *v) {
+std::string Str(const pkr_val_t *v) { return v && v->type == PKR_STR ? std::string(v->s, v->len) : "<not a str>"; }
+int64_t Int(const pkr_val_t *v) {
   int64_t i = -12345;
-  EXPECT_TRUE(snap_int(v, &i));
+  EXPECT_TRUE(pkr_int(v, &i));
   return i;
 }
-const snap_val_t *Get(const snap_val_t *d, const char *k) { return snap_dict_get(d, k); }
+const pkr_val_t *Get(const pkr_val_t *d, const char *k) { return pkr_dict_get(d, k); }
 
 // ---- the writer ------------------------------------------------------------------------------
 
@@ -87,12 +87,12 @@ TEST(Pkw, IntsAsCPythonEncodesThem) {
     Doc d(one(v));
     ASSERT_EQ(d.st, GM_OK) << v << ": " << d.err.msg;
     int64_t got = 0;
-    ASSERT_TRUE(snap_int(d.root(), &got)) << v;
+    ASSERT_TRUE(pkr_int(d.root(), &got)) << v;
     EXPECT_EQ(got, v);
   }
   Doc big(Write(4, [](pkw_t *w) { pkw_uint(w, UINT64_MAX); }));
   ASSERT_EQ(big.st, GM_OK);
-  EXPECT_EQ(big.root()->type, SNAP_BIGINT);  // 2^64-1 is wider than int64: the reader says so
+  EXPECT_EQ(big.root()->type, PKR_BIGINT);  // 2^64-1 is wider than int64: the reader says so
 }
 
 TEST(Pkw, StringsAreValidUtf8) {
@@ -145,20 +145,20 @@ TEST(Pkw, ContainersBatchedAndMemo) {
     ASSERT_EQ(st, GM_OK) << protocol;
     Doc d(b);
     ASSERT_EQ(d.st, GM_OK) << protocol << ": " << d.err.msg;
-    const snap_val_t *l = Get(d.root(), "list");
-    ASSERT_EQ(l->type, SNAP_LIST);
+    const pkr_val_t *l = Get(d.root(), "list");
+    ASSERT_EQ(l->type, PKR_LIST);
     ASSERT_EQ(l->n, 2500u);
     EXPECT_EQ(Int(l->items[2499]), 2499);
-    const snap_val_t *dd = Get(d.root(), "dict");
+    const pkr_val_t *dd = Get(d.root(), "dict");
     ASSERT_EQ(dd->n, 5000u);
     EXPECT_EQ(Int(Get(dd, "k1234")), 1234);
     EXPECT_EQ(Str(Get(d.root(), "got")), "m299");
     EXPECT_DOUBLE_EQ(Get(d.root(), "m7")->f, 7.5);
-    const snap_val_t *t = Get(d.root(), "tuple");
-    ASSERT_EQ(t->type, SNAP_TUPLE);
+    const pkr_val_t *t = Get(d.root(), "tuple");
+    ASSERT_EQ(t->type, PKR_TUPLE);
     ASSERT_EQ(t->n, 3u);
-    EXPECT_EQ(t->items[1]->type, SNAP_NONE);
-    EXPECT_EQ(t->items[2]->type, SNAP_BOOL);
+    EXPECT_EQ(t->items[1]->type, PKR_NONE);
+    EXPECT_EQ(t->items[2]->type, PKR_BOOL);
   }
   // batches of 1000 items, as CPython writes them (memory_viz appends a batch in one call)
   auto b = Write(4, [](pkw_t *w) {
@@ -263,34 +263,34 @@ std::string Export(const std::string &trace, const char *spec, gr_memviz_stats_t
 }
 
 // The blocks of every segment tile it; their states and sizes add up to the segment's figures.
-void CheckSegments(const snap_val_t *segs, int *live, int *pending) {
+void CheckSegments(const pkr_val_t *segs, int *live, int *pending) {
   *live = *pending = 0;
-  ASSERT_EQ(segs->type, SNAP_LIST);
+  ASSERT_EQ(segs->type, PKR_LIST);
   for (size_t i = 0; i < segs->n; i++) {
-    const snap_val_t *s = segs->items[i];
+    const pkr_val_t *s = segs->items[i];
     int64_t at = Int(Get(s, "address")), total = Int(Get(s, "total_size")), alloc = 0;
-    const snap_val_t *bl = Get(s, "blocks");
-    ASSERT_EQ(bl->type, SNAP_LIST);
+    const pkr_val_t *bl = Get(s, "blocks");
+    ASSERT_EQ(bl->type, PKR_LIST);
     ASSERT_GT(bl->n, 0u);
     for (size_t k = 0; k < bl->n; k++) {
-      const snap_val_t *b = bl->items[k];
+      const pkr_val_t *b = bl->items[k];
       EXPECT_EQ(Int(Get(b, "address")), at) << "segment " << i << " block " << k;
       std::string state = Str(Get(b, "state"));
       EXPECT_LE(Int(Get(b, "requested_size")), Int(Get(b, "size")));
       if (state == "active_allocated") (*live)++, alloc += Int(Get(b, "size"));
       else if (state == "active_pending_free") (*pending)++;
       else EXPECT_EQ(state, "inactive");
-      EXPECT_EQ(Get(b, "frames")->type, SNAP_LIST);
+      EXPECT_EQ(Get(b, "frames")->type, PKR_LIST);
       at += Int(Get(b, "size"));
     }
     EXPECT_EQ(at, Int(Get(s, "address")) + total);
     EXPECT_EQ(alloc, Int(Get(s, "allocated_size")));
-    EXPECT_EQ(Get(s, "is_expandable")->type, SNAP_BOOL);
-    EXPECT_EQ(Get(s, "segment_pool_id")->type, SNAP_TUPLE);
+    EXPECT_EQ(Get(s, "is_expandable")->type, PKR_BOOL);
+    EXPECT_EQ(Get(s, "segment_pool_id")->type, PKR_TUPLE);
   }
 }
 
-std::map<std::string, int> Actions(const snap_val_t *trace) {
+std::map<std::string, int> Actions(const pkr_val_t *trace) {
   std::map<std::string, int> n;
   for (size_t i = 0; i < trace->n; i++) n[Str(Get(trace->items[i], "action"))]++;
   return n;
@@ -304,7 +304,7 @@ TEST(MemvizExport, RoundTripsThroughTheImporter) {
     std::string out = Export(trace, spec, &st);
     Doc d(ReadAll(out));
     ASSERT_EQ(d.st, GM_OK) << d.err.msg;
-    const snap_val_t *dt = Get(d.root(), "device_traces");
+    const pkr_val_t *dt = Get(d.root(), "device_traces");
     ASSERT_EQ(dt->n, 1u);
     auto act = Actions(dt->items[0]);
     EXPECT_EQ(act["alloc"], 6);
@@ -320,9 +320,9 @@ TEST(MemvizExport, RoundTripsThroughTheImporter) {
     EXPECT_EQ(live, 1);     // 0x4000
     EXPECT_EQ(pending, 1);  // 0x3000
     // the frames of callsite 1, innermost first
-    const snap_val_t *first = dt->items[0]->items[0];
+    const pkr_val_t *first = dt->items[0]->items[0];
     for (size_t i = 0; Str(Get(first, "action")) != "alloc"; i++) first = dt->items[0]->items[i + 1];
-    const snap_val_t *fr = Get(first, "frames");
+    const pkr_val_t *fr = Get(first, "frames");
     ASSERT_EQ(fr->n, 2u);
     EXPECT_EQ(Str(Get(fr->items[0], "filename")), "train.py");
     EXPECT_EQ(Int(Get(fr->items[0], "line")), 10);
@@ -349,7 +349,7 @@ TEST(MemvizExport, OutOfMemoryAndDevices) {
   gr_memviz_stats_t st;
   Doc d(ReadAll(Export(trace, "pytorch", &st, 64ull << 20)));
   ASSERT_EQ(d.st, GM_OK);
-  const snap_val_t *t = Get(d.root(), "device_traces")->items[0];
+  const pkr_val_t *t = Get(d.root(), "device_traces")->items[0];
   int ooms = 0;
   for (size_t i = 0; i < t->n; i++)
     if (Str(Get(t->items[i], "action")) == "oom") {
@@ -364,12 +364,12 @@ TEST(MemvizExport, OutOfMemoryAndDevices) {
   std::string two = MakeTrace(std::string(kTrace) + "9700,alloc,2,0,0x9000,1048576,device,0x0,0,2,0\n");
   Doc d2(ReadAll(Export(two, "pytorch", &st)));
   ASSERT_EQ(d2.st, GM_OK);
-  const snap_val_t *dt = Get(d2.root(), "device_traces");
+  const pkr_val_t *dt = Get(d2.root(), "device_traces");
   ASSERT_EQ(dt->n, 3u);
   EXPECT_EQ(dt->items[1]->n, 0u);
   EXPECT_EQ(Actions(dt->items[2])["alloc"], 1);
   EXPECT_EQ(st.n_devices, 2);
-  const snap_val_t *segs = Get(d2.root(), "segments");
+  const pkr_val_t *segs = Get(d2.root(), "segments");
   int on2 = 0;
   for (size_t i = 0; i < segs->n; i++) on2 += Int(Get(segs->items[i], "device")) == 2;
   EXPECT_EQ(on2, 1);
@@ -390,10 +390,10 @@ TEST(MemvizExport, CallsitesFromStrangers) {
   EXPECT_EQ(st.callsites, 3001u);
   Doc d(ReadAll(out));
   ASSERT_EQ(d.st, GM_OK) << d.err.msg;
-  const snap_val_t *t = Get(d.root(), "device_traces")->items[0];
+  const pkr_val_t *t = Get(d.root(), "device_traces")->items[0];
   size_t longest = 0;
   for (size_t i = 0; i < t->n; i++) {
-    const snap_val_t *fr = Get(t->items[i], "frames");
+    const pkr_val_t *fr = Get(t->items[i], "frames");
     for (size_t k = 0; k < fr->n; k++) {
       std::string f = Str(Get(fr->items[k], "filename"));
       longest = f.size() > longest ? f.size() : longest;

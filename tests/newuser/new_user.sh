@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/newuser/new_user.sh: a new user's first hour, as CI runs it (tools/test calls this last,
-# after the sanitizer builds): the commands of README.md and docs/ (report, predict) with the
-# tools where the README says they are (bazel-bin/), then the mistakes new users make (issue 18), each with its message and
+# after the sanitizer builds): the README's commands with the tools where the README says they
+# are (bazel-bin/), then the mistakes new users make (issue 18), each with its message and
 # exit code. Checks first that bazel-bin is the optimised build: the README's tools must be.
 # Usage: tests/newuser/new_user.sh     (from a checkout where `bazel build //:tools` has run)
 set -uo pipefail
@@ -59,7 +59,7 @@ has err "no trace written: the program never initialised CUDA"
 run 0 "$bin/recorder/gpurec" import "$snap" -o train.zst
 run 0 "$bin/analyze/gpuanalyze" report train.zst
 has err "wrote train.zst.db"
-# docs/predict.md, "Predicting a run you have not made": the hand-made traces of recorder/predict/testdata
+# "Predicting a run you have not made": the hand-made traces of recorder/predict/testdata
 td=$root/recorder/predict/testdata
 for x in "affine8 train8" "affine16 train16" "affine32 real32" "algo4 train4"; do
   set -- $x

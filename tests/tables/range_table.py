@@ -13,7 +13,8 @@ Each row sets the real runs (RUNS.jsonl, lines of tests/gpu/exact_gpu.sh's resul
 says whether every one falls inside.
 
     range_table.py GPUREPLAY DIR RUNS.jsonl              print the tables
-    range_table.py GPUREPLAY DIR RUNS.jsonl --check DOC  fail (exit 1, with a diff) if the block
+    range_table.py GPUREPLAY DIR RUNS.jsonl --check DOC [--min-inside N]
+                                                       fail (exit 1, with a diff) if the block
                                                          between DOC's range-table markers is
                                                          not what the committed traces give today
 """
@@ -22,6 +23,7 @@ import glob
 import json
 import os
 import subprocess
+import re
 import sys
 
 LATE_WIDE = 1000000  # "late all": every event pending until the run's end (or an empty_cache)
@@ -132,7 +134,23 @@ def table(gr, d, runs_path):
     return "\n".join(out)
 
 
+def inside_counts(text):
+    """(real runs inside their widest range, real runs) over the table's rows: what the document
+    claims, counted from what the traces give now."""
+    inside = total = 0
+    for line in text.splitlines():
+        found = re.findall(r"(\d+) of (\d+) inside", line) if line.startswith("|") else []
+        if found:  # a row's last verdict is its widest range's
+            inside += int(found[-1][0])
+            total += int(found[-1][1])
+    return inside, total
+
+
 def main(argv):
+    min_inside = None
+    if len(argv) == 8 and argv[6] == "--min-inside":
+        min_inside = int(argv[7])
+        argv = argv[:6]
     if len(argv) not in (4, 6) or (len(argv) == 6 and argv[4] != "--check"):
         sys.stderr.write(__doc__)
         return 2
@@ -153,7 +171,12 @@ def main(argv):
                                                    "document", "now"))
         print("\nFAIL: the range table drifted from what the traces give (- the document, + now)")
         return 1
-    print("PASS")
+    inside, total = inside_counts(got)
+    if min_inside is not None and inside < min_inside:
+        print("FAIL: %d of %d real runs inside their range, fewer than the %d this test holds the table to"
+              % (inside, total, min_inside))
+        return 1
+    print("PASS (%d of %d real runs inside their widest range)" % (inside, total))
     return 0
 
 

@@ -15,24 +15,14 @@
 #include "formats/gmt_testutil.h"
 #include "replay/tool/export/export_perfetto.h"
 
+using gmt_test::Ev;
+
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
 using gmt_test::TempPath;
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream, uint32_t cs = 0) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.callsite = cs;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 // Callsite 1 is a two-line stack with a quote and a control character in it.
 std::string Write(const char *name, const std::vector<gmt_event_t> &in) {
@@ -132,7 +122,7 @@ uint64_t MaxOf(const std::vector<std::pair<double, uint64_t>> &v) {
 // the peak of live bytes (14 MiB) is when A, B and D are live.
 TEST(ExportPerfetto, CountersSlicesAndTracks) {
   std::vector<gmt_event_t> v = {
-      Ev(GMT_EV_ALLOC, 1000, 0xa000, 4 * MiB, 1, 1),  // A [1000, 5000)
+      Ev(GMT_EV_ALLOC, 1000, 0xa000, 4 * MiB, 1).Cs(1),  // A [1000, 5000)
       Ev(GMT_EV_ALLOC, 2000, 0xb000, 2 * MiB, 1),     // B [2000, 7000): overlaps A, not inside it
       Ev(GMT_EV_ALLOC, 3000, 0xd000, 8 * MiB, 2),     // D [3000, 4000) on stream 2
       Ev(GMT_EV_FREE, 4000, 0xd000, 0, 2),

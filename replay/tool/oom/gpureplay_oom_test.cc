@@ -12,6 +12,9 @@
 #include <unistd.h>
 #include "formats/gmt_testutil.h"
 #include "replay/tool/gpureplay.h"
+#include "replay/tool/gpureplay_trace.h"
+
+using gmt_test::Ev;
 
 namespace {
 
@@ -19,18 +22,6 @@ constexpr uint64_t MiB = 1ull << 20;
 
 using gmt_test::TempPath;
 
-gmt_event_t Ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stream, uint32_t cs = 0) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.callsite = cs;
-  e.mem_kind = GMT_MEM_DEVICE;
-  return e;
-}
 
 // Writes the trace; ALLOC events with callsite 1 get "model.py:10 forward", 2 "opt.py:5 step".
 std::string Write(const char *name, const std::vector<gmt_event_t> &in) {
@@ -71,10 +62,10 @@ gr_config_t Config(uint64_t capacity) {
 std::vector<gmt_event_t> Holes(uint64_t size, uint64_t stream) {
   std::vector<gmt_event_t> v;
   uint64_t t = 1000;
-  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x1000 * (i + 1), 4 * MiB, 1, i % 2 ? 2 : 1));
+  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x1000 * (i + 1), 4 * MiB, 1).Cs(i % 2 ? 2 : 1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x1000, 0, 1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x3000, 0, 1));
-  v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x9000, size, stream, 1));
+  v.push_back(Ev(GMT_EV_ALLOC, t += 10, 0x9000, size, stream).Cs(1));
   v.push_back(Ev(GMT_EV_FREE, t += 10, 0x9000, 0, stream));
   return v;
 }
@@ -193,7 +184,7 @@ TEST(OomExplain, BfcArenaHolesAtItsLimit) {
 
 TEST(OomExplain, LiveBytesAloneExceedTheDevice) {
   std::vector<gmt_event_t> v;
-  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, 100 + i, 0x1000 * (i + 1), 6 * MiB, 1, 1));
+  for (int i = 0; i < 4; i++) v.push_back(Ev(GMT_EV_ALLOC, 100 + i, 0x1000 * (i + 1), 6 * MiB, 1).Cs(1));
   std::string p = Write("oom_live.zst", v);
   gr_config_t c = Config(20 * MiB);
   gr_oom_t o;
@@ -240,3 +231,61 @@ TEST(OomExplain, OnlyTheFrameworksOwnSettings) {
 }
 
 }  // namespace
+
+// The limit the recorded run set itself is the OOM verdict's capacity (issue 25): PyTorch's OOM
+// message under set_per_process_memory_fraction says "N GiB allowed"; the fraction itself, where
+// the trace holds it, times the GPU's memory; without either, the note says the limit is unknown.
+std::string WriteWithKv(const char *name, const char *key, const char *value, uint64_t gpu_total) {
+  std::string path = TempPath(name);
+  gmt_header_t h;
+  gmt_header_init(&h);
+  h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+  h.start_time_ns = 1700000000000000000ull;
+  h.gpu_total_mem = gpu_total;
+  gm_err_t err = {};
+  if (key) {
+    EXPECT_EQ(gmt_header_kv_set(&h, key, value, &err), GM_OK) << err.msg;
+  }
+  gmt_writer_t *w = nullptr;
+  EXPECT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+  std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
+  EXPECT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+  EXPECT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+  gmt_header_free(&h);
+  return path;
+}
+
+uint64_t CapacityFor(const std::string &path, std::string *note) {
+  gr_trace_info_t info;
+  gm_err_t err = {};
+  EXPECT_EQ(gr_trace_probe(path.c_str(), GMT_READ_STRICT, 0, 0, &info, &err), GM_OK) << err.msg;
+  rp_result_t r;
+  memset(&r, 0, sizeof r);
+  r.recorded_failures = 1;
+  char buf[512];
+  uint64_t cap = gr_failure_capacity(&info, &r, buf, sizeof buf);
+  *note = buf;
+  return cap;
+}
+
+TEST(OomCapacity, TheLimitTheRunSetItself) {
+  const uint64_t total = 150109880320ull;  // an H200's
+  std::string note;
+  uint64_t cap = CapacityFor(
+      WriteWithKv("cap_msg.zst", "oom.message",
+                  "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 139.80 GiB of "
+                  "which 136.56 GiB is free. Including non-PyTorch memory, this process has 3.25 GiB memory in use. "
+                  "2.80 GiB allowed; Of the allocated memory 2.72 GiB is allocated by PyTorch",
+                  total),
+      &note);
+  EXPECT_EQ(cap, (uint64_t)(2.80 * 1073741824.0));
+  EXPECT_NE(note.find("the limit the recorded run set itself: 2.80 GiB (the OOM message's \"allowed\")"),
+            std::string::npos) << note;
+  cap = CapacityFor(WriteWithKv("cap_frac.zst", "torch.per_process_memory_fraction", "0.02", total), &note);
+  EXPECT_EQ(cap, (uint64_t)(0.02 * (double)total));
+  EXPECT_NE(note.find("set_per_process_memory_fraction(0.02)"), std::string::npos) << note;
+  // Unknown: the GPU's memory, and the note says the real limit may be lower.
+  cap = CapacityFor(WriteWithKv("cap_none.zst", nullptr, nullptr, total), &note);
+  EXPECT_EQ(cap, total);
+  EXPECT_NE(note.find("the real limit was lower"), std::string::npos) << note;
+}

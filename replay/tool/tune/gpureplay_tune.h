@@ -120,6 +120,13 @@ typedef struct gr_tune_ctx {
 gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err);
 /* a better than b: without OOM first, then peak reserved, then time, then the shorter spec. */
 int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b);
+/* The memo's point of spec, or -1. */
+int gr_tune_find(const gr_tune_t *t, const char *spec);
+/* Replay specs at capacity `cap` (0: unlimited) into res[] (gr_tune_alloc_results'). */
+gm_status_t gr_tune_replay(gr_tune_ctx_t *c, uint64_t cap, const char *const *specs, int n, rp_result_t **res,
+                           gm_err_t *err);
+gm_status_t gr_tune_alloc_results(int n, rp_result_t ***out, gm_err_t *err);
+void gr_tune_free_results(rp_result_t **res, int n);
 /* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
 

@@ -67,7 +67,7 @@ unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p) {
   return g < 0 ? 0 : kGpuGiB[g];
 }
 
-static void capacity_sentence(FILE *f, const gr_tune_t *t) {
+static void capacity_sentence(FILE *f, const gr_tune_t *t, int partial) {
   char b1[32], b2[32], line[600];
   const gr_tune_point_t *d = t->dflt >= 0 ? &t->pts[t->dflt] : NULL;
   const gr_tune_point_t *z = t->chosen >= 0 ? &t->pts[t->chosen] : NULL;
@@ -78,11 +78,15 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
   }
   int g = smallest_gpu(z);
   paste_line(z->spec, line, sizeof line);
-  fprintf(f, "capacity: the job needs ");
+  /* a partial trace (SPEC.md §3.4): a peak before its window cannot be seen */
+  fprintf(f, "capacity: the job needs %s", partial ? "at least " : "");
   if (d && d->needs_bytes)
     fprintf(f, "%s%s with the default", d->needs_above ? "more than " : "", gm_format_size(d->needs_bytes, b1, sizeof b1));
   else if (d) fprintf(f, "more than the device with the default (it runs out of memory)");
-  if (g >= 0)
+  if (g >= 0 && partial) /* the GPU it fits is unknown: only that no smaller one will do */
+    fprintf(f, "; under %s no GPU smaller than %u GiB will do (the trace is partial: the real need may be more)\n",
+            line, kGpuGiB[g]);
+  else if (g >= 0)
     fprintf(f, " and fits a %u GiB GPU with headroom %s under %s\n", kGpuGiB[g],
             gm_format_size(((uint64_t)kGpuGiB[g] << 30) - z->needs_bytes, b2, sizeof b2), line);
   else
@@ -99,6 +103,7 @@ static void capacity_sentence(FILE *f, const gr_tune_t *t) {
     for (size_t k = 0; k < N_GPUS; k++)
       fprintf(f, "%s", p->needs_none || (p->needs_bytes && !p->needs_above && p->needs_bytes <= ((uint64_t)kGpuGiB[k] << 30)) ? "y" : "n");
   }
+  if (partial) fprintf(f, "\n  (y: the part of the run the trace covers fits; the whole run may need more)");
   if (t->context_bytes) /* recorded: inside every capacity tried */
     fprintf(f, "\n  (the smallest memory each fits in, by bisection over --capacity, 2 MiB steps, the recorded\n"
                "  CUDA context and module code (%s) counted; shares of the device are of the recorded GPU's %s)\n",
@@ -131,6 +136,10 @@ static void evidence(FILE *f, const gr_tune_t *t) {
 
 void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   char b1[32], b2[32], line[600];
+  if (lt->info.coverage.partial) { /* first: every figure below is of part of the run */
+    char cov[1024];
+    fprintf(f, "%s\n", gmt_coverage_text(&lt->info.coverage, cov, sizeof cov));
+  }
   fprintf(f, "tune: %s", lt->info.path);
   if (lt->info.frameworks_text[0]) fprintf(f, " (%s)", lt->info.frameworks_text);
   fprintf(f, ": %d settings in %" PRIu64 " replays, %.2f s; %s%s\n", t->n, t->replays, t->seconds,
@@ -195,5 +204,5 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
               gm_format_size(t->device_memory, b1, sizeof b1),
               gm_format_size((uint64_t)(share * (double)t->device_memory), b2, sizeof b2));
   }
-  capacity_sentence(f, t);
+  capacity_sentence(f, t, lt->info.coverage.partial);
 }

@@ -1,8 +1,8 @@
-// snap_testpk.h: a tiny pickle writer for the snapshot tests (C++, tests only). It emits the
+// pk_testutil.h: a tiny pickle writer for the pickle and snapshot tests (C++, tests only). It emits the
 // same opcodes CPython's pickler uses for plain data, so tests can hand-build snapshots,
 // hostile pickles and truncations byte by byte.
-#ifndef SNAP_TESTPK_H
-#define SNAP_TESTPK_H
+#ifndef PK_TESTUTIL_H
+#define PK_TESTUTIL_H
 
 #include <cstdint>
 #include <cstring>
@@ -53,4 +53,4 @@ struct Pk {
   void le(uint64_t v, int n) { for (int k = 0; k < n; k++) b.push_back((uint8_t)(v >> (8 * k))); }
 };
 
-#endif  // SNAP_TESTPK_H
+#endif  // PK_TESTUTIL_H

@@ -1,4 +1,4 @@
-/* snap_pickle.c: the plain-data pickle reader (see snap_pickle.h).
+/* pkr.c: the plain-data pickle reader (see pkr.h).
  *
  * Pickle is a stack machine: each opcode pushes a value, marks a position, or folds values above
  * the last mark into a container. We run that machine over our own value stack, with the memo
@@ -6,7 +6,7 @@
  * so far, so a hostile LONG_BINPUT cannot make us allocate more than the input justifies).
  * Every length is checked against the bytes left before it is used, so a truncated or lying
  * pickle ends in "truncated" rather than a read past the buffer. */
-#include "recorder/snapshot/snap_pickle.h"
+#include "formats/pkr.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +19,12 @@ typedef struct arena_blk {
   _Alignas(8) unsigned char data[];
 } arena_blk_t;
 
-struct snap_doc {
+struct pkr_doc {
   arena_blk_t *blocks;
-  snap_val_t *root;
+  pkr_val_t *root;
 };
 
-static void *arena_alloc(snap_doc_t *d, size_t n) {
+static void *arena_alloc(pkr_doc_t *d, size_t n) {
   n = (n + 7) & ~(size_t)7;
   arena_blk_t *b = d->blocks;
   if (!b || b->cap - b->used < n) {
@@ -41,7 +41,7 @@ static void *arena_alloc(snap_doc_t *d, size_t n) {
   return p;
 }
 
-void snap_doc_free(snap_doc_t *d) {
+void pkr_doc_free(pkr_doc_t *d) {
   if (!d) return;
   arena_blk_t *b = d->blocks;
   while (b) {
@@ -52,22 +52,22 @@ void snap_doc_free(snap_doc_t *d) {
   free(d);
 }
 
-const snap_val_t *snap_doc_root(const snap_doc_t *d) { return d ? d->root : NULL; }
+const pkr_val_t *pkr_doc_root(const pkr_doc_t *d) { return d ? d->root : NULL; }
 
 /* ---- parser state ------------------------------------------------------------------------------ */
 
 typedef struct parser {
-  snap_doc_t *doc;
+  pkr_doc_t *doc;
   const uint8_t *buf;
   size_t len, pos, op_pos;
-  snap_val_t **stack;
+  pkr_val_t **stack;
   size_t sp, scap;
   size_t *marks;
   size_t nmarks, mcap;
-  snap_val_t **memo;
+  pkr_val_t **memo;
   size_t nmemo, memocap;
   size_t values; /* values pushed so far (a memo index beyond them names nothing) */
-  snap_val_t *small[256];
+  pkr_val_t *small[256];
   gm_err_t *err;
 } parser_t;
 
@@ -97,12 +97,12 @@ static uint64_t le(const uint8_t *b, int n) {
 }
 
 /* The immutable values every pickle repeats, shared instead of made per opcode. */
-static snap_val_t k_none = {.type = SNAP_NONE}, k_true = {.type = SNAP_BOOL, .i = 1},
-                  k_false = {.type = SNAP_BOOL, .i = 0};
+static pkr_val_t k_none = {.type = PKR_NONE}, k_true = {.type = PKR_BOOL, .i = 1},
+                  k_false = {.type = PKR_BOOL, .i = 0};
 
-static snap_val_t *newval(parser_t *p, snap_type_t t) {
-  if (t == SNAP_NONE) return &k_none;
-  snap_val_t *v = arena_alloc(p->doc, sizeof(*v));
+static pkr_val_t *newval(parser_t *p, pkr_type_t t) {
+  if (t == PKR_NONE) return &k_none;
+  pkr_val_t *v = arena_alloc(p->doc, sizeof(*v));
   if (v) {
     memset(v, 0, sizeof(*v));
     v->type = (uint8_t)t;
@@ -111,19 +111,19 @@ static snap_val_t *newval(parser_t *p, snap_type_t t) {
 }
 
 /* Ints 0..255 (BININT1: two bytes of input) are made once per document. */
-static snap_val_t *small_int(parser_t *p, int64_t i) {
+static pkr_val_t *small_int(parser_t *p, int64_t i) {
   if (i >= 0 && i < 256 && p->small[i]) return p->small[i];
-  snap_val_t *v = newval(p, SNAP_INT);
+  pkr_val_t *v = newval(p, PKR_INT);
   if (v) v->i = i;
   if (v && i >= 0 && i < 256) p->small[i] = v;
   return v;
 }
 
-static gm_status_t push(parser_t *p, snap_val_t *v) {
+static gm_status_t push(parser_t *p, pkr_val_t *v) {
   if (!v) return nomem(p);
   if (p->sp == p->scap) {
     size_t nc = p->scap ? p->scap * 2 : 256;
-    snap_val_t **ns = realloc(p->stack, nc * sizeof(*ns));
+    pkr_val_t **ns = realloc(p->stack, nc * sizeof(*ns));
     if (!ns) return nomem(p);
     p->stack = ns;
     p->scap = nc;
@@ -133,7 +133,7 @@ static gm_status_t push(parser_t *p, snap_val_t *v) {
   return GM_OK;
 }
 
-static gm_status_t pop(parser_t *p, snap_val_t **v) {
+static gm_status_t pop(parser_t *p, pkr_val_t **v) {
   size_t floor = p->nmarks ? p->marks[p->nmarks - 1] : 0;
   if (p->sp <= floor) return fail(p, "stack underflow");
   *v = p->stack[--p->sp];
@@ -142,7 +142,7 @@ static gm_status_t pop(parser_t *p, snap_val_t **v) {
 
 /* Append items to a container, growing its array in the arena (old arrays are left behind:
  * at most twice the final size in total). */
-static gm_status_t add_items(parser_t *p, snap_val_t *c, snap_val_t **items, size_t n) {
+static gm_status_t add_items(parser_t *p, pkr_val_t *c, pkr_val_t **items, size_t n) {
   if (n == 0) return GM_OK; /* an empty MARK run: nothing to copy (and no NULL to memcpy) */
   if (c->n + n > c->cap) {
     /* A container filled by one MARK run (what CPython writes for up to 1000 items at a
@@ -150,7 +150,7 @@ static gm_status_t add_items(parser_t *p, snap_val_t *c, snap_val_t **items, siz
     size_t nc = c->cap ? (size_t)c->cap * 2 : n;
     while (nc < c->n + n) nc *= 2;
     if (nc > UINT32_MAX) return fail(p, "a container of more than 2^32 items");
-    snap_val_t **ni = arena_alloc(p->doc, nc * sizeof(*ni));
+    pkr_val_t **ni = arena_alloc(p->doc, nc * sizeof(*ni));
     if (!ni) return nomem(p);
     if (c->n) memcpy(ni, c->items, c->n * sizeof(*ni));
     c->items = ni;
@@ -168,8 +168,8 @@ static gm_status_t pop_mark(parser_t *p, size_t *start) {
   return GM_OK;
 }
 
-static gm_status_t make_seq(parser_t *p, snap_type_t t, size_t start) {
-  snap_val_t *v = newval(p, t);
+static gm_status_t make_seq(parser_t *p, pkr_type_t t, size_t start) {
+  pkr_val_t *v = newval(p, t);
   if (!v) return nomem(p);
   gm_status_t st = add_items(p, v, p->stack + start, p->sp - start);
   if (st) return st;
@@ -183,7 +183,7 @@ static gm_status_t memo_put(parser_t *p, uint64_t idx) {
   if (idx >= p->memocap) {
     size_t nc = p->memocap ? p->memocap : 64;
     while (nc <= idx) nc *= 2;
-    snap_val_t **nm = realloc(p->memo, nc * sizeof(*nm));
+    pkr_val_t **nm = realloc(p->memo, nc * sizeof(*nm));
     if (!nm) return nomem(p);
     memset(nm + p->memocap, 0, (nc - p->memocap) * sizeof(*nm));
     p->memo = nm;
@@ -201,7 +201,7 @@ static gm_status_t memo_get(parser_t *p, uint64_t idx) {
 
 /* Two's complement little-endian int of n bytes (LONG1/LONG4). */
 static gm_status_t push_long(parser_t *p, const uint8_t *b, uint64_t n) {
-  snap_val_t *v = newval(p, SNAP_INT);
+  pkr_val_t *v = newval(p, PKR_INT);
   if (!v) return nomem(p);
   if (n == 0) {
     v->i = 0;
@@ -217,16 +217,16 @@ static gm_status_t push_long(parser_t *p, const uint8_t *b, uint64_t n) {
     if (fits)
       v->i = (int64_t)le(b, 8);
     else
-      v->type = SNAP_BIGINT;
+      v->type = PKR_BIGINT;
   }
   return push(p, v);
 }
 
-static gm_status_t push_bytes(parser_t *p, snap_type_t t, uint64_t n) {
+static gm_status_t push_bytes(parser_t *p, pkr_type_t t, uint64_t n) {
   const uint8_t *b = NULL;
   gm_status_t st = take(p, n, &b);
   if (st) return st;
-  snap_val_t *v = newval(p, t);
+  pkr_val_t *v = newval(p, t);
   if (!v) return nomem(p);
   v->s = (const char *)b;
   v->len = n;
@@ -258,7 +258,7 @@ static const char *code_opcode(uint8_t op) {
 
 static gm_status_t step(parser_t *p, int *done) {
   const uint8_t *b = NULL;
-  snap_val_t *v, *c;
+  pkr_val_t *v, *c;
   size_t start = 0;
   gm_status_t st;
   p->op_pos = p->pos;
@@ -285,11 +285,11 @@ static gm_status_t step(parser_t *p, int *done) {
       }
       p->marks[p->nmarks++] = p->sp;
       return GM_OK;
-    case '}': return push(p, newval(p, SNAP_DICT));
-    case ']': return push(p, newval(p, SNAP_LIST));
-    case ')': return push(p, newval(p, SNAP_TUPLE));
-    case 0x8f: return push(p, newval(p, SNAP_SET)); /* EMPTY_SET */
-    case 'N': return push(p, newval(p, SNAP_NONE));
+    case '}': return push(p, newval(p, PKR_DICT));
+    case ']': return push(p, newval(p, PKR_LIST));
+    case ')': return push(p, newval(p, PKR_TUPLE));
+    case 0x8f: return push(p, newval(p, PKR_SET)); /* EMPTY_SET */
+    case 'N': return push(p, newval(p, PKR_NONE));
     case 0x88: /* NEWTRUE */
     case 0x89: /* NEWFALSE */
       return push(p, op == 0x88 ? &k_true : &k_false);
@@ -310,20 +310,20 @@ static gm_status_t step(parser_t *p, int *done) {
       if ((st = take(p, 8, &b))) return st;
       uint64_t u = 0;
       for (int k = 0; k < 8; k++) u = (u << 8) | b[k];
-      if (!(v = newval(p, SNAP_FLOAT))) return nomem(p);
+      if (!(v = newval(p, PKR_FLOAT))) return nomem(p);
       memcpy(&v->f, &u, sizeof(v->f));
       return push(p, v);
     }
     case 0x8c: case 'C': case 'U': /* SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING */
       if ((st = take(p, 1, &b))) return st;
-      return push_bytes(p, op == 'C' ? SNAP_BYTES : SNAP_STR, b[0]);
+      return push_bytes(p, op == 'C' ? PKR_BYTES : PKR_STR, b[0]);
     case 'X': case 'B': case 'T': /* BINUNICODE, BINBYTES, BINSTRING */
       if ((st = take(p, 4, &b))) return st;
       if (op == 'T' && (int32_t)(uint32_t)le(b, 4) < 0) return fail(p, "negative BINSTRING length");
-      return push_bytes(p, op == 'B' ? SNAP_BYTES : SNAP_STR, le(b, 4));
+      return push_bytes(p, op == 'B' ? PKR_BYTES : PKR_STR, le(b, 4));
     case 0x8d: case 0x8e: /* BINUNICODE8, BINBYTES8 */
       if ((st = take(p, 8, &b))) return st;
-      return push_bytes(p, op == 0x8e ? SNAP_BYTES : SNAP_STR, le(b, 8));
+      return push_bytes(p, op == 0x8e ? PKR_BYTES : PKR_STR, le(b, 8));
     case 'q': /* BINPUT */
       if ((st = take(p, 1, &b))) return st;
       return memo_put(p, b[0]);
@@ -351,35 +351,35 @@ static gm_status_t step(parser_t *p, int *done) {
       return push(p, v);
     case 't': /* TUPLE */
       if ((st = pop_mark(p, &start))) return st;
-      return make_seq(p, SNAP_TUPLE, start);
+      return make_seq(p, PKR_TUPLE, start);
     case 'l': /* LIST */
       if ((st = pop_mark(p, &start))) return st;
-      return make_seq(p, SNAP_LIST, start);
+      return make_seq(p, PKR_LIST, start);
     case 0x91: /* FROZENSET */
       if ((st = pop_mark(p, &start))) return st;
-      return make_seq(p, SNAP_SET, start);
+      return make_seq(p, PKR_SET, start);
     case 'd': /* DICT */
       if ((st = pop_mark(p, &start))) return st;
       if ((p->sp - start) % 2) return fail(p, "DICT with an odd number of items");
-      return make_seq(p, SNAP_DICT, start);
+      return make_seq(p, PKR_DICT, start);
     case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
       size_t n = (size_t)(op - 0x84);
       size_t floor = p->nmarks ? p->marks[p->nmarks - 1] : 0;
       if (p->sp - floor < n) return fail(p, "stack underflow");
-      return make_seq(p, SNAP_TUPLE, p->sp - n);
+      return make_seq(p, PKR_TUPLE, p->sp - n);
     }
     case 'a': /* APPEND */
       if ((st = pop(p, &v))) return st;
       if ((st = pop(p, &c))) return st;
       p->sp++;
-      if (c->type != SNAP_LIST) return fail(p, "APPEND to something not a list");
+      if (c->type != PKR_LIST) return fail(p, "APPEND to something not a list");
       return add_items(p, c, &v, 1);
     case 'e': case 0x90: /* APPENDS, ADDITEMS */
       if ((st = pop_mark(p, &start))) return st;
       if (start == 0 || (p->nmarks && p->marks[p->nmarks - 1] > start - 1))
         return fail(p, "stack underflow");
       c = p->stack[start - 1];
-      if (c->type != (op == 'e' ? SNAP_LIST : SNAP_SET)) return fail(p, "APPENDS to a wrong type");
+      if (c->type != (op == 'e' ? PKR_LIST : PKR_SET)) return fail(p, "APPENDS to a wrong type");
       st = add_items(p, c, p->stack + start, p->sp - start);
       p->sp = start;
       return st;
@@ -396,7 +396,7 @@ static gm_status_t step(parser_t *p, int *done) {
         if ((p->sp - start) % 2) return fail(p, "SETITEMS with an odd number of items");
       }
       c = p->stack[start - 1];
-      if (c->type != SNAP_DICT) return fail(p, "SETITEM on something not a dict");
+      if (c->type != PKR_DICT) return fail(p, "SETITEM on something not a dict");
       st = add_items(p, c, p->stack + start, p->sp - start);
       p->sp = start;
       return st;
@@ -415,7 +415,7 @@ static gm_status_t step(parser_t *p, int *done) {
   }
 }
 
-gm_status_t snap_pickle_parse(const uint8_t *buf, size_t len, snap_doc_t **out, gm_err_t *err) {
+gm_status_t pkr_parse(const uint8_t *buf, size_t len, pkr_doc_t **out, gm_err_t *err) {
   *out = NULL;
   if (len < 2 || buf[0] != 0x80 || buf[1] < 2 || buf[1] > 5)
     return gm_err_set(err, GM_ERR_FORMAT, "not a pickle of protocol 2 to 5");
@@ -442,7 +442,7 @@ gm_status_t snap_pickle_parse(const uint8_t *buf, size_t len, snap_doc_t **out, 
   free(p.marks);
   free(p.memo);
   if (st != GM_OK) {
-    snap_doc_free(p.doc);
+    pkr_doc_free(p.doc);
     return st;
   }
   *out = p.doc;
@@ -451,26 +451,26 @@ gm_status_t snap_pickle_parse(const uint8_t *buf, size_t len, snap_doc_t **out, 
 
 /* ---- accessors --------------------------------------------------------------------------------- */
 
-int snap_str_eq(const snap_val_t *v, const char *s) {
+int pkr_str_eq(const pkr_val_t *v, const char *s) {
   size_t n = strlen(s);
-  return v && v->type == SNAP_STR && v->len == n && memcmp(v->s, s, n) == 0;
+  return v && v->type == PKR_STR && v->len == n && memcmp(v->s, s, n) == 0;
 }
 
-const snap_val_t *snap_dict_get(const snap_val_t *v, const char *key) {
-  if (!v || v->type != SNAP_DICT) return NULL;
+const pkr_val_t *pkr_dict_get(const pkr_val_t *v, const char *key) {
+  if (!v || v->type != PKR_DICT) return NULL;
   for (size_t k = v->n; k >= 2; k -= 2)
-    if (snap_str_eq(v->items[k - 2], key)) return v->items[k - 1];
+    if (pkr_str_eq(v->items[k - 2], key)) return v->items[k - 1];
   return NULL;
 }
 
-int snap_claim(const snap_val_t *v) {
-  if (!v || v->type != SNAP_DICT || v->claimed) return 0;
-  ((snap_val_t *)v)->claimed = 1; /* dicts live in the document's arena, never constants */
+int pkr_claim(const pkr_val_t *v) {
+  if (!v || v->type != PKR_DICT || v->claimed) return 0;
+  ((pkr_val_t *)v)->claimed = 1; /* dicts live in the document's arena, never constants */
   return 1;
 }
 
-int snap_int(const snap_val_t *v, int64_t *out) {
-  if (!v || (v->type != SNAP_INT && v->type != SNAP_BOOL)) return 0;
+int pkr_int(const pkr_val_t *v, int64_t *out) {
+  if (!v || (v->type != PKR_INT && v->type != PKR_BOOL)) return 0;
   *out = v->i;
   return 1;
 }

@@ -1,25 +1,25 @@
 // Tests of the plain-data pickle reader: values, memo, and hostile input (code opcodes,
 // truncation at every offset, deep nesting, lying lengths, random corruption).
-#include "recorder/snapshot/snap_pickle.h"
+#include "formats/pkr.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "recorder/snapshot/snap_testpk.h"
+#include "formats/pk_testutil.h"
 
 namespace {
 
 struct Parsed {
   std::vector<uint8_t> buf;  // the document's strings point into it: it must outlive the doc
-  snap_doc_t *doc = nullptr;
+  pkr_doc_t *doc = nullptr;
   gm_err_t err{};
   gm_status_t st;
   explicit Parsed(const std::vector<uint8_t> &b) : buf(b) {
-    st = snap_pickle_parse(buf.data(), buf.size(), &doc, &err);
+    st = pkr_parse(buf.data(), buf.size(), &doc, &err);
   }
-  ~Parsed() { snap_doc_free(doc); }
-  const snap_val_t *root() const { return snap_doc_root(doc); }
+  ~Parsed() { pkr_doc_free(doc); }
+  const pkr_val_t *root() const { return pkr_doc_root(doc); }
 };
 
 std::vector<uint8_t> Sample() {
@@ -38,31 +38,31 @@ std::vector<uint8_t> Sample() {
 TEST(SnapPickle, ReadsPlainData) {
   Parsed r(Sample());
   ASSERT_EQ(r.st, GM_OK) << r.err.msg;
-  const snap_val_t *root = r.root();
-  ASSERT_EQ(root->type, SNAP_DICT);
+  const pkr_val_t *root = r.root();
+  ASSERT_EQ(root->type, PKR_DICT);
   int64_t v = 0;
-  EXPECT_TRUE(snap_int(snap_dict_get(root, "a"), &v));
+  EXPECT_TRUE(pkr_int(pkr_dict_get(root, "a"), &v));
   EXPECT_EQ(v, 5);
-  EXPECT_TRUE(snap_int(snap_dict_get(root, "neg"), &v));
+  EXPECT_TRUE(pkr_int(pkr_dict_get(root, "neg"), &v));
   EXPECT_EQ(v, -1);
-  EXPECT_TRUE(snap_int(snap_dict_get(root, "addr"), &v));
+  EXPECT_TRUE(pkr_int(pkr_dict_get(root, "addr"), &v));
   EXPECT_EQ(v, 139670365143040LL);
-  EXPECT_TRUE(snap_int(snap_dict_get(root, "big"), &v));
+  EXPECT_TRUE(pkr_int(pkr_dict_get(root, "big"), &v));
   EXPECT_EQ(v, -5000000000LL);
-  const snap_val_t *l = snap_dict_get(root, "l");
-  ASSERT_EQ(l->type, SNAP_LIST);
+  const pkr_val_t *l = pkr_dict_get(root, "l");
+  ASSERT_EQ(l->type, PKR_LIST);
   ASSERT_EQ(l->n, 5u);
-  EXPECT_EQ(l->items[0]->type, SNAP_NONE);
-  EXPECT_EQ(l->items[1]->type, SNAP_BOOL);
+  EXPECT_EQ(l->items[0]->type, PKR_NONE);
+  EXPECT_EQ(l->items[1]->type, PKR_BOOL);
   EXPECT_EQ(l->items[1]->i, 1);
   EXPECT_DOUBLE_EQ(l->items[2]->f, 1.5);
-  EXPECT_EQ(l->items[3]->type, SNAP_BYTES);
+  EXPECT_EQ(l->items[3]->type, PKR_BYTES);
   EXPECT_EQ(std::string(l->items[3]->s, l->items[3]->len), "xy");
-  EXPECT_TRUE(snap_str_eq(l->items[4], "a"));  // memo get of the key "a"
-  const snap_val_t *t = snap_dict_get(root, "t");
-  ASSERT_EQ(t->type, SNAP_TUPLE);
+  EXPECT_TRUE(pkr_str_eq(l->items[4], "a"));  // memo get of the key "a"
+  const pkr_val_t *t = pkr_dict_get(root, "t");
+  ASSERT_EQ(t->type, PKR_TUPLE);
   EXPECT_EQ(t->n, 2u);
-  EXPECT_EQ(snap_dict_get(root, "missing"), nullptr);
+  EXPECT_EQ(pkr_dict_get(root, "missing"), nullptr);
 }
 
 TEST(SnapPickle, LastDuplicateKeyWins) {
@@ -71,7 +71,7 @@ TEST(SnapPickle, LastDuplicateKeyWins) {
   Parsed r(p.b);
   ASSERT_EQ(r.st, GM_OK) << r.err.msg;
   int64_t v = 0;
-  ASSERT_TRUE(snap_int(snap_dict_get(r.root(), "k"), &v));
+  ASSERT_TRUE(pkr_int(pkr_dict_get(r.root(), "k"), &v));
   EXPECT_EQ(v, 2);
 }
 
@@ -80,14 +80,14 @@ TEST(SnapPickle, WideLongBecomesBigint) {
   p.proto(2).raw({0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1}).stop();  // 2**64
   Parsed r(p.b);
   ASSERT_EQ(r.st, GM_OK) << r.err.msg;
-  EXPECT_EQ(r.root()->type, SNAP_BIGINT);
+  EXPECT_EQ(r.root()->type, PKR_BIGINT);
   int64_t v;
-  EXPECT_FALSE(snap_int(r.root(), &v));
+  EXPECT_FALSE(pkr_int(r.root(), &v));
   Pk q;  // 9 bytes that are only sign extension: -1 fits
   q.proto(2).raw({0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}).stop();
   Parsed s(q.b);
   ASSERT_EQ(s.st, GM_OK);
-  ASSERT_TRUE(snap_int(s.root(), &v));
+  ASSERT_TRUE(pkr_int(s.root(), &v));
   EXPECT_EQ(v, -1);
 }
 
@@ -149,9 +149,9 @@ TEST(SnapPickle, DeepNestingUsesNoRecursion) {
   p.stop();
   Parsed r(p.b);
   ASSERT_EQ(r.st, GM_OK) << r.err.msg;
-  const snap_val_t *v = r.root();
+  const pkr_val_t *v = r.root();
   size_t d = 0;
-  while (v->type == SNAP_LIST && v->n == 1) { v = v->items[0]; d++; }
+  while (v->type == PKR_LIST && v->n == 1) { v = v->items[0]; d++; }
   EXPECT_EQ(d, depth - 1);
 }
 

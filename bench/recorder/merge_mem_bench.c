@@ -1,0 +1,90 @@
+/* merge_mem_bench.c: gpurec's memory when it merges a long streamed recording (issue 24 item 4:
+ * at most 64 MiB in gpurec whatever the length). Writes a process trace of N streamed allocations
+ * (segment_alloc once, then alloc / free_requested / free_completed per allocation, flagged
+ * GMT_F_TORCH_STREAM as rec_torch_stream.c writes them, 50 live, one stream), merges it with a
+ * snapshot pickle as gpurec does after the job (snap_merge_file), and prints the merge's wall
+ * time and the process's peak resident memory.
+ *   merge_mem_bench N SNAPSHOT.pickle DIR */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "formats/gmt.h"
+#include "recorder/snapshot/snap_import.h"
+
+static long rss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: merge_mem_bench N SNAPSHOT.pickle DIR\n");
+    return 2;
+  }
+  uint64_t n = strtoull(argv[1], NULL, 10);
+  char trace[4096], out[4096];
+  snprintf(trace, sizeof trace, "%s/merge_mem.zst", argv[3]);
+  snprintf(out, sizeof out, "%s/merge_mem.merged.zst", argv[3]);
+  gmt_header_t h;
+  gmt_header_init(&h);
+  h.pid = 4242;
+  h.start_time_ns = 1;
+  gm_err_t err;
+  gm_err_clear(&err);
+  gmt_writer_t *w = NULL;
+  if (gmt_writer_open(&w, trace, &h, NULL, &err) < 0) {
+    fprintf(stderr, "merge_mem_bench: %s\n", err.msg);
+    return 1;
+  }
+  const uint64_t seg = 0x7f0000000000ull, stream = 0x55aa;
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.mem_kind = GMT_MEM_DEVICE;
+  ev.flags = GMT_F_TORCH_STREAM;
+  ev.stream = stream;
+  ev.kind = GMT_EV_SEGMENT_ALLOC;
+  ev.addr = seg;
+  ev.size = 20u << 20;
+  ev.ts_ns = 1000;
+  gm_status_t s = gmt_writer_append(w, &ev, &err);
+  uint64_t t = 2000;
+  for (uint64_t i = 0; i < n && s == GM_OK; i++) {
+    uint64_t a = seg + (i % 51) * 8192;
+    if (i >= 50) { /* the oldest of the 50 live goes */
+      uint64_t old = seg + ((i - 50) % 51) * 8192;
+      ev.kind = GMT_EV_FREE_REQUESTED, ev.addr = old, ev.size = 4096, ev.ts_ns = t++;
+      if ((s = gmt_writer_append(w, &ev, &err)) == GM_OK) {
+        ev.kind = GMT_EV_FREE, ev.ts_ns = t++;
+        s = gmt_writer_append(w, &ev, &err);
+      }
+    }
+    ev.kind = GMT_EV_ALLOC, ev.addr = a, ev.size = 4096, ev.ts_ns = t++;
+    if (s == GM_OK) s = gmt_writer_append(w, &ev, &err);
+  }
+  if (s == GM_OK) s = gmt_writer_close(w, &err);
+  gmt_header_free(&h);
+  if (s < 0) {
+    fprintf(stderr, "merge_mem_bench: %s\n", err.msg);
+    return 1;
+  }
+  long before = rss_kib();
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  snap_merge_stats_t ms;
+  s = snap_merge_file(argv[2], trace, out, "none", NULL, &ms, &err);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  if (s < 0) {
+    fprintf(stderr, "merge_mem_bench: merge: %s\n", err.msg);
+    return 1;
+  }
+  printf("allocations %" PRIu64 " events %" PRIu64 " merge %.2f s peak RSS %ld KiB (%ld KiB before the merge)\n",
+         n, 1 + 3 * n - 150, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9, rss_kib(), before);
+  remove(trace);
+  remove(out);
+  return 0;
+}

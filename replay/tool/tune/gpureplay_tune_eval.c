@@ -1,0 +1,135 @@
+/* gpureplay_tune_eval.c: what both searches of gpureplay --tune (gpureplay_tune.c: JAX,
+ * capacities, the choice; gpureplay_tune_pt.c: PyTorch) stand on: the memo of replayed
+ * settings (a setting is replayed once, keyed by its spec; the new ones of a step go to
+ * gr_run_loaded together), the order of points, and the time-cost model (driver time from the
+ * measured per-call latencies below). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/tool/tune/gpureplay_tune.h"
+
+/* Per-call driver latencies in microseconds, p50 and p99 of the call alone. Source:
+ * bench/RESULTS.md, "Replay on a real GPU (cuda:0 backend)": NVIDIA H200, driver 580.159.04,
+ * CUDA 13.0, 2026-11-21, `tests/gpu/replay_gpu.sh` on the 200 000-request synthetic trace.
+ * The free of a segment and the unmap of pages were not measured there (PyTorch released no
+ * segment in that run): cuMemFree's figures from `direct` stand in for both. */
+static const struct {
+  const char *what;
+  double alloc_p50, alloc_p99, free_p50, free_p99;
+} kLatency[GR_CALL_KINDS] = {
+    [GR_CALL_SEGMENT] = {"cuMemAlloc of a segment (pytorch, bfc)", 41.0, 81.9, 3.3, 49.2},
+    [GR_CALL_MAP] = {"cuMemCreate + cuMemMap + cuMemSetAccess (expandable)", 327.7, 1441.8, 3.3, 49.2},
+    [GR_CALL_SMALL] = {"cuMemAlloc of one request (direct)", 4.1, 49.2, 3.3, 49.2},
+    [GR_CALL_POOL] = {"cuMemAllocFromPoolAsync (async)", 0.6, 0.8, 0.6, 0.9},
+};
+
+void gr_tune_time(int kind, uint64_t alloc_calls, uint64_t free_calls, double *lo, double *mid, double *hi) {
+  if (kind < 0 || kind >= GR_CALL_KINDS) kind = GR_CALL_SEGMENT;
+  double a = (double)alloc_calls, f = (double)free_calls;
+  *lo = 1e-6 * (a * kLatency[kind].alloc_p50 + f * kLatency[kind].free_p50);
+  *mid = *lo;
+  *hi = 1e-6 * (a * kLatency[kind].alloc_p99 + f * kLatency[kind].free_p99);
+}
+
+static int call_kind(const char *spec) {
+  if (strstr(spec, "expandable_segments:True")) return GR_CALL_MAP;
+  if (strncmp(spec, "async", 5) == 0 || strstr(spec, "cuda_async")) return GR_CALL_POOL;
+  if (strcmp(spec, "direct") == 0 || strstr(spec, "ALLOCATOR=platform")) return GR_CALL_SMALL;
+  return GR_CALL_SEGMENT;
+}
+
+int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b) {
+  if (a->ok != b->ok) return a->ok;
+  if (a->peak_reserved != b->peak_reserved) return a->peak_reserved < b->peak_reserved;
+  if (a->time_mid_s != b->time_mid_s) return a->time_mid_s < b->time_mid_s;
+  return strlen(a->spec) < strlen(b->spec);
+}
+
+int gr_tune_find(const gr_tune_t *t, const char *spec) {
+  for (int i = 0; i < t->n; i++)
+    if (strcmp(t->pts[i].spec, spec) == 0) return i;
+  return -1;
+}
+
+/* Replay specs at capacity `cap` (0: unlimited) into res[]. */
+gm_status_t gr_tune_replay(gr_tune_ctx_t *c, uint64_t cap, const char *const *specs, int n, rp_result_t **res,
+                           gm_err_t *err) {
+  gr_config_t cfg = c->cfg;
+  cfg.capacity = cap;
+  cfg.device_memory = c->t->device_memory; /* fractions stay shares of the same device */
+  return gr_run_loaded(&cfg, c->lt, specs, n, res, err);
+}
+
+gm_status_t gr_tune_alloc_results(int n, rp_result_t ***out, gm_err_t *err) {
+  rp_result_t **res = calloc((size_t)n, sizeof *res);
+  int got = res != NULL;
+  for (int i = 0; got && i < n; i++)
+    if (!(res[i] = malloc(sizeof **res))) got = 0;
+  if (!got) {
+    for (int i = 0; res && i < n; i++) free(res[i]);
+    free(res);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  *out = res;
+  return GM_OK;
+}
+
+void gr_tune_free_results(rp_result_t **res, int n) {
+  for (int i = 0; res && i < n; i++) free(res[i]);
+  free(res);
+}
+
+gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err) {
+  gr_tune_t *t = c->t;
+  const char **todo = calloc((size_t)n + 1, sizeof *todo);
+  if (!todo) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    int dup = gr_tune_find(t, specs[i]) >= 0;
+    for (int k = 0; k < m && !dup; k++) dup = strcmp(todo[k], specs[i]) == 0;
+    if (!dup) todo[m++] = specs[i];
+  }
+  gm_status_t st = GM_OK;
+  rp_result_t **res = NULL;
+  if (m > 0 && (st = gr_tune_alloc_results(m, &res, err)) == GM_OK) st = gr_tune_replay(c, c->cfg.capacity, todo, m, res, err);
+  t->replays += (uint64_t)m;
+  if (st == GM_OK && t->n + m > t->cap) {
+    int nc = (t->n + m) * 2;
+    gr_tune_point_t *g = realloc(t->pts, (size_t)nc * sizeof *g);
+    if (!g) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    else {
+      t->pts = g;
+      t->cap = nc;
+    }
+  }
+  for (int k = 0; st == GM_OK && k < m; k++) {
+    gr_tune_point_t *p = &t->pts[t->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->spec, sizeof p->spec, "%s", todo[k]);
+    const rp_result_t *r = res[k];
+    p->ok = r->ooms == 0;
+    p->peak_reserved = r->peak_reserved_bytes;
+    p->peak_allocated = r->peak_allocated_bytes;
+    p->frag_at_peak = r->fragmentation_at_peak;
+    p->alloc_calls = r->device_alloc_calls;
+    p->free_calls = r->device_free_calls;
+    p->pool = r->pool_allocs > 0;
+    p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
+    gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
+    if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+  }
+  gr_tune_free_results(res, m);
+  free(todo);
+  for (int i = 0; st == GM_OK && idx && i < n; i++) idx[i] = gr_tune_find(t, specs[i]);
+  return st;
+}
+
+const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f50, double *f99) {
+  if (kind < 0 || kind >= GR_CALL_KINDS) return NULL;
+  *a50 = kLatency[kind].alloc_p50;
+  *a99 = kLatency[kind].alloc_p99;
+  *f50 = kLatency[kind].free_p50;
+  *f99 = kLatency[kind].free_p99;
+  return kLatency[kind].what;
+}

@@ -1,0 +1,115 @@
+#!/bin/bash
+# stream_gpu.sh: issue 24 on the GPU machine, one call: gpurec's default capture with PyTorch's
+# allocator trace streamed (recorder/rec_torch_stream.c), as a user runs it: the wheel installed
+# into the machine's python3, plain `gpurec -o t.zst -- python3 job.py`.
+#   bash tests/gpu/stream_gpu.sh WHEEL_DIR [STAGES]      (STAGES: long,kill,cost; default all;
+#   smoke: long's first job only, BIG_N=... TRAIN_STEPS=... shorten the jobs)
+# long: tests/gpu/stream_jobs.py bigfirst (8 GiB first, then 2.2 M allocations) and train (a GPT
+#       trained 600 steps with evaluations and checkpoints), each under the default and under
+#       expandable_segments:True: run unrecorded and recorded; the recorded run's own
+#       max_memory_reserved must equal the unrecorded one's and gpureplay's peak of the trace
+#       under the same setting, to the byte; the trace says torch_history.source=stream.
+# kill: stream_jobs.py killme recorded, the job SIGKILLed after 6 s: the trace (merged by gpurec
+#       after the kill) holds at least every allocation the job had logged 1 s before the kill,
+#       and replays.
+# cost: stream_jobs.py loop 4, plain and recorded alternated 3 times: allocations per second.
+# Output: $OUT/stream.tar.xz (checks.txt, results.jsonl, runs, replay JSON, info of each trace)
+# and $OUT/log.txt; checks.txt ends with "N checks, M failed".
+set -u
+WHEELS=$1
+WHAT=${2:-long,kill,cost}
+has() { [[ ",$WHAT," == *",$1,"* ]]; }
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/streamout}
+W=/tmp/streamwork
+rm -rf "$W"; mkdir -p "$W/runs" "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+JOBS=$ROOT/tests/gpu/stream_jobs.py
+echo "== stream_gpu.sh $WHAT  $(date -u)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -m pip install -q --no-index --break-system-packages "$WHEELS"/gpumem_tools-*.whl || exit 1
+BIN=$(dirname "$(command -v python3)")
+export PATH=$BIN:$PATH
+gpurec --version | head -2
+unset PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+CHECKS=$W/checks.txt
+: > "$CHECKS"
+check() { # check NAME OK(0/1) DETAIL
+  if [ "$2" = 1 ]; then echo "ok: $1  ($3)" | tee -a "$CHECKS"; else echo "FAIL: $1  ($3)" | tee -a "$CHECKS"; fi
+}
+result() { grep '^GPUMEM_RESULT ' "$1" | tail -1 | sed 's/^GPUMEM_RESULT //'; }
+field() { python3 -c 'import json,sys; d=json.loads(sys.argv[1] or "{}"); print(d.get(sys.argv[2], ""))' "$1" "$2"; }
+
+# one job under one setting: unrecorded, recorded, replayed
+long_job() { # NAME CONF ARGS...
+  local name=$1 conf=$2; shift 2
+  local tag=$name.${conf:+exp}${conf:-default}
+  (PYTORCH_CUDA_ALLOC_CONF=$conf timeout 300 python3 "$JOBS" "$@" > "$W/runs/$tag.plain.out" 2> "$W/runs/$tag.plain.err")
+  local t0=$(date +%s)
+  (cd "$W" && PYTORCH_CUDA_ALLOC_CONF=$conf timeout 400 gpurec -o "$W/$tag.zst" -- python3 "$JOBS" "$@" \
+     > "$W/runs/$tag.rec.out" 2> "$W/runs/$tag.rec.err")
+  local rc=$? t1=$(date +%s)
+  local u=$(result "$W/runs/$tag.plain.out") r=$(result "$W/runs/$tag.rec.out")
+  echo "{\"job\":\"$tag\",\"plain\":${u:-null},\"recorded\":${r:-null},\"gpurec_rc\":$rc,\"gpurec_s\":$((t1 - t0))}" >> "$W/results.jsonl"
+  local ur=$(field "$u" max_memory_reserved) rr=$(field "$r" max_memory_reserved)
+  check "$tag: recorded run's max_memory_reserved == unrecorded" $([ -n "$ur" ] && [ "$ur" = "$rr" ] && echo 1 || echo 0) "$rr vs $ur"
+  gpuanalyze info "$W/$tag.zst" > "$W/$tag.info.txt" 2>&1
+  gpureplay "$W/$tag.zst" --policy="pytorch${conf:+:$conf}" --json > "$W/$tag.replay.json" 2> "$W/$tag.replay.err"
+  local pr=$(python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(max(r["peak_reserved_bytes"] for r in rows) if rows else "")' "$W/$tag.replay.json" 2>/dev/null)
+  check "$tag: replay peak reserved == real max_memory_reserved" $([ -n "$pr" ] && [ "$pr" = "$rr" ] && echo 1 || echo 0) "$pr vs $rr"
+  grep -q 'torch_history.source.*stream\|source=stream' "$W/$tag.info.txt" "$W/runs/$tag.rec.err" 2>/dev/null
+  check "$tag: requests streamed (not the history ring)" $([ $? = 0 ] && echo 1 || echo 0) "$(grep -h 'gpurec:' "$W/runs/$tag.rec.err" | tail -3 | tr '\n' ' ' | cut -c1-400)"
+  ls -l "$W/$tag.zst" | awk '{print "  trace bytes " $5}'
+  grep -E '^events:|^  (alloc|free|free_requested|segment_alloc) ' "$W/$tag.info.txt" | sed 's/^/  /'
+}
+
+if has long; then
+  echo "== long jobs"
+  long_job bigfirst "" bigfirst ${BIG_N:-2200000}
+  has smoke || long_job bigfirst expandable_segments:True bigfirst ${BIG_N:-2200000}
+  has smoke || long_job train "" train ${TRAIN_STEPS:-600}
+  has smoke || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
+fi
+
+if has kill; then
+  echo "== SIGKILL halfway"
+  export KILLME_LOG=$W/killme.log
+  (cd "$W" && gpurec -o "$W/killme.zst" -- python3 "$JOBS" killme > "$W/runs/killme.out" 2> "$W/runs/killme.err") &
+  GP=$!
+  sleep 8
+  CH=$(pgrep -f "^python3 $JOBS killme" | head -1)  # the job, not gpurec (whose command line holds it too)
+  KT=$(python3 -c 'import time; print(time.monotonic_ns())')
+  kill -9 "$CH"
+  wait $GP
+  echo "  gpurec rc=$? (child SIGKILLed at monotonic $KT)"
+  tail -3 "$W/runs/killme.err"
+  gpuanalyze info "$W/killme.zst" > "$W/killme.info.txt" 2>&1
+  ALLOCS=$(awk '$1=="alloc"{print $2}' "$W/killme.info.txt" | head -1)
+  WANT=$(awk -v k="$KT" '$2 <= k - 1000000000 {n=$1} END{print n+0}' "$W/killme.log")
+  LAST=$(tail -1 "$W/killme.log" | awk '{print $1}')
+  check "killme: the trace holds every allocation logged 1 s before the kill" \
+    $([ -n "$ALLOCS" ] && [ "$ALLOCS" -ge "$WANT" ] && echo 1 || echo 0) "$ALLOCS allocations in the trace, $WANT logged by kill-1s, $LAST by the last log line"
+  gpureplay "$W/killme.zst" --json > "$W/killme.replay.json" 2> "$W/killme.replay.err"
+  check "killme: the trace replays" $([ $? = 0 ] && echo 1 || echo 0) "$(head -c 200 "$W/killme.replay.json")"
+  echo "{\"job\":\"killme\",\"allocs_in_trace\":${ALLOCS:-null},\"logged_1s_before\":$WANT,\"logged_last\":${LAST:-null}}" >> "$W/results.jsonl"
+fi
+
+if has cost; then
+  echo "== allocation-bound loop, plain vs recorded, alternated"
+  for round in 1 2 3; do
+    python3 "$JOBS" loop 4 > "$W/runs/loop.plain.$round.out" 2>&1
+    (cd "$W" && gpurec -o "$W/loop.$round.zst" -- python3 "$JOBS" loop 4 > "$W/runs/loop.rec.$round.out" 2> "$W/runs/loop.rec.$round.err")
+    p=$(field "$(result "$W/runs/loop.plain.$round.out")" per_second)
+    r=$(field "$(result "$W/runs/loop.rec.$round.out")" per_second)
+    echo "  round $round: plain $p/s recorded $r/s ratio $(python3 -c "print(round($r/$p, 3))" 2>/dev/null)"
+    echo "{\"job\":\"loop\",\"round\":$round,\"plain_per_s\":${p:-null},\"recorded_per_s\":${r:-null}}" >> "$W/results.jsonl"
+  done
+fi
+
+n=$(grep -c '' "$CHECKS"); f=$(grep -c '^FAIL' "$CHECKS")
+echo "$n checks, $f failed" | tee -a "$CHECKS"
+rm -f "$W"/loop.*.zst
+(cd /tmp && tar cJf "$OUT/stream.tar.xz" --exclude='*.zst' streamwork)
+ls -l "$W"/*.zst
