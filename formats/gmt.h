@@ -426,6 +426,10 @@ char *gmt_coverage_why_text(const gmt_coverage_t *c, char *buf, size_t n);
  * GiB); a peak before it cannot be seen: figures are lower bounds (why: ...)". "" if complete.
  * Returns buf. */
 char *gmt_coverage_text(const gmt_coverage_t *c, char *buf, size_t n);
+/* 1 when the trace at path is a process's recording that gpurec did not merge: it has the
+ * header key gpurec_mode, is not torch-history, and holds an event flagged GMT_F_TORCH_STREAM
+ * (decoded up to the first one). 0 otherwise, or when it cannot be read. */
+int gmt_trace_unmerged(const char *path);
 
 /* ---- text form (CSV, formats/SPEC.md "Text form") ------------------------------------------ */
 

@@ -180,3 +180,18 @@ char *gmt_coverage_text(const gmt_coverage_t *c, char *buf, size_t n) {
   if (l < n) snprintf(buf + l, n - l, " (why: %s)", why);
   return buf;
 }
+
+int gmt_trace_unmerged(const char *path) {
+  gmt_reader_t *r = NULL;
+  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
+  const gmt_header_t *h = gmt_reader_header(r);
+  int found = 0;
+  if (h->capture_mode != GMT_CAPTURE_TORCH_HISTORY && gmt_header_kv_get(h, "gpurec_mode")) {
+    gmt_event_t buf[512];
+    size_t n = 0;
+    while (!found && gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, NULL) == GM_OK)
+      for (size_t i = 0; i < n && !found; i++) found = (buf[i].flags & GMT_F_TORCH_STREAM) != 0;
+  }
+  gmt_reader_close(r);
+  return found;
+}

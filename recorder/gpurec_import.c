@@ -110,22 +110,6 @@ static void rmm_notes(const char *in_path, const char *out_path, const rmm_impor
             "size and say so. To give it: `gpurec import %s --gpu-memory=SIZE -o %s`\n", in, out);
 }
 
-/* A process's recording gpurec did not merge: PyTorch's streamed requests (GMT_F_TORCH_STREAM)
- * still beside the driver's calls. Any other trace gets the advice a trace gets. */
-static int unmerged(const char *path) {
-  gmt_reader_t *r = NULL;
-  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
-  int found = 0;
-  if (gmt_header_kv_get(gmt_reader_header(r), "gpurec_mode")) {
-    gmt_event_t buf[512];
-    size_t n = 0;
-    while (!found && gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, NULL) == GM_OK)
-      for (size_t i = 0; i < n && !found; i++) found = (buf[i].flags & GMT_F_TORCH_STREAM) != 0;
-  }
-  gmt_reader_close(r);
-  return found;
-}
-
 int gpurec_import(int argc, char **argv) {
   static const gm_opt_t opts[] = {
       {"output", 'o', GM_OPT_STR, "TRACE.zst", "trace to write", offsetof(import_config_t, output)},
@@ -169,7 +153,7 @@ int gpurec_import(int argc, char **argv) {
    * before anything is read or made. */
   gm_file_kind_t kind = gm_file_kind(in);
   char advice[GM_ERR_MSG_MAX];
-  if ((kind != GM_FILE_TRACE || !unmerged(in)) &&
+  if ((kind != GM_FILE_TRACE || !gmt_trace_unmerged(in)) &&
       gm_file_advice(in, kind, GM_WANT(GM_FILE_PICKLE) | GM_WANT(GM_FILE_CSV) | GM_WANT(GM_FILE_RMM_LOG), advice,
                      sizeof advice)) {
     error_line(NULL, NULL, advice);

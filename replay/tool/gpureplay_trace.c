@@ -74,25 +74,6 @@ static int scan_async_alloc(gmt_reader_t *r) {
   }
 }
 
-/* A process's recording by gpurec (header gpurec_mode) that gpurec did not merge: PyTorch's
- * requests as the recorder streamed them (GMT_F_TORCH_STREAM) beside the driver's calls of the
- * same segments, which a replay would count twice. Merged traces are torch-history and hold no
- * such event; only the others (a job killed with gpurec, or a process without PyTorch) are
- * decoded, to their first streamed event or their end. */
-static int unmerged_recording(const char *path, const gmt_header_t *h) {
-  if (h->capture_mode == GMT_CAPTURE_TORCH_HISTORY || !gmt_header_kv_get(h, "gpurec_mode")) return 0;
-  gmt_reader_t *r = NULL;
-  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
-  gmt_event_t buf[512];
-  gm_err_t err;
-  int found = 0;
-  size_t n = 0;
-  while (!found && gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, &err) == GM_OK)
-    for (size_t i = 0; i < n && !found; i++) found = (buf[i].flags & GMT_F_TORCH_STREAM) != 0;
-  gmt_reader_close(r);
-  return found;
-}
-
 /* "N GiB allowed" (PyTorch's OOM message under a memory fraction) -> bytes; 0: none. */
 static uint64_t allowed_bytes(const char *msg) {
   const char *p = msg ? strstr(msg, " allowed") : NULL;
@@ -181,7 +162,7 @@ gm_status_t gr_trace_probe(const char *path, unsigned flags, int sync_allocs, in
   gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   const gmt_header_t *h = gmt_reader_header(r);
-  if (unmerged_recording(path, h)) {
+  if (gmt_trace_unmerged(path)) { /* segments would count twice: PyTorch's requests and the driver's calls */
     gmt_reader_close(r);
     return gm_err_set(err, GM_ERR_FORMAT,
                       "'%s' is an unmerged gpurec recording (PyTorch's streamed requests beside the driver's "
