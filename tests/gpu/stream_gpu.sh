@@ -27,7 +27,7 @@ exec > >(tee -a "$OUT/log.txt") 2>&1
 JOBS=$ROOT/tests/gpu/stream_jobs.py
 echo "== stream_gpu.sh $WHAT  $(date -u)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m pip install -q --no-index --break-system-packages "$WHEELS"/gpumem_tools-*.whl || exit 1
+python3 -m pip install -q --force-reinstall --no-deps --no-index --break-system-packages "$WHEELS"/gpumem_tools-*.whl || exit 1
 BIN=$(dirname "$(command -v python3)")
 export PATH=$BIN:$PATH
 gpurec --version | head -2
