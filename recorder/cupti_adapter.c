@@ -537,10 +537,34 @@ EXPORT int gpumem_torch_stream(const char *torch_version);
 EXPORT int gpumem_torch_stream(const char *torch_version) {
   if (!inj.core) return -2;
   char why[512];
-  int r = rec_torch_stream_attach(inj.core, inj_now, torch_version, REC_TS_C10_OBJECT,
+  /* each request's callsite comes with its alloc entry (GPUMEM_TORCH_SITES=0: none, to measure) */
+  const char *sites = getenv("GPUMEM_TORCH_SITES");
+  rec_callsites_t *cs = sites && strcmp(sites, "0") == 0 ? NULL : inj.cs;
+  int r = rec_torch_stream_attach(inj.core, cs, inj_now, torch_version, REC_TS_C10_OBJECT,
                                   REC_TS_TORCH_OBJECT, why, sizeof why);
   if (r < 0) inj_warn("PyTorch's allocator trace cannot be streamed: %s", why);
   return r;
+}
+
+/* Benchmarks only (tests/gpu/rec_inproc_bench.py): what the stream's tracker does with each
+ * entry (REC_TS_BENCH_*: 0 all, 1 nothing, 2 no callsite); returns the previous mode, -1 if
+ * nothing is streamed. */
+EXPORT int gpumem_bench_stream(int mode);
+EXPORT int gpumem_bench_stream(int mode) { return rec_torch_stream_bench(mode); }
+
+/* Benchmarks only: the recorder's clock (inj_now: CUPTI's timestamp when capturing activity)
+ * and the vDSO's monotonic clock, n calls each; the mean ns of one call of each. */
+EXPORT void gpumem_bench_clock(int n, double *now_ns, double *mono);
+EXPORT void gpumem_bench_clock(int n, double *now_ns, double *mono) {
+  volatile uint64_t sink = 0;
+  uint64_t t0 = mono_ns();
+  for (int i = 0; i < n; i++) sink += inj_now(NULL);
+  uint64_t t1 = mono_ns();
+  for (int i = 0; i < n; i++) sink += mono_ns();
+  uint64_t t2 = mono_ns();
+  (void)sink;
+  *now_ns = n > 0 ? (double)(t1 - t0) / n : 0;
+  *mono = n > 0 ? (double)(t2 - t1) / n : 0;
 }
 
 /* The hook off again (tests/gpu/sites_bench.py: its cost measured against no hook, step by step

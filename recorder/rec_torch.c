@@ -17,9 +17,10 @@
  *     N newest entries, dumped by atexit as snap.<rank|->.<pid>.pickle in the launcher's
  *     directory; where SIGTERM still has its default action, a handler exits through
  *     SystemExit(143) so the dump runs. SIGKILL loses the history.
- * In auto mode it also asks the injection library to hook PyTorch's per-request report
- * (gpumem_torch_sites, rec_sites.c), which gives each request its callsite at a cache lookup's
- * cost (GPUMEM_TORCH_SITES=0: not, for measurements; GPUMEM_TORCH_STREAM=0: the history, for
+ * Streamed, each alloc entry carries its callsite (read by the tracker on the allocating
+ * thread); in the history fallback it asks the injection library to hook PyTorch's per-request
+ * report (gpumem_torch_sites, rec_sites.c), which gives each request its callsite at a cache
+ * lookup's cost (GPUMEM_TORCH_SITES=0: neither, for measurements; GPUMEM_TORCH_STREAM=0: the history, for
  * measurements). Processes that import torch but never touch CUDA (torchrun's agent) record
  * nothing. A user's own sitecustomize.py is run after ours. After the child exits the launcher
  * merges each pickle with its process's own trace (snap_merge_file, auto mode: the streamed
@@ -139,7 +140,8 @@ static const char sitecustomize_py[] =
     "                _gpurec_warn('PyTorch memory history instead: a ring of the newest %d entries, '\n"
     "                             'dumped at exit (a longer job keeps only its tail, a killed one none)'\n"
     "                             % max_entries)\n"
-    "        if auto and _os.environ.get('GPUMEM_TORCH_SITES', '1') != '0':\n"
+    "        # streamed: each alloc entry brings its callsite; the history needs the report hook\n"
+    "        if auto and not streamed and _os.environ.get('GPUMEM_TORCH_SITES', '1') != '0':\n"
     "            _gpurec_sites()\n"
     "        import atexit\n"
     "\n"

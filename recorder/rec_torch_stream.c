@@ -34,6 +34,8 @@
  * says so. Nothing here calls into PyTorch after the attach. */
 #include "recorder/rec_torch_stream.h"
 
+#include "recorder/rec_tclock.h"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -72,8 +74,10 @@ static const uint8_t kind_of[TE_ACTIONS] = {
 
 static struct {
   _Atomic(rec_core_t *) core;
+  rec_callsites_t *cs; /* NULL: requests without callsites */
   uint64_t (*now)(void *);
   _Atomic uint64_t entries, lost;
+  _Atomic int bench; /* rec_torch_stream_bench: REC_TS_BENCH_* */
   int attached;
 } S;
 
@@ -81,10 +85,26 @@ static struct {
  * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
 #define REC_TS_MAX_WAIT_NS 100000000ull
 
+/* ---- the entries' clock: rec_tclock.c, one per thread ---------------------------------------- */
+
+static _Thread_local rec_tclock_t T;
+
+static uint64_t entry_time(void) {
+  if (!S.now) return 0;
+  if (!REC_TCLOCK_TICKS) return S.now(NULL);
+  return rec_tclock_read(&T, rec_tclock_ticks(), S.now, NULL);
+}
+
+/* The free_completed that follows its free_requested in the same call (no stream-event wait):
+ * the same time, without reading the clock again. */
+static _Thread_local uint64_t freed_addr, freed_ts;
+
 static void on_entry(const void *functor, const void *entry) {
   (void)functor;
   rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
   if (!core) return;
+  int bench = atomic_load_explicit(&S.bench, memory_order_relaxed);
+  if (bench == REC_TS_BENCH_IGNORE) return;
   const unsigned char *te = entry;
   int32_t action;
   int8_t device;
@@ -99,12 +119,20 @@ static void on_entry(const void *functor, const void *entry) {
   gmt_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = kind_of[action];
-  ev.ts_ns = S.now ? S.now(NULL) : 0;
+  /* the thread's entry before was this block's free_requested: its time (any other entry in
+   * between, and the free_completed reads the clock) */
+  ev.ts_ns = action == TE_FREE_COMPLETED && freed_addr == addr && addr ? freed_ts : entry_time();
+  freed_addr = action == TE_FREE_REQUESTED ? addr : 0;
+  freed_ts = ev.ts_ns;
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
   ev.flags = GMT_F_TORCH_STREAM;
   ev.size = size;
   ev.stream = (uint64_t)(uintptr_t)stream;
+  ev.callsite = GMT_NO_STRING;
+  /* the request's line of code, read here on the allocating thread (rec_callsite.c: a cache
+   * lookup once the line has been seen): one event carries both, no second hook or note */
+  if (action == TE_ALLOC && S.cs && bench != REC_TS_BENCH_NO_SITES) ev.callsite = rec_callsites_capture(S.cs);
   if (action == TE_OOM) {
     ev.corr_id = addr; /* an OOM's addr_ is the device's free bytes: the merge takes it from here */
   } else {
@@ -118,6 +146,11 @@ static void on_entry(const void *functor, const void *entry) {
 
 uint64_t rec_torch_stream_entries(void) { return atomic_load(&S.entries); }
 uint64_t rec_torch_stream_lost(void) { return atomic_load(&S.lost); }
+
+int rec_torch_stream_bench(int mode) {
+  if (!S.attached || mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_NO_SITES) return -1;
+  return atomic_exchange(&S.bench, mode);
+}
 
 /* ---- std::function<void(const TraceEntry&)>, libstdc++'s layout ---------------------------- */
 
@@ -190,8 +223,8 @@ static int find_slot(void *const *vtable, void *method) {
   return -1;
 }
 
-int rec_torch_stream_attach(rec_core_t *core, uint64_t (*now_ns)(void *ctx), const char *torch_version,
-                            const char *c10_obj, const char *torch_obj, char *why, size_t nwhy) {
+int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx),
+                            const char *torch_version, const char *c10_obj, const char *torch_obj, char *why, size_t nwhy) {
   if (S.attached) return 0;
   if (!core) {
     snprintf(why, nwhy, "nothing is recorded");
@@ -234,6 +267,7 @@ int rec_torch_stream_attach(rec_core_t *core, uint64_t (*now_ns)(void *ctx), con
                           "(slot %d of its vtable is outside %s)", slot, fc.path);
     } else {
       S.now = now_ns;
+      S.cs = cs;
       atomic_store_explicit(&S.core, core, memory_order_release);
       std_function_t fn = {{NULL, NULL}, fn_manager, on_entry};
       void (*attach)(void *self, std_function_t *tracker);

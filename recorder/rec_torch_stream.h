@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
 
 #ifdef __cplusplus
@@ -30,16 +31,24 @@ int rec_torch_stream_known(const char *torch_version);
 
 /* Attach a tracker to PyTorch's allocator: from then on every entry of its trace (alloc,
  * free_requested, free_completed, segment alloc/free/map/unmap, oom) is pushed into core as an
- * event flagged GMT_F_TORCH_STREAM, on now_ns's clock, on the allocating thread under PyTorch's
+ * event flagged GMT_F_TORCH_STREAM, on now_ns's clock, each alloc with its callsite from cs
+ * (NULL: none), on the allocating thread under PyTorch's
  * per-device allocator lock (no GIL, no PyTorch call). c10_obj and torch_obj name the loaded
  * libraries (REC_TS_*_OBJECT). Returns 0, or -1 with why (not loaded, a symbol missing, the
  * slot not found, an unknown torch): the caller then falls back to PyTorch's memory history. */
-int rec_torch_stream_attach(rec_core_t *core, uint64_t (*now_ns)(void *ctx), const char *torch_version,
-                            const char *c10_obj, const char *torch_obj, char *why, size_t nwhy);
+int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx),
+                            const char *torch_version, const char *c10_obj, const char *torch_obj,
+                            char *why, size_t nwhy);
 
 /* Entries pushed so far, and entries lost (the recorder's ring stayed full past the wait). */
 uint64_t rec_torch_stream_entries(void);
 uint64_t rec_torch_stream_lost(void);
+
+/* For benchmarks only (tests/gpu/rec_inproc_bench.py, through gpumem_bench_stream): what the
+ * tracker does with each entry, to price each part in one process. Returns the previous mode,
+ * -1 if not attached or mode unknown. */
+enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2 };
+int rec_torch_stream_bench(int mode);
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,23 @@ static void cupti_free(cupti_side_t *c) {
   gmt_header_free(&c->header);
 }
 
+/* One event of the CUPTI side, with its callsite's string copied out of the reader. */
+static gm_status_t cupti_add(cupti_side_t *c, gmt_reader_t *r, const gmt_event_t *ev, gm_err_t *err) {
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 1024;
+    cev_t *nv = realloc(c->v, cap * sizeof *nv);
+    if (!nv) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    c->v = nv;
+    c->cap = cap;
+  }
+  cev_t *e = &c->v[c->n++];
+  memset(e, 0, sizeof *e);
+  e->ev = *ev;
+  const char *s = ev->callsite != GMT_NO_STRING ? gmt_reader_string(r, ev->callsite) : NULL;
+  if (s && !(e->str = strdup(s))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  return GM_OK;
+}
+
 static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
@@ -62,35 +79,31 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
   st = gmt_header_copy(&c->header, gmt_reader_header(r), err);
   gmt_event_t ev;
   while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
-    if (ev.flags & GMT_F_TORCH_STREAM) { /* a request, not a driver call: the plan's */
-      if (c->ntorch == c->torch_cap) {
-        size_t cap = c->torch_cap ? c->torch_cap * 2 : 4096;
-        gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
-        if (!nv) {
-          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-          break;
-        }
-        c->torch = nv;
-        c->torch_cap = cap;
-      }
-      c->torch[c->ntorch++] = ev;
+    if (!(ev.flags & GMT_F_TORCH_STREAM)) {
+      st = cupti_add(c, r, &ev, err);
       continue;
     }
-    if (c->n == c->cap) {
-      size_t cap = c->cap ? c->cap * 2 : 1024;
-      cev_t *nv = realloc(c->v, cap * sizeof *nv);
+    /* a request, not a driver call: the plan's */
+    if (c->ntorch == c->torch_cap) {
+      size_t cap = c->torch_cap ? c->torch_cap * 2 : 4096;
+      gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
       if (!nv) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
         break;
       }
-      c->v = nv;
-      c->cap = cap;
+      c->torch = nv;
+      c->torch_cap = cap;
     }
-    cev_t *e = &c->v[c->n++];
-    memset(e, 0, sizeof *e);
-    e->ev = ev;
-    const char *s = ev.callsite != GMT_NO_STRING ? gmt_reader_string(r, ev.callsite) : NULL;
-    if (s && !(e->str = strdup(s))) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    c->torch[c->ntorch++] = ev;
+    if (ev.kind == GMT_EV_ALLOC && ev.callsite != GMT_NO_STRING) {
+      /* the tracker read the request's callsite with it: the same note rec_sites.c's hook
+       * makes for the history, matched to this alloc as those are (snap_sites.c) */
+      gmt_event_t note = ev;
+      note.kind = GMT_EV_ALLOC_SITE;
+      note.flags &= ~GMT_F_TORCH_STREAM;
+      note.stream = GMT_STREAM_NONE;
+      st = cupti_add(c, r, &note, err);
+    }
   }
   if (st == GM_END) st = GM_OK;
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);

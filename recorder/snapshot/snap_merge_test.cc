@@ -65,10 +65,11 @@ const uint64_t kNccl = 0x10000000ull, kForeignMap = 0x20000000ull;
 // note of allocation 10 lost, an extra note after allocation 20, and allocation 30's made on a
 // thread without Python frames (a note without callsite).
 // streamed: also each of the import's requests as the recorder streams PyTorch's allocator trace
-// (rec_torch_stream.c): flagged GMT_F_TORCH_STREAM, on the CUPTI trace's clock, no callsite, an
-// OOM's free bytes in corr_id.
+// (rec_torch_stream.c): flagged GMT_F_TORCH_STREAM, on the CUPTI trace's clock, an OOM's free
+// bytes in corr_id; no callsite, or with stream_sites each alloc's "train.py:<n>:step" as the
+// tracker reads it (allocation 30's on a thread without Python frames: none).
 void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls, bool notes = false,
-                bool streamed = false) {
+                bool streamed = false, bool stream_sites = false) {
   gmt_header_t h;
   gmt_header_init(&h);
   h.capture_mode = GMT_CAPTURE_NATIVE;
@@ -117,6 +118,14 @@ void WriteCupti(const std::string &path, const Trace &imp, size_t *segment_calls
       out.back().stream = e.stream;
       out.back().device = e.device;
       out.back().corr_id = 0;
+      out.back().callsite = GMT_NO_STRING;
+      if (stream_sites && e.kind == GMT_EV_ALLOC) {
+        size_t n = nalloc++;
+        if (n != 30) {
+          std::string site = "train.py:" + std::to_string(n) + ":step";
+          ASSERT_EQ(gmt_writer_intern(w, site.c_str(), &out.back().callsite, &err), GM_OK);
+        }
+      }
     }
     if (notes && e.kind == GMT_EV_ALLOC && !(e.flags & GMT_F_SYNTHETIC)) {
       size_t n = nalloc++;
@@ -255,6 +264,40 @@ TEST(SnapMerge, StreamedEntriesMergeAsTheHistory) {
     ASSERT_EQ(a.device, b.device) << i;
     ASSERT_EQ(a.ts_ns / 1000, (b.ts_ns + kLater) / 1000) << i;
   }
+  EXPECT_EQ(ms.external, 4u);
+}
+
+// Streamed with callsites (the tracker reads each alloc's line as it streams it): every alloc of
+// the merged trace has its own, none is an event of its own, none is guessed for the frameless one.
+TEST(SnapMerge, StreamedAllocsKeepTheirCallsites) {
+  std::string snap = Corpus("train_amp.default.pickle"), plain = TmpPath("ssites.plain.zst"),
+              cupti = TmpPath("ssites.cupti.zst"), start = TmpPath("ssites.start.pickle");
+  gm_err_t err{};
+  snap_import_stats_t ist;
+  ASSERT_EQ(snap_import_file(snap.c_str(), plain.c_str(), nullptr, &ist, &err), GM_OK) << err.msg;
+  Trace imp(plain);
+  size_t calls = 0;
+  WriteCupti(cupti, imp, &calls, false, true, true);
+  Pk pk;
+  pk.proto().dict().mark().str("segments").list().str("device_traces").list().list().append().setitems().stop();
+  FILE *f = fopen(start.c_str(), "wb");
+  ASSERT_TRUE(f);
+  fwrite(pk.b.data(), 1, pk.b.size(), f);
+  fclose(f);
+  snap_merge_stats_t ms;
+  ASSERT_EQ(snap_merge_file(start.c_str(), cupti.c_str(), cupti.c_str(), "none", nullptr, &ms, &err), GM_OK)
+      << err.msg;
+  Trace m(cupti);
+  size_t n = 0;
+  for (size_t i = 0; i < m.ev.size(); i++) {
+    const gmt_event_t &e = m.ev[i];
+    ASSERT_NE(e.kind, GMT_EV_ALLOC_SITE) << i;
+    if (e.kind != GMT_EV_ALLOC || (e.flags & GMT_F_EXTERNAL)) continue;
+    size_t k = n++;
+    EXPECT_EQ(m.cs[i], k == 30 ? "" : "train.py:" + std::to_string(k) + ":step") << "allocation " << k;
+  }
+  ASSERT_GT(n, 100u);
+  EXPECT_EQ(ms.allocs_with_callsite, n - 1);
   EXPECT_EQ(ms.external, 4u);
 }
 

@@ -13,11 +13,13 @@
 #       after the kill) holds at least every allocation the job had logged 1 s before the kill,
 #       and replays.
 # cost: stream_jobs.py loop 4, plain and recorded alternated 3 times: allocations per second.
+# parts: tests/gpu/stream_cost.py under gpurec: each part of the streamed default priced in one
+#       process (tracker idle / entries / callsites / CUPTI), a tight loop and a host-bound step.
 # Output: $OUT/stream.tar.xz (checks.txt, results.jsonl, runs, replay JSON, info of each trace)
 # and $OUT/log.txt; checks.txt ends with "N checks, M failed".
 set -u
 WHEELS=$1
-WHAT=${2:-long,kill,cost}
+WHAT=${2:-long,kill,cost,parts}
 has() { [[ ",$WHAT," == *",$1,"* ]]; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/streamout}
@@ -61,6 +63,8 @@ print(max(r["peak_reserved_bytes"] for r in rows) if rows else "")' "$W/$tag.rep
   check "$tag: replay peak reserved == real max_memory_reserved" $([ -n "$pr" ] && [ "$pr" = "$rr" ] && echo 1 || echo 0) "$pr vs $rr"
   grep -q 'torch_history.source.*stream\|source=stream' "$W/$tag.info.txt" "$W/runs/$tag.rec.err" 2>/dev/null
   check "$tag: requests streamed (not the history ring)" $([ $? = 0 ] && echo 1 || echo 0) "$(grep -h 'gpurec:' "$W/runs/$tag.rec.err" | tail -3 | tr '\n' ' ' | cut -c1-400)"
+  local cs=$(grep -o 'allocs_with_callsite[ =:]*[0-9]*' "$W/$tag.info.txt" | grep -o '[0-9]*$' | head -1)
+  check "$tag: the requests have their callsites" $([ "${cs:-0}" -gt 0 ] && echo 1 || echo 0) "allocs_with_callsite ${cs:-none}"
   ls -l "$W/$tag.zst" | awk '{print "  trace bytes " $5}'
   grep -E '^events:|^  (alloc|free|free_requested|segment_alloc) ' "$W/$tag.info.txt" | sed 's/^/  /'
 }
@@ -106,6 +110,16 @@ if has cost; then
     echo "  round $round: plain $p/s recorded $r/s ratio $(python3 -c "print(round($r/$p, 3))" 2>/dev/null)"
     echo "{\"job\":\"loop\",\"round\":$round,\"plain_per_s\":${p:-null},\"recorded_per_s\":${r:-null}}" >> "$W/results.jsonl"
   done
+fi
+
+if has parts; then
+  echo "== each part of the streamed default, in one process"
+  (cd "$W" && gpurec -q -o "$W/parts.zst" -- python3 "$ROOT/tests/gpu/stream_cost.py" > "$W/runs/parts.out" 2> "$W/runs/parts.err")
+  echo "  gpurec rc=$?"; tail -3 "$W/runs/parts.err"
+  res=$(sed -n 's/^RESULT //p' "$W/runs/parts.out" | tail -1)
+  check "parts: the bench ran" $([ -n "$res" ] && echo 1 || echo 0) "$(tail -c 300 "$W/runs/parts.out")"
+  [ -n "$res" ] && echo "{\"job\":\"parts\",\"result\":$res}" >> "$W/results.jsonl"
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps(r, indent=1, sort_keys=True))' "$res" 2>/dev/null
 fi
 
 n=$(grep -c '' "$CHECKS"); f=$(grep -c '^FAIL' "$CHECKS")
