@@ -32,6 +32,8 @@ int rec_ring_push(rec_ring_t *r, const gmt_event_t *ev);
 /* The one consumer thread. Up to cap events into out; returns how many. */
 size_t rec_ring_pop(rec_ring_t *r, gmt_event_t *out, size_t cap);
 size_t rec_ring_capacity(const rec_ring_t *r);
+/* Events pushed so far (every push that found room). */
+uint64_t rec_ring_pushed(rec_ring_t *r);
 
 /* ---- core ---------------------------------------------------------------------------------- */
 

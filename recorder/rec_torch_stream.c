@@ -76,7 +76,7 @@ static struct {
   _Atomic(rec_core_t *) core;
   rec_callsites_t *cs; /* NULL: requests without callsites */
   uint64_t (*now)(void *);
-  _Atomic uint64_t entries, lost;
+  _Atomic uint64_t lost;
   _Atomic int bench; /* rec_torch_stream_bench: REC_TS_BENCH_* */
   int attached;
 } S;
@@ -87,17 +87,19 @@ static struct {
 
 /* ---- the entries' clock: rec_tclock.c, one per thread ---------------------------------------- */
 
-static _Thread_local rec_tclock_t T;
+/* Per thread, in one block (a thread-local access in a shared library is a call): its clock and
+ * its last free_requested, whose free_completed, when it is the thread's next entry (no
+ * stream-event wait), takes the same time without reading the clock again. */
+static _Thread_local struct {
+  rec_tclock_t clock;
+  uint64_t freed_addr, freed_ts;
+} T;
 
 static uint64_t entry_time(void) {
   if (!S.now) return 0;
   if (!REC_TCLOCK_TICKS) return S.now(NULL);
-  return rec_tclock_read(&T, rec_tclock_ticks(), S.now, NULL);
+  return rec_tclock_read(&T.clock, rec_tclock_ticks(), S.now, NULL);
 }
-
-/* The free_completed that follows its free_requested in the same call (no stream-event wait):
- * the same time, without reading the clock again. */
-static _Thread_local uint64_t freed_addr, freed_ts;
 
 static void on_entry(const void *functor, const void *entry) {
   (void)functor;
@@ -121,9 +123,9 @@ static void on_entry(const void *functor, const void *entry) {
   ev.kind = kind_of[action];
   /* the thread's entry before was this block's free_requested: its time (any other entry in
    * between, and the free_completed reads the clock) */
-  ev.ts_ns = action == TE_FREE_COMPLETED && freed_addr == addr && addr ? freed_ts : entry_time();
-  freed_addr = action == TE_FREE_REQUESTED ? addr : 0;
-  freed_ts = ev.ts_ns;
+  ev.ts_ns = action == TE_FREE_COMPLETED && T.freed_addr == addr && addr ? T.freed_ts : entry_time();
+  T.freed_addr = action == TE_FREE_REQUESTED ? addr : 0;
+  T.freed_ts = ev.ts_ns;
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
   ev.flags = GMT_F_TORCH_STREAM;
@@ -138,13 +140,10 @@ static void on_entry(const void *functor, const void *entry) {
   } else {
     ev.addr = addr;
   }
-  if (rec_core_push_batch(core, &ev, 1, REC_TS_MAX_WAIT_NS) == 0)
-    atomic_fetch_add_explicit(&S.entries, 1, memory_order_relaxed);
-  else
+  if (rec_core_push_batch(core, &ev, 1, REC_TS_MAX_WAIT_NS))
     atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
 }
 
-uint64_t rec_torch_stream_entries(void) { return atomic_load(&S.entries); }
 uint64_t rec_torch_stream_lost(void) { return atomic_load(&S.lost); }
 
 int rec_torch_stream_bench(int mode) {

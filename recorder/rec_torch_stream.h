@@ -40,8 +40,7 @@ int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*no
                             const char *torch_version, const char *c10_obj, const char *torch_obj,
                             char *why, size_t nwhy);
 
-/* Entries pushed so far, and entries lost (the recorder's ring stayed full past the wait). */
-uint64_t rec_torch_stream_entries(void);
+/* Entries lost so far (the recorder's ring stayed full past the wait). */
 uint64_t rec_torch_stream_lost(void);
 
 /* For benchmarks only (tests/gpu/rec_inproc_bench.py, through gpumem_bench_stream): what the
