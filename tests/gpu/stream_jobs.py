@@ -21,7 +21,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+T0 = time.monotonic()
+
+
 def result(**kw):
+    kw["seconds"] = round(time.monotonic() - T0, 1)
     kw["max_memory_reserved"] = torch.cuda.max_memory_reserved()
     kw["max_memory_allocated"] = torch.cuda.max_memory_allocated()
     kw["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
