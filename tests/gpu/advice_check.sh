@@ -73,7 +73,7 @@ fake_run() { # JOB VARIANT: the stand-in of a run in a dry run
     pred-*) v=$((PRED - ${v#pred-}));;
     "") echo "no figure for $1 $2 in $DRY" >&2; return 1;;
   esac
-  echo "GPUMEM_RESULT {\"max_memory_reserved\": $v, \"alloc_conf\": \"${PYTORCH_CUDA_ALLOC_CONF:-}\"}"
+  echo "GPUMEM_RESULT {\"max_memory_reserved\": $v, \"alloc_conf\": \"$(printenv PYTORCH_CUDA_ALLOC_CONF)\"}"  # what a child sees
 }
 
 run_job() { # JOB VARIANT PASTE DIR CMD: unrecorded, under the pasted line; prints the exit status
@@ -110,6 +110,10 @@ for e in "${LIST[@]}"; do
   [ -n "${ADVICE_JOBS:-}" ] && [[ ",$ADVICE_JOBS," != *",$job,"* ]] && continue
   t1=$(date +%s)
   echo "== $job"
+  if [ $((t1 - T0)) -gt "${ADVICE_DEADLINE:-480}" ]; then  # keep the call inside the device's 10 minutes
+    echo "| $job | ? | ? | ? | ? | NOT RUN (past ${ADVICE_DEADLINE:-480} s) |" | tee -a "$A/table.md"
+    continue
+  fi
   if [ "$trace" = new ]; then
     record_job "$job" "$dir" "$cmd"
     rrc=$?
@@ -154,6 +158,27 @@ cat "$A/table.md"
 echo
 python3 "$TAB" summary "$A/table.md" | tee "$A/summary.txt"
 ok=${PIPESTATUS[0]}
+{ # what traces/recorded/advice/ commits: this file, the new traces, runs.jsonl
+  echo "# The report's advice run for real: the new jobs' traces (issue 25)"
+  echo
+  echo "Written by \`bash tests/gpu/advice_check.sh WHEEL_DIR\` on $(date -u '+%Y-%m-%d %H:%M UTC')${DRY:+ (DRY RUN: made-up figures)}."
+  echo "Device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1); $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null); $(gpurec --version 2>&1 | head -1)."
+  echo
+  echo "- \`NAME.zst\`: \`gpurec -o NAME.zst -- python3 advice_jobs.py NAME\` from tests/gpu/ (gpurec's default"
+  echo "  mode; the jobs: tests/gpu/advice_jobs.py's docstring)."
+  echo "- \`runs.jsonl\`: every real run of the check, one JSON line: \`{\"job\", \"variant\" (recorded: the run"
+  echo "  under gpurec; advised: unrecorded, under the pasted line \"env\"; default: unrecorded, the framework's"
+  echo "  default), \"rep\", \"rc\", \"policy\" (the gpureplay setting of the run), \"trace\", \"result\" (the job's"
+  echo "  GPUMEM_RESULT: max_memory_reserved, or JAX's stats)}\`; the committed corpus jobs' runs too (their"
+  echo "  traces: traces/recorded, traces/recorded/jax)."
+  echo
+  cat "$A/table.md"
+  echo
+  cat "$A/summary.txt"
+} > "$A/README.md"
+printf '%s\n' "# The advice check's new traces and real runs (README.md; tests/gpu/advice_check.sh)." \
+  "exports_files(" '    glob(["*.zst"]) + ["runs.jsonl", "README.md"],' \
+  '    visibility = ["//replay:__subpackages__", "//tests:__subpackages__", "//bench:__subpackages__"],' ")" > "$A/BUILD"
 pack
 [ "$ok" = 0 ] && echo "ADVICE CHECK: PASS" || echo "ADVICE CHECK: FAIL"
 exit "$ok"
