@@ -118,14 +118,16 @@ fi
 
 if has costx; then
   echo "== allocation-bound loop across processes: plain, gpurec --mode=native (CUPTI only), the default without callsites, the default"
-  for round in 1 2 3 4 5; do
+  PIN=${COSTX_PIN:+taskset -c $COSTX_PIN}  # COSTX_PIN=2,3: every process on the same two CPUs
+  [ -n "$PIN" ] && echo "  pinned: $PIN"
+  for round in $(seq ${COSTX_ROUNDS:-5}); do
     line="  round $round:"
-    for v in plain native nosites default; do
+    for v in ${COSTX_VARIANTS:-plain native nosites default}; do
       case $v in
-        plain) python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>&1 ;;
-        native) (cd "$W" && gpurec -q --mode=native -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
-        nosites) (cd "$W" && GPUMEM_TORCH_SITES=0 gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
-        default) (cd "$W" && gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+        plain) $PIN python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>&1 ;;
+        native) (cd "$W" && $PIN gpurec -q --mode=native -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+        nosites) (cd "$W" && GPUMEM_TORCH_SITES=0 $PIN gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+        default) (cd "$W" && $PIN gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
       esac
       r=$(result "$W/runs/lx.$v.$round.out")
       line="$line $v $(field "$r" per_second | cut -d. -f1)/$(field "$r" per_second_second_half | cut -d. -f1)"
