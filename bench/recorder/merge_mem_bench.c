@@ -82,8 +82,30 @@ int main(int argc, char **argv) {
     fprintf(stderr, "merge_mem_bench: merge: %s\n", err.msg);
     return 1;
   }
+  long after = rss_kib();
+  /* the merged trace holds every request, in order, after the snapshot's initial state (read
+   * back: not part of the figures) */
+  uint64_t want = 1 + n + 2 * (n > 50 ? n - 50 : 0), got = 0, allocs = 0, last = 0;
+  int ordered = 1;
+  gmt_reader_t *r = NULL;
+  if (gmt_reader_open(&r, out, &err) == GM_OK) {
+    while (gmt_reader_next(r, &ev, &err) == GM_OK) {
+      got++;
+      allocs += ev.kind == GMT_EV_ALLOC;
+      ordered &= ev.ts_ns >= last && !(ev.flags & GMT_F_TORCH_STREAM);
+      last = ev.ts_ns;
+    }
+    gmt_reader_close(r);
+  }
   printf("allocations %" PRIu64 " events %" PRIu64 " merge %.2f s peak RSS %ld KiB (%ld KiB before the merge)\n",
-         n, 1 + 3 * n - 150, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9, rss_kib(), before);
+         n, want, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9, after, before);
+  if (ms.entries != want || got != ms.history_events + ms.external || allocs < n || !ordered) {
+    fprintf(stderr, "merge_mem_bench: the merged trace has %" PRIu64 " events (%" PRIu64 " allocs), %s\n", got,
+            allocs, ordered ? "in order" : "NOT in order or still flagged");
+    fprintf(stderr, "  (merge: %" PRIu64 " entries, %" PRIu64 " events with the initial state, %" PRIu64 " external)\n",
+            ms.entries, ms.history_events, ms.external);
+    return 1;
+  }
   remove(trace);
   remove(out);
   return 0;

@@ -44,8 +44,12 @@ typedef struct cupti_side {
   gmt_header_t header;
   uint64_t dropped_records; /* CUPTI's own drop count */
   int truncated;
-  gmt_event_t *torch;       /* PyTorch's allocator trace as the recorder streamed it */
-  size_t ntorch, torch_cap;
+  /* PyTorch's allocator trace as the recorder streamed it: counted, and of its events only those
+   * the header and the matching need (segment and VMM calls, OOMs) kept; the requests are read
+   * again from the file as the merged trace is written (merge_streamed) */
+  gmt_event_t *torch;
+  size_t ntorch_kept, torch_cap;
+  uint64_t ntorch, stream_allocs, stream_sites, stream_first_ts;
 } cupti_side_t;
 
 static void cupti_free(cupti_side_t *c) {
@@ -53,6 +57,13 @@ static void cupti_free(cupti_side_t *c) {
   free(c->v);
   free(c->torch);
   gmt_header_free(&c->header);
+}
+
+/* The streamed events kept in memory: a segment's or a mapping's (matched to the driver's
+ * calls before anything is written) and an OOM's (the header says its free bytes). */
+static int stream_kept(unsigned k) {
+  return k == GMT_EV_SEGMENT_ALLOC || k == GMT_EV_SEGMENT_FREE || k == GMT_EV_VMM_MAP ||
+         k == GMT_EV_VMM_UNMAP || k == GMT_EV_ALLOC_FAILED;
 }
 
 /* One event of the CUPTI side, with its callsite's string copied out of the reader. */
@@ -83,9 +94,15 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
       st = cupti_add(c, r, &ev, err);
       continue;
     }
-    /* a request, not a driver call: the plan's */
-    if (c->ntorch == c->torch_cap) {
-      size_t cap = c->torch_cap ? c->torch_cap * 2 : 4096;
+    /* a request, not a driver call */
+    if (!c->ntorch++ || ev.ts_ns < c->stream_first_ts) c->stream_first_ts = ev.ts_ns;
+    if (ev.kind == GMT_EV_ALLOC) {
+      c->stream_allocs++;
+      c->stream_sites += ev.callsite != GMT_NO_STRING;
+    }
+    if (!stream_kept(ev.kind)) continue;
+    if (c->ntorch_kept == c->torch_cap) {
+      size_t cap = c->torch_cap ? c->torch_cap * 2 : 256;
       gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
       if (!nv) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
@@ -94,16 +111,7 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
       c->torch = nv;
       c->torch_cap = cap;
     }
-    c->torch[c->ntorch++] = ev;
-    if (ev.kind == GMT_EV_ALLOC && ev.callsite != GMT_NO_STRING) {
-      /* the tracker read the request's callsite with it: the same note rec_sites.c's hook
-       * makes for the history, matched to this alloc as those are (snap_sites.c) */
-      gmt_event_t note = ev;
-      note.kind = GMT_EV_ALLOC_SITE;
-      note.flags &= ~GMT_F_TORCH_STREAM;
-      note.stream = GMT_STREAM_NONE;
-      st = cupti_add(c, r, &note, err);
-    }
+    c->torch[c->ntorch_kept++] = ev;
   }
   if (st == GM_END) st = GM_OK;
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
@@ -340,17 +348,159 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const c
   return snap_coverage_mark(h, &cov, err);
 }
 
+/* ---- the streamed merge -------------------------------------------------------------------
+ * PyTorch's requests streamed into the process's trace (rec_torch_stream.c) are its requests, in
+ * the trace's order, on its clock: the merged trace is written in one pass over that file, each
+ * request as it is read, the driver's calls (held in memory: a job makes few) merged in by time.
+ * Memory is that of the driver's calls and of PyTorch's segment calls, never of the requests, so
+ * a recording of any length merges in a few MiB. Before the pass: the plan of the snapshot (the
+ * allocator's settings, the blocks alive where the stream starts: the synthetic initial state)
+ * with the segment calls and OOMs, which the header and the matching need; each segment call is
+ * matched to the driver's call in the trace's order (the same order per address as the plan's).
+ * Times are those of a history (microseconds), as the in-memory merge of a history writes them. */
+
+typedef struct stream_out {
+  gmt_writer_t *w;
+  cupti_side_t *c;
+  size_t i;      /* the next CUPTI event */
+  uint64_t last; /* the last time written */
+} stream_out_t;
+
+/* The CUPTI events kept (not left out) up to time t, written. */
+static gm_status_t cupti_until(stream_out_t *o, uint64_t t, int all, gm_err_t *err) {
+  gm_status_t s = GM_OK;
+  while (s == GM_OK && o->i < o->c->n) {
+    cev_t *ce = &o->c->v[o->i];
+    if (ce->ev.kind == 0) {
+      o->i++;
+      continue;
+    }
+    if (!all && ce->ev.ts_ns >= t) break; /* a request first on a tie */
+    o->i++;
+    if (ce->ev.ts_ns < o->last) ce->ev.ts_ns = o->last;
+    o->last = ce->ev.ts_ns;
+    ce->ev.callsite = GMT_NO_STRING;
+    if (ce->str) s = gmt_writer_intern(o->w, ce->str, &ce->ev.callsite, err);
+    if (s == GM_OK) s = gmt_writer_append(o->w, &ce->ev, err);
+  }
+  return s;
+}
+
+static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap_pass_t *ps, gm_err_t *err) {
+  cupti_side_t *c = o->c;
+  /* the synthetic initial state, where the stream starts (as the in-memory plan times it) */
+  uint64_t t0 = c->stream_first_ts / 1000u * 1000u;
+  gm_status_t s = GM_OK;
+  for (size_t k = 0; k < ps->synthetic && s == GM_OK; k++) {
+    gmt_event_t e = ps->evs[k]->ev;
+    if ((s = cupti_until(o, t0, 0, err))) break;
+    e.ts_ns = o->last = t0 > o->last ? t0 : o->last;
+    s = gmt_writer_append(o->w, &e, err);
+  }
+  gmt_reader_t *r = NULL;
+  if (s == GM_OK) s = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
+  size_t kept = 0;
+  gmt_event_t ev;
+  while (s == GM_OK && (s = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    if (!(ev.flags & GMT_F_TORCH_STREAM)) continue;
+    gmt_event_t e = ev;
+    e.flags &= ~GMT_F_TORCH_STREAM;
+    e.callsite = GMT_NO_STRING;
+    if (e.kind == GMT_EV_ALLOC_FAILED) e.corr_id = 0; /* the device's free bytes: the header has them */
+    if (stream_kept(e.kind) && kept < c->ntorch_kept) {
+      const gmt_event_t *m = &c->torch[kept++];
+      if (e.kind == GMT_EV_SEGMENT_ALLOC || e.kind == GMT_EV_SEGMENT_FREE) { /* matched before */
+        e.corr_id = m->corr_id;
+        e.context = m->context;
+      }
+    }
+    uint64_t t = e.ts_ns / 1000u * 1000u;
+    if ((s = cupti_until(o, t, 0, err))) break;
+    e.ts_ns = o->last = t > o->last ? t : o->last;
+    const char *site = ev.callsite != GMT_NO_STRING ? gmt_reader_string(r, ev.callsite) : NULL;
+    if (site) s = gmt_writer_intern(o->w, site, &e.callsite, err);
+    if (s == GM_OK) s = gmt_writer_append(o->w, &e, err);
+  }
+  if (s == GM_END) s = GM_OK;
+  gmt_reader_close(r);
+  if (s == GM_OK) s = cupti_until(o, 0, 1, err);
+  return s;
+}
+
+static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const char *path, const char *out_path,
+                                  const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *ms,
+                                  gm_err_t *err) {
+  snap_pass_t ps;
+  gm_status_t s = snap_plan_streamed(root, c->torch, c->ntorch_kept, &ps, err);
+  if (s) return s;
+  ps.start_time_ns += c->header.start_time_ns; /* the stream is on the trace's own clock */
+  seg_q_t *queues = NULL;
+  uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
+  snap_site_t *sites = NULL; /* an older recorder's notes: the stream carries callsites now */
+  size_t nsites = 0;
+  s = classify(&ps, c, &queues, &dropped, &external, &sites, &nsites, err);
+  free(sites);
+  /* each segment call takes its driver call's identity, in the trace's order */
+  for (size_t k = 0; k < c->ntorch_kept && s == GM_OK; k++) {
+    gmt_event_t *e = &c->torch[k];
+    if (e->kind != GMT_EV_SEGMENT_ALLOC && e->kind != GMT_EV_SEGMENT_FREE) continue;
+    segments++;
+    seen += (uint64_t)claim(queues, c, e);
+  }
+  gmt_header_t h;
+  gmt_header_init(&h);
+  if (s == GM_OK) s = snap_fill_header(&h, root, &ps, &c->header, err);
+  if (s == GM_OK) {
+    h.capture_mode = GMT_CAPTURE_TORCH_HISTORY;
+    h.start_time_ns = c->header.start_time_ns;
+    char tool[64];
+    snprintf(tool, sizeof tool, "gpurec %s", GM_VERSION);
+    if ((s = gmt_header_set(&h.tool, tool, err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.stacks", stacks ? stacks : "none", err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.source", "stream", err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
+        (s = kv_u64(&h, "torch_history.cupti_dropped", dropped, err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.clock", "cupti", err)) == GM_OK && c->truncated)
+      s = gmt_header_kv_set(&h, "torch_history.cupti_truncated", "1", err);
+    if (s == GM_OK && c->stream_sites)
+      s = kv_u64(&h, "torch_history.allocs_with_callsite", c->stream_sites, err);
+  }
+  if (s == GM_OK) s = mark_coverage(&h, &ps, c, err);
+  gmt_writer_t *w = NULL;
+  if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
+  if (s == GM_OK) {
+    gmt_writer_add_dropped(w, c->dropped_records);
+    stream_out_t o = {w, c, 0, 0};
+    s = stream_requests(&o, path, &ps, err);
+    if (s == GM_OK) s = gmt_writer_close(w, err);
+    else gmt_writer_abandon(w);
+  }
+  if (ms) {
+    ms->entries = c->ntorch;
+    ms->history_events = ps.synthetic + c->ntorch;
+    ms->segments = segments;
+    ms->segments_seen = seen;
+    ms->external = external;
+    ms->cupti_dropped = dropped;
+    ms->cupti_truncated = c->truncated;
+    ms->site_notes = 0;
+    ms->allocs = c->stream_allocs;
+    ms->allocs_with_callsite = c->stream_sites;
+    ms->streamed = 1;
+  }
+  q_free_all(&queues);
+  gmt_header_free(&h);
+  snap_plan_free(&ps);
+  return s;
+}
+
 static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char *out_path, const char *stacks,
                              const gmt_writer_opts_t *opts, snap_merge_stats_t *ms, gm_err_t *err) {
   snap_pass_t ps;
   gm_status_t s;
-  if (c->ntorch) { /* streamed (rec_torch_stream.c): the snapshot only says where it starts */
-    s = snap_plan_streamed(root, c->torch, c->ntorch, &ps, err);
-    if (s) return s;
-    ps.start_time_ns += c->header.start_time_ns; /* the stream is on the trace's own clock */
-  } else if ((s = snap_plan(root, &ps, err))) {
-    return s;
-  }
+  if ((s = snap_plan(root, &ps, err))) return s;
   seg_q_t *queues = NULL;
   uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
   gmt_header_t h;
@@ -382,7 +532,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     snprintf(tool, sizeof tool, "gpurec %s", GM_VERSION);
     if ((s = gmt_header_set(&h.tool, tool, err)) == GM_OK &&
         (s = gmt_header_kv_set(&h, "torch_history.stacks", stacks ? stacks : "none", err)) == GM_OK &&
-        (s = gmt_header_kv_set(&h, "torch_history.source", c->ntorch ? "stream" : "history", err)) == GM_OK &&
+        (s = gmt_header_kv_set(&h, "torch_history.source", "history", err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments", segments, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.segments_seen_by_cupti", seen, err)) == GM_OK &&
         (s = kv_u64(&h, "torch_history.external_events", external, err)) == GM_OK &&
@@ -443,7 +593,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     ms->site_notes = nsites;
     ms->allocs = allocs;
     ms->allocs_with_callsite = site_hits;
-    ms->streamed = c->ntorch != 0;
+    ms->streamed = 0;
   }
   free(site_of);
   free(sites);
@@ -471,14 +621,15 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
   size_t len = 0;
   pkr_doc_t *doc = NULL;
   if (!pickle_path) { /* gpurec import of an unmerged recording: the stream alone */
-    s = c.ntorch ? merge_doc(NULL, &c, out_path, stacks, opts, st, err)
+    s = c.ntorch ? merge_streamed(NULL, &c, cupti_path, out_path, stacks, opts, st, err)
                  : gm_err_set(err, GM_ERR_INVAL, "it holds no unmerged PyTorch requests (it is a gpumem trace "
                                                  "already: gpureplay and gpuanalyze read it as it is)");
   } else if ((s = snap_read_file(pickle_path, &buf, &len, err)) == GM_OK) {
     if (!snap_is_pickle(buf, len))
       s = gm_err_set(err, GM_ERR_FORMAT, "'%s' is not a pickle (a PyTorch memory snapshot is one)", pickle_path);
     else if ((s = pkr_parse(buf, len, &doc, err)) == GM_OK)
-      s = merge_doc(pkr_doc_root(doc), &c, out_path, stacks, opts, st, err);
+      s = c.ntorch ? merge_streamed(pkr_doc_root(doc), &c, cupti_path, out_path, stacks, opts, st, err)
+                   : merge_doc(pkr_doc_root(doc), &c, out_path, stacks, opts, st, err);
   }
   pkr_doc_free(doc);
   free(buf);
