@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -43,6 +44,7 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
+#include "recorder/gpurec_cover.h"
 #include "recorder/gpurec_env.h"
 #include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
@@ -196,7 +198,8 @@ static void print_summary(const char *path) {
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
           gm_format_size(s.peak_live, peak, sizeof peak), mapped, (unsigned long long)s.dropped,
-          s.truncated ? ", TRUNCATED (process killed?)" : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
+          s.truncated ? (s.coverage.why & (GMT_COV_KILLED | GMT_COV_STOPPED) ? ", TRUNCATED (see above)"
+                                                                         : ", TRUNCATED (process killed?)") : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
   if (failed) {
@@ -397,6 +400,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
     _exit(e == ENOENT ? 127 : 126);
   }
   g_child = pid;
+  /* gpurec's own writes (the merge, the marks) past a file size limit fail with EFBIG instead
+   * of killing gpurec before it passes the job's status on (the job keeps its own disposition) */
+  signal(SIGXFSZ, SIG_IGN);
   int exec_errno = 0;
   if (ep[1] >= 0) close(ep[1]);
   if (ep[0] >= 0) {
@@ -415,6 +421,10 @@ static int cmd_record(config_t *cfg, char **cmd) {
   }
   g_child = 0;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  struct timespec died;
+  clock_gettime(CLOCK_REALTIME, &died);
+  gpurec_end_t ended = {pid, WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                      (uint64_t)died.tv_sec * 1000000000ull + (uint64_t)died.tv_nsec};
 
   char want[4200];
   gm_err_t err;
@@ -434,6 +444,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
     /* a path the user named is the file written, without a ".zst" added to it */
     for (int i = 0; cfg->output && !strstr(cfg->output, "%p") && strcmp(want, tmpl) != 0 && i < r.ntraces; i++)
       if (strcmp(r.traces[i], want) == 0) rename_single(&r.traces[i], tmpl);
+    /* a trace its process did not finish (killed) says so in its header: every tool then
+     * prints PARTIAL first (SPEC.md §3.4) */
+    for (int i = 0; i < r.ntraces; i++) gpurec_mark_cut(r.traces[i], &ended, cfg->quiet);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),
