@@ -242,7 +242,11 @@ char *gmt_coverage_text(const gmt_coverage_t *c, char *buf, size_t n) {
   char why[512], a[32], r[32];
   gmt_coverage_why_text(c, why, sizeof why);
   size_t l = 0;
-  if (c->why & (GMT_COV_HISTORY_RING | GMT_COV_LATE_START)) {
+  if ((c->why & GMT_COV_LATE_START) && !(c->why & GMT_COV_HISTORY_RING) && c->unseen_frees && !c->has_window) {
+    /* a recorder's late start: what was alive before it is not known, only that some was */
+    l = (size_t)snprintf(buf, n, "PARTIAL trace: the recording began after the run had allocated; what was alive "
+                                 "then and a peak before it cannot be seen, so every figure is a lower bound");
+  } else if (c->why & (GMT_COV_HISTORY_RING | GMT_COV_LATE_START)) {
     if (c->has_window)
       l = (size_t)snprintf(buf, n, "PARTIAL trace: it covers the run from t=%.3f s (event %" PRIu64 ") on; ",
                            (double)c->from_ns / 1e9, c->from_event);

@@ -186,6 +186,37 @@ TEST(TraceMark, WithoutRoomTheFileIsLeftAlone) {
   EXPECT_EQ(gmt_trace_mark(TmpPath("absent.zst").c_str(), &add, &err), GM_ERR_IO);
 }
 
+// The text form keeps the room (#room=N), so a trace written from text can be marked later.
+TEST(HeaderRoom, TextFormKeepsIt) {
+  const char text[] =
+      "#pid=5\n#room=300\n"
+      "ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context\n"
+      "1000,alloc,0,-,0x1000,4096,device,0x0,0,0,0\n";
+  FILE *in = fmemopen((void *)text, sizeof text - 1, "r");
+  ASSERT_NE(in, nullptr);
+  const std::string path = TmpPath("room_text.zst");
+  gm_err_t err;
+  gm_err_clear(&err);
+  ASSERT_EQ(gmt_csv_import(in, "text", path.c_str(), nullptr, &err), GM_OK) << err.msg;
+  fclose(in);
+  gmt_reader_t *r;
+  ASSERT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_OK) << err.msg;
+  EXPECT_EQ(gmt_reader_header(r)->room, 300u);
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  ASSERT_EQ(gmt_csv_export(r, out, &err), GM_OK) << err.msg;
+  fclose(out);
+  gmt_reader_close(r);
+  EXPECT_NE(std::string(buf, len).find("\n#room=300\n"), std::string::npos) << buf;
+  free(buf);
+  gmt_coverage_t add{};
+  add.partial = 1;
+  add.why = GMT_COV_KILLED;
+  EXPECT_EQ(gmt_trace_mark(path.c_str(), &add, &err), GM_OK) << err.msg;
+  EXPECT_TRUE(Read(path).cov.why & GMT_COV_KILLED);
+}
+
 // The disk fills (a file size limit here; SIGXFSZ ignored as the recorder's writer thread blocks
 // it): the writer stops, the file ends with its last whole chunk and says where and why.
 TEST(WriterStop, AFullDiskLeavesAMarkedReadableTrace) {

@@ -46,12 +46,20 @@ int gpurec_mark_cut(const char *path, const gpurec_end_t *end, int quiet) {
   gmt_coverage_t have;
   gmt_coverage(&h, NULL, &have);
   int cut = truncated || (ct && strcmp(ct, "1") == 0);
-  if (!cut || (have.why & (GMT_COV_KILLED | GMT_COV_STOPPED))) { /* whole, or already said */
+  gmt_coverage_t c;
+  memset(&c, 0, sizeof c);
+  if (have.why & GMT_COV_STOPPED) { /* the recorder said where it stopped, in its own events */
+    gmt_header_free(&h);
+    if (!have.has_end || have.to_event == events) return 0;
+    c.has_end = 1; /* a merge added PyTorch's streamed requests: count the trace's own */
+    c.to_event = events;
+    c.to_ns = last_ts;
+    return gmt_trace_mark(path, &c, NULL) == GM_OK;
+  }
+  if (!cut || (have.why & GMT_COV_KILLED)) { /* whole, or already said */
     gmt_header_free(&h);
     return 0;
   }
-  gmt_coverage_t c;
-  memset(&c, 0, sizeof c);
   c.partial = 1;
   c.why = GMT_COV_KILLED;
   c.has_end = 1;
