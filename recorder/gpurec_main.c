@@ -368,6 +368,13 @@ static int cmd_record(config_t *cfg, char **cmd) {
     free(v);
   }
   install_forwarding();
+  /* gpurec's own writes past a file size limit (its messages, the merge, the marks) fail with
+   * EFBIG instead of killing it before it passes the job's status on; the job keeps the
+   * disposition it was given */
+  struct sigaction xfsz_ign, xfsz_job;
+  memset(&xfsz_ign, 0, sizeof xfsz_ign);
+  xfsz_ign.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &xfsz_ign, &xfsz_job);
   fflush(NULL);
   /* A command that cannot be started is told apart from a program that ran: exec failing in
    * the child writes its errno down this close-on-exec pipe; a started program closes it. */
@@ -392,6 +399,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
       snprintf(out, sizeof out, "%s", tmpl);
     }
     setenv(REC_ENV_OUT, out, 1);
+    sigaction(SIGXFSZ, &xfsz_job, NULL);
     execvp(cmd[0], cmd);
     int e = errno;
     if (ep[1] >= 0 && write(ep[1], &e, sizeof e) != (ssize_t)sizeof e) {
@@ -400,9 +408,6 @@ static int cmd_record(config_t *cfg, char **cmd) {
     _exit(e == ENOENT ? 127 : 126);
   }
   g_child = pid;
-  /* gpurec's own writes (the merge, the marks) past a file size limit fail with EFBIG instead
-   * of killing gpurec before it passes the job's status on (the job keeps its own disposition) */
-  signal(SIGXFSZ, SIG_IGN);
   int exec_errno = 0;
   if (ep[1] >= 0) close(ep[1]);
   if (ep[0] >= 0) {
