@@ -17,8 +17,8 @@
  * partial too where the recording knows it is: records dropped, or frees of addresses it never
  * saw allocated (a recording that began after the process allocated) (SPEC.md §3.4). */
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
