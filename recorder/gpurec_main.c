@@ -69,13 +69,14 @@ static const gm_opt_t k_opts[] = {
      "trace file (default gpumem-%p.zst; %p = pid); several CUDA processes: PATH.rankR.pidP.zst",
      offsetof(config_t, output)},
     {"mode", 0, GM_OPT_STR, "MODE",
-     "auto (default: PyTorch's own history merged with the CUPTI trace, its allocator as you set "
-     "it; JAX, TF, CuPy per request) | requests (every framework allocates per request from the "
+     "auto (default: PyTorch's requests streamed from its allocator as they happen, merged with "
+     "the CUPTI trace, its allocator as you set it; JAX, TF, CuPy per request) | requests (every framework allocates per request from the "
      "driver) | native | torch",
      offsetof(config_t, mode)},
     {"stacks", 0, GM_OPT_STR, "HOW",
-     "auto and torch modes: PyTorch history's stacks: none (auto's default, ~35 ns per entry) | "
-     "python (callsites, ~800 ns per entry; torch's default)",
+     "PyTorch history's stacks: none (auto's default: the requests streamed, no history) | "
+     "python (the history with whole Python stacks, ~800 ns per entry, a ring of --max-entries; "
+     "torch mode's default)",
      offsetof(config_t, stacks)},
     {"capture", 0, GM_OPT_STR, "HOW",
      "callbacks (default: driver-API callbacks, cheapest) | activity (CUPTI MEMORY2 records: "

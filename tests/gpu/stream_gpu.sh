@@ -13,6 +13,8 @@
 #       after the kill) holds at least every allocation the job had logged 1 s before the kill,
 #       replays, and says PARTIAL (killed by SIGKILL) in gpurec's summary and in info.
 # cost: stream_jobs.py loop 4, plain and recorded alternated 3 times: allocations per second.
+# costx: the loop (2 s) across processes, 5 rounds of plain / gpurec --mode=native / the default
+#       without callsites / the default: whose part of the whole is whose (per second: all/2nd half).
 # parts: tests/gpu/stream_cost.py under gpurec: each part of the streamed default priced in one
 #       process (tracker idle / entries / callsites / CUPTI), a tight loop and a host-bound step.
 # Output: $OUT/stream.tar.xz (checks.txt, results.jsonl, runs, replay JSON, info of each trace)
@@ -120,6 +122,28 @@ if has cost; then
     echo "  round $round: plain $p/s recorded $r/s ratio $(python3 -c "print(round($r/$p, 3))" 2>/dev/null)"
     echo "{\"job\":\"loop\",\"round\":$round,\"plain_per_s\":${p:-null},\"recorded_per_s\":${r:-null}}" >> "$W/results.jsonl"
   done
+fi
+
+if has costx; then
+  echo "== allocation-bound loop across processes: plain, gpurec --mode=native (CUPTI only), the default without callsites, the default"
+  PIN=${COSTX_PIN:+taskset -c $COSTX_PIN}  # COSTX_PIN=2,3: every process on the same two CPUs
+  [ -n "$PIN" ] && echo "  pinned: $PIN"
+  for round in $(seq ${COSTX_ROUNDS:-5}); do
+    line="  round $round:"
+    for v in ${COSTX_VARIANTS:-plain native nosites default}; do
+      case $v in
+        plain) $PIN python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>&1 ;;
+        native) (cd "$W" && $PIN gpurec -q --mode=native -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+        nosites) (cd "$W" && GPUMEM_TORCH_SITES=0 $PIN gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+        default) (cd "$W" && $PIN gpurec -q -o "$W/lx.zst" -- python3 "$JOBS" loop 2 > "$W/runs/lx.$v.$round.out" 2>/dev/null) ;;
+      esac
+      r=$(result "$W/runs/lx.$v.$round.out")
+      line="$line $v $(field "$r" per_second | cut -d. -f1)/$(field "$r" per_second_second_half | cut -d. -f1)"
+      echo "{\"job\":\"loopx\",\"variant\":\"$v\",\"round\":$round,\"result\":${r:-null}}" >> "$W/results.jsonl"
+    done
+    echo "$line"
+  done
+  rm -f "$W"/lx*.zst
 fi
 
 if has parts; then
