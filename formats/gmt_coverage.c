@@ -145,7 +145,7 @@ void gmt_coverage(const gmt_header_t *h, const gmt_reader_stats_t *st, gmt_cover
     uint64_t synth = kv_num(h, "torch.snapshot.synthetic_initial_events", NULL);
     if (synth) out->why |= GMT_COV_LATE_START;
   }
-  if (h && !mark) {
+  if (h) { /* a merge of a trace its process did not finish, whatever the merge marked */
     const char *ct = gmt_header_kv_get(h, "torch_history.cupti_truncated");
     if (ct && strcmp(ct, "1") == 0) out->why |= GMT_COV_CUPTI_LOST;
   }
@@ -209,7 +209,7 @@ char *gmt_coverage_why_text(const gmt_coverage_t *c, char *buf, size_t n) {
     else if (c->seq_gaps) add(buf, n, "%s%s chunks are missing (sequence gaps)", "", y);
     else add(buf, n, "the source dropped %s records%s", x, "");
   }
-  if (c->why & GMT_COV_CUPTI_LOST)
+  if ((c->why & GMT_COV_CUPTI_LOST) && !(c->why & (GMT_COV_KILLED | GMT_COV_STOPPED))) /* they say why */
     add(buf, n, "CUPTI's records were lost (its trace ended early or buffers were dropped)%s%s", "", "");
   if ((c->why & GMT_COV_TRUNCATED) && !(c->why & (GMT_COV_KILLED | GMT_COV_STOPPED))) /* they say why */
     add(buf, n, "the file ends before its index (the recording was cut: what came after is missing)%s%s", "", "");

@@ -272,4 +272,23 @@ TEST(WriterStop, AFullDiskLeavesAMarkedReadableTrace) {
   EXPECT_NE(t.find("the recorder stopped before the run ended (write: File too large)"), std::string::npos) << t;
 }
 
+// A disk full before the header is written: no file is left that no reader could use.
+TEST(WriterStop, NoHeaderNoFile) {
+  const std::string path = TmpPath("noheader.zst");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    gmt_writer_t *w;
+    _exit(gmt_writer_open(&w, path.c_str(), nullptr, nullptr, nullptr) == GM_ERR_IO ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  struct stat sb;
+  EXPECT_NE(stat(path.c_str(), &sb), 0);
+}
+
 }  // namespace

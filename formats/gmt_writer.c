@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uthash.h>
 #include <zstd.h>
@@ -132,7 +133,12 @@ gm_status_t gmt_writer_open(gmt_writer_t **out, const char *path, const gmt_head
   *out = NULL;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
-  return gmt_writer_open_fd(out, fd, path, h, opts, err);
+  struct stat sb;
+  int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+  gm_status_t s = gmt_writer_open_fd(out, fd, path, h, opts, err);
+  /* emptied by us and without a header (a full disk): no reader could use it */
+  if (s != GM_OK && regular) unlink(path);
+  return s;
 }
 
 gm_status_t gmt_writer_open_atomic(gmt_writer_t **out, const char *path, const gmt_header_t *h,

@@ -301,6 +301,13 @@ check "gpurec import merges an unmerged recording" '[[ $rc == 0 && -f merged.zst
 out=$("$REPLAY" merged.zst --json 2>&1); rc=$?
 check "the merged recording replays: one 2 MiB segment, 4 KiB live at the end" '[[ $rc == 0 && $out == *"\"peak_reserved_bytes\":2097152"* && $out == *"\"peak_requested_bytes\":4096"* ]]'
 check "the merged recording holds the requests once (no driver call beside them)" '[[ $("$CSV" merged.zst | grep -c ",alloc,") == 2 && $("$CSV" merged.zst | grep -c ",0x10,") == 0 ]]'
+# the same recording cut by a kill (no index: what a SIGKILL of the job and of gpurec leaves):
+# its merge is PARTIAL whatever the merge marked
+head -c $(( $(stat -c %s unmerged.zst) - 84 )) unmerged.zst > unmerged_cut.zst
+check "a cut unmerged recording reads as truncated" '[[ $(stats unmerged_cut.zst) == *"truncated=1"* ]]'
+err=$("$GPUREC" import unmerged_cut.zst -o merged_cut.zst 2>&1); rc=$?
+out=$("$ANALYZE" info merged_cut.zst 2>&1)
+check "its merge says PARTIAL: the process did not finish its trace" '[[ $rc == 0 && $out == *"coverage:       PARTIAL trace:"*"CUPTI"* ]]'
 err=$("$GPUREC" import merged.zst -o again.zst 2>&1); rc=$?
 check "a merged trace is not merged again: the advice a trace gets" '[[ $rc == 1 && $err == *"already a gpumem trace"* && ! -f again.zst ]]'
 
