@@ -16,11 +16,22 @@
 #include "recorder/gpurec_cover.h"
 #include "recorder/rec_core.h"
 
-/* Events, the last one's time and whether the file ends before its index. 0 if unreadable. */
+/* Could the trace need a mark? Its file ends before its index, a merge says its CUPTI side
+ * did, or the recorder stopped (its count may need redoing after a merge). */
+static int maybe_cut(const gmt_reader_t *r) {
+  const gmt_header_t *h = gmt_reader_header(r);
+  const char *ct = gmt_header_kv_get(h, "torch_history.cupti_truncated");
+  const char *why = gmt_header_kv_get(h, "coverage.why");
+  return gmt_reader_stats(r)->truncated || (ct && strcmp(ct, "1") == 0) || (why && strstr(why, "stopped"));
+}
+
+/* Events, the last one's time and whether the file ends before its index; the events are
+ * counted only for a trace that may need a mark (a whole one is not read twice). 0 if
+ * unreadable or whole. */
 static int scan(const char *path, gmt_header_t *h, uint64_t *events, uint64_t *last_ts, int *truncated) {
   gmt_reader_t *r = NULL;
   if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
-  int ok = gmt_header_copy(h, gmt_reader_header(r), NULL) == GM_OK;
+  int ok = maybe_cut(r) && gmt_header_copy(h, gmt_reader_header(r), NULL) == GM_OK;
   const gmt_event_t *evs;
   size_t n;
   *events = *last_ts = 0;
