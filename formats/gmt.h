@@ -163,6 +163,10 @@ typedef struct gmt_header {
   char *command_line;      /* as the user typed it, arguments joined with spaces */
   gmt_kv_t *kv;            /* env vars: PYTORCH_CUDA_ALLOC_CONF=..., allocator_settings, ... */
   size_t n_kv;
+  /* Bytes of room (tag 16, SPEC.md §3): padding a writer reserves so that the header can be
+   * rewritten in place later (gmt_trace_mark: coverage marks after the recording stopped)
+   * without moving the chunks. Kept by decode and copy; 0: none; 1 is written as none. */
+  size_t room;
 } gmt_header_t;
 
 /* A zeroed header with rank/world_size = -1. */
@@ -266,6 +270,7 @@ const char *gmt_usage_method_text(unsigned method);
 /* ---- writer -------------------------------------------------------------------------------- */
 
 typedef struct gmt_writer gmt_writer_t;
+typedef struct gmt_coverage gmt_coverage_t; /* below, with the coverage marks */
 
 typedef struct gmt_writer_opts {
   uint32_t chunk_events;   /* cut a chunk after this many events (0: default 65536; at most 2^20) */
@@ -302,6 +307,18 @@ gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err);
 /* Close without the index (what a killed process leaves): for tests. Frees w. An atomic
  * writer's temporary file is removed instead. */
 void gmt_writer_abandon(gmt_writer_t *w);
+/* Fold add's coverage marks into the header and rewrite it in place (same length, inside the
+ * room its header was opened with). Any time before close. GM_ERR_UNSUPPORTED without room. */
+gm_status_t gmt_writer_mark(gmt_writer_t *w, const gmt_coverage_t *add, gm_err_t *err);
+/* A writer that cannot go on (a write failed, the disk is full): the file is cut back to its
+ * last complete chunk, the header marked partial (GMT_COV_STOPPED, add's reason and fields,
+ * the window's end: the last chunk's last event) in place, and the index appended if the disk
+ * takes it (else the file stays truncated, readable up to that chunk). Frees w. Returns the
+ * first failure of the marking (the file stays readable either way). An atomic writer's
+ * temporary file is removed instead, as by gmt_writer_abandon. */
+gm_status_t gmt_writer_stop(gmt_writer_t *w, const gmt_coverage_t *add, gm_err_t *err);
+/* Events the file holds in complete chunks, and the last one's time (what a stop keeps). */
+uint64_t gmt_writer_events_written(const gmt_writer_t *w, uint64_t *last_ts_ns);
 uint64_t gmt_writer_events(const gmt_writer_t *w);
 uint64_t gmt_writer_bytes(const gmt_writer_t *w); /* bytes written to the file so far */
 
@@ -397,6 +414,8 @@ const gmt_reader_stats_t *gmt_reader_stats(const gmt_reader_t *r);
 #define GMT_COV_CUPTI_LOST   0x08u /* CUPTI buffers or its trace's tail lost (torch-history merge) */
 #define GMT_COV_TRUNCATED    0x10u /* the file ends before its index: the recording was cut */
 #define GMT_COV_DAMAGED      0x20u /* damaged chunks skipped (salvage): events missing inside */
+#define GMT_COV_KILLED       0x40u /* the process died without finishing its trace (SIGKILL): its end */
+#define GMT_COV_STOPPED      0x80u /* the recorder stopped before the run ended (disk full): its end */
 
 typedef struct gmt_coverage {
   int partial;          /* 1: the trace covers only part of the run (why says how) */
@@ -409,11 +428,28 @@ typedef struct gmt_coverage {
   uint64_t history_entries;          /* the history's entries (largest device), 0 if unknown */
   uint64_t max_entries;              /* the ring's size when known, 0 if unknown */
   uint64_t dropped, seq_gaps, damaged_chunks; /* from the reader's stats */
+  /* Where the covered window ends, when the trace stops before the run did (KILLED, STOPPED) */
+  int has_end;          /* to_ns / to_event are known */
+  uint64_t to_ns;       /* the last event's time (ns since the trace's time 0) */
+  uint64_t to_event;    /* events the trace holds: the window ends before event to_event */
+  int signal;           /* KILLED: the signal that killed the process, 0 if unknown */
+  int has_killed_at;    /* killed_ns is known */
+  uint64_t killed_ns;   /* KILLED: when the launcher saw the process die (the trace's clock) */
+  uint64_t flush_ns;    /* KILLED: the recorder's flush interval, the most a kill loses; 0 unknown */
+  uint64_t unseen_frees; /* LATE_START from a recorder: frees of addresses it never saw allocated */
+  char stopped[256];    /* STOPPED: why the recorder stopped ("write: No space left on device") */
 } gmt_coverage_t;
 
 /* Writer side: the producer's knowledge (partial, why, window, alive, entries) into the header
  * as `coverage*` kv pairs (§3.4). A c with partial == 0 writes `coverage=complete`. */
 gm_status_t gmt_coverage_mark(gmt_header_t *h, const gmt_coverage_t *c, gm_err_t *err);
+/* Adds what add says to c: reasons, and each field add knows (its window start, its end, ...). */
+void gmt_coverage_fold(gmt_coverage_t *c, const gmt_coverage_t *add);
+/* The trace at path gets add's marks folded into those its header has, in place: the header is
+ * rewritten to the same length inside its room (gmt_header_t.room), the chunks never move, so
+ * this works on a full disk and on a file cut short. GM_ERR_UNSUPPORTED if the header has no
+ * room for them (a trace written without room: rewrite it instead). */
+gm_status_t gmt_trace_mark(const char *path, const gmt_coverage_t *add, gm_err_t *err);
 /* Reader side: the verdict from the header's marks and the reader's stats (NULL: header only;
  * pass them after GM_END for drops, gaps, truncation and damage). A trace without marks is
  * complete unless the stats say otherwise (older traces). */

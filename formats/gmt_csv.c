@@ -139,6 +139,7 @@ static void export_header(const gmt_header_t *h, FILE *out) {
     put_escaped(out, h->kv[i].value);
     fputc('\n', out);
   }
+  if (h->room) fprintf(out, "#room=%zu\n", h->room); /* tag 16: the header's room for later marks */
   for (int i = 0; i < GMT_FIELD_COUNT; i++) fprintf(out, "%s%s", i ? "," : "", col_names[i]);
   fputc('\n', out);
 }
@@ -311,6 +312,11 @@ static gm_status_t import_meta(char *key, char *val, gmt_header_t *h, gmt_writer
   }
   if (w) return gm_err_set(err, GM_ERR_INVAL, "header line '#%s' after the column line", key);
   if (strncmp(key, "kv.", 3) == 0) return gmt_header_kv_set(h, key + 3, val, err);
+  if (strcmp(key, "room") == 0) {
+    if (parse_num(val, &u) || u == 1 || u > GMT_MAX_HEADER / 2) return gm_err_set(err, GM_ERR_INVAL, "bad room '%s'", val);
+    h->room = (size_t)u;
+    return GM_OK;
+  }
 #define GMT_HF_IN_U32(tag, name)                                                                   \
   if (strcmp(key, #name) == 0) {                                                                   \
     if (parse_num(val, &u) || u > UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "bad " #name " '%s'", val); \

@@ -114,6 +114,7 @@ gm_status_t gmt_header_copy(gmt_header_t *dst, const gmt_header_t *src, gm_err_t
   GMT_HEADER_FIELDS(GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_NUM, GMT_HF_COPY_STR, GMT_HF_COPY_NUM)
   h.format_version = src->format_version;
   h.min_reader = src->min_reader;
+  h.room = src->room;
   for (size_t i = 0; s == GM_OK && i < src->n_kv; i++) s = gmt_header_kv_set(&h, src->kv[i].key, src->kv[i].value, err);
   if (s != GM_OK) {
     gmt_header_free(&h);
@@ -159,6 +160,15 @@ int gmt_header_encode(const gmt_header_t *h, uint32_t version, uint32_t min_read
     bad |= put_tlv(&b, GMT_HTAG_KV, kv, n + kl + vl);
     free(kv);
   }
+  /* room: fields of at most 129 bytes (1-byte tag, 1-byte length, up to 127 zero bytes), so
+   * any room but 1 is exactly representable and the split is the same every time */
+  static const uint8_t zeros[127];
+  for (size_t left = h->room; left >= 2 && !bad;) {
+    size_t r = left - 2 > 127 ? 127 : left - 2;
+    if (left - (r + 2) == 1) r--; /* never leave a single byte */
+    bad |= put_tlv(&b, GMT_HTAG_ROOM, zeros, r);
+    left -= r + 2;
+  }
   if (bad) {
     gmt_buf_free(&b);
     return -1;
@@ -179,6 +189,21 @@ int gmt_header_encode(const gmt_header_t *h, uint32_t version, uint32_t min_read
   }
   gmt_buf_free(&b);
   return r;
+}
+
+int gmt_header_encode_fit(const gmt_header_t *h, size_t frame_len, uint32_t version, uint32_t min_reader,
+                          gmt_buf_t *out) {
+  gmt_header_t bare = *h; /* shallow: only room differs */
+  bare.room = 0;
+  gmt_buf_t b = {0};
+  if (gmt_header_encode(&bare, version, min_reader, &b)) return -1;
+  size_t base = b.len;
+  gmt_buf_free(&b);
+  if (base > frame_len || frame_len - base == 1) return -1;
+  bare.room = frame_len - base;
+  size_t before = out->len;
+  if (gmt_header_encode(&bare, version, min_reader, out)) return -1;
+  return out->len - before == frame_len ? 0 : -1;
 }
 
 static gm_status_t set_str(char **f, const uint8_t *v, uint64_t len, gm_err_t *err) {
@@ -226,6 +251,12 @@ static gm_status_t dec_tlv(gmt_header_t *h, uint64_t tag, const uint8_t *v, uint
     free(k);
     free(val);
     return s;
+  }
+  if (tag == GMT_HTAG_ROOM) {
+    size_t lsize = 1; /* the field's whole size: 1-byte tag, varint length, bytes */
+    for (uint64_t x = len; x >= 128; x >>= 7) lsize++;
+    h->room += 1 + lsize + (size_t)len;
+    return GM_OK;
   }
   return GM_OK; /* unknown tag: provenance of a newer writer, skipped */
 }

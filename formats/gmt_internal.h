@@ -257,6 +257,7 @@ void gmt_addr_model_reset(gmt_addr_model_t *m);
   STR(13, tool)                                \
   STR(14, command_line)
 #define GMT_HTAG_KV 15
+#define GMT_HTAG_ROOM 16 /* padding (gmt_header_t.room): zero bytes, skipped */
 
 /* ---- column encoder (gmt_codec.c) ------------------------------------------------------------ */
 
@@ -309,6 +310,10 @@ gm_status_t gmt_dec_payload(const uint8_t *payload, size_t n, uint32_t expect_ev
 
 /* Appends the whole header frame (frame header + payload) with the given versions. */
 int gmt_header_encode(const gmt_header_t *h, uint32_t version, uint32_t min_reader, gmt_buf_t *out);
+/* The header frame of h, exactly frame_len bytes long, its room grown or shrunk to fit (the
+ * in-place rewrite of a written header). -1 if h does not fit (too little room) or no memory. */
+int gmt_header_encode_fit(const gmt_header_t *h, size_t frame_len, uint32_t version, uint32_t min_reader,
+                          gmt_buf_t *out);
 /* Parses a header frame at buf[0..n). *used = frame bytes. Fills h (caller frees). */
 gm_status_t gmt_header_decode(const uint8_t *buf, size_t n, gmt_header_t *h, size_t *used,
                               gm_err_t *err);

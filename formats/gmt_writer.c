@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uthash.h>
 #include <zstd.h>
@@ -44,7 +45,10 @@ struct gmt_writer {
   gmt_writer_opts_t o;
   gmt_header_t hdr;
   size_t header_len;
-  uint64_t off, seq, chunk_no, dropped, events, first_ts;
+  uint64_t off, seq, chunk_no, dropped, events, first_ts, last_ts;
+  /* what complete frames hold: the file's end after the last whole write, its events and the
+   * last one's time (gmt_writer_stop cuts back to it) */
+  uint64_t good_off, good_events, good_last_ts;
   gmt_enc_t enc;
   ZSTD_CCtx *cctx;
   gmt_buf_t payload, out;
@@ -119,6 +123,7 @@ gm_status_t gmt_writer_open_fd(gmt_writer_t **out, int fd, const char *name, con
     gmt_writer_abandon(w);
     return s;
   }
+  w->good_off = w->off;
   *out = w;
   return GM_OK;
 }
@@ -128,7 +133,12 @@ gm_status_t gmt_writer_open(gmt_writer_t **out, const char *path, const gmt_head
   *out = NULL;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return gm_err_set(err, GM_ERR_IO, "%s", strerror(errno));
-  return gmt_writer_open_fd(out, fd, path, h, opts, err);
+  struct stat sb;
+  int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+  gm_status_t s = gmt_writer_open_fd(out, fd, path, h, opts, err);
+  /* emptied by us and without a header (a full disk): no reader could use it */
+  if (s != GM_OK && regular) unlink(path);
+  return s;
 }
 
 gm_status_t gmt_writer_open_atomic(gmt_writer_t **out, const char *path, const gmt_header_t *h,
@@ -205,6 +215,9 @@ static gm_status_t cut(gmt_writer_t *w, gm_err_t *err) {
   w->idx[w->n_idx] = (idx_entry_t){w->off, w->seq, w->enc.events ? w->first_ts : 0, w->enc.events};
   gm_status_t s = write_all(w, w->out.p, head + cs, err);
   if (s != GM_OK) return s;
+  w->good_off = w->off;
+  w->good_events += w->enc.events;
+  if (w->enc.events) w->good_last_ts = w->last_ts;
   w->n_idx++;
   w->seq++;
   w->chunk_no++;
@@ -234,6 +247,7 @@ static gm_status_t append_one(gmt_writer_t *w, const gmt_event_t *ev, const void
   if (w->enc.events == 0) w->first_ts = ev->ts_ns;
   if (gmt_enc_add(&w->enc, ev, ext, ext_len)) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
   w->events++;
+  w->last_ts = ev->ts_ns;
   /* the payload size is a sum over the columns: looked at every 8 events, which is close enough */
   if (w->enc.events >= w->o.chunk_events || ((w->enc.events & 7) == 0 && gmt_enc_size(&w->enc) >= w->o.chunk_bytes) ||
       (w->o.chunk_age_ns && ev->ts_ns - w->first_ts >= w->o.chunk_age_ns))
@@ -402,3 +416,73 @@ void gmt_writer_abandon(gmt_writer_t *w) {
 
 uint64_t gmt_writer_events(const gmt_writer_t *w) { return w->events; }
 uint64_t gmt_writer_bytes(const gmt_writer_t *w) { return w->off; }
+
+/* ---- marks after the fact (SPEC.md §3.4): the header rewritten in place, inside its room ---- */
+
+static gm_status_t rewrite_header(gmt_writer_t *w, const gmt_coverage_t *add, gm_err_t *err) {
+  gmt_coverage_t c;
+  gmt_coverage(&w->hdr, NULL, &c);
+  gmt_coverage_fold(&c, add);
+  gm_status_t s = gmt_coverage_mark(&w->hdr, &c, err);
+  if (s != GM_OK) return s;
+  gmt_buf_t b = {0};
+  if (gmt_header_encode_fit(&w->hdr, w->header_len, w->hdr.format_version, w->hdr.min_reader, &b)) {
+    gmt_buf_free(&b);
+    return gm_err_set(err, GM_ERR_UNSUPPORTED, "no room in the header for its coverage marks (%zu bytes of room)",
+                      w->hdr.room);
+  }
+  ssize_t k = pwrite(w->fd, b.p, b.len, 0);
+  int e = errno;
+  gmt_buf_free(&b);
+  if (k != (ssize_t)w->header_len)
+    return gm_err_set(err, GM_ERR_IO, "rewriting the header: %s", k < 0 ? strerror(e) : "short write");
+  return GM_OK;
+}
+
+gm_status_t gmt_writer_mark(gmt_writer_t *w, const gmt_coverage_t *add, gm_err_t *err) {
+  if (w->failed) return gm_err_set(err, w->failed, "an earlier write failed");
+  return rewrite_header(w, add, err);
+}
+
+uint64_t gmt_writer_events_written(const gmt_writer_t *w, uint64_t *last_ts_ns) {
+  if (last_ts_ns) *last_ts_ns = w->good_last_ts;
+  return w->good_events;
+}
+
+gm_status_t gmt_writer_stop(gmt_writer_t *w, const gmt_coverage_t *add, gm_err_t *err) {
+  if (!w) return GM_OK;
+  if (w->atomic) { /* an output made in one go is whole or absent */
+    gmt_writer_abandon(w);
+    return GM_OK;
+  }
+  /* a chunk half written is cut off: the file ends with whole frames */
+  gm_status_t s = GM_OK;
+  if (ftruncate(w->fd, (off_t)w->good_off) != 0)
+    s = gm_err_set(err, GM_ERR_IO, "cutting the trace back to its last chunk: %s", strerror(errno));
+  gmt_coverage_t c;
+  if (add) c = *add;
+  else memset(&c, 0, sizeof c);
+  c.partial = 1;
+  c.why |= GMT_COV_STOPPED;
+  c.has_end = 1;
+  c.to_event = w->good_events;
+  c.to_ns = w->good_last_ts;
+  gm_err_t e2;
+  gm_err_clear(&e2);
+  gm_status_t m = rewrite_header(w, &c, &e2);
+  if (s == GM_OK && m != GM_OK) {
+    s = m;
+    if (err) *err = e2;
+  }
+  /* the index, if the disk takes it (it is small: 32 bytes a chunk); else the file stays cut */
+  if (s == GM_OK) {
+    w->failed = GM_OK;
+    w->off = w->good_off;
+    if (write_index(w, &e2) != GM_OK && ftruncate(w->fd, (off_t)w->good_off) != 0) {
+      /* the index's bytes stay as garbage after the last chunk: a reader salvages up to it */
+    }
+  }
+  close(w->fd);
+  destroy(w);
+  return s;
+}

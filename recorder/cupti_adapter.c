@@ -223,8 +223,22 @@ static void at_exit(void) {
   }
 }
 
-/* SIGTERM/SIGHUP with the default action would end the process without atexit: finish the
- * trace first (bounded wait), then die of the same signal so the exit status is unchanged. */
+/* Python that dies of an uncaught KeyboardInterrupt re-raises SIGINT with its default action
+ * after finalizing, without exit(): at_exit never runs. Py_AtExit's functions run at the end of
+ * the finalization: everything recorded until then goes to the file (not closed: a program that
+ * embeds Python may go on using CUDA after it). */
+static void at_py_finalize(void) {
+  if (inj.core && getpid() == inj.pid) rec_core_sync(inj.core, SIGNAL_FINISH_NS);
+}
+
+static void hook_python_finalize(void) {
+  int (*py_atexit)(void (*)(void)) = (int (*)(void (*)(void)))dlsym(RTLD_DEFAULT, "Py_AtExit");
+  if (py_atexit) py_atexit(at_py_finalize); /* -1 when its 32 slots are taken: atexit still runs */
+}
+
+/* SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGABRT with the default action would end the process
+ * without atexit: finish the trace first (bounded wait), then die of the same signal so the
+ * exit status is unchanged. */
 static void on_term(int sig) {
   if (inj.core && getpid() == inj.pid) rec_core_stop_from_signal(inj.core, SIGNAL_FINISH_NS);
   signal(sig, SIG_DFL);
@@ -323,8 +337,11 @@ static int start_core(unsigned mode) {
   rec_sites_attach(inj.core, inj.cs, inj_now);
   pthread_atfork(NULL, NULL, in_child);
   atexit(at_exit);
+  hook_python_finalize();
   install_term(SIGTERM);
   install_term(SIGHUP);
+  install_term(SIGINT); /* ^C to a program without a handler of its own (Python has one) */
+  install_term(SIGQUIT);
   install_term(SIGABRT); /* abort(): the trace is finished before the process dies of it */
   return 1;
 }

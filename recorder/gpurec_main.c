@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -43,6 +44,7 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_summary.h"
 #include "recorder/rec_torch.h"
+#include "recorder/gpurec_cover.h"
 #include "recorder/gpurec_env.h"
 #include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
@@ -197,7 +199,8 @@ static void print_summary(const char *path) {
           path, (unsigned long long)s.events, secs, gm_format_size(s.file_bytes, bytes, sizeof bytes),
           s.events ? (double)s.file_bytes / (double)s.events : 0.0,
           gm_format_size(s.peak_live, peak, sizeof peak), mapped, (unsigned long long)s.dropped,
-          s.truncated ? ", TRUNCATED (process killed?)" : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
+          s.truncated ? (s.coverage.why & (GMT_COV_KILLED | GMT_COV_STOPPED) ? ", TRUNCATED (see above)"
+                                                                         : ", TRUNCATED (process killed?)") : s.coverage.partial ? ", PARTIAL (see above)" : ", complete", s.gpu[0] ? ", GPU " : "",
           s.gpu, s.frameworks);
   uint64_t failed = s.by_kind[GMT_EV_ALLOC_FAILED];
   if (failed) {
@@ -366,6 +369,13 @@ static int cmd_record(config_t *cfg, char **cmd) {
     free(v);
   }
   install_forwarding();
+  /* gpurec's own writes past a file size limit (its messages, the merge, the marks) fail with
+   * EFBIG instead of killing it before it passes the job's status on; the job keeps the
+   * disposition it was given */
+  struct sigaction xfsz_ign, xfsz_job;
+  memset(&xfsz_ign, 0, sizeof xfsz_ign);
+  xfsz_ign.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &xfsz_ign, &xfsz_job);
   fflush(NULL);
   /* A command that cannot be started is told apart from a program that ran: exec failing in
    * the child writes its errno down this close-on-exec pipe; a started program closes it. */
@@ -390,6 +400,7 @@ static int cmd_record(config_t *cfg, char **cmd) {
       snprintf(out, sizeof out, "%s", tmpl);
     }
     setenv(REC_ENV_OUT, out, 1);
+    sigaction(SIGXFSZ, &xfsz_job, NULL);
     execvp(cmd[0], cmd);
     int e = errno;
     if (ep[1] >= 0 && write(ep[1], &e, sizeof e) != (ssize_t)sizeof e) {
@@ -416,6 +427,10 @@ static int cmd_record(config_t *cfg, char **cmd) {
   }
   g_child = 0;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  struct timespec died;
+  clock_gettime(CLOCK_REALTIME, &died);
+  gpurec_end_t ended = {pid, WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                      (uint64_t)died.tv_sec * 1000000000ull + (uint64_t)died.tv_nsec};
 
   char want[4200];
   gm_err_t err;
@@ -435,6 +450,9 @@ static int cmd_record(config_t *cfg, char **cmd) {
     /* a path the user named is the file written, without a ".zst" added to it */
     for (int i = 0; cfg->output && !strstr(cfg->output, "%p") && strcmp(want, tmpl) != 0 && i < r.ntraces; i++)
       if (strcmp(r.traces[i], want) == 0) rename_single(&r.traces[i], tmpl);
+    /* a trace its process did not finish (killed) says so in its header: every tool then
+     * prints PARTIAL first (SPEC.md §3.4) */
+    for (int i = 0; i < r.ntraces; i++) gpurec_mark_cut(r.traces[i], &ended, cfg->quiet);
   }
   if (exec_errno) {
     fprintf(stderr, "gpurec: error: cannot run '%s': %s%s\n", cmd[0], strerror(exec_errno),

@@ -8,6 +8,8 @@ R=$RUNROOT/recorder
 GPUREC=$R/gpurec
 APP=$R/fake_cuda_app
 CSV=$R/trace_csv
+REPLAY=$RUNROOT/replay/gpureplay
+ANALYZE=$RUNROOT/analyze/gpuanalyze
 T=${TEST_TMPDIR:-/tmp/gpurec_test.$$}
 mkdir -p "$T"
 cd "$T"
@@ -72,6 +74,22 @@ rm -f killed*.zst
 "$GPUREC" -o killed.zst -- "$APP" --sleep-ms 1500 --signal 9 2>/dev/null; rc=$?
 check "SIGKILL: exit 137" '[[ $rc == 137 ]]'
 check "SIGKILL: readable truncated trace" '[[ $(stats killed.zst) == *"events=1001 "*"truncated=1"* ]]'
+# ... and its header says so (issue 24, SPEC.md §3.4): killed by SIGKILL, where it stops, what a
+# kill may lose; every tool prints PARTIAL first
+rm -f killed.zst
+err=$("$GPUREC" -o killed.zst -- "$APP" --sleep-ms 600 --signal 9 2>&1); rc=$?
+check "SIGKILL: the header marks the kill" '[[ $rc == 137 && "$("$CSV" killed.zst)" == *"#kv.coverage=partial"*"#kv.coverage.why=killed"*"#kv.coverage.to_event=1001"*"#kv.coverage.signal=9"*"#kv.coverage.killed_ns="*"#kv.coverage.flush_ns=500000000"* ]]'
+check "SIGKILL: the summary says PARTIAL first, killed by SIGKILL, not complete" '[[ $(grep -n "killed.zst: PARTIAL trace: it stops at t=" <<< "$err" | cut -d: -f1) -lt $(grep -n "killed.zst: 1001 events in" <<< "$err" | cut -d: -f1) && $err == *"killed by SIGKILL at t="*"requests it made in its last <= 0.5 s before it died may be missing"* && $err != *", complete"* ]]'
+out=$("$ANALYZE" info killed.zst 2>&1); rc=$?
+check "SIGKILL: gpuanalyze info reads it, PARTIAL" '[[ $rc == 0 && $out == *"coverage:       PARTIAL trace: it stops at t="*"after 1001 events"*"killed by SIGKILL"* ]]'
+check "SIGKILL: gpureplay says PARTIAL" '[[ "$("$REPLAY" killed.zst 2>&1)" == *"PARTIAL trace: it stops at"* ]]'
+# SIGTERM, SIGINT, SIGQUIT, SIGABRT raised in a program without handlers: the trace is finished
+# before it dies (every event, an index, no mark), and its status is the signal's
+for sig in 15 2 3 6; do
+  rm -f sig$sig.zst
+  "$GPUREC" -q -o sig$sig.zst -- "$APP" --signal $sig 2>/dev/null; rc=$?
+  check "signal $sig in the job: exit $((128 + sig)), the whole trace, complete" '[[ $rc == $((128 + sig)) && $(stats sig$sig.zst) == *"events=1001 "*"truncated=0"* && "$("$CSV" sig$sig.zst)" != *"#kv.coverage"* ]]'
+done
 
 # signals sent to gpurec reach the child; SIGTERM still leaves a complete trace
 "$GPUREC" -o term.zst -- "$APP" --sleep-ms 5000 2>/dev/null & gp=$!
@@ -171,7 +189,6 @@ check "auto: PyTorch's events identical to the import's" '[[ -n "$(hist plain.zs
 nh=$(stats plain.zst | sed 's/.*events=\([0-9]*\).*/\1/'); na=$(stats auto.zst | sed 's/.*events=\([0-9]*\).*/\1/')
 check "auto: the CUPTI events kept beside them" '[[ $((na - nh)) == 1001 ]]'
 check "auto: timestamps never run backwards" '[[ $("$CSV" auto.zst | grep -v "^#" | awk -F, "NR > 1 && \$1 < p { b++ } NR > 1 { p = \$1 } END { print b + 0 }") == 0 ]]'
-REPLAY=$RUNROOT/replay/gpureplay
 peak() { "$REPLAY" "$1" --policy="$2" --json 2>/dev/null | sed -n 's/.*"peak_reserved_bytes": *\([0-9]*\).*/\1/p' | head -1; }
 check "auto: replay = the import's = the real max_memory_reserved (two_streams)" '[[ $(peak auto.zst pytorch) == 440401920 && $(peak plain.zst pytorch) == 440401920 ]]'
 out=$("$REPLAY" auto.zst --policy=pytorch 2>&1)
@@ -237,6 +254,26 @@ err=$("${FT[@]}" FAKE_TORCH_LIB="$T/site/torch/lib/libtorch_cuda.so" FAKE_TORCH_
 check "auto SIGKILL: exit 137, the CUPTI trace readable" '[[ $rc == 137 && $(stats kill2.zst) == *"events=1001 "*"truncated=1"* ]]'
 check "auto SIGKILL: the lost history is said" '[[ $err == *"kill2.zst: PyTorch'"'"'s memory history was not dumped"* ]]'
 
+# Python dying of an uncaught KeyboardInterrupt re-raises SIGINT after finalizing, without exit():
+# the recorder's atexit never runs, but its Py_AtExit sync has put every event on disk; gpurec
+# marks the unclosed trace as killed by SIGINT
+rm -f kbd.zst
+err=$("${FT[@]}" "$GPUREC" --mode=native -o kbd.zst -- python3 -c 'import torch; torch.cuda._lazy_init(); raise KeyboardInterrupt' 2>&1); rc=$?
+check "Python KeyboardInterrupt: exit 130, every event on disk" '[[ $rc == 130 && $(stats kbd.zst) == *"events=1001 "* ]]'
+check "Python KeyboardInterrupt: said killed by SIGINT" '[[ $err == *"kbd.zst: PARTIAL trace: it stops at"*"killed by SIGINT"* ]]'
+
+# The output disk fills (a file size limit; SIGXFSZ left at its default: the recorder's writer
+# thread blocks it): the job runs on and exits 0, the trace keeps its whole chunks and says where
+# it stops and why; gpurec and gpuanalyze say PARTIAL first
+rm -f full.zst
+err=$(ulimit -f 20; GPUMEM_SELFTEST=4000000 "$GPUREC" --mode=native -o full.zst -- "$APP" 2>&1); rc=$?
+n=$(stats full.zst | sed -n 's/.*events=\([0-9]*\) .*/\1/p')
+check "disk full: the job exits 0, the trace kept within the limit" '[[ $rc == 0 && -n $n && $n -gt 0 && $(stat -c %s full.zst) -le 20480 ]]'
+check "disk full: the job was told once, with what the trace keeps" '[[ $(grep -c "^\[gpurec\] cannot write trace: write: File too large; recording stopped; the trace keeps its first $n events" <<< "$err") == 1 ]]'
+check "disk full: gpurec says where it stops and why, first" '[[ $err == *"full.zst: PARTIAL trace: it stops at t="*", after $n events; "*"the recorder stopped before the run ended (cannot write trace: write: File too large"* && $err != *"process killed?"* ]]'
+out=$("$ANALYZE" info full.zst 2>&1); rc=$?
+check "disk full: gpuanalyze info reads it, PARTIAL" '[[ $rc == 0 && $out == *"coverage:       PARTIAL trace: it stops at"*"after $n events"* ]]'
+
 # A recording gpurec could not merge (killed with the job): PyTorch's streamed requests
 # (flags 0x10) beside the driver's cudaMalloc of their segment. gpureplay refuses it with the
 # command that merges it; gpurec import merges it (the segment's driver call left out) and the
@@ -264,6 +301,13 @@ check "gpurec import merges an unmerged recording" '[[ $rc == 0 && -f merged.zst
 out=$("$REPLAY" merged.zst --json 2>&1); rc=$?
 check "the merged recording replays: one 2 MiB segment, 4 KiB live at the end" '[[ $rc == 0 && $out == *"\"peak_reserved_bytes\":2097152"* && $out == *"\"peak_requested_bytes\":4096"* ]]'
 check "the merged recording holds the requests once (no driver call beside them)" '[[ $("$CSV" merged.zst | grep -c ",alloc,") == 2 && $("$CSV" merged.zst | grep -c ",0x10,") == 0 ]]'
+# the same recording cut by a kill (no index: what a SIGKILL of the job and of gpurec leaves):
+# its merge is PARTIAL whatever the merge marked
+head -c $(( $(stat -c %s unmerged.zst) - 84 )) unmerged.zst > unmerged_cut.zst
+check "a cut unmerged recording reads as truncated" '[[ $(stats unmerged_cut.zst) == *"truncated=1"* ]]'
+err=$("$GPUREC" import unmerged_cut.zst -o merged_cut.zst 2>&1); rc=$?
+out=$("$ANALYZE" info merged_cut.zst 2>&1)
+check "its merge says PARTIAL: the process did not finish its trace" '[[ $rc == 0 && $out == *"coverage:       PARTIAL trace:"*"CUPTI"* ]]'
 err=$("$GPUREC" import merged.zst -o again.zst 2>&1); rc=$?
 check "a merged trace is not merged again: the advice a trace gets" '[[ $rc == 1 && $err == *"already a gpumem trace"* && ! -f again.zst ]]'
 

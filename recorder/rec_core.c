@@ -8,11 +8,19 @@
  * So events reach the file in timestamp order even though CUPTI delivers records in late batches
  * while API callbacks (failed allocations, VMM calls) arrive at once, and no written chunk is
  * older than about one flush interval: a SIGKILL loses at most the last second.
+ * Each pass drains at most one ring's worth, so a ring kept busy by the application's threads
+ * never starves the flush: what a SIGKILL loses stays within about one flush interval.
  * Failure (disk full, a bad path): warn once through the source's hook, stop accepting events,
- * leave the file as it is (readable up to its last chunk, marked truncated by the reader). */
+ * cut the file back to its last complete chunk and mark its header partial, `stopped` with the
+ * reason and the window's end (gmt_writer_stop: in place, inside the header's room), so the
+ * application runs on and the trace says where it stops. A normal close marks the header
+ * partial too where the recording knows it is: records dropped, or frees of addresses it never
+ * saw allocated (a recording that began after the process allocated) (SPEC.md §3.4). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +71,7 @@ struct rec_core {
   _Atomic int done;     /* writer thread finished (closed or failed) */
   _Atomic int failed;
   _Atomic int gpu_ready;
+  _Atomic int sync_req; /* rec_core_sync: write everything pushed so far, then clear */
   /* counters the writer updates as it goes (pushes are counted by the ring's head) */
   _Alignas(64) _Atomic uint64_t written, ring_drops, src_drops, file_bytes;
   char fail_msg[512];
@@ -82,6 +91,7 @@ struct rec_core {
   uint32_t *cs_map;  /* hooks.string: the source's callsite id -> the trace's string id */
   size_t ncs_map;
   rec_mapped_t mapped; /* DEVICE_USAGE records: each device's mapped bytes (rec_devmem.c) */
+  uint64_t unseen_frees; /* fill_free_sizes: frees of addresses never seen allocated */
 };
 
 static uint64_t mono_ns(void) {
@@ -100,18 +110,35 @@ static void sleep_ns(uint64_t ns) {
 
 static void fail_now(rec_core_t *c, const char *msg) {
   if (atomic_exchange(&c->failed, 1)) return;
-  if (c->hooks.warn) c->hooks.warn(c->hooks.ctx, msg);
   if (c->w) {
-    gmt_writer_abandon(c->w); /* what is on disk stays readable up to its last chunk */
+    /* what is on disk stays readable up to its last chunk, and says that it stops there */
+    uint64_t last_ts = 0, events = gmt_writer_events_written(c->w, &last_ts);
+    gmt_coverage_t cov;
+    memset(&cov, 0, sizeof cov);
+    snprintf(cov.stopped, sizeof cov.stopped, "%s", msg);
+    gm_err_t err;
+    gm_err_clear(&err);
+    gm_status_t s = gmt_writer_stop(c->w, &cov, &err);
     c->w = NULL;
+    char full[GM_ERR_MSG_MAX + 768];
+    if (s == GM_OK)
+      snprintf(full, sizeof full, "%s; the trace keeps its first %" PRIu64 " events (to t=%.3f s) and says "
+               "where it stops", msg, events, (double)last_ts / 1e9);
+    else
+      snprintf(full, sizeof full, "%s; the trace keeps its first %" PRIu64 " events but could not be marked "
+               "(%s)", msg, events, err.msg);
+    if (c->hooks.warn) c->hooks.warn(c->hooks.ctx, full);
+  } else if (c->hooks.warn) {
+    c->hooks.warn(c->hooks.ctx, msg);
   }
   c->npend = 0;
 }
 
 static int drain(rec_core_t *c) {
   int any = 0;
-  size_t n;
-  while ((n = rec_ring_pop(c->ring, c->batch, DRAIN_BATCH)) > 0) {
+  size_t n, budget = c->cfg.ring_events; /* then back to flushing, however busy the ring */
+  while (budget && (n = rec_ring_pop(c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
+    budget -= n;
     any = 1;
     if (atomic_load(&c->failed)) continue;
     if (c->npend + n > c->cap_pend) {
@@ -150,6 +177,7 @@ static void open_file(rec_core_t *c) {
     return;
   }
   if (c->hooks.fill_header) c->hooks.fill_header(c->hooks.ctx, &h);
+  h.room = REC_HEADER_ROOM; /* for the coverage marks of a stop, a close or gpurec after a kill */
   gm_status_t s = gmt_writer_open(&c->w, c->path, &h, &c->cfg.writer, &err);
   gmt_header_free(&h);
   if (s < 0) {
@@ -188,7 +216,10 @@ static void track_live(rec_core_t *c, gmt_event_t *ev) {
     e->mem_kind = ev->mem_kind;
   } else if (ev->kind == GMT_EV_FREE) {
     HASH_FIND(hh, c->live, &ev->addr, sizeof ev->addr, e);
-    if (!e) return;
+    if (!e) { /* the driver freed it (only successful frees are events): allocated before we began */
+      if (!(ev->flags & GMT_F_TORCH_STREAM)) c->unseen_frees++; /* PyTorch's blocks are not driver calls */
+      return;
+    }
     if (ev->size == 0) ev->size = e->size;
     if (ev->mem_kind == GMT_MEM_UNKNOWN) ev->mem_kind = e->mem_kind;
     HASH_DEL(c->live, e);
@@ -277,15 +308,38 @@ static void flush_file(rec_core_t *c) {
   atomic_store(&c->file_bytes, gmt_writer_bytes(c->w));
 }
 
+/* What the recording knows it missed, in the header before the index (SPEC.md §3.4). */
+static void mark_known_losses(rec_core_t *c) {
+  gmt_coverage_t cov;
+  memset(&cov, 0, sizeof cov);
+  int dropped = atomic_load(&c->src_drops) + atomic_load(&c->ring_drops) > 0;
+  if (dropped) cov.why |= GMT_COV_DROPPED;
+  if (c->unseen_frees && !dropped) { /* a dropped allocation leaves its free unseen: said already */
+    cov.why |= GMT_COV_LATE_START;
+    cov.unseen_frees = c->unseen_frees;
+  }
+  if (!cov.why) return;
+  cov.partial = 1;
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (gmt_writer_mark(c->w, &cov, &err) < 0 && c->hooks.warn) {
+    char msg[GM_ERR_MSG_MAX + 64];
+    snprintf(msg, sizeof msg, "cannot mark the trace partial: %s", err.msg);
+    c->hooks.warn(c->hooks.ctx, msg);
+  }
+}
+
 static void finish(rec_core_t *c, int from_signal) {
   if (from_signal && c->hooks.final_flush) c->hooks.final_flush(c->hooks.ctx);
-  drain(c);
+  for (int pass = 0; pass < 64 && drain(c); pass++) { /* what was pushed before the stop; threads */
+  }                                                    /* pushing on (push_batch) cannot hold it */
   if (!atomic_load(&c->failed)) {
     if (!c->w && (c->npend || atomic_load(&c->gpu_ready)))
       open_file(c); /* a process with a GPU context leaves a trace even without events */
     emit(c, UINT64_MAX);
     flush_file(c);
   }
+  if (c->w && !atomic_load(&c->failed)) mark_known_losses(c);
   if (c->w) {
     gm_err_t err;
     gm_err_clear(&err);
@@ -302,8 +356,28 @@ static void finish(rec_core_t *c, int from_signal) {
   }
 }
 
+/* rec_core_sync: everything pushed so far onto the disk, the horizon without its margin (the
+ * caller says the process is quiet: its interpreter has finished). */
+static void sync_now(rec_core_t *c) {
+  if (c->hooks.tick && !atomic_load(&c->failed)) c->hooks.tick(c->hooks.ctx);
+  for (int pass = 0; pass < 64 && drain(c); pass++) {
+  }
+  if (!c->w && !atomic_load(&c->failed) && (c->npend || atomic_load(&c->gpu_ready))) open_file(c);
+  if (c->w) {
+    emit(c, c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) + 1 : UINT64_MAX);
+    flush_file(c);
+  }
+  atomic_store(&c->sync_req, 0);
+}
+
 static void *writer_main(void *arg) {
   rec_core_t *c = arg;
+  /* The application's signals are for its own threads. SIGXFSZ (a file size limit) stays pending
+   * here instead of killing the job, and the write fails with EFBIG: the recording stops, the
+   * job runs on. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
   uint64_t last_tick = mono_ns();
   for (;;) {
     int stop = atomic_load(&c->stop_req);
@@ -311,6 +385,10 @@ static void *writer_main(void *arg) {
     if (stop) {
       finish(c, stop == STOP_SIGNAL);
       break;
+    }
+    if (atomic_load(&c->sync_req)) {
+      sync_now(c);
+      continue;
     }
     int any = drain(c);
     uint64_t now = mono_ns();
@@ -360,7 +438,7 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
   if (c) memset(c, 0, sizeof *c);
   if (!c) return gm_err_set(err, GM_ERR_NOMEM, "recorder: out of memory");
   c->cfg = *cfg;
-  if (!c->cfg.flush_interval_ns) c->cfg.flush_interval_ns = 500000000ull;
+  if (!c->cfg.flush_interval_ns) c->cfg.flush_interval_ns = REC_FLUSH_INTERVAL_NS;
   if (!c->cfg.open_after_ns) c->cfg.open_after_ns = 1000000000ull;
   if (!c->cfg.order_margin_ns) c->cfg.order_margin_ns = 10000000ull;
   if (!c->cfg.ring_events) c->cfg.ring_events = 65536;
@@ -454,6 +532,19 @@ gm_status_t rec_core_stop(rec_core_t *c) {
     c->thread_started = 0;
   }
   return atomic_load(&c->failed) ? GM_ERR_IO : GM_OK;
+}
+
+int rec_core_sync(rec_core_t *c, uint64_t timeout_ns) {
+  if (!c || atomic_load(&c->done)) return 0;
+  atomic_store(&c->sync_req, 1);
+  pthread_mutex_lock(&c->mu);
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  for (uint64_t waited = 0; waited < timeout_ns; waited += 1000000ull) {
+    if (!atomic_load(&c->sync_req) || atomic_load(&c->done)) return !atomic_load(&c->sync_req);
+    sleep_ns(1000000ull);
+  }
+  return 0;
 }
 
 int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns) {

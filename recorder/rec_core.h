@@ -60,11 +60,17 @@ typedef struct rec_hooks {
   void (*warn)(void *ctx, const char *msg);
 } rec_hooks_t;
 
+/* The default flush interval: what a SIGKILL of the process loses at most (plus the order
+ * margin and one pass of the writer); gpurec says it when it marks a killed job's trace. */
+#define REC_FLUSH_INTERVAL_NS 500000000ull
+/* Bytes of room in each trace's header (gmt_header_t.room) for coverage marks written later. */
+#define REC_HEADER_ROOM 1024
+
 typedef struct rec_config {
   const char *path;           /* trace file to write */
   const char *manifest;       /* optional: append "path\n" here when the file is created */
   gmt_header_t header;        /* provenance; copied; the writer fills versions */
-  uint64_t flush_interval_ns; /* tick + chunk flush period (0: 500 ms) */
+  uint64_t flush_interval_ns; /* tick + chunk flush period (0: REC_FLUSH_INTERVAL_NS) */
   uint64_t open_after_ns;     /* open the file at the latest this long after start (0: 1 s) */
   uint64_t order_margin_ns;   /* events this close to the horizon wait one more tick (0: 10 ms) */
   size_t ring_events;         /* ring capacity (0: 65536) */
@@ -97,6 +103,11 @@ void rec_core_fail(rec_core_t *c, const char *msg);
 /* Normal end (atexit): final_flush, drain, write the index, close. Idempotent. The core stays
  * allocated (pushes after stop are dropped); rec_core_destroy frees it. */
 gm_status_t rec_core_stop(rec_core_t *c);
+/* Any thread but the writer's (not a signal handler): write everything pushed so far and flush
+ * it to the file now, without closing it, waiting at most timeout_ns; for a process about to
+ * die without exit() (Python re-raises an uncaught KeyboardInterrupt's SIGINT after finalizing).
+ * Returns 1 when it is on disk. */
+int rec_core_sync(rec_core_t *c, uint64_t timeout_ns);
 /* Async-signal-safe end (SIGTERM handler): asks the writer thread to flush and close, waits
  * at most timeout_ns. Returns 1 if the trace was closed in time. */
 int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns);

@@ -11,7 +11,7 @@
 #       under the same setting, to the byte; the trace says torch_history.source=stream.
 # kill: stream_jobs.py killme recorded, the job SIGKILLed after 6 s: the trace (merged by gpurec
 #       after the kill) holds at least every allocation the job had logged 1 s before the kill,
-#       and replays.
+#       replays, and says PARTIAL (killed by SIGKILL) in gpurec's summary and in info.
 # cost: stream_jobs.py loop 4, plain and recorded alternated 3 times: allocations per second.
 # costx: the loop (2 s) across processes, 5 rounds of plain / gpurec --mode=native / the default
 #       without callsites / the default: whose part of the whole is whose (per second: all/2nd half).
@@ -101,6 +101,14 @@ if has kill; then
     $([ -n "$ALLOCS" ] && [ "$ALLOCS" -ge "$WANT" ] && echo 1 || echo 0) "$ALLOCS allocations in the trace, $WANT logged by kill-1s, $LAST by the last log line"
   gpureplay "$W/killme.zst" --json > "$W/killme.replay.json" 2> "$W/killme.replay.err"
   check "killme: the trace replays" $([ $? = 0 ] && echo 1 || echo 0) "$(head -c 200 "$W/killme.replay.json")"
+  # issue 24 item 2: the merged trace of a killed job is not "complete": its header says killed by
+  # SIGKILL, and gpurec's summary and info say PARTIAL first
+  COV=$(grep '^coverage:' "$W/killme.info.txt" | head -1)
+  check "killme: info says PARTIAL, killed by SIGKILL" \
+    $([[ $COV == *"PARTIAL trace: it stops at"*"killed by SIGKILL"* ]] && echo 1 || echo 0) "$COV"
+  check "killme: gpurec's summary says PARTIAL, not complete" \
+    $(grep -q "killme.zst: PARTIAL trace: it stops at" "$W/runs/killme.err" && ! grep -q ", complete," "$W/runs/killme.err" && echo 1 || echo 0) \
+    "$(grep -m1 'PARTIAL\|complete' "$W/runs/killme.err" | head -c 300)"
   echo "{\"job\":\"killme\",\"allocs_in_trace\":${ALLOCS:-null},\"logged_1s_before\":$WANT,\"logged_last\":${LAST:-null}}" >> "$W/results.jsonl"
 fi
 
