@@ -167,7 +167,7 @@ fi
 
 if has parts; then
   echo "== each part of the streamed default, in one process"
-  (cd "$W" && gpurec -q -o "$W/parts.zst" -- python3 "$ROOT/tests/gpu/stream_cost.py" > "$W/runs/parts.out" 2> "$W/runs/parts.err")
+  (cd "$W" && gpurec -q -o "$W/parts.zst" -- python3 "$ROOT/tests/gpu/stream_cost.py" ${STREAM_COST_ARGS:-} > "$W/runs/parts.out" 2> "$W/runs/parts.err")
   echo "  gpurec rc=$?"; tail -3 "$W/runs/parts.err"
   res=$(sed -n 's/^RESULT //p' "$W/runs/parts.out" | tail -1)
   check "parts: the bench ran" $([ -n "$res" ] && echo 1 || echo 0) "$(tail -c 300 "$W/runs/parts.out")"
