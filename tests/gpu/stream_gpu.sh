@@ -80,7 +80,7 @@ if has long; then
   has trainonly || long_job bigfirst "" bigfirst ${BIG_N:-2200000}
   has smoke || has trainonly || long_job bigfirst expandable_segments:True bigfirst ${BIG_N:-2200000}
   has smoke || long_job train "" train ${TRAIN_STEPS:-600}
-  has smoke || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
+  has smoke || [ "${TRAIN_EXPANDABLE:-1}" = 0 ] || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
 fi
 
 if has kill; then
