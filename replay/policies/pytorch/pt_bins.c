@@ -1,0 +1,256 @@
+/* pt_bins.c: the free-block bins of pt_bins.h.
+ *
+ * Order: groups by stream, bins by size class, (size, address) inside a bin's tree. A group
+ * emptied stays while there are at most KEEP_GROUPS groups (a stream whose pool empties and
+ * refills pays no allocation); past that, empty groups are freed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/policies/pytorch/pt_internal.h"
+
+#define KEEP_GROUPS 8u
+
+static int cmp_bin(const pt_block_t *a, const pt_block_t *b) {
+  if (a->size != b->size) return a->size < b->size ? -1 : 1;
+  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+  return 0;
+}
+
+/* libbsd's RB_GENERATE_STATIC marks its functions __unused, which libbsd leaves undefined
+ * (a glibc struct has a member of that name): defined here, after every other header. */
+#ifndef __unused
+#define __unused __attribute__((__unused__))
+#endif
+RB_GENERATE_STATIC(pt_bin_tree, pt_block, rb, cmp_bin)
+
+void pt_bins_init(pt_bins_t *s) {
+  s->g = NULL;
+  s->ng = s->capg = 0;
+  s->n = 0;
+}
+
+void pt_bins_clear(pt_bins_t *s) {
+  for (uint32_t i = 0; i < s->ng; i++) free(s->g[i]);
+  free(s->g);
+  pt_bins_init(s);
+}
+
+/* The first group whose stream is >= stream (ng when none). */
+static uint32_t group_lower(const pt_bins_t *s, uint64_t stream) {
+  uint32_t lo = 0, n = s->ng;
+  while (n > 0) {
+    uint32_t half = n / 2;
+    if (s->g[lo + half]->stream < stream) {
+      lo += half + 1;
+      n -= half + 1;
+    } else {
+      n = half;
+    }
+  }
+  return lo;
+}
+
+/* The group of stream, or NULL. One stream (most pools) costs one compare. */
+static inline pt_bgroup_t *group_of(const pt_bins_t *s, uint64_t stream) {
+  if (s->ng && s->g[0]->stream == stream) return s->g[0];
+  uint32_t gi = group_lower(s, stream);
+  return gi < s->ng && s->g[gi]->stream == stream ? s->g[gi] : NULL;
+}
+
+/* The first non-empty bin >= k of g (PT_BINS_N when none). */
+static inline uint32_t bit_next(const pt_bgroup_t *g, uint32_t k) {
+  if (k >= PT_BINS_N) return PT_BINS_N;
+  uint32_t w = k / 64;
+  uint64_t m = g->map[w] & (~0ull << (k % 64));
+  while (!m) {
+    if (++w == PT_BINS_WORDS) return PT_BINS_N;
+    m = g->map[w];
+  }
+  return w * 64 + (uint32_t)__builtin_ctzll(m);
+}
+
+/* The last non-empty bin <= k of g (UINT32_MAX when none); k < PT_BINS_N. */
+static inline uint32_t bit_prev(const pt_bgroup_t *g, uint32_t k) {
+  uint32_t w = k / 64;
+  uint64_t m = g->map[w] & (~0ull >> (63 - k % 64));
+  while (!m) {
+    if (w-- == 0) return UINT32_MAX;
+    m = g->map[w];
+  }
+  return w * 64 + 63u - (uint32_t)__builtin_clzll(m);
+}
+
+/* The least block of the first non-empty group >= gi (NULL when none). */
+static pt_block_t *first_from(const pt_bins_t *s, uint32_t gi) {
+  for (; gi < s->ng; gi++) {
+    pt_bgroup_t *g = s->g[gi];
+    if (g->n) return RB_MIN(pt_bin_tree, &g->bin[bit_next(g, 0)]);
+  }
+  return NULL;
+}
+
+/* The greatest block of the last non-empty group <= gi (NULL when none; gi may be -1). */
+static pt_block_t *last_from(const pt_bins_t *s, int64_t gi) {
+  for (; gi >= 0; gi--) {
+    pt_bgroup_t *g = s->g[gi];
+    if (g->n) return RB_MAX(pt_bin_tree, &g->bin[bit_prev(g, PT_BINS_N - 1)]);
+  }
+  return NULL;
+}
+
+/* The least block after bin k of group g (whose index is found only when it must be left). */
+static inline pt_block_t *after_bin(const pt_bins_t *s, pt_bgroup_t *g, uint32_t k) {
+  uint32_t nk = bit_next(g, k + 1);
+  if (nk < PT_BINS_N) return RB_MIN(pt_bin_tree, &g->bin[nk]);
+  return first_from(s, group_lower(s, g->stream) + 1);
+}
+
+pt_block_t *pt_bins_first(const pt_bins_t *s) { return first_from(s, 0); }
+
+pt_block_t *pt_bins_last(const pt_bins_t *s) { return last_from(s, (int64_t)s->ng - 1); }
+
+pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b) {
+  pt_block_t *n = RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
+  return n ? n : after_bin(s, b->grp, b->bin);
+}
+
+pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b) {
+  pt_block_t *n = RB_PREV(pt_bin_tree, &b->grp->bin[b->bin], b);
+  if (n) return n;
+  uint32_t k = b->bin ? bit_prev(b->grp, b->bin - 1u) : UINT32_MAX;
+  if (k != UINT32_MAX) return RB_MAX(pt_bin_tree, &b->grp->bin[k]);
+  return last_from(s, (int64_t)group_lower(s, b->grp->stream) - 1);
+}
+
+/* The first block of g >= (size, 0), or NULL; *k: the size's bin. */
+static inline pt_block_t *lower_in(const pt_bgroup_t *g, uint64_t size, uint32_t *k) {
+  *k = pt_bins_class(size);
+  if (g->map[*k / 64] >> (*k % 64) & 1) {
+    pt_block_t key; /* only the compared fields */
+    key.size = size, key.addr = 0;
+    pt_block_t *b = RB_NFIND(pt_bin_tree, (struct pt_bin_tree *)&g->bin[*k], &key);
+    if (b) return b;
+  }
+  return NULL;
+}
+
+pt_block_t *pt_bins_lower(const pt_bins_t *s, uint64_t stream, uint64_t size) {
+  pt_bgroup_t *g = group_of(s, stream);
+  if (!g) return first_from(s, group_lower(s, stream));
+  uint32_t k;
+  pt_block_t *b = lower_in(g, size, &k);
+  return b ? b : after_bin(s, g, k);
+}
+
+pt_block_t *pt_bins_lower_in_stream(const pt_bins_t *s, uint64_t stream, uint64_t size) {
+  pt_bgroup_t *g = group_of(s, stream);
+  if (!g) return NULL;
+  uint32_t k;
+  pt_block_t *b = lower_in(g, size, &k);
+  if (b) return b;
+  k = bit_next(g, k + 1);
+  return k < PT_BINS_N ? RB_MIN(pt_bin_tree, &g->bin[k]) : NULL;
+}
+
+pt_block_t *pt_bins_next_in_stream(pt_block_t *b) {
+  pt_block_t *n = RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
+  if (n) return n;
+  uint32_t k = bit_next(b->grp, b->bin + 1u);
+  return k < PT_BINS_N ? RB_MIN(pt_bin_tree, &b->grp->bin[k]) : NULL;
+}
+
+/* Into group g's bin of b's size. */
+static void put(pt_bins_t *s, pt_bgroup_t *g, pt_block_t *b) {
+  uint32_t k = pt_bins_class(b->size);
+  RB_INSERT(pt_bin_tree, &g->bin[k], b);
+  g->map[k / 64] |= 1ull << (k % 64);
+  g->n++;
+  s->n++;
+  b->grp = g;
+  b->bin = (uint16_t)k;
+}
+
+int pt_bins_insert(pt_bins_t *s, pt_block_t *b) {
+  pt_bgroup_t *g = group_of(s, b->stream);
+  if (!g) {
+    if (s->ng == s->capg) {
+      uint32_t cap = s->capg ? 2 * s->capg : 4;
+      pt_bgroup_t **n = realloc(s->g, (size_t)cap * sizeof *n);
+      if (!n) return -1;
+      s->g = n;
+      s->capg = cap;
+    }
+    g = calloc(1, sizeof *g); /* zeroed: every bin an empty tree */
+    if (!g) return -1;
+    g->stream = b->stream;
+    uint32_t gi = group_lower(s, b->stream);
+    memmove(s->g + gi + 1, s->g + gi, (size_t)(s->ng - gi) * sizeof *s->g);
+    s->g[gi] = g;
+    s->ng++;
+  }
+  put(s, g, b);
+  return 0;
+}
+
+/* Out of its bin; the group stays (the caller puts a block back or drops the group). */
+static void take_out(pt_bins_t *s, pt_block_t *b) {
+  pt_bgroup_t *g = b->grp;
+  struct pt_bin_tree *t = &g->bin[b->bin];
+  RB_REMOVE(pt_bin_tree, t, b);
+  if (RB_EMPTY(t)) g->map[b->bin / 64] &= ~(1ull << (b->bin % 64));
+  g->n--;
+  s->n--;
+}
+
+void pt_bins_remove(pt_bins_t *s, pt_block_t *b) {
+  pt_bgroup_t *g = b->grp;
+  take_out(s, b);
+  b->grp = NULL;
+  if (g->n == 0 && s->ng > KEEP_GROUPS) {
+    uint32_t gi = group_lower(s, g->stream);
+    memmove(s->g + gi, s->g + gi + 1, (size_t)(s->ng - gi - 1) * sizeof *s->g);
+    s->ng--;
+    free(g);
+  }
+}
+
+void pt_bins_shrunk(pt_bins_t *s, pt_block_t *b) {
+  pt_bgroup_t *g = b->grp;
+  if (pt_bins_class(b->size) == b->bin) {
+    /* Its key only went down: still in order unless its predecessor in the bin now sorts
+     * after it (the in-order sequence, all a search sees, is then what a move would give). */
+    pt_block_t *prev = RB_PREV(pt_bin_tree, &g->bin[b->bin], b);
+    if (!prev || cmp_bin(prev, b) < 0) return;
+  }
+  take_out(s, b);
+  put(s, g, b);
+}
+
+/* b takes old's node (links and colour): the tree keeps its shape, b sits where old sat. */
+static void take_node(struct pt_bin_tree *h, pt_block_t *old, pt_block_t *b) {
+  b->rb = old->rb;
+  pt_block_t *par = RB_PARENT(old, rb);
+  if (!par) RB_ROOT(h) = b;
+  else if (RB_LEFT(par, rb) == old) RB_LEFT(par, rb) = b;
+  else RB_RIGHT(par, rb) = b;
+  if (RB_LEFT(old, rb)) RB_PARENT(RB_LEFT(old, rb), rb) = b;
+  if (RB_RIGHT(old, rb)) RB_PARENT(RB_RIGHT(old, rb), rb) = b;
+}
+
+void pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b) {
+  pt_bgroup_t *g = old->grp;
+  if (pt_bins_class(b->size) == old->bin) {
+    /* b's key is above old's: in order unless old's successor in the bin sorts before it */
+    pt_block_t *succ = RB_NEXT(pt_bin_tree, &g->bin[old->bin], old);
+    if (!succ || cmp_bin(b, succ) < 0) {
+      take_node(&g->bin[old->bin], old, b);
+      b->grp = g;
+      b->bin = old->bin;
+      old->grp = NULL;
+      return;
+    }
+  }
+  take_out(s, old);
+  old->grp = NULL;
+  put(s, g, b);
+}

@@ -1,0 +1,52 @@
+/* pt_bins.h: a pool's free blocks in torch's BlockPool order, (stream, size, address)
+ * (BlockComparatorSize), held in size-class bins. Internal to the pytorch policy.
+ *
+ * torch's search, get_free_block, is pool.blocks.lower_bound((stream, size, 0)): the first
+ * free block of the stream whose size is >= the request, lowest address on ties. Here: one
+ * group per stream (groups sorted by stream id), in a group PT_BINS_N bins by size class
+ * (16 exact classes of 512 bytes, then 8 per power of two; the class is monotonic in the
+ * size, so every block of an earlier bin is smaller), a bitmap of the non-empty bins, and in
+ * each bin a red-black tree ordered by (size, address) through the block's own links. A
+ * search is its size's bin (a tree of one to three blocks on real traces), else the least
+ * block of the next non-empty bin (a bit scan), else of the next group: the same block the
+ * single (stream, size, address) tree gave, without its ~log2(n) dependent loads. A pool of a
+ * million same-size blocks (one bin) costs O(log n), as the one tree did.
+ *
+ * A block in the set records its group and bin (pt_block_t.grp, .bin): removal needs no
+ * search, and a block whose key changed in place (a split's remainder, a merge taking a
+ * neighbour's node) is still found. Blocks are visited in order by pt_bins_first / next /
+ * prev / last; a visit may remove the block it stands on after taking its neighbour. */
+#ifndef PT_BINS_H
+#define PT_BINS_H
+
+#include <bsd/sys/tree.h>
+#include <stdint.h>
+
+#define PT_BINS_N 448 /* 16 + 54 octaves x 8, rounded up to whole bitmap words */
+#define PT_BINS_WORDS (PT_BINS_N / 64)
+
+struct pt_block;
+RB_HEAD(pt_bin_tree, pt_block);
+
+typedef struct pt_bgroup {
+  uint64_t stream;
+  uint64_t n;
+  uint64_t map[PT_BINS_WORDS]; /* bit k: bin k is non-empty */
+  struct pt_bin_tree bin[PT_BINS_N];
+} pt_bgroup_t;
+
+typedef struct pt_bins {
+  pt_bgroup_t **g; /* ng groups by stream id; a few may be empty (kept for reuse) */
+  uint32_t ng, capg;
+  uint64_t n;
+} pt_bins_t;
+
+/* The size class of a size (monotonic: a larger size never has a smaller class). */
+static inline uint32_t pt_bins_class(uint64_t size) {
+  uint64_t x = size >> 9;
+  if (x < 16) return (uint32_t)x;
+  uint32_t e = 63u - (uint32_t)__builtin_clzll(x); /* >= 4 */
+  return 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
+}
+
+#endif /* PT_BINS_H */
