@@ -489,6 +489,8 @@ gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err) {
   return GM_OK;
 }
 
+const uint64_t *rp_bfc_allocated_bytes(const rp_bfc_t *b) { return &b->st.allocated_bytes; }
+
 void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
   *out = b->st;
   out->cached_bytes = b->pool_bytes - b->st.allocated_bytes;

@@ -159,10 +159,19 @@ pt_block_t *pt_bins_next_in_stream(pt_block_t *b) {
   return k < PT_BINS_N ? RB_MIN(pt_bin_tree, &b->grp->bin[k]) : NULL;
 }
 
-/* Into group g's bin of b's size. */
+/* Into group g's bin of b's size. Most bins hold one block (a remainder or a merged block
+ * usually changes bin), so the empty and the one-block tree take a short way: the state
+ * RB_INSERT / RB_REMOVE would leave. */
 static void put(pt_bins_t *s, pt_bgroup_t *g, pt_block_t *b) {
   uint32_t k = pt_bins_class(b->size);
-  RB_INSERT(pt_bin_tree, &g->bin[k], b);
+  struct pt_bin_tree *t = &g->bin[k];
+  if (RB_EMPTY(t)) {
+    RB_LEFT(b, rb) = RB_RIGHT(b, rb) = RB_PARENT(b, rb) = NULL;
+    RB_COLOR(b, rb) = RB_BLACK;
+    RB_ROOT(t) = b;
+  } else {
+    RB_INSERT(pt_bin_tree, t, b);
+  }
   g->map[k / 64] |= 1ull << (k % 64);
   g->n++;
   s->n++;
@@ -196,7 +205,8 @@ int pt_bins_insert(pt_bins_t *s, pt_block_t *b) {
 static void take_out(pt_bins_t *s, pt_block_t *b) {
   pt_bgroup_t *g = b->grp;
   struct pt_bin_tree *t = &g->bin[b->bin];
-  RB_REMOVE(pt_bin_tree, t, b);
+  if (RB_ROOT(t) == b && !RB_LEFT(b, rb) && !RB_RIGHT(b, rb)) RB_ROOT(t) = NULL;
+  else RB_REMOVE(pt_bin_tree, t, b);
   if (RB_EMPTY(t)) g->map[b->bin / 64] &= ~(1ull << (b->bin % 64));
   g->n--;
   s->n--;

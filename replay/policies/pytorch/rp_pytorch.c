@@ -165,6 +165,8 @@ static void pt_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
   out->cached_bytes = p->total_allocated_memory - p->allocated_bytes;
 }
 
+static const uint64_t *pt_allocated_bytes(const rp_policy_t *p) { return &p->allocated_bytes; }
+
 static gm_status_t pt_check_op(const rp_policy_t *p, gm_err_t *err) { return pt_check(p, err); }
 
 static const char *pt_spec(const rp_policy_t *p) { return p->spec; }
@@ -179,6 +181,7 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .empty_cache = pt_empty_cache,
     .release_all = pt_release_all,
     .stats = pt_stats,
+    .allocated_bytes = pt_allocated_bytes,
     .check = pt_check_op,
     .spec = pt_spec,
     .oom_report = pt_oom_report,
