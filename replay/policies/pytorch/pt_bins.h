@@ -5,7 +5,7 @@
  * free block of the stream whose size is >= the request, lowest address on ties. Here: one
  * group per stream (groups sorted by stream id), in a group PT_BINS_N bins by size class
  * (16 exact classes of 512 bytes, then 8 per power of two; the class is monotonic in the
- * size, so every block of an earlier bin is smaller), a bitmap of the non-empty bins, and in
+ * size, so every block of an earlier bin is smaller: rp_sizeclass.h), a bitmap of the non-empty bins, and in
  * each bin a red-black tree ordered by (size, address) through the block's own links. A
  * search is its size's bin (a tree of one to three blocks on real traces), else the least
  * block of the next non-empty bin (a bit scan), else of the next group: the same block the
@@ -22,8 +22,10 @@
 #include <bsd/sys/tree.h>
 #include <stdint.h>
 
-#define PT_BINS_N 448 /* 16 + 54 octaves x 8, rounded up to whole bitmap words */
-#define PT_BINS_WORDS (PT_BINS_N / 64)
+#include "replay/policies/rp_sizeclass.h"
+
+#define PT_BINS_N RP_SC_N
+#define PT_BINS_WORDS RP_SC_WORDS
 
 struct pt_block;
 RB_HEAD(pt_bin_tree, pt_block);
@@ -41,12 +43,7 @@ typedef struct pt_bins {
   uint64_t n;
 } pt_bins_t;
 
-/* The size class of a size (monotonic: a larger size never has a smaller class). */
-static inline uint32_t pt_bins_class(uint64_t size) {
-  uint64_t x = size >> 9;
-  if (x < 16) return (uint32_t)x;
-  uint32_t e = 63u - (uint32_t)__builtin_clzll(x); /* >= 4 */
-  return 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
-}
+/* The size class of a size (rp_sizeclass.h, units of torch's 512-byte kMinBlockSize). */
+static inline uint32_t pt_bins_class(uint64_t size) { return rp_sc_class(size, 9); }
 
 #endif /* PT_BINS_H */
