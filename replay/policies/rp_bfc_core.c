@@ -104,7 +104,7 @@ struct rp_bfc {
   uint64_t curr_region_bytes; /* curr_region_allocation_bytes_ */
   uint64_t pool_bytes;        /* stats_.pool_bytes */
   struct bin_tree bins[RP_SC_N];  /* by size class: finer than TF's bins, same order */
-  uint64_t bin_map[RP_SC_WORDS]; /* bit k: class k non-empty */
+  rp_sc_map_t bin_map;           /* which classes are non-empty */
   uint64_t nbinned;
   chunk_t *in_use; /* uthash by addr */
   region_t *regions, *regions_tail;
@@ -151,7 +151,7 @@ static void bin_insert(rp_bfc_t *b, chunk_t *c) {
     RB_LEFT(c, link) = RB_RIGHT(c, link) = RB_PARENT(c, link) = NULL;
     RB_COLOR(c, link) = RB_BLACK;
     RB_ROOT(t) = c;
-    rp_sc_set(b->bin_map, k);
+    rp_sc_set(&b->bin_map, k);
   } else {
     RB_INSERT(bin_tree, t, c);
   }
@@ -162,7 +162,7 @@ static void bin_remove(rp_bfc_t *b, chunk_t *c) {
   struct bin_tree *t = &b->bins[c->bin];
   if (RB_ROOT(t) == c && !RB_LEFT(c, link) && !RB_RIGHT(c, link)) RB_ROOT(t) = NULL;
   else RB_REMOVE(bin_tree, t, c);
-  if (RB_EMPTY(t)) rp_sc_clear(b->bin_map, (uint32_t)c->bin);
+  if (RB_EMPTY(t)) rp_sc_clear(&b->bin_map, (uint32_t)c->bin);
   b->nbinned--;
   c->bin = -1;
 }
@@ -238,9 +238,9 @@ static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
   key.addr = 0;
   /* the first chunk >= (rounded, 0): in rounded's class, else the least of the next class */
   uint32_t k = size_class(rounded);
-  chunk_t *c = rp_sc_has(b->bin_map, k) ? RB_NFIND(bin_tree, &b->bins[k], &key) : NULL;
+  chunk_t *c = rp_sc_has(&b->bin_map, k) ? RB_NFIND(bin_tree, &b->bins[k], &key) : NULL;
   if (!c) {
-    k = rp_sc_next(b->bin_map, k + 1);
+    k = rp_sc_next(&b->bin_map, k + 1);
     if (k < RP_SC_N) c = RB_MIN(bin_tree, &b->bins[k]);
   }
   if (c) {
@@ -594,7 +594,7 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
   }
   uint64_t binned = b->nbinned;
   for (uint32_t k = 0; k < RP_SC_N; k++)
-    if (rp_sc_has(b->bin_map, k) == RB_EMPTY(&b->bins[k])) return CORRUPT("class %u's bit says %s", k, RB_EMPTY(&b->bins[k]) ? "non-empty" : "empty");
+    if (rp_sc_has(&b->bin_map, k) == RB_EMPTY(&b->bins[k])) return CORRUPT("class %u's bit says %s", k, RB_EMPTY(&b->bins[k]) ? "non-empty" : "empty");
   if (binned != nfree) return CORRUPT("%" PRIu64 " chunks in bins, %" PRIu64 " free in regions", binned, nfree);
   if (HASH_COUNT(b->in_use) != nhashed) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nhashed);
   if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);

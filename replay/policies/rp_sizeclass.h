@@ -26,31 +26,43 @@ static inline uint32_t rp_sc_class(uint64_t size, unsigned shift) {
   return 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
 }
 
-static inline int rp_sc_has(const uint64_t *map, uint32_t k) { return (int)(map[k / 64] >> (k % 64) & 1u); }
-static inline void rp_sc_set(uint64_t *map, uint32_t k) { map[k / 64] |= 1ull << (k % 64); }
-static inline void rp_sc_clear(uint64_t *map, uint32_t k) { map[k / 64] &= ~(1ull << (k % 64)); }
+/* Which classes are non-empty: a bit per class, and a bit per word that has one set (a
+ * search past the size's own word is two bit scans, not a walk over the words). */
+typedef struct rp_sc_map {
+  uint64_t sum;
+  uint64_t w[RP_SC_WORDS];
+} rp_sc_map_t;
+
+static inline int rp_sc_has(const rp_sc_map_t *m, uint32_t k) { return (int)(m->w[k / 64] >> (k % 64) & 1u); }
+static inline void rp_sc_set(rp_sc_map_t *m, uint32_t k) {
+  m->w[k / 64] |= 1ull << (k % 64);
+  m->sum |= 1ull << (k / 64);
+}
+static inline void rp_sc_clear(rp_sc_map_t *m, uint32_t k) {
+  if (!(m->w[k / 64] &= ~(1ull << (k % 64)))) m->sum &= ~(1ull << (k / 64));
+}
 
 /* The first non-empty class >= k (RP_SC_N when none). */
-static inline uint32_t rp_sc_next(const uint64_t *map, uint32_t k) {
+static inline uint32_t rp_sc_next(const rp_sc_map_t *m, uint32_t k) {
   if (k >= RP_SC_N) return RP_SC_N;
   uint32_t w = k / 64;
-  uint64_t m = map[w] & (~0ull << (k % 64));
-  while (!m) {
-    if (++w == RP_SC_WORDS) return RP_SC_N;
-    m = map[w];
-  }
-  return w * 64 + (uint32_t)__builtin_ctzll(m);
+  uint64_t b = m->w[w] & (~0ull << (k % 64));
+  if (b) return w * 64 + (uint32_t)__builtin_ctzll(b);
+  uint64_t s = w + 1 < 64 ? m->sum & (~0ull << (w + 1)) : 0;
+  if (!s) return RP_SC_N;
+  w = (uint32_t)__builtin_ctzll(s);
+  return w * 64 + (uint32_t)__builtin_ctzll(m->w[w]);
 }
 
 /* The last non-empty class <= k (UINT32_MAX when none); k < RP_SC_N. */
-static inline uint32_t rp_sc_prev(const uint64_t *map, uint32_t k) {
+static inline uint32_t rp_sc_prev(const rp_sc_map_t *m, uint32_t k) {
   uint32_t w = k / 64;
-  uint64_t m = map[w] & (~0ull >> (63 - k % 64));
-  while (!m) {
-    if (w-- == 0) return UINT32_MAX;
-    m = map[w];
-  }
-  return w * 64 + 63u - (uint32_t)__builtin_clzll(m);
+  uint64_t b = m->w[w] & (~0ull >> (63 - k % 64));
+  if (b) return w * 64 + 63u - (uint32_t)__builtin_clzll(b);
+  uint64_t s = m->sum & ((1ull << w) - 1);
+  if (!s) return UINT32_MAX;
+  w = 63u - (uint32_t)__builtin_clzll(s);
+  return w * 64 + 63u - (uint32_t)__builtin_clzll(m->w[w]);
 }
 
 #ifdef __cplusplus

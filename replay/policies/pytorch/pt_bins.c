@@ -57,8 +57,8 @@ static inline pt_bgroup_t *group_of(const pt_bins_t *s, uint64_t stream) {
   return gi < s->ng && s->g[gi]->stream == stream ? s->g[gi] : NULL;
 }
 
-static inline uint32_t bit_next(const pt_bgroup_t *g, uint32_t k) { return rp_sc_next(g->map, k); }
-static inline uint32_t bit_prev(const pt_bgroup_t *g, uint32_t k) { return rp_sc_prev(g->map, k); }
+static inline uint32_t bit_next(const pt_bgroup_t *g, uint32_t k) { return rp_sc_next(&g->map, k); }
+static inline uint32_t bit_prev(const pt_bgroup_t *g, uint32_t k) { return rp_sc_prev(&g->map, k); }
 
 /* The least block of the first non-empty group >= gi (NULL when none). */
 static pt_block_t *first_from(const pt_bins_t *s, uint32_t gi) {
@@ -105,7 +105,7 @@ pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b) {
 /* The first block of g >= (size, 0), or NULL; *k: the size's bin. */
 static inline pt_block_t *lower_in(const pt_bgroup_t *g, uint64_t size, uint32_t *k) {
   *k = pt_bins_class(size);
-  if (rp_sc_has(g->map, *k)) {
+  if (rp_sc_has(&g->map, *k)) {
     pt_block_t key; /* only the compared fields */
     key.size = size, key.addr = 0;
     pt_block_t *b = RB_NFIND(pt_bin_tree, (struct pt_bin_tree *)&g->bin[*k], &key);
@@ -152,7 +152,7 @@ static void put(pt_bins_t *s, pt_bgroup_t *g, pt_block_t *b) {
   } else {
     RB_INSERT(pt_bin_tree, t, b);
   }
-  rp_sc_set(g->map, k);
+  rp_sc_set(&g->map, k);
   g->n++;
   s->n++;
   b->grp = g;
@@ -187,7 +187,7 @@ static void take_out(pt_bins_t *s, pt_block_t *b) {
   struct pt_bin_tree *t = &g->bin[b->bin];
   if (RB_ROOT(t) == b && !RB_LEFT(b, rb) && !RB_RIGHT(b, rb)) RB_ROOT(t) = NULL;
   else RB_REMOVE(pt_bin_tree, t, b);
-  if (RB_EMPTY(t)) rp_sc_clear(g->map, b->bin);
+  if (RB_EMPTY(t)) rp_sc_clear(&g->map, b->bin);
   g->n--;
   s->n--;
 }

@@ -33,7 +33,7 @@ RB_HEAD(pt_bin_tree, pt_block);
 typedef struct pt_bgroup {
   uint64_t stream;
   uint64_t n;
-  uint64_t map[PT_BINS_WORDS]; /* bit k: bin k is non-empty */
+  rp_sc_map_t map; /* which bins are non-empty */
   struct pt_bin_tree bin[PT_BINS_N];
 } pt_bgroup_t;
 
