@@ -23,6 +23,9 @@ static int cmp_bin(const pt_block_t *a, const pt_block_t *b) {
 #endif
 RB_GENERATE_STATIC(pt_bin_tree, pt_block, rb, cmp_bin)
 
+/* Alone in its bin: no tree walk (most bins hold one block). */
+static inline int alone(const pt_block_t *b) { return !RB_PARENT(b, rb) && !RB_LEFT(b, rb) && !RB_RIGHT(b, rb); }
+
 void pt_bins_init(pt_bins_t *s) {
   s->g = NULL;
   s->ng = s->capg = 0;
@@ -90,7 +93,7 @@ pt_block_t *pt_bins_first(const pt_bins_t *s) { return first_from(s, 0); }
 pt_block_t *pt_bins_last(const pt_bins_t *s) { return last_from(s, (int64_t)s->ng - 1); }
 
 pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b) {
-  pt_block_t *n = RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
+  pt_block_t *n = alone(b) ? NULL : RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
   return n ? n : after_bin(s, b->grp, b->bin);
 }
 
@@ -106,6 +109,8 @@ pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b) {
 static inline pt_block_t *lower_in(const pt_bgroup_t *g, uint64_t size, uint32_t *k) {
   *k = pt_bins_class(size);
   if (rp_sc_has(&g->map, *k)) {
+    pt_block_t *r = RB_ROOT(&g->bin[*k]);
+    if (alone(r)) return r->size >= size ? r : NULL; /* (size, 0) <= (r->size, r->addr) */
     pt_block_t key; /* only the compared fields */
     key.size = size, key.addr = 0;
     pt_block_t *b = RB_NFIND(pt_bin_tree, (struct pt_bin_tree *)&g->bin[*k], &key);
@@ -133,7 +138,7 @@ pt_block_t *pt_bins_lower_in_stream(const pt_bins_t *s, uint64_t stream, uint64_
 }
 
 pt_block_t *pt_bins_next_in_stream(pt_block_t *b) {
-  pt_block_t *n = RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
+  pt_block_t *n = alone(b) ? NULL : RB_NEXT(pt_bin_tree, &b->grp->bin[b->bin], b);
   if (n) return n;
   uint32_t k = bit_next(b->grp, b->bin + 1u);
   return k < PT_BINS_N ? RB_MIN(pt_bin_tree, &b->grp->bin[k]) : NULL;
@@ -185,7 +190,7 @@ int pt_bins_insert(pt_bins_t *s, pt_block_t *b) {
 static void take_out(pt_bins_t *s, pt_block_t *b) {
   pt_bgroup_t *g = b->grp;
   struct pt_bin_tree *t = &g->bin[b->bin];
-  if (RB_ROOT(t) == b && !RB_LEFT(b, rb) && !RB_RIGHT(b, rb)) RB_ROOT(t) = NULL;
+  if (alone(b)) RB_ROOT(t) = NULL;
   else RB_REMOVE(pt_bin_tree, t, b);
   if (RB_EMPTY(t)) rp_sc_clear(&g->map, b->bin);
   g->n--;
