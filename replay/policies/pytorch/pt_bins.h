@@ -7,10 +7,12 @@
  * (16 exact classes of 512 bytes, then 8 per power of two; the class is monotonic in the
  * size, so every block of an earlier bin is smaller: rp_sizeclass.h), a bitmap of the non-empty bins, and in
  * each bin a red-black tree ordered by (size, address) through the block's own links. A
- * search is its size's bin (a tree of one to three blocks on real traces), else the least
- * block of the next non-empty bin (a bit scan), else of the next group: the same block the
- * single (stream, size, address) tree gave, without its ~log2(n) dependent loads. A pool of a
- * million same-size blocks (one bin) costs O(log n), as the one tree did.
+ * search is its size's bin (on the 1 M-event synthetic trace most bins hold one block), else
+ * the least block of the next non-empty bin (a bit scan), else of the next group: the same
+ * block the single (stream, size, address) tree gave, without its ~log2(n) dependent loads.
+ * The price: a block whose size changes (a split's remainder, a merge) usually changes bin,
+ * a remove and an insert on one-block trees where the single tree kept its node in place.
+ * A pool of a million same-size blocks (one bin) costs O(log n), as the one tree did.
  *
  * A block in the set records its group and bin (pt_block_t.grp, .bin): removal needs no
  * search, and a block whose key changed in place (a split's remainder, a merge taking a
