@@ -327,9 +327,8 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
 static int remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
   if (in_tree) {
     pt_pool_t *pool = pt_pool_of(p, b);
-    pt_bins_shrunk(&pool->free, b);
     b->gc_base = pool->get_free_calls; /* as pt_free_insert: its GC age restarts */
-    return 0;
+    return pt_bins_shrunk(&pool->free, b);
   }
   return pt_free_insert(p, b);
 }
@@ -435,7 +434,7 @@ gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   p->st.merges += merge_keep(p, b, b->next, &slot);
   if (slot) {
     pt_pool_t *pool = pt_pool_of(p, slot);
-    pt_bins_replace(&pool->free, slot, b);
+    if (pt_bins_replace(&pool->free, slot, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
     b->gc_base = pool->get_free_calls; /* as pt_free_insert */
     b->where = PT_IN_FREE;
     slot->where = PT_IN_NONE;

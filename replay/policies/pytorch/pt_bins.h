@@ -14,8 +14,8 @@
  * a remove and an insert on one-block trees where the single tree kept its node in place.
  * A pool of a million same-size blocks (one bin) costs O(log n), as the one tree did.
  *
- * A block in the set records its group and bin (pt_block_t.grp, .bin): removal needs no
- * search, and a block whose key changed in place (a split's remainder, a merge taking a
+ * Groups are in a red-black tree by stream id, the one last used cached. A block in the set
+ * records its group and bin (pt_block_t.grp, .bin): removal needs no search, and a block whose key changed in place (a split's remainder, a merge taking a
  * neighbour's node) is still found. Blocks are visited in order by pt_bins_first / next /
  * prev / last; a visit may remove the block it stands on after taking its neighbour. */
 #ifndef PT_BINS_H
@@ -29,6 +29,8 @@
 #define PT_BINS_N RP_SC_N
 #define PT_BINS_WORDS RP_SC_WORDS
 
+#define PT_BINS_CHUNK 64 /* bins per lazily allocated array of tree roots */
+
 struct pt_block;
 RB_HEAD(pt_bin_tree, pt_block);
 
@@ -36,12 +38,18 @@ typedef struct pt_bgroup {
   uint64_t stream;
   uint64_t n;
   rp_sc_map_t map; /* which bins are non-empty */
-  struct pt_bin_tree bin[PT_BINS_N];
+  RB_ENTRY(pt_bgroup) link; /* in pt_bins_t.groups, by stream */
+  /* bin k's tree is roots[k / 64][k % 64]; an array is allocated with its first block, so a
+   * stream with a few free blocks costs a few hundred bytes, not every bin's root */
+  struct pt_bin_tree *roots[PT_BINS_N / PT_BINS_CHUNK];
 } pt_bgroup_t;
 
+RB_HEAD(pt_group_tree, pt_bgroup);
+
 typedef struct pt_bins {
-  pt_bgroup_t **g; /* ng groups by stream id; a few may be empty (kept for reuse) */
-  uint32_t ng, capg;
+  struct pt_group_tree groups; /* by stream id: a trace of many streams costs O(log n) */
+  pt_bgroup_t *last;           /* the group the last search or insert used */
+  uint32_t ng;                 /* groups; a few may be empty (kept for reuse) */
   uint64_t n;
 } pt_bins_t;
 

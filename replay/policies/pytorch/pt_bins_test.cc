@@ -112,7 +112,7 @@ void RunProgram(const Program &pg) {
       m.keys.erase(KeyOf(b));
       b->size -= cut, b->addr += cut;
       m.keys.insert(k);
-      pt_bins_shrunk(&s, b);
+      ASSERT_EQ(pt_bins_shrunk(&s, b), 0);
       m.Sort();
     } else if (r < 85) {  // a merge: a new block (old's stream, larger) takes old's place
       pt_block_t *old = m.v[rnd(m.v.size())];
@@ -121,7 +121,7 @@ void RunProgram(const Program &pg) {
       Key k(old->stream, old->size + add, addr);
       if (m.keys.count(k)) continue;
       pt_block_t *b = new_block(old->stream, old->size + add, addr);
-      pt_bins_replace(&s, old, b);
+      ASSERT_EQ(pt_bins_replace(&s, old, b), 0);
       m.keys.erase(KeyOf(old));
       m.v[m.IndexOf(old)] = b;
       m.keys.insert(k);
@@ -210,6 +210,40 @@ TEST(PtBins, ManyStreamsGroupsComeAndGo) {
     RunProgram(Program{seed, 1500, streams, 0, 30});
     if (HasFatalFailure()) return;
   }
+}
+
+TEST(PtBins, ThousandsOfStreams) {
+  // One free block on each of 20000 streams, inserted in a random order: the groups (a tree
+  // by stream) keep the streams' order; each group holds one small root array.
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> streams;
+  for (uint64_t i = 0; i < 20000; i++) streams.push_back(i * 7919);
+  std::shuffle(streams.begin(), streams.end(), rng);
+  std::vector<std::unique_ptr<pt_block_t>> blocks;
+  pt_bins_t s;
+  pt_bins_init(&s);
+  for (uint64_t st : streams) {
+    blocks.emplace_back(new pt_block_t());
+    pt_block_t *b = blocks.back().get();
+    b->stream = st, b->size = 512 * (1 + st % 977), b->addr = 512 * st;
+    ASSERT_EQ(pt_bins_insert(&s, b), 0);
+  }
+  uint64_t prev = 0, n = 0;
+  for (pt_block_t *b = pt_bins_first(&s); b; b = pt_bins_next(&s, b), n++) {
+    if (n) {
+      ASSERT_GT(b->stream, prev);
+    }
+    prev = b->stream;
+  }
+  EXPECT_EQ(n, streams.size());
+  // a stream without blocks: the search answers the next stream's least block
+  pt_block_t *b = pt_bins_lower(&s, 7919 * 5 + 1, 0);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->stream, 7919u * 6);
+  EXPECT_EQ(pt_bins_lower_in_stream(&s, 7919 * 5 + 1, 0), nullptr);
+  for (auto &blk : blocks) pt_bins_remove(&s, blk.get());
+  EXPECT_EQ(s.ng, 8u);  // emptied groups past the kept ones are gone
+  pt_bins_clear(&s);
 }
 
 TEST(PtBins, ManySameSizeBlocksInOneBin) {

@@ -119,18 +119,19 @@ void pt_bins_clear(pt_bins_t *s);
 int pt_bins_insert(pt_bins_t *s, pt_block_t *b);
 void pt_bins_remove(pt_bins_t *s, pt_block_t *b);
 /* The first block >= (stream, size, 0) in the order (NULL: none). */
-pt_block_t *pt_bins_lower(const pt_bins_t *s, uint64_t stream, uint64_t size);
+pt_block_t *pt_bins_lower(pt_bins_t *s, uint64_t stream, uint64_t size);
 /* The same, and the next block, within the stream only (NULL past its last block). */
-pt_block_t *pt_bins_lower_in_stream(const pt_bins_t *s, uint64_t stream, uint64_t size);
+pt_block_t *pt_bins_lower_in_stream(pt_bins_t *s, uint64_t stream, uint64_t size);
 pt_block_t *pt_bins_next_in_stream(pt_block_t *b);
 pt_block_t *pt_bins_first(const pt_bins_t *s);
 pt_block_t *pt_bins_last(const pt_bins_t *s);
 pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b);
 pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b);
 /* b (in the set) had its key lowered in place (same stream): back in order. */
-void pt_bins_shrunk(pt_bins_t *s, pt_block_t *b);
-/* b (not in the set; old's stream, a key above old's) takes old's place; old leaves. */
-void pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b);
+int pt_bins_shrunk(pt_bins_t *s, pt_block_t *b);
+/* b (not in the set; old's stream, a key above old's) takes old's place; old leaves.
+ * Both: 0, or -1 when host memory ran out (a bin's root array). */
+int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b);
 
 /* pt_alloc.c */
 pt_block_t *pt_block_new(rp_policy_t *p);
