@@ -3,19 +3,21 @@
  *
  * torch's search, get_free_block, is pool.blocks.lower_bound((stream, size, 0)): the first
  * free block of the stream whose size is >= the request, lowest address on ties. Here: one
- * group per stream (groups sorted by stream id), in a group PT_BINS_N bins by size class
- * (16 exact classes of 512 bytes, then 8 per power of two; the class is monotonic in the
- * size, so every block of an earlier bin is smaller: rp_sizeclass.h), a bitmap of the non-empty bins, and in
- * each bin a red-black tree ordered by (size, address) through the block's own links. A
- * search is its size's bin (on the 1 M-event synthetic trace most bins hold one block), else
- * the least block of the next non-empty bin (a bit scan), else of the next group: the same
- * block the single (stream, size, address) tree gave, without its ~log2(n) dependent loads.
- * The price: a block whose size changes (a split's remainder, a merge) usually changes bin,
- * a remove and an insert on one-block trees where the single tree kept its node in place.
- * A pool of a million same-size blocks (one bin) costs O(log n), as the one tree did.
+ * group per stream (groups in a red-black tree by stream id, the last used one cached), in a
+ * group PT_BINS_N bins by size class (rp_sizeclass.h: 16 exact classes of 512 bytes, then 8
+ * per power of two; monotonic in the size, so every block of an earlier bin is smaller), a
+ * bitmap of the non-empty bins, and in each bin a red-black tree ordered by (size, address)
+ * through the block's own links. A search is its size's bin (on the 1 M-event synthetic
+ * trace most bins hold one block), else the least block of the next non-empty bin (a bit
+ * scan), else of the next group: the same block the single (stream, size, address) tree
+ * gave, without its ~log2(n) dependent loads. The price: a block whose size changes (a
+ * split's remainder, a merge) usually changes bin, a remove and an insert on one-block trees
+ * where the single tree kept its node in place. A pool of a million same-size blocks (one
+ * bin) costs O(log n), as the one tree did; 10^5 streams cost O(log n) a lookup and a few
+ * hundred bytes each (a bin's root array is made with its first block).
  *
- * Groups are in a red-black tree by stream id, the one last used cached. A block in the set
- * records its group and bin (pt_block_t.grp, .bin): removal needs no search, and a block whose key changed in place (a split's remainder, a merge taking a
+ * A block in the set records its group and bin (pt_block_t.grp, .bin): removal needs no
+ * search, and a block whose key changed in place (a split's remainder, a merge taking a
  * neighbour's node) is still found. Blocks are visited in order by pt_bins_first / next /
  * prev / last; a visit may remove the block it stands on after taking its neighbour. */
 #ifndef PT_BINS_H
@@ -27,7 +29,6 @@
 #include "replay/policies/rp_sizeclass.h"
 
 #define PT_BINS_N RP_SC_N
-#define PT_BINS_WORDS RP_SC_WORDS
 
 #define PT_BINS_CHUNK 64 /* bins per lazily allocated array of tree roots */
 
