@@ -127,6 +127,9 @@ typedef struct gr_loaded {
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
+/* The same, the events left in the file (lt->evs NULL): each replay reads it (a trace too large
+ * to hold in memory). */
+gm_status_t gr_trace_open_streamed(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
 /* Replay specs[0..n) over the loaded events (cfg: capacity, device_memory, jobs, backend);
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
@@ -254,6 +257,7 @@ typedef struct gr_tune_note {
   double driver_time_p50_s, driver_time_p99_s, budget_s;
   unsigned smallest_gpu_gib; /* of the common GPUs, 0: none or unknown */
   int pool;                  /* the simulated stream-ordered pool's figure: shown, never chosen */
+  const char *searched;      /* how the search ran on a long trace (gr_tune_t.searched); NULL or "": whole */
 } gr_tune_note_t;
 /* The last run added gets the tune note. */
 gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err);
