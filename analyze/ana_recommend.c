@@ -103,6 +103,7 @@ typedef struct run_row {
   int range;
   int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
   int tune_pool; /* the tuner's point served by that pool (results "tune.pool"): never the advice */
+  char tune_searched[384]; /* how a long trace was searched (results "tune.searched"; "": every event) */
   int64_t bump;  /* peak reserved under a bump pointer where it differs (results "placement_bump_bytes"); 0: same */
 } run_row_t;
 
@@ -137,6 +138,7 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
           best->tune_budget * 1e3,
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
+  if (best->tune_searched[0]) fprintf(out, "%s  %s\n", ind, best->tune_searched);
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
   else if (best->tune_gpu && partial) /* a partial trace: a peak before its window may be larger */
@@ -404,7 +406,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0),"
                          " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("summary_json") ", ''), run_id,"
                          " COALESCE(" ANA_RF_TUNE_POOL("summary_json") ", 0),"
-                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0)"
+                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_SEARCHED("summary_json") ", '')"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -435,6 +438,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].run_id = sqlite3_column_int64(st, 20);
     rows[n].tune_pool = sqlite3_column_int64(st, 21) != 0;
     rows[n].bump = sqlite3_column_int64(st, 22);
+    gm_escape((const char *)sqlite3_column_text(st, 23), rows[n].tune_searched, sizeof rows[n].tune_searched);
     n++;
   }
   sqlite3_finalize(st);
