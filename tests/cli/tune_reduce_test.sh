@@ -54,6 +54,13 @@ compare syn.zst --no-limits
 # a few percent of the events: the warm-up, the 2-3 kinds of step, their pairs
 n=$(sed -n 's/^searched on \([0-9]*\) of 400000 events.*/\1/p' a.txt)
 [ -n "$n" ] && [ "$n" -lt 80000 ] || fail "searched on ${n:-?} of 400000 events: $(grep searched a.txt)"
+# a trace too large to hold in memory (made so by the test's limit): scanned and replayed from
+# the file, every finalist and capacity in one decode of it; the same advice
+cp a.txt mem.txt
+GPUREPLAY_TEST_TUNE_LOAD_BYTES=1 "$RP" syn.zst --tune --jobs=2 --tune-reduce=always --no-limits >str.txt 2>&1 ||
+  fail "streamed: $(cat str.txt)"
+grep -q '^searched on ' str.txt || fail "streamed: not reduced: $(head -5 str.txt)"
+advice mem.txt | diff - <(advice str.txt) || fail "streamed: another advice than in memory"
 # under --tune-reduce=auto a short trace is searched whole
 "$RP" syn.zst --tune --no-limits >auto.txt 2>&1 || fail "auto"
 grep -q '^searched on' auto.txt && fail "a 400 000-event trace was reduced under auto"

@@ -157,7 +157,29 @@ static void *cap_worker(void *arg) {
   return NULL;
 }
 
+/* A trace read from its file (too large for memory): every capacity in one decode of it. */
+static gm_status_t cap_fits_streamed(gr_tune_ctx_t *c, const char *spec, const double *x, int n, int *fits,
+                                     gm_err_t *err) {
+  const char *sp[8];
+  uint64_t caps[8];
+  rp_result_t **res = NULL;
+  for (int i = 0; i < n; i++) {
+    sp[i] = spec;
+    caps[i] = (uint64_t)ceil(x[i]) << 21;
+  }
+  gr_config_t cfg = c->cfg;
+  cfg.stop_at_oom = 1; /* only `fits` is read */
+  cfg.device_memory = c->t->device_memory;
+  gm_status_t st = gr_tune_alloc_results(n, &res, err);
+  if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, sp, caps, n, res, err);
+  for (int i = 0; st == GM_OK && i < n; i++) fits[i] = res[i]->ooms == 0;
+  gr_tune_free_results(res, n);
+  c->t->replays += (uint64_t)n;
+  return st;
+}
+
 gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+  if (!c->lt->evs && c->lt->n_evs == 0 && n > 1) return cap_fits_streamed(c, arg, x, n, fits, err);
   cap_job_t jobs[8];
   pthread_t tid[8];
   int started[8] = {0};
