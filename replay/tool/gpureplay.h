@@ -134,8 +134,9 @@ gm_status_t gr_trace_open_streamed(const gr_config_t *cfg, const char *path, gr_
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err);
-/* The same, each replay within its own capacity caps[i] (NULL: cfg->capacity). Events not in
- * memory (lt->evs NULL): the file is decoded once for all of them, batch by batch. */
+/* The same, where caps[i] > 0 makes replay i a capacity probe: within caps[i], ending at its
+ * first OOM (only whether it fits is read); caps NULL or caps[i] 0: cfg's. Events not in memory
+ * (lt->evs NULL): the file is decoded once for all of them, batch by batch. */
 gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                                const uint64_t *caps, int n, rp_result_t **res, gm_err_t *err);
 /* ---- why a replay ran out of memory (gpureplay_oom.c) ---- */

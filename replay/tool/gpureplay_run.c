@@ -622,7 +622,10 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
   p.n = n;
   for (int i = 0; i < n; i++) {
     cfgs[i] = *cfg;
-    if (caps) cfgs[i].capacity = caps[i];
+    if (caps && caps[i]) { /* a capacity probe: only whether it fits */
+      cfgs[i].capacity = caps[i];
+      cfgs[i].stop_at_oom = 1;
+    }
     job_init(&p.jobs[i], &cfgs[i], lt->info.path, specs[i], lt->evs, lt->n_evs,
              cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
   }

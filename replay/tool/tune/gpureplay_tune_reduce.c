@@ -5,10 +5,11 @@
  * Why it can: a setting's peak over a training run is set by the warm-up and by the kinds of
  * step and their order, not by how many times the same step repeats; the search only ranks
  * settings, and ranking holds on the reduced trace where the kinds of step are all there.
- * Why it stays exact: the finalists (the reduced search's memory-vs-time front, its best, its
- * best few, the grid's best two, the default) are replayed over the whole trace, the choice is
- * made again over those whole-trace figures, and each shown point's capacity is confirmed on
- * the whole trace (the capacity the reduced trace gave, and 2 MiB below it: fits, does not).
+ * Why it stays exact: the finalists (the reduced search's memory-vs-time front up to one past its
+ * chosen point, its best two, the grid's best two, the default) are replayed over the whole
+ * trace, the choice is made again over those whole-trace figures, and each shown point's
+ * capacity is confirmed on the whole trace (the capacity the reduced trace gave, and 2 MiB
+ * below it: fits, does not).
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
@@ -20,7 +21,7 @@
 
 #include "replay/tool/tune/gpureplay_tune.h"
 
-enum { MAX_FINALISTS = 12, TOP_BEST = 3, TOP_GRID = 2 };
+enum { MAX_FINALISTS = 12, TOP_BEST = 2, TOP_GRID = 2, MAX_PROBES = 4 };
 
 static double now_s(void) {
   struct timespec ts;
@@ -76,14 +77,34 @@ static int ranked(const gr_tune_t *r, int grid_only, int *ord) {
   return m;
 }
 
-/* Replays specs over the whole trace into t's points (t->pts[i] for specs[i]) and *res. */
-static gm_status_t confirm(gr_tune_ctx_t *c, const char *const *specs, int n, const int *from_grid,
-                           rp_result_t ***res_out, gm_err_t *err) {
+/* A capacity tried on the whole trace beside the finalists: fits or not. */
+typedef struct probe {
+  const char *spec;
+  uint64_t cap;
+  int fits;
+} probe_t;
+
+/* Replays specs over the whole trace into t's points (t->pts[i] for specs[i]) and *res, and
+ * the probes in the same pass (one decode of a streamed trace for all). */
+static gm_status_t confirm(gr_tune_ctx_t *c, const char *const *specs, int n, const int *from_grid, probe_t *pr,
+                           int np, rp_result_t ***res_out, gm_err_t *err) {
   gr_tune_t *t = c->t;
+  const char *all[MAX_FINALISTS + 2 * MAX_PROBES];
+  uint64_t caps[MAX_FINALISTS + 2 * MAX_PROBES];
+  for (int i = 0; i < n; i++) {
+    all[i] = specs[i];
+    caps[i] = 0;
+  }
+  for (int i = 0; i < np; i++) {
+    all[n + i] = pr[i].spec;
+    caps[n + i] = pr[i].cap;
+  }
   rp_result_t **res = NULL;
-  gm_status_t st = gr_tune_alloc_results(n, &res, err);
-  if (st == GM_OK) st = gr_tune_replay(c, c->cfg.capacity, specs, n, res, err);
-  t->replays += (uint64_t)n;
+  gr_config_t cfg = c->cfg;
+  cfg.device_memory = t->device_memory; /* fractions stay shares of the same device */
+  gm_status_t st = gr_tune_alloc_results(n + np, &res, err);
+  if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, all, caps, n + np, res, err);
+  t->replays += (uint64_t)(n + np);
   if (st == GM_OK && !(t->pts = calloc((size_t)n + 1, sizeof *t->pts)))
     st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   if (st == GM_OK && !(t->front = calloc((size_t)n + 1, sizeof *t->front)))
@@ -94,23 +115,50 @@ static gm_status_t confirm(gr_tune_ctx_t *c, const char *const *specs, int n, co
     p->from_grid = from_grid[i];
     gr_tune_point_set(t, p, res[i]);
   }
+  for (int i = 0; st == GM_OK && i < np; i++) pr[i].fits = res[n + i]->ooms == 0;
   t->cap = t->n;
   if (st != GM_OK) {
-    gr_tune_free_results(res, n);
+    gr_tune_free_results(res, n + np);
     return st;
   }
   *res_out = res;
   return GM_OK;
 }
 
-/* The points the report shows with a capacity: the default, the best, the chosen, the grid's. */
-static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, gm_err_t *err) {
+/* The probes of a point's capacity: where the reduced trace needs it, and 2 MiB below. */
+static gm_status_t plan_probes(gr_tune_ctx_t *rc, probe_t *pr, int *np, gm_err_t *err) {
+  gr_tune_t *r = rc->t;
+  int show[4] = {r->dflt, r->best, r->chosen, r->best_grid};
+  for (int i = 0; i < 4; i++) {
+    if (show[i] < 0) continue;
+    gr_tune_point_t *q = &r->pts[show[i]];
+    int dup = 0;
+    for (int k = 0; k < *np; k++) dup |= strcmp(pr[k].spec, q->spec) == 0;
+    if (dup || *np + 2 > 2 * MAX_PROBES) continue;
+    gm_status_t st = gr_tune_point_needs(rc, q, err);
+    if (st != GM_OK) return st;
+    if (q->needs_above || q->needs_none || q->needs_bytes < (4u << 20)) continue;
+    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes, 0};
+    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes - (2u << 20), 0};
+  }
+  return GM_OK;
+}
+
+/* The points the report shows with a capacity: the default, the best, the chosen, the grid's.
+ * A point whose probes bracket its capacity has it (the bisection, which assumes fitting is
+ * monotone in the capacity, would end there); the others are bisected on the whole trace from
+ * where the reduced trace needs them. */
+static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t *pr, int np, gm_err_t *err) {
   gr_tune_t *t = c->t;
   int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
   gm_status_t st = GM_OK;
   for (int i = 0; st == GM_OK && i < 4; i++) {
     if (show[i] < 0) continue;
     gr_tune_point_t *p = &t->pts[show[i]];
+    if (p->needs_bytes || p->needs_above || p->needs_none) continue;
+    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2)
+      if (strcmp(pr[k].spec, p->spec) == 0 && pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+    if (p->needs_bytes) continue;
     uint64_t hint = 0;
     int k = rc ? gr_tune_find(rc->t, p->spec) : -1;
     if (k >= 0) { /* where the reduced trace needs it: cheap to find, tried first */
@@ -155,7 +203,13 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
   for (int i = 0; i < m && i < TOP_GRID; i++) add_spec(sp, &n, rt.pts[ord[i]].spec);
   m = ranked(&rt, 0, ord);
   for (int i = 0; i < m && i < TOP_BEST; i++) add_spec(sp, &n, rt.pts[ord[i]].spec);
-  for (int i = 0; i < rt.n_front; i++) add_spec(sp, &n, rt.pts[rt.front[i]].spec);
+  /* the front up to the chosen point and one past it: the whole trace's times may move the
+   * choice along the front by one (a faster point past it only if the chosen one's time goes
+   * over the budget); the rest of the front is shown by the reduced search only */
+  for (int i = 0; i < rt.n_front; i++) {
+    add_spec(sp, &n, rt.pts[rt.front[i]].spec);
+    if (i > 0 && rt.front[i - 1] == rt.chosen) break;
+  }
   free(ord);
   for (int i = 0; i < n; i++) {
     int k = gr_tune_find(&rt, sp[i]);
@@ -170,12 +224,15 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
   if (cfg->progress)
     fprintf(stderr, "\rgpureplay: %s: confirming %d finalists on the whole trace ...   ", lt->info.path, n);
   rp_result_t **res = NULL;
-  int n_conf = n;
-  st = confirm(&c, sp, n, grid, &res, err);
+  probe_t pr[2 * MAX_PROBES];
+  int np = 0;
+  if (o->capacity) st = plan_probes(&rc, pr, &np, err);
+  int n_conf = n + np;
+  if (st == GM_OK) st = confirm(&c, sp, n, grid, pr, np, &res, err);
   if (st == GM_OK) {
     t->dflt = gr_tune_find(t, t->policy_name);
     gr_tune_choose(t);
-    if (o->capacity) st = capacities(&c, &rc, err);
+    if (o->capacity) st = capacities(&c, &rc, pr, np, err);
   }
   if (st == GM_OK) {
     t->replays += rt.replays;
@@ -211,11 +268,11 @@ gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, cons
     }
   gr_tune_ctx_t c = {*cfg, lt, t, o, t->events};
   rp_result_t **res = NULL;
-  gm_status_t st = confirm(&c, sp, n, grid, &res, err);
+  gm_status_t st = confirm(&c, sp, n, grid, NULL, 0, &res, err);
   if (st == GM_OK) {
     t->dflt = gr_tune_find(t, t->policy_name);
     gr_tune_choose(t);
-    if (o->capacity) st = capacities(&c, NULL, err);
+    if (o->capacity) st = capacities(&c, NULL, NULL, 0, err);
   }
   if (st == GM_OK) {
     t->method = "the grid only";
