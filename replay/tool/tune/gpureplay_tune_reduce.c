@@ -13,7 +13,7 @@
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
- * event costs minutes), with the capacity of the default and the grid's best. */
+ * event costs minutes), without the capacity bisection (a dozen more passes over the trace). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,7 +272,7 @@ gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   if (st == GM_OK) {
     t->dflt = gr_tune_find(t, t->policy_name);
     gr_tune_choose(t);
-    if (o->capacity) st = capacities(&c, NULL, NULL, 0, err);
+    /* no capacity bisection: a dozen passes over a trace this long (the sweep has none either) */
   }
   if (st == GM_OK) {
     t->method = "the grid only";
