@@ -593,7 +593,7 @@ static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *p
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
     done += n[cur];
     if (progress && total)
-      fprintf(stderr, "\rgpureplay: %s: %d settings over the whole trace, %.0f%%   ", path, s->n,
+      fprintf(stderr, "\rgpureplay: %s: %d replays over the whole trace, %.0f%%   ", path, s->n,
               100.0 * (double)done / (double)total);
     if (rs == GM_END) n[1 - cur] = 0;
     else if (rs != GM_OK) st = gm_err_wrap(err, "cannot read '%s'", path);
