@@ -76,7 +76,7 @@ typedef struct gr_trace_info {
   char predicted[512];      /* "the job at 32, predicted from a.zst@8 b.zst@16 (confidence 0.99)"; "" for a recording */
   /* gpurec predict's check of the uncertain sizes per setting (the header's predicted.settings,
    * SPEC.md §3.3: "SPEC=answered LOW..HIGH (uncertain sizes move it by X %); ..."); "": none */
-  char predicted_settings[2048];
+  char predicted_settings[8192];
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
   /* The CUDA context and module code of the replayed device (DEVICE_USAGE records,
    * gpureplay_context.c): --capacity leaves the policy capacity - context_bytes; 0 if not

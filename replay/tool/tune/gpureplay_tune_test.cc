@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/engine/va_model.h"
 #include "replay/tool/tune/gpureplay_tune.h"
 
 namespace {
@@ -213,6 +214,90 @@ TEST(Tune, TensorFlowBisectionBeatsItsGrid) {
   EXPECT_GE(pt(t, t.best).peak_reserved, 100 * MiB);
   EXPECT_LE(pt(t, t.best).peak_reserved, 104 * MiB) << pt(t, t.best).spec;
   gr_tune_free(&t);
+}
+
+// Issue 25: the choice is on the worst case. A predicted trace whose check of its uncertain
+// sizes (predicted.settings) moves every setting but the default by 60 %: the tuned point,
+// 250 MiB, may reserve 400 MiB; the default, 350 MiB, is certain. The better point figure
+// loses, and the tuner keeps the default.
+TEST(Tune, ABetterPointFigureWithAWorseWorstCaseLoses) {
+  Loaded l = fragmenting_trace();
+  l.cfg.timing_range = 1;
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=refused 200.00 MiB..350.00 MiB (uncertain sizes move it by 60.00 %, "
+           "over the tolerance)");
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  // The search still finds the 250 MiB point (it steps on point figures) ...
+  int small = -1;
+  for (int i = 0; i < t.n; i++)
+    if (t.pts[i].ok && t.pts[i].peak_reserved == 250 * MiB && (small < 0 || t.pts[i].spread)) small = i;
+  ASSERT_GE(small, 0);
+  // ... and the choice, on worst cases, does not take it.
+  ASSERT_GE(t.best, 0);
+  EXPECT_EQ(t.best, t.dflt) << pt(t, t.best).spec;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 350 * MiB);
+  EXPECT_GT(pt(t, t.best).peak_reserved, pt(t, small).peak_reserved);
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 350 * MiB);
+  EXPECT_EQ(pt(t, small).spread, 1); // it was the first candidate: its worst case was replayed
+  EXPECT_EQ(pt(t, small).worst_bytes, 400 * MiB);
+  EXPECT_EQ(t.chosen, t.dflt);
+  EXPECT_EQ(t.keep_default, 0); // the default itself is chosen: nothing to keep it over
+  gr_tune_free(&t);
+  // A move of 10 %: 275 MiB at worst, 75 MiB below the default (above the 64 MiB floor).
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=answered 300.00 MiB..330.00 MiB (uncertain sizes move it by 10.00 %)");
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 250 * MiB) << pt(t, t.best).spec;
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 275 * MiB);
+  EXPECT_EQ(t.keep_default, 0);
+  gr_tune_free(&t);
+  // 20 %: 300 MiB at worst, 50 MiB below the default: chosen, but inside the floor: kept.
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=answered 300.00 MiB..330.00 MiB (uncertain sizes move it by 20.00 %)");
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 300 * MiB) << pt(t, t.best).spec;
+  EXPECT_NE(t.chosen, t.dflt);
+  EXPECT_EQ(t.keep_default, 1);
+  gr_tune_free(&t);
+}
+
+TEST(Tune, SizesMoveReadsTheSpecsOwnCheckOrTheLargest) {
+  const char *note = "pytorch=answered 1.00 GiB..1.01 GiB (uncertain sizes move it by 0.50 %); "
+                     "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=0.5=refused 1.00 GiB..1.10 GiB (uncertain sizes move it by "
+                     "3.10 %, over the tolerance)";
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "pytorch"), 0.005);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=0.5"), 0.031);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "pytorch:expandable_segments:True"), 0.031);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move("", "pytorch"), 0.0);
+}
+
+// The spread gr_spread_loaded adds to gr_run_loaded's figures is the bump pointer's replay.
+TEST(Tune, SpreadIsTheBumpPointersReplay) {
+  Loaded l = fragmenting_trace();
+  l.cfg.timing_range = 1;
+  l.cfg.addresses = RP_VA_DRIVER;
+  const char *sp[2] = {"pytorch", "pytorch:max_split_size_mb:120"};
+  rp_result_t *r[2] = {new rp_result_t, new rp_result_t}, *b[2] = {new rp_result_t, new rp_result_t};
+  gm_err_t err;
+  ASSERT_EQ(gr_run_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(gr_spread_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
+  gr_config_t bump = l.cfg;
+  bump.addresses = RP_VA_BUMP;
+  ASSERT_EQ(gr_run_loaded(&bump, &l.lt, sp, 2, b, &err), GM_OK) << err.msg;
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(r[i]->placement_checked, 1) << sp[i];
+    EXPECT_EQ(r[i]->placement_bump_bytes, b[i]->peak_reserved_bytes) << sp[i];
+    EXPECT_EQ(r[i]->range_kind, RP_RANGE_NONE) << sp[i]; // no frees wait on stream events here
+    EXPECT_EQ(r[i]->spread_ooms, 0u);
+    delete r[i];
+    delete b[i];
+  }
 }
 
 } // namespace
