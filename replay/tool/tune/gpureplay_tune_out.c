@@ -74,7 +74,9 @@ unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p) {
 static void capacity_sentence(FILE *f, const gr_tune_t *t, int partial) {
   char b1[32], b2[32], line[600];
   const gr_tune_point_t *d = t->dflt >= 0 ? &t->pts[t->dflt] : NULL;
-  const gr_tune_point_t *z = t->chosen >= 0 ? &t->pts[t->chosen] : NULL;
+  /* what the job is advised to run with: the default where it is kept (t->keep_default) */
+  int zi = t->keep_default ? t->dflt : t->chosen;
+  const gr_tune_point_t *z = zi >= 0 ? &t->pts[zi] : NULL;
   if (!z || (!z->needs_bytes && !z->needs_none)) return;
   if (z->needs_none && (!d || d->needs_none)) {
     fprintf(f, "capacity: the job allocates no device memory: it needs nothing and fits any GPU\n");
@@ -159,8 +161,8 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
             gm_format_size(t->lower_bound, b2, sizeof b2));
     return;
   }
-  fprintf(f, "\nfront (peak reserved, vs default, (best..worst case where the replay cannot tell: timing,\n"
-             "placement, predicted sizes), est. driver time p50 (..p99), driver calls):\n");
+  fprintf(f, "\nfront (peak reserved, vs default, (best..worst case) where it is a range, est. driver time p50 "
+             "(..p99), driver calls):\n");
   for (int i = 0; i < t->n_front; i++) print_point(f, t, t->front[i]);
   fprintf(f, "\n");
   if (t->dflt >= 0) {
@@ -214,8 +216,8 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
       fprintf(f, "paste: nothing (the default)\n");
     } else if (strcmp(z->spec, "pytorch") == 0) fprintf(f, "paste: unset PYTORCH_CUDA_ALLOC_CONF   # PyTorch's default caching allocator\n");
     else fprintf(f, "paste: %s\n", line);
-    const char *fr = strstr(z->spec, "per_process_memory_fraction:");
-    const char *xf = strstr(z->spec, "MEM_FRACTION=");
+    const char *fr = t->keep_default ? NULL : strstr(z->spec, "per_process_memory_fraction:");
+    const char *xf = t->keep_default ? NULL : strstr(z->spec, "MEM_FRACTION=");
     double share = fr ? atof(fr + 28) : xf ? atof(xf + 13) : 0.0;
     if (share > 0.0)
       fprintf(f, "  (the fraction is a share of this GPU's %s: %s; scale it for another GPU. It is a hard\n"
