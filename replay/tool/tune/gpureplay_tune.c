@@ -8,9 +8,11 @@
  * step go to gr_run_loaded together, so --jobs cores replay them side by side. A setting is
  * replayed once: the memo is keyed by its spec.
  *
- * Objective: peak reserved without an OOM (what the sweep ranks by). Time is the driver time
- * the setting's calls would take on a real GPU, from the latencies below; it is a cost beside
- * memory, never folded into it. */
+ * Objective: peak reserved without an OOM. The search steps on point figures (what the sweep
+ * ranks by); the choice compares candidates on their worst case (issue 25: the timing range,
+ * the bump pointer's placement, a predicted trace's uncertain sizes), replayed only for those
+ * that may win. Time is the driver time the setting's calls would take on a real GPU, from the
+ * latencies of gpureplay_tune_eval.c; it is a cost beside memory, never folded into it. */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
