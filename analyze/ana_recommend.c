@@ -141,6 +141,12 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
           best->tune_budget * 1e3,
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
+  /* what the tuner ranked it by, where the replay cannot tell (issue 25) */
+  if (best->tune_worst == INT64_MAX)
+    fprintf(out, "%s  its worst case: out of memory under another timing or placement\n", ind);
+  else if (best->tune_worst && (best->tune_worst != best->reserved || best->tune_best != best->reserved))
+    fprintf(out, "%s  its worst and best case: %s..%s (timing, placement, a predicted trace's sizes)\n", ind,
+            gm_format_size((uint64_t)best->tune_best, b1, sizeof b1), gm_format_size((uint64_t)best->tune_worst, b2, sizeof b2));
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
   else if (best->tune_gpu && partial) /* a partial trace: a peak before its window may be larger */

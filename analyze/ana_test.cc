@@ -763,6 +763,7 @@ TEST(Recommend, ASavingInsideThePlacementSpreadIsNotAdvisedOnTheTunerPath) {
   rec = RecommendTuned({}, ",\"worst_bytes\":" + std::to_string(d - 100 * M) + ",\"best_bytes\":" +
                                std::to_string(d - 104 * M));
   EXPECT_NE(rec.find("best policy: pytorch:max_split_size_mb:256"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("its worst and best case: 8.52 GiB..8.52 GiB"), std::string::npos) << rec;
 }
 
 TEST(Identity, SamePathWithNewContentReplacesTheTraceAndItsRuns) {

@@ -136,7 +136,8 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
                           int n, rp_result_t **res, gm_err_t *err);
 /* What the replay cannot tell about figures gr_run_loaded made (issue 25): the timing range
  * and the placement spread of res[i] (specs[i]), as gr_run_trace adds them to its figures
- * (range_*, placement_*, spread_ooms), replaying only the other timings and placement. Reads
+ * (range_*, placement_*, spread_ooms), replaying only the other timings and placement; nothing
+ * without cfg->timing_range (a timing the user fixed), as there. Reads
  * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested. */
 gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
                              rp_result_t **res, gm_err_t *err);

@@ -544,7 +544,8 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
 
 gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
                              rp_result_t **res, gm_err_t *err) {
-  if (n <= 0) return GM_OK;
+  /* as gr_run_trace: a timing the user fixed (--event-timing=early|late|recorded) is no range */
+  if (n <= 0 || !cfg->timing_range) return GM_OK;
   gr_config_t c = *cfg;
   c.progress = 0; /* the tuner says its own progress */
   pool_t p;
