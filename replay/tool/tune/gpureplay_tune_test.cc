@@ -301,3 +301,62 @@ TEST(Tune, SpreadIsTheBumpPointersReplay) {
 }
 
 } // namespace
+namespace {
+
+// Issue 25's case on the tuner's path, from the placement itself: a 384 MiB buffer fills the
+// driver's first area, so later segments go top down under the driver's placement and bottom up
+// under a bump pointer. R (200 MiB) and P (400 MiB) take a segment each; P is freed and X (200)
+// split out of its segment; R is freed: two free 200 MiB blocks tie, and PyTorch's best fit
+// takes the lower address for Y (200). Under the bump pointer that is R's segment, so X's
+// free merges back into 400 MiB and Z (400) fits: 984 MiB. Under the driver's placement P's
+// segment is lower: Z needs a new segment, 1384 MiB. Every setting the tuner finds reserves
+// about 1000 MiB (the lower bound is 984): 384 MiB saved on the point figures, but nothing
+// below the default's best case, so nothing is advised.
+Loaded placement_trace() {
+  Loaded l(GMT_FW_PYTORCH);
+  uint64_t ts = 1;
+  auto A = [&](uint64_t a, uint64_t s) { l.evs.push_back(ev(GMT_EV_ALLOC, ts++, a, s * MiB)); };
+  auto F = [&](uint64_t a, uint64_t s) { l.evs.push_back(ev(GMT_EV_FREE, ts++, a, s * MiB)); };
+  A(9, 384);
+  A(2, 200), A(1, 400), F(1, 400), A(3, 200), F(2, 200), A(4, 200), F(3, 200), A(5, 400);
+  F(4, 200), F(5, 400), F(9, 384);
+  l.done();
+  l.cfg.addresses = RP_VA_DRIVER;
+  l.cfg.timing_range = 1;
+  return l;
+}
+
+TEST(Tune, ASavingInsideThePlacementSpreadIsNotAdvised) {
+  Loaded l = placement_trace();
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  ASSERT_GE(t.dflt, 0);
+  ASSERT_GE(t.chosen, 0);
+  EXPECT_EQ(pt(t, t.dflt).peak_reserved, 1384 * MiB);
+  EXPECT_EQ(pt(t, t.dflt).best_bytes, 984 * MiB); // the bump pointer's figure
+  EXPECT_NE(t.chosen, t.dflt);
+  EXPECT_LE(pt(t, t.chosen).peak_reserved + 64 * MiB, pt(t, t.dflt).peak_reserved) << pt(t, t.chosen).spec;
+  EXPECT_GE(gr_tune_worst(&pt(t, t.chosen)), 984 * MiB);
+  EXPECT_EQ(t.keep_default, 1);
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  gr_tune_print(f, &l.lt, &t);
+  fclose(f);
+  std::string out(buf, len);
+  free(buf);
+  EXPECT_NE(out.find("keep the default (pytorch): no setting is reliably smaller"), std::string::npos) << out;
+  EXPECT_NE(out.find("\npaste: nothing (the default)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("(984.00 MiB..1.35 GiB)"), std::string::npos) << out; // the default's range, shown
+  gr_tune_free(&t);
+  // The same trace under the bump pointer alone: the default is 984 MiB, nothing beats it.
+  l.cfg.addresses = RP_VA_BUMP;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 984 * MiB);
+  EXPECT_EQ(t.keep_default, 0);
+  gr_tune_free(&t);
+}
+
+} // namespace
