@@ -5,7 +5,9 @@
  * allocations takes the size fitted through its partners in the other recordings. One that
  * some recording lacks is carried by the recordings' own rule: the reference has it, so the
  * job makes it at values on the reference's side; it keeps the size fitted through the
- * recordings that have it (the reference's own when only it does). Allocations only the other
+ * recordings that have it (the reference's own when only it does); when every recording nearer
+ * the target than each one lacking it makes it, that fit counts as certain (made_from_near).
+ * Allocations only the other
  * recordings make are left out. Two passes over the reference: the first sizes every event
  * and finds the predicted peak of live requested bytes and what it is made of (confidence);
  * the second, only when the prediction stands, writes the trace (to a temporary file renamed
