@@ -231,8 +231,8 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
   if (st == GM_OK) st = confirm(&c, sp, n, grid, pr, np, &res, err);
   if (st == GM_OK) {
     t->dflt = gr_tune_find(t, t->policy_name);
-    gr_tune_choose(t);
-    if (o->capacity) st = capacities(&c, &rc, pr, np, err);
+    st = gr_tune_choose(&c, err); /* worst cases spread on the whole trace */
+    if (st == GM_OK && o->capacity) st = capacities(&c, &rc, pr, np, err);
   }
   if (st == GM_OK) {
     t->replays += rt.replays;
@@ -271,7 +271,7 @@ gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   gm_status_t st = confirm(&c, sp, n, grid, NULL, 0, &res, err);
   if (st == GM_OK) {
     t->dflt = gr_tune_find(t, t->policy_name);
-    gr_tune_choose(t);
+    st = gr_tune_choose(&c, err);
     /* no capacity bisection: a dozen passes over a trace this long (the sweep has none either) */
   }
   if (st == GM_OK) {
