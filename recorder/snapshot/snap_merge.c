@@ -50,6 +50,14 @@ typedef struct cupti_side {
   gmt_event_t *torch;
   size_t ntorch_kept, torch_cap;
   uint64_t ntorch, stream_allocs, stream_sites, stream_first_ts;
+  /* compact (a streamed recording): of the CUPTI events only the driver calls that may be
+   * PyTorch's own (driver_call) are held, without their strings; every other one is decided by
+   * its kind (side_kind) and counted here, and the merge reads them all again from the file */
+  int compact;
+  uint64_t other_dropped, other_external;
+  /* what the merge is doing, for a terminal (snap_merge_file_progress) */
+  snap_progress_fn progress;
+  void *progress_ctx;
 } cupti_side_t;
 
 static void cupti_free(cupti_side_t *c) {
@@ -57,6 +65,48 @@ static void cupti_free(cupti_side_t *c) {
   free(c->v);
   free(c->torch);
   gmt_header_free(&c->header);
+}
+
+static int device_mem(const gmt_event_t *e) {
+  return e->mem_kind == GMT_MEM_DEVICE || e->mem_kind == GMT_MEM_UNKNOWN;
+}
+
+static int is_vmm(unsigned k) {
+  return k == GMT_EV_VMM_RESERVE || k == GMT_EV_VMM_MAP || k == GMT_EV_VMM_UNMAP || k == GMT_EV_VMM_RELEASE;
+}
+
+/* A CUPTI event that may be one of PyTorch's own driver calls: which it is depends on the whole
+ * recording (classify). */
+static int driver_call(const gmt_event_t *e) {
+  return (e->kind == GMT_EV_ALLOC || e->kind == GMT_EV_FREE || is_vmm(e->kind)) && device_mem(e);
+}
+
+/* What classify makes of any other CUPTI event, from its kind alone (the same rules). */
+enum { SIDE_OUT, SIDE_DROPPED, SIDE_KEPT, SIDE_EXTERNAL };
+static int side_kind(const gmt_event_t *e) {
+  if (e->kind == GMT_EV_ALLOC_SITE) return SIDE_OUT; /* an older recorder's note: the stream carries callsites */
+  if ((e->kind == GMT_EV_ALLOC_FAILED && device_mem(e)) || e->kind == GMT_EV_EMPTY_CACHE) return SIDE_DROPPED;
+  if (e->kind == GMT_EV_MARKER || e->kind == GMT_EV_DEVICE_USAGE) return SIDE_KEPT; /* no one's memory */
+  return SIDE_EXTERNAL;
+}
+
+/* Progress every 2^20 events of a pass (and at its end). */
+static void progress(const cupti_side_t *c, gmt_reader_t *r, int pass, uint64_t events, int end) {
+  if (!c->progress || !c->compact || (!end && (events & ((1u << 20) - 1)))) return;
+  c->progress(c->progress_ctx, pass, events, gmt_reader_stats(r)->chunks, gmt_reader_chunk_count(r));
+}
+
+/* Does the trace hold PyTorch's streamed requests? Read up to the first one. */
+static int stream_probe(const char *path) {
+  gmt_reader_t *r = NULL;
+  if (gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, NULL) != GM_OK) return 0;
+  gmt_event_t buf[512];
+  size_t n = 0;
+  int found = 0;
+  while (!found && gmt_reader_next_batch(r, buf, sizeof buf / sizeof buf[0], &n, NULL) == GM_OK)
+    for (size_t i = 0; i < n && !found; i++) found = (buf[i].flags & GMT_F_TORCH_STREAM) != 0;
+  gmt_reader_close(r);
+  return found;
 }
 
 /* The streamed events kept in memory: a segment's or a mapping's (matched to the driver's
@@ -85,13 +135,24 @@ static gm_status_t cupti_add(cupti_side_t *c, gmt_reader_t *r, const gmt_event_t
 
 static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) {
   gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
+  gm_status_t st = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err);
   if (st != GM_OK) return st;
   st = gmt_header_copy(&c->header, gmt_reader_header(r), err);
   gmt_event_t ev;
+  uint64_t nread = 0;
   while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    progress(c, r, 1, ++nread, 0);
     if (!(ev.flags & GMT_F_TORCH_STREAM)) {
-      st = cupti_add(c, r, &ev, err);
+      if (!c->compact || driver_call(&ev)) {
+        if ((st = cupti_add(c, r, &ev, err)) == GM_OK && c->compact) {
+          free(c->v[c->n - 1].str); /* read again from the file by the merge */
+          c->v[c->n - 1].str = NULL;
+        }
+      } else {
+        int k = side_kind(&ev);
+        c->other_dropped += k == SIDE_DROPPED;
+        c->other_external += k == SIDE_EXTERNAL;
+      }
       continue;
     }
     /* a request, not a driver call */
@@ -114,6 +175,7 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
     c->torch[c->ntorch_kept++] = ev;
   }
   if (st == GM_END) st = GM_OK;
+  progress(c, r, 1, nread, 1);
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
   c->dropped_records = rs->dropped;
   c->truncated = rs->truncated || gmt_stats_partial(rs);
@@ -197,14 +259,6 @@ static int ranges_overlap(const range_t *r, size_t n, uint64_t lo, uint64_t hi) 
     else b = m;
   }
   return a < n && r[a].lo < hi;
-}
-
-static int device_mem(const gmt_event_t *e) {
-  return e->mem_kind == GMT_MEM_DEVICE || e->mem_kind == GMT_MEM_UNKNOWN;
-}
-
-static int is_vmm(unsigned k) {
-  return k == GMT_EV_VMM_RESERVE || k == GMT_EV_VMM_MAP || k == GMT_EV_VMM_UNMAP || k == GMT_EV_VMM_RELEASE;
 }
 
 /* Mark the CUPTI events that are PyTorch's own (or left out), queue the segment calls for the
@@ -335,7 +389,10 @@ static gm_status_t kv_u64(gmt_header_t *h, const char *k, uint64_t v, gm_err_t *
 /* The history's coverage on the merged trace (SPEC.md §3.4): its window moved onto the CUPTI
  * clock, counted in merged events (the CUPTI events before it come first), and its ring's size
  * as gpurec set it (rec_torch.c reads the same variable; 1000000 by default). */
-static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const cupti_side_t *c, gm_err_t *err) {
+static gm_status_t side_count_before(cupti_side_t *c, const char *path, uint64_t t, uint64_t *n, gm_err_t *err);
+
+static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, cupti_side_t *c, const char *path,
+                                 gm_err_t *err) {
   const char *env = getenv("GPUMEM_TORCH_MAX_ENTRIES");
   uint64_t ring = env && *env ? strtoull(env, NULL, 10) : 1000000u;
   gmt_coverage_t cov;
@@ -343,7 +400,12 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const c
   if (cov.partial && cov.has_window) {
     int64_t t = (int64_t)cov.from_ns + clock_shift(ps, &c->header);
     cov.from_ns = t > 0 ? (uint64_t)t : 0;
-    for (size_t i = 0; i < c->n; i++) cov.from_event += c->v[i].ev.kind != 0 && c->v[i].ev.ts_ns < cov.from_ns;
+    if (c->compact) { /* the CUPTI side is in the file */
+      gm_status_t s = side_count_before(c, path, cov.from_ns, &cov.from_event, err);
+      if (s) return s;
+    } else {
+      for (size_t i = 0; i < c->n; i++) cov.from_event += c->v[i].ev.kind != 0 && c->v[i].ev.ts_ns < cov.from_ns;
+    }
   }
   return snap_coverage_mark(h, &cov, err);
 }
@@ -362,27 +424,103 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, const c
 typedef struct stream_out {
   gmt_writer_t *w;
   cupti_side_t *c;
-  size_t i;      /* the next CUPTI event */
+  size_t i;      /* the next of c->v */
   uint64_t last; /* the last time written */
+  /* the next CUPTI event to write (with its callsite's text): compact, read again from the file
+   * by rb, in the order the first pass read them */
+  gmt_reader_t *rb;
+  int has_next, side_end;
+  gmt_event_t next;
+  char *str;
+  size_t str_cap;
+  int has_str;
 } stream_out_t;
 
-/* The CUPTI events kept (not left out) up to time t, written. */
+static gm_status_t keep_str(stream_out_t *o, const char *str, gm_err_t *err) {
+  o->has_str = str != NULL;
+  if (!str) return GM_OK;
+  size_t n = strlen(str) + 1;
+  if (n > o->str_cap) {
+    char *ns = realloc(o->str, n);
+    if (!ns) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    o->str = ns;
+    o->str_cap = n;
+  }
+  memcpy(o->str, str, n);
+  return GM_OK;
+}
+
+/* The next CUPTI event kept (not left out) into o->next, as classify decided it. */
+static gm_status_t side_peek(stream_out_t *o, gm_err_t *err) {
+  cupti_side_t *c = o->c;
+  while (!o->has_next && !o->side_end) {
+    if (!c->compact) {
+      if (o->i >= c->n) {
+        o->side_end = 1;
+        break;
+      }
+      cev_t *ce = &c->v[o->i++];
+      if (ce->ev.kind == 0) continue;
+      o->next = ce->ev;
+      gm_status_t s = keep_str(o, ce->str, err);
+      if (s) return s;
+      o->has_next = 1;
+      break;
+    }
+    gmt_event_t ev;
+    gm_status_t s = gmt_reader_next(o->rb, &ev, err);
+    if (s == GM_END) {
+      o->side_end = 1;
+      break;
+    }
+    if (s) return s;
+    if (ev.flags & GMT_F_TORCH_STREAM) continue;
+    if (driver_call(&ev)) {
+      if (o->i >= c->n) return gm_err_set(err, GM_ERR_CORRUPT, "the trace changed while it was merged");
+      const gmt_event_t *d = &c->v[o->i++].ev; /* this very call, classified */
+      if (d->kind == 0) continue;
+      ev.flags = d->flags;
+    } else {
+      int k = side_kind(&ev);
+      if (k == SIDE_OUT || k == SIDE_DROPPED) continue;
+      if (k == SIDE_EXTERNAL) ev.flags |= GMT_F_EXTERNAL;
+    }
+    o->next = ev;
+    if ((s = keep_str(o, ev.callsite != GMT_NO_STRING ? gmt_reader_string(o->rb, ev.callsite) : NULL, err)))
+      return s;
+    o->has_next = 1;
+  }
+  return GM_OK;
+}
+
+/* The CUPTI events kept up to time t (all: to the end), written. */
 static gm_status_t cupti_until(stream_out_t *o, uint64_t t, int all, gm_err_t *err) {
   gm_status_t s = GM_OK;
-  while (s == GM_OK && o->i < o->c->n) {
-    cev_t *ce = &o->c->v[o->i];
-    if (ce->ev.kind == 0) {
-      o->i++;
-      continue;
-    }
-    if (!all && ce->ev.ts_ns >= t) break; /* a request first on a tie */
-    o->i++;
-    if (ce->ev.ts_ns < o->last) ce->ev.ts_ns = o->last;
-    o->last = ce->ev.ts_ns;
-    ce->ev.callsite = GMT_NO_STRING;
-    if (ce->str) s = gmt_writer_intern(o->w, ce->str, &ce->ev.callsite, err);
-    if (s == GM_OK) s = gmt_writer_append(o->w, &ce->ev, err);
+  while (s == GM_OK && (s = side_peek(o, err)) == GM_OK && o->has_next) {
+    gmt_event_t *e = &o->next;
+    if (!all && e->ts_ns >= t) break; /* a request first on a tie */
+    o->has_next = 0;
+    if (e->ts_ns < o->last) e->ts_ns = o->last;
+    o->last = e->ts_ns;
+    e->callsite = GMT_NO_STRING;
+    if (o->has_str) s = gmt_writer_intern(o->w, o->str, &e->callsite, err);
+    if (s == GM_OK) s = gmt_writer_append(o->w, e, err);
   }
+  return s;
+}
+
+/* How many CUPTI events kept come before time t (a coverage window's first event). */
+static gm_status_t side_count_before(cupti_side_t *c, const char *path, uint64_t t, uint64_t *n, gm_err_t *err) {
+  stream_out_t o;
+  memset(&o, 0, sizeof o);
+  o.c = c;
+  gm_status_t s = gmt_reader_open_flags(&o.rb, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err);
+  while (s == GM_OK && (s = side_peek(&o, err)) == GM_OK && o.has_next) {
+    *n += o.next.ts_ns < t;
+    o.has_next = 0;
+  }
+  gmt_reader_close(o.rb);
+  free(o.str);
   return s;
 }
 
@@ -390,7 +528,7 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
   cupti_side_t *c = o->c;
   /* the synthetic initial state, where the stream starts (as the in-memory plan times it) */
   uint64_t t0 = c->stream_first_ts / 1000u * 1000u;
-  gm_status_t s = GM_OK;
+  gm_status_t s = c->compact ? gmt_reader_open_flags(&o->rb, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err) : GM_OK;
   for (size_t k = 0; k < ps->synthetic && s == GM_OK; k++) {
     gmt_event_t e = ps->evs[k]->ev;
     if ((s = cupti_until(o, t0, 0, err))) break;
@@ -398,10 +536,12 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
     s = gmt_writer_append(o->w, &e, err);
   }
   gmt_reader_t *r = NULL;
-  if (s == GM_OK) s = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE, err);
+  if (s == GM_OK) s = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err);
   size_t kept = 0;
+  uint64_t nread = 0;
   gmt_event_t ev;
   while (s == GM_OK && (s = gmt_reader_next(r, &ev, err)) == GM_OK) {
+    progress(c, r, 2, ++nread, 0);
     if (!(ev.flags & GMT_F_TORCH_STREAM)) continue;
     gmt_event_t e = ev;
     e.flags &= ~GMT_F_TORCH_STREAM;
@@ -422,8 +562,13 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
     if (s == GM_OK) s = gmt_writer_append(o->w, &e, err);
   }
   if (s == GM_END) s = GM_OK;
+  if (r) progress(c, r, 2, nread, 1);
   gmt_reader_close(r);
   if (s == GM_OK) s = cupti_until(o, 0, 1, err);
+  gmt_reader_close(o->rb);
+  o->rb = NULL;
+  free(o->str);
+  o->str = NULL;
   return s;
 }
 
@@ -440,6 +585,8 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
   size_t nsites = 0;
   s = classify(&ps, c, &queues, &dropped, &external, &sites, &nsites, err);
   free(sites);
+  dropped += c->other_dropped; /* the CUPTI events not held, decided by their kind */
+  external += c->other_external;
   /* each segment call takes its driver call's identity, in the trace's order */
   for (size_t k = 0; k < c->ntorch_kept && s == GM_OK; k++) {
     gmt_event_t *e = &c->torch[k];
@@ -464,15 +611,21 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
         (s = kv_u64(&h, "torch_history.cupti_dropped", dropped, err)) == GM_OK &&
         (s = gmt_header_kv_set(&h, "torch_history.clock", "cupti", err)) == GM_OK && c->truncated)
       s = gmt_header_kv_set(&h, "torch_history.cupti_truncated", "1", err);
-    if (s == GM_OK && c->stream_sites)
+    /* each alloc carries its callsite: a note of its own (as the history's notes are counted)
+     * that always finds its alloc */
+    if (s == GM_OK && c->stream_sites &&
+        (s = kv_u64(&h, "torch_history.alloc_site_notes", c->stream_sites, err)) == GM_OK)
       s = kv_u64(&h, "torch_history.allocs_with_callsite", c->stream_sites, err);
   }
-  if (s == GM_OK) s = mark_coverage(&h, &ps, c, err);
+  if (s == GM_OK) s = mark_coverage(&h, &ps, c, path, err);
   gmt_writer_t *w = NULL;
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
     gmt_writer_add_dropped(w, c->dropped_records);
-    stream_out_t o = {w, c, 0, 0};
+    stream_out_t o;
+    memset(&o, 0, sizeof o);
+    o.w = w;
+    o.c = c;
     s = stream_requests(&o, path, &ps, err);
     if (s == GM_OK) s = gmt_writer_close(w, err);
     else gmt_writer_abandon(w);
@@ -485,7 +638,7 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
     ms->external = external;
     ms->cupti_dropped = dropped;
     ms->cupti_truncated = c->truncated;
-    ms->site_notes = 0;
+    ms->site_notes = c->stream_sites;
     ms->allocs = c->stream_allocs;
     ms->allocs_with_callsite = c->stream_sites;
     ms->streamed = 1;
@@ -546,7 +699,7 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
     if (s == GM_OK && nsites && (s = kv_u64(&h, "torch_history.alloc_site_notes", nsites, err)) == GM_OK)
       s = kv_u64(&h, "torch_history.allocs_with_callsite", site_hits, err);
   }
-  if (s == GM_OK) s = mark_coverage(&h, &ps, c, err);
+  if (s == GM_OK) s = mark_coverage(&h, &ps, c, NULL, err);
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
     gmt_writer_add_dropped(w, c->dropped_records);
@@ -607,10 +760,19 @@ static gm_status_t merge_doc(const pkr_val_t *root, cupti_side_t *c, const char 
 gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
                             const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                             gm_err_t *err) {
+  return snap_merge_file_progress(pickle_path, cupti_path, out_path, stacks, opts, st, NULL, NULL, err);
+}
+
+gm_status_t snap_merge_file_progress(const char *pickle_path, const char *cupti_path, const char *out_path,
+                                     const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                                     snap_progress_fn fn, void *ctx, gm_err_t *err) {
   if (st) memset(st, 0, sizeof *st);
   cupti_side_t c;
   memset(&c, 0, sizeof c);
   gmt_header_init(&c.header);
+  c.compact = stream_probe(cupti_path); /* streamed: the merge reads the file twice, holds neither */
+  c.progress = fn;
+  c.progress_ctx = ctx;
   gm_status_t s = cupti_read(cupti_path, &c, err);
   if (s) {
     gm_err_wrap(err, "cannot read the CUPTI trace '%s'", cupti_path);
