@@ -44,6 +44,7 @@ typedef struct cupti_side {
   gmt_header_t header;
   uint64_t dropped_records; /* CUPTI's own drop count */
   int truncated;
+  int cut; /* ... its file ends before its index */
   /* PyTorch's allocator trace as the recorder streamed it: counted, and of its events only those
    * the header and the matching need (segment and VMM calls, OOMs) kept; the requests are read
    * again from the file as the merged trace is written (merge_streamed) */
@@ -179,6 +180,7 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
   c->dropped_records = rs->dropped;
   c->truncated = rs->truncated || gmt_stats_partial(rs);
+  c->cut = rs->truncated;
   gmt_reader_close(r);
   return st;
 }
@@ -410,6 +412,9 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, cupti_s
   return snap_coverage_mark(h, &cov, err);
 }
 
+/* Header room for the marks of a cut recording's merge (gmt_writer_mark after the events). */
+#define SNAP_MERGE_ROOM 512
+
 /* ---- the streamed merge -------------------------------------------------------------------
  * PyTorch's requests streamed into the process's trace (rec_torch_stream.c) are its requests, in
  * the trace's order, on its clock: the merged trace is written in one pass over that file, each
@@ -424,8 +429,9 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, cupti_s
 typedef struct stream_out {
   gmt_writer_t *w;
   cupti_side_t *c;
-  size_t i;      /* the next of c->v */
-  uint64_t last; /* the last time written */
+  size_t i;         /* the next of c->v */
+  uint64_t last;    /* the last time written */
+  uint64_t written; /* events written */
   /* the next CUPTI event to write (with its callsite's text): compact, read again from the file
    * by rb, in the order the first pass read them */
   gmt_reader_t *rb;
@@ -505,6 +511,7 @@ static gm_status_t cupti_until(stream_out_t *o, uint64_t t, int all, gm_err_t *e
     e->callsite = GMT_NO_STRING;
     if (o->has_str) s = gmt_writer_intern(o->w, o->str, &e->callsite, err);
     if (s == GM_OK) s = gmt_writer_append(o->w, e, err);
+    o->written++;
   }
   return s;
 }
@@ -534,6 +541,7 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
     if ((s = cupti_until(o, t0, 0, err))) break;
     e.ts_ns = o->last = t0 > o->last ? t0 : o->last;
     s = gmt_writer_append(o->w, &e, err);
+    o->written++;
   }
   gmt_reader_t *r = NULL;
   if (s == GM_OK) s = gmt_reader_open_flags(&r, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err);
@@ -560,6 +568,7 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
     const char *site = ev.callsite != GMT_NO_STRING ? gmt_reader_string(r, ev.callsite) : NULL;
     if (site) s = gmt_writer_intern(o->w, site, &e.callsite, err);
     if (s == GM_OK) s = gmt_writer_append(o->w, &e, err);
+    o->written++;
   }
   if (s == GM_END) s = GM_OK;
   if (r) progress(c, r, 2, nread, 1);
@@ -618,6 +627,9 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
       s = kv_u64(&h, "torch_history.allocs_with_callsite", c->stream_sites, err);
   }
   if (s == GM_OK) s = mark_coverage(&h, &ps, c, path, err);
+  /* a recording cut (its process killed, its file truncated): the header says where the merge
+   * stops, once it is written (damaged chunks inside it are cupti_lost: a gap, not an end) */
+  if (c->cut && h.room < SNAP_MERGE_ROOM) h.room = SNAP_MERGE_ROOM;
   gmt_writer_t *w = NULL;
   if (s == GM_OK) s = gmt_writer_open_atomic(&w, out_path, &h, opts, err);
   if (s == GM_OK) {
@@ -627,6 +639,16 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
     o.w = w;
     o.c = c;
     s = stream_requests(&o, path, &ps, err);
+    if (s == GM_OK && c->cut) {
+      gmt_coverage_t end;
+      memset(&end, 0, sizeof end);
+      end.partial = 1;
+      end.why = GMT_COV_CUPTI_LOST | GMT_COV_TRUNCATED;
+      end.has_end = 1;
+      end.to_event = o.written;
+      end.to_ns = o.last;
+      s = gmt_writer_mark(w, &end, err);
+    }
     if (s == GM_OK) s = gmt_writer_close(w, err);
     else gmt_writer_abandon(w);
   }
