@@ -1,7 +1,9 @@
 /* merge_mem_bench.c: gpurec's memory when it merges a long streamed recording (issue 24 item 4:
  * at most 64 MiB in gpurec whatever the length). Writes a process trace of N streamed allocations
  * (segment_alloc once, then alloc / free_requested / free_completed per allocation, flagged
- * GMT_F_TORCH_STREAM as rec_torch_stream.c writes them, 50 live, one stream), merges it with a
+ * GMT_F_TORCH_STREAM as rec_torch_stream.c writes them, 50 live, one stream; and beside them, as
+ * CUPTI's side of a long job has them, a marker every 4 allocations and a device usage sample
+ * every 16, which the merge keeps, in order, without holding them), merges it with a
  * snapshot pickle as gpurec does after the job (snap_merge_file), and prints the merge's wall
  * time and the process's peak resident memory.
  *   merge_mem_bench N SNAPSHOT.pickle DIR */
@@ -52,7 +54,9 @@ int main(int argc, char **argv) {
   ev.size = 20u << 20;
   ev.ts_ns = 1000;
   gm_status_t s = gmt_writer_append(w, &ev, &err);
-  uint64_t t = 2000;
+  uint32_t step = 0;
+  if (s == GM_OK) s = gmt_writer_intern(w, "step", &step, &err);
+  uint64_t t = 2000, side = 0;
   for (uint64_t i = 0; i < n && s == GM_OK; i++) {
     uint64_t a = seg + (i % 51) * 8192;
     if (i >= 50) { /* the oldest of the 50 live goes */
@@ -65,6 +69,19 @@ int main(int argc, char **argv) {
     }
     ev.kind = GMT_EV_ALLOC, ev.addr = a, ev.size = 4096, ev.ts_ns = t++;
     if (s == GM_OK) s = gmt_writer_append(w, &ev, &err);
+    if (s == GM_OK && i % 4 == 3) { /* CUPTI's side: not requests, not held by the merge */
+      gmt_event_t m;
+      memset(&m, 0, sizeof m);
+      m.ts_ns = t++;
+      m.stream = GMT_STREAM_NONE;
+      m.kind = i % 16 == 15 ? GMT_EV_DEVICE_USAGE : GMT_EV_MARKER;
+      m.callsite = m.kind == GMT_EV_MARKER ? step : GMT_NO_STRING;
+      m.mem_kind = GMT_MEM_DEVICE;
+      m.addr = m.kind == GMT_EV_MARKER ? 0 : GMT_USAGE_PROCESS;
+      m.size = m.kind == GMT_EV_MARKER ? i : 1u << 30;
+      s = gmt_writer_append(w, &m, &err);
+      side++;
+    }
   }
   if (s == GM_OK) s = gmt_writer_close(w, &err);
   gmt_header_free(&h);
@@ -98,8 +115,8 @@ int main(int argc, char **argv) {
     gmt_reader_close(r);
   }
   printf("allocations %" PRIu64 " events %" PRIu64 " merge %.2f s peak RSS %ld KiB (%ld KiB before the merge)\n",
-         n, want, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9, after, before);
-  if (ms.entries != want || got != ms.history_events + ms.external || allocs < n || !ordered) {
+         n, want + side, (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9, after, before);
+  if (ms.entries != want || got != ms.history_events + ms.external + side || allocs < n || !ordered) {
     fprintf(stderr, "merge_mem_bench: the merged trace has %" PRIu64 " events (%" PRIu64 " allocs), %s\n", got,
             allocs, ordered ? "in order" : "NOT in order or still flagged");
     fprintf(stderr, "  (merge: %" PRIu64 " entries, %" PRIu64 " events with the initial state, %" PRIu64 " external)\n",

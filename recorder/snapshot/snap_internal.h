@@ -59,6 +59,10 @@ gm_status_t snap_entry_event(const pkr_val_t *e, uint16_t device, snap_event_t *
 gm_status_t snap_field_u64(const pkr_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
 gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err);
+/* snap_merge_file with every CUPTI event of a streamed recording held in memory, as the merge did
+ * before it read them again from the file: the reference its tests compare the merge with. */
+gm_status_t snap_merge_file_held(const char *pickle_path, const char *cupti_path, const char *out_path,
+                                 snap_merge_stats_t *st, gm_err_t *err);
 /* The same from the entries the recorder streamed into a process's own trace (events flagged
  * GMT_F_TORCH_STREAM, in the order they were recorded, ts_ns on that trace's clock) and, where
  * root is not NULL, the snapshot taken where the stream starts (its segments: what was alive

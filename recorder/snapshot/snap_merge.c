@@ -785,14 +785,29 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
   return snap_merge_file_progress(pickle_path, cupti_path, out_path, stacks, opts, st, NULL, NULL, err);
 }
 
+static gm_status_t merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
+                              const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                              snap_progress_fn fn, void *ctx, int held, gm_err_t *err);
+
 gm_status_t snap_merge_file_progress(const char *pickle_path, const char *cupti_path, const char *out_path,
                                      const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                                      snap_progress_fn fn, void *ctx, gm_err_t *err) {
+  return merge_file(pickle_path, cupti_path, out_path, stacks, opts, st, fn, ctx, 0, err);
+}
+
+gm_status_t snap_merge_file_held(const char *pickle_path, const char *cupti_path, const char *out_path,
+                                 snap_merge_stats_t *st, gm_err_t *err) {
+  return merge_file(pickle_path, cupti_path, out_path, "none", NULL, st, NULL, NULL, 1, err);
+}
+
+static gm_status_t merge_file(const char *pickle_path, const char *cupti_path, const char *out_path,
+                              const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                              snap_progress_fn fn, void *ctx, int held, gm_err_t *err) {
   if (st) memset(st, 0, sizeof *st);
   cupti_side_t c;
   memset(&c, 0, sizeof c);
   gmt_header_init(&c.header);
-  c.compact = stream_probe(cupti_path); /* streamed: the merge reads the file twice, holds neither */
+  c.compact = !held && stream_probe(cupti_path); /* streamed: the file read twice, the CUPTI side not held */
   c.progress = fn;
   c.progress_ctx = ctx;
   gm_status_t s = cupti_read(cupti_path, &c, err);
