@@ -418,9 +418,13 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, cupti_s
 /* ---- the streamed merge -------------------------------------------------------------------
  * PyTorch's requests streamed into the process's trace (rec_torch_stream.c) are its requests, in
  * the trace's order, on its clock: the merged trace is written in one pass over that file, each
- * request as it is read, the driver's calls (held in memory: a job makes few) merged in by time.
- * Memory is that of the driver's calls and of PyTorch's segment calls, never of the requests, so
- * a recording of any length merges in a few MiB. Before the pass: the plan of the snapshot (the
+ * request as it is read, CUPTI's events merged in by time as a second reader of the same file
+ * meets them. Held in memory: the driver calls that may be PyTorch's own (device allocs, frees
+ * and VMM calls: classify needs the whole recording to tell) and PyTorch's segment calls, never
+ * a request, a marker, a usage sample or another library's host memory (decided by kind,
+ * side_kind); the readers give back the pages they have decoded (GMT_READ_DROP_BEHIND). So a
+ * recording of any length merges in a few MiB, more only for a job that makes millions of
+ * cudaMalloc calls. Before the pass: the plan of the snapshot (the
  * allocator's settings, the blocks alive where the stream starts: the synthetic initial state)
  * with the segment calls and OOMs, which the header and the matching need; each segment call is
  * matched to the driver's call in the trace's order (the same order per address as the plan's).
