@@ -5,8 +5,10 @@
  * CUPTI's side of a long job has them, a marker every 4 allocations and a device usage sample
  * every 16, which the merge keeps, in order, without holding them), merges it with a
  * snapshot pickle as gpurec does after the job (snap_merge_file), and prints the merge's wall
- * time and the process's peak resident memory.
- *   merge_mem_bench N SNAPSHOT.pickle DIR */
+ * time and the process's peak resident memory. With "churn", a 2 MiB segment is also freed and
+ * allocated again every 8 allocations (a job that empties the cache each step), with the driver's
+ * cudaFree/cudaMalloc beside: what the merge still holds grows with those (segment calls).
+ *   merge_mem_bench N SNAPSHOT.pickle DIR [churn] */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,11 @@ static long rss_kib(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: merge_mem_bench N SNAPSHOT.pickle DIR\n");
+  if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "churn"))) {
+    fprintf(stderr, "usage: merge_mem_bench N SNAPSHOT.pickle DIR [churn]\n");
     return 2;
   }
+  const int churn = argc == 5;
   uint64_t n = strtoull(argv[1], NULL, 10);
   char trace[4096], out[4096];
   snprintf(trace, sizeof trace, "%s/merge_mem.zst", argv[3]);
@@ -56,7 +59,7 @@ int main(int argc, char **argv) {
   gm_status_t s = gmt_writer_append(w, &ev, &err);
   uint32_t step = 0;
   if (s == GM_OK) s = gmt_writer_intern(w, "step", &step, &err);
-  uint64_t t = 2000, side = 0;
+  uint64_t t = 2000, side = 0, extra = 0; /* CUPTI's side kept; the churn's segment calls */
   for (uint64_t i = 0; i < n && s == GM_OK; i++) {
     uint64_t a = seg + (i % 51) * 8192;
     if (i >= 50) { /* the oldest of the 50 live goes */
@@ -69,6 +72,27 @@ int main(int argc, char **argv) {
     }
     ev.kind = GMT_EV_ALLOC, ev.addr = a, ev.size = 4096, ev.ts_ns = t++;
     if (s == GM_OK) s = gmt_writer_append(w, &ev, &err);
+    if (s == GM_OK && churn && i % 8 == 7) { /* the cache emptied: a segment freed, allocated again */
+      const uint64_t cseg = 0x7e0000000000ull;
+      gmt_event_t d;
+      memset(&d, 0, sizeof d);
+      d.mem_kind = GMT_MEM_DEVICE;
+      d.stream = GMT_STREAM_NONE;
+      d.size = 2u << 20;
+      d.addr = cseg;
+      d.context = 1;
+      for (int k = 0; k < 2 && s == GM_OK; k++) { /* the allocator's call, then the driver's */
+        gmt_event_t e2 = ev;
+        e2.kind = i > 7 && k == 0 ? GMT_EV_SEGMENT_FREE : GMT_EV_SEGMENT_ALLOC;
+        if (k == 0 && i <= 7) continue;
+        e2.addr = cseg, e2.size = d.size, e2.ts_ns = t++;
+        d.kind = e2.kind == GMT_EV_SEGMENT_FREE ? GMT_EV_FREE : GMT_EV_ALLOC;
+        d.ts_ns = e2.ts_ns;
+        d.corr_id = t;
+        if ((s = gmt_writer_append(w, &d, &err)) == GM_OK) s = gmt_writer_append(w, &e2, &err);
+        extra++;
+      }
+    }
     if (s == GM_OK && i % 4 == 3) { /* CUPTI's side: not requests, not held by the merge */
       gmt_event_t m;
       memset(&m, 0, sizeof m);
@@ -102,7 +126,7 @@ int main(int argc, char **argv) {
   long after = rss_kib();
   /* the merged trace holds every request, in order, after the snapshot's initial state (read
    * back: not part of the figures) */
-  uint64_t want = 1 + n + 2 * (n > 50 ? n - 50 : 0), got = 0, allocs = 0, last = 0;
+  uint64_t want = 1 + n + 2 * (n > 50 ? n - 50 : 0) + extra, got = 0, allocs = 0, last = 0;
   int ordered = 1;
   gmt_reader_t *r = NULL;
   if (gmt_reader_open(&r, out, &err) == GM_OK) {
