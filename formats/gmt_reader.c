@@ -495,7 +495,7 @@ static void drop_behind(gmt_reader_t *r) {
   if (!(r->flags & GMT_READ_DROP_BEHIND) || !r->map) return;
   long pg = sysconf(_SC_PAGESIZE);
   size_t upto = pg > 0 ? r->pos / (size_t)pg * (size_t)pg : 0;
-  if (upto < r->dropped_to + (4u << 20)) return; /* a call per 4 MiB */
+  if (upto < r->dropped_to + (1u << 20)) return; /* a call per MiB */
   (void)madvise((uint8_t *)r->map + r->dropped_to, upto - r->dropped_to, MADV_DONTNEED);
   r->dropped_to = upto;
 }

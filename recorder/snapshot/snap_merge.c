@@ -55,6 +55,7 @@ typedef struct cupti_side {
    * PyTorch's own (driver_call) are held, without their strings; every other one is decided by
    * its kind (side_kind) and counted here, and the merge reads them all again from the file */
   int compact;
+  snap_bounded_t *bd; /* compact: the driver calls and segment calls, counted (snap_stream.c) */
   uint64_t other_dropped, other_external;
   /* what the merge is doing, for a terminal (snap_merge_file_progress) */
   snap_progress_fn progress;
@@ -65,6 +66,7 @@ static void cupti_free(cupti_side_t *c) {
   for (size_t i = 0; i < c->n; i++) free(c->v[i].str);
   free(c->v);
   free(c->torch);
+  snap_bounded_free(c->bd);
   gmt_header_free(&c->header);
 }
 
@@ -144,11 +146,10 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
   while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
     progress(c, r, 1, ++nread, 0);
     if (!(ev.flags & GMT_F_TORCH_STREAM)) {
-      if (!c->compact || driver_call(&ev)) {
-        if ((st = cupti_add(c, r, &ev, err)) == GM_OK && c->compact) {
-          free(c->v[c->n - 1].str); /* read again from the file by the merge */
-          c->v[c->n - 1].str = NULL;
-        }
+      if (!c->compact) {
+        st = cupti_add(c, r, &ev, err);
+      } else if (driver_call(&ev)) {
+        st = snap_bounded_driver(c->bd, &ev, err);
       } else {
         int k = side_kind(&ev);
         c->other_dropped += k == SIDE_DROPPED;
@@ -163,6 +164,10 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
       c->stream_sites += ev.callsite != GMT_NO_STRING;
     }
     if (!stream_kept(ev.kind)) continue;
+    if (c->compact) {
+      st = snap_bounded_torch(c->bd, &ev, err);
+      continue;
+    }
     if (c->ntorch_kept == c->torch_cap) {
       size_t cap = c->torch_cap ? c->torch_cap * 2 : 256;
       gmt_event_t *nv = realloc(c->torch, cap * sizeof *nv);
@@ -176,6 +181,7 @@ static gm_status_t cupti_read(const char *path, cupti_side_t *c, gm_err_t *err) 
     c->torch[c->ntorch_kept++] = ev;
   }
   if (st == GM_END) st = GM_OK;
+  if (st == GM_OK && c->compact) st = snap_bounded_finish(c->bd, err);
   progress(c, r, 1, nread, 1);
   const gmt_reader_stats_t *rs = gmt_reader_stats(r);
   c->dropped_records = rs->dropped;
@@ -439,6 +445,7 @@ typedef struct stream_out {
   /* the next CUPTI event to write (with its callsite's text): compact, read again from the file
    * by rb, in the order the first pass read them */
   gmt_reader_t *rb;
+  snap_cls_t *cls; /* rb's state per address (snap_bounded_side) */
   int has_next, side_end;
   gmt_event_t next;
   char *str;
@@ -486,10 +493,9 @@ static gm_status_t side_peek(stream_out_t *o, gm_err_t *err) {
     if (s) return s;
     if (ev.flags & GMT_F_TORCH_STREAM) continue;
     if (driver_call(&ev)) {
-      if (o->i >= c->n) return gm_err_set(err, GM_ERR_CORRUPT, "the trace changed while it was merged");
-      const gmt_event_t *d = &c->v[o->i++].ev; /* this very call, classified */
-      if (d->kind == 0) continue;
-      ev.flags = d->flags;
+      if (!o->cls && !(o->cls = snap_cls_new())) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      if (snap_bounded_side(c->bd, o->cls, &ev)) continue; /* PyTorch's own */
+      ev.flags |= GMT_F_EXTERNAL;
     } else {
       int k = side_kind(&ev);
       if (k == SIDE_OUT || k == SIDE_DROPPED) continue;
@@ -531,6 +537,7 @@ static gm_status_t side_count_before(cupti_side_t *c, const char *path, uint64_t
     o.has_next = 0;
   }
   gmt_reader_close(o.rb);
+  snap_cls_free(o.cls);
   free(o.str);
   return s;
 }
@@ -539,7 +546,9 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
   cupti_side_t *c = o->c;
   /* the synthetic initial state, where the stream starts (as the in-memory plan times it) */
   uint64_t t0 = c->stream_first_ts / 1000u * 1000u;
-  gm_status_t s = c->compact ? gmt_reader_open_flags(&o->rb, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err) : GM_OK;
+  gm_status_t s = GM_OK;
+  if (c->compact && (s = gmt_reader_open_flags(&o->rb, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err)) == GM_OK)
+    s = snap_bounded_open(c->bd, path, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND, err);
   for (size_t k = 0; k < ps->synthetic && s == GM_OK; k++) {
     gmt_event_t e = ps->evs[k]->ev;
     if ((s = cupti_until(o, t0, 0, err))) break;
@@ -559,7 +568,9 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
     e.flags &= ~GMT_F_TORCH_STREAM;
     e.callsite = GMT_NO_STRING;
     if (e.kind == GMT_EV_ALLOC_FAILED) e.corr_id = 0; /* the device's free bytes: the header has them */
-    if (stream_kept(e.kind) && kept < c->ntorch_kept) {
+    if (c->compact && (e.kind == GMT_EV_SEGMENT_ALLOC || e.kind == GMT_EV_SEGMENT_FREE)) {
+      if ((s = snap_bounded_claim(c->bd, &e, err))) break; /* the driver call's identity */
+    } else if (!c->compact && stream_kept(e.kind) && kept < c->ntorch_kept) {
       const gmt_event_t *m = &c->torch[kept++];
       if (e.kind == GMT_EV_SEGMENT_ALLOC || e.kind == GMT_EV_SEGMENT_FREE) { /* matched before */
         e.corr_id = m->corr_id;
@@ -580,6 +591,8 @@ static gm_status_t stream_requests(stream_out_t *o, const char *path, const snap
   if (s == GM_OK) s = cupti_until(o, 0, 1, err);
   gmt_reader_close(o->rb);
   o->rb = NULL;
+  snap_cls_free(o->cls);
+  o->cls = NULL;
   free(o->str);
   o->str = NULL;
   return s;
@@ -589,19 +602,28 @@ static gm_status_t merge_streamed(const pkr_val_t *root, cupti_side_t *c, const 
                                   const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *ms,
                                   gm_err_t *err) {
   snap_pass_t ps;
-  gm_status_t s = snap_plan_streamed(root, c->torch, c->ntorch_kept, &ps, err);
+  size_t nplan = c->ntorch_kept;
+  const gmt_event_t *plan = c->compact ? snap_bounded_plan(c->bd, &nplan) : c->torch;
+  gm_status_t s = snap_plan_streamed(root, plan, nplan, &ps, err);
   if (s) return s;
   ps.start_time_ns += c->header.start_time_ns; /* the stream is on the trace's own clock */
   seg_q_t *queues = NULL;
   uint64_t dropped = 0, external = 0, segments = 0, seen = 0;
-  snap_site_t *sites = NULL; /* an older recorder's notes: the stream carries callsites now */
-  size_t nsites = 0;
-  s = classify(&ps, c, &queues, &dropped, &external, &sites, &nsites, err);
-  free(sites);
+  if (c->compact) { /* counted in the first pass; each call decided again as it is written */
+    uint64_t own = 0;
+    snap_bounded_counts(c->bd, &segments, &seen, &own, &external);
+    dropped = own;
+  } else {
+    snap_site_t *sites = NULL; /* an older recorder's notes: the stream carries callsites now */
+    size_t nsites = 0;
+    s = classify(&ps, c, &queues, &dropped, &external, &sites, &nsites, err);
+    free(sites);
+  }
   dropped += c->other_dropped; /* the CUPTI events not held, decided by their kind */
   external += c->other_external;
-  /* each segment call takes its driver call's identity, in the trace's order */
-  for (size_t k = 0; k < c->ntorch_kept && s == GM_OK; k++) {
+  /* each segment call takes its driver call's identity, in the trace's order (compact: as it
+   * is written) */
+  for (size_t k = 0; k < c->ntorch_kept && s == GM_OK && !c->compact; k++) {
     gmt_event_t *e = &c->torch[k];
     if (e->kind != GMT_EV_SEGMENT_ALLOC && e->kind != GMT_EV_SEGMENT_FREE) continue;
     segments++;
@@ -812,6 +834,10 @@ static gm_status_t merge_file(const char *pickle_path, const char *cupti_path, c
   memset(&c, 0, sizeof c);
   gmt_header_init(&c.header);
   c.compact = !held && stream_probe(cupti_path); /* streamed: the file read twice, the CUPTI side not held */
+  if (c.compact && !(c.bd = snap_bounded_new())) {
+    cupti_free(&c);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
   c.progress = fn;
   c.progress_ctx = ctx;
   gm_status_t s = cupti_read(cupti_path, &c, err);
