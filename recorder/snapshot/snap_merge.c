@@ -425,16 +425,16 @@ static gm_status_t mark_coverage(gmt_header_t *h, const snap_pass_t *ps, cupti_s
  * PyTorch's requests streamed into the process's trace (rec_torch_stream.c) are its requests, in
  * the trace's order, on its clock: the merged trace is written in one pass over that file, each
  * request as it is read, CUPTI's events merged in by time as a second reader of the same file
- * meets them. Held in memory: the driver calls that may be PyTorch's own (device allocs, frees
- * and VMM calls: classify needs the whole recording to tell) and PyTorch's segment calls, never
- * a request, a marker, a usage sample or another library's host memory (decided by kind,
- * side_kind); the readers give back the pages they have decoded (GMT_READ_DROP_BEHIND). So a
- * recording of any length merges in a few MiB, more only for a job that makes millions of
- * cudaMalloc calls. Before the pass: the plan of the snapshot (the
- * allocator's settings, the blocks alive where the stream starts: the synthetic initial state)
- * with the segment calls and OOMs, which the header and the matching need; each segment call is
- * matched to the driver's call in the trace's order (the same order per address as the plan's).
- * Times are those of a history (microseconds), as the in-memory merge of a history writes them. */
+ * meets them. Nothing is held per event: the first pass counts the driver's calls and PyTorch's
+ * segment calls per (kind, address, size) (snap_stream.c), every other CUPTI event is decided by
+ * its kind (side_kind), and the readers give back the pages they have decoded
+ * (GMT_READ_DROP_BEHIND). So a recording of any length merges in a few MiB: what grows is the
+ * distinct segments and live allocations. (snap_merge_file_held: the same merge holding every
+ * CUPTI event and segment call, the reference of the tests.) Before the pass: the plan of the
+ * snapshot (the allocator's settings, the blocks alive where the stream starts: the synthetic
+ * initial state) with what it needs of the segment calls and the OOMs; each segment call takes
+ * its driver call's identity, matched in the trace's order per (kind, address, size). Times are
+ * those of a history (microseconds), as the in-memory merge of a history writes them. */
 
 typedef struct stream_out {
   gmt_writer_t *w;
