@@ -45,17 +45,18 @@ typedef struct cupti_side {
   uint64_t dropped_records; /* CUPTI's own drop count */
   int truncated;
   int cut; /* ... its file ends before its index */
-  /* PyTorch's allocator trace as the recorder streamed it: counted, and of its events only those
-   * the header and the matching need (segment and VMM calls, OOMs) kept; the requests are read
-   * again from the file as the merged trace is written (merge_streamed) */
+  /* PyTorch's allocator trace as the recorder streamed it: counted, and (not compact) of its
+   * events those the header and the matching need (segment and VMM calls, OOMs) kept; the
+   * requests are read again from the file as the merged trace is written (merge_streamed) */
   gmt_event_t *torch;
   size_t ntorch_kept, torch_cap;
   uint64_t ntorch, stream_allocs, stream_sites, stream_first_ts;
-  /* compact (a streamed recording): of the CUPTI events only the driver calls that may be
-   * PyTorch's own (driver_call) are held, without their strings; every other one is decided by
-   * its kind (side_kind) and counted here, and the merge reads them all again from the file */
+  /* compact (a streamed recording): no event held; the driver calls that may be PyTorch's own
+   * (driver_call) and its segment calls are counted by bd (snap_stream.c), every other CUPTI
+   * event is decided by its kind (side_kind) and counted here; the merge reads them all again
+   * from the file */
   int compact;
-  snap_bounded_t *bd; /* compact: the driver calls and segment calls, counted (snap_stream.c) */
+  snap_bounded_t *bd;
   uint64_t other_dropped, other_external;
   /* what the merge is doing, for a terminal (snap_merge_file_progress) */
   snap_progress_fn progress;
