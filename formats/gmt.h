@@ -454,6 +454,10 @@ void gmt_coverage_fold(gmt_coverage_t *c, const gmt_coverage_t *add);
  * this works on a full disk and on a file cut short. GM_ERR_UNSUPPORTED if the header has no
  * room for them (a trace written without room: rewrite it instead). */
 gm_status_t gmt_trace_mark(const char *path, const gmt_coverage_t *add, gm_err_t *err);
+/* The trace at path gets the n key/value pairs kv[2i], kv[2i+1] set in its header (replacing a
+ * key it has), in place as gmt_trace_mark: what a recorder learned after the trace began.
+ * GM_ERR_UNSUPPORTED if they do not fit in its room. */
+gm_status_t gmt_trace_set_kv(const char *path, const char *const *kv, size_t n, gm_err_t *err);
 /* Reader side: the verdict from the header's marks and the reader's stats (NULL: header only;
  * pass them after GM_END for drops, gaps, truncation and damage). A trace without marks is
  * complete unless the stats say otherwise (older traces). */

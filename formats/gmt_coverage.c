@@ -287,42 +287,15 @@ int gmt_trace_unmerged(const char *path) {
   return found;
 }
 
-/* ---- marks on a written trace: the header rewritten in place ---------------------------------- */
+/* ---- marks on a written trace: the header rewritten in place (gmt_header_edit.c) ------------- */
+
+static gm_status_t mark_edit(gmt_header_t *h, void *ctx, gm_err_t *err) {
+  gmt_coverage_t c;
+  gmt_coverage(h, NULL, &c);
+  gmt_coverage_fold(&c, ctx);
+  return gmt_coverage_mark(h, &c, err);
+}
 
 gm_status_t gmt_trace_mark(const char *path, const gmt_coverage_t *add, gm_err_t *err) {
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return gm_err_set(err, GM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  uint8_t fh[GMT_FRAME_HDR];
-  gm_status_t s = GM_OK;
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  if (pread(fd, fh, sizeof fh, 0) != (ssize_t)sizeof fh || gmt_get32(fh) != GMT_MAGIC_HEADER ||
-      gmt_get32(fh + 4) > GMT_MAX_HEADER) {
-    s = gm_err_set(err, GM_ERR_FORMAT, "'%s': not a gpumem trace", path);
-  } else {
-    len = GMT_FRAME_HDR + (size_t)gmt_get32(fh + 4);
-    if (!(buf = malloc(len))) s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    else if (pread(fd, buf, len, 0) != (ssize_t)len)
-      s = gm_err_set(err, GM_ERR_TRUNCATED, "'%s': file ends inside the header", path);
-  }
-  gmt_header_t h;
-  gmt_header_init(&h);
-  size_t used = 0;
-  if (s == GM_OK) s = gmt_header_decode(buf, len, &h, &used, err);
-  gmt_coverage_t c;
-  if (s == GM_OK) {
-    gmt_coverage(&h, NULL, &c);
-    gmt_coverage_fold(&c, add);
-    s = gmt_coverage_mark(&h, &c, err);
-  }
-  gmt_buf_t out = {0};
-  if (s == GM_OK && gmt_header_encode_fit(&h, len, h.format_version, h.min_reader, &out))
-    s = gm_err_set(err, GM_ERR_UNSUPPORTED, "'%s': no room in its header for the coverage marks", path);
-  if (s == GM_OK && pwrite(fd, out.p, out.len, 0) != (ssize_t)out.len)
-    s = gm_err_set(err, GM_ERR_IO, "'%s': rewriting its header: %s", path, strerror(errno));
-  if (close(fd) != 0 && s == GM_OK) s = gm_err_set(err, GM_ERR_IO, "'%s': %s", path, strerror(errno));
-  gmt_buf_free(&out);
-  gmt_header_free(&h);
-  free(buf);
-  return s;
+  return gmt_trace_edit_header(path, mark_edit, (void *)add, "the coverage marks", err);
 }

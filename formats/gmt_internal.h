@@ -331,6 +331,12 @@ void gmt_writer_skip_seq(gmt_writer_t *w, uint64_t n);
 /* Override the versions written in the header (before the first append), for vectors. */
 void gmt_writer_force_versions(gmt_writer_t *w, uint32_t version, uint32_t min_reader);
 
+/* A written trace's header edited in place (gmt_header_edit.c): edit(h, ctx) changes the decoded
+ * header, which is then written back at the same length; what names the change in errors. */
+typedef gm_status_t (*gmt_header_edit_fn)(gmt_header_t *h, void *ctx, gm_err_t *err);
+gm_status_t gmt_trace_edit_header(const char *path, gmt_header_edit_fn edit, void *ctx, const char *what,
+                                  gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

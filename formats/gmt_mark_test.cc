@@ -186,6 +186,44 @@ TEST(TraceMark, WithoutRoomTheFileIsLeftAlone) {
   EXPECT_EQ(gmt_trace_mark(TmpPath("absent.zst").c_str(), &add, &err), GM_ERR_IO);
 }
 
+// What a recorder learns after the trace began (a limit the job set itself) goes into the header
+// in place: the chunks untouched, a key already there replaced; too much for the room, or no
+// room, leaves the file as it was.
+TEST(TraceSetKv, SettingsLandInTheRoomAndNothingElseMoves) {
+  const std::string path = TmpPath("setkv.zst");
+  WriteCut(path, 1024, 250);
+  const std::string before = Slurp(path);
+  const char *kv[] = {"torch.per_process_memory_fraction", "0.02", "oom.message", "first try"};
+  gm_err_t err;
+  ASSERT_EQ(gmt_trace_set_kv(path.c_str(), kv, 2, &err), GM_OK) << err.msg;
+  const char *again[] = {"oom.message", "CUDA out of memory. Tried to allocate 2.00 GiB; 2.80 GiB allowed"};
+  ASSERT_EQ(gmt_trace_set_kv(path.c_str(), again, 1, &err), GM_OK) << err.msg;
+  const std::string after = Slurp(path);
+  ASSERT_EQ(after.size(), before.size());
+  size_t hlen = 8 + (uint8_t)before[4] + ((uint8_t)before[5] << 8) + ((uint8_t)before[6] << 16);
+  EXPECT_EQ(after.substr(hlen), before.substr(hlen));
+  gmt_reader_t *r = nullptr;
+  ASSERT_EQ(gmt_reader_open_flags(&r, path.c_str(), GMT_READ_SALVAGE, &err), GM_OK) << err.msg;
+  const gmt_header_t *h = gmt_reader_header(r);
+  ASSERT_NE(gmt_header_kv_get(h, "torch.per_process_memory_fraction"), nullptr);
+  EXPECT_STREQ(gmt_header_kv_get(h, "torch.per_process_memory_fraction"), "0.02");
+  EXPECT_STREQ(gmt_header_kv_get(h, "oom.message"), again[1]);
+  EXPECT_EQ(h->pid, 77u);
+  gmt_reader_close(r);
+  EXPECT_EQ(Read(path).evs.size(), 250u);
+
+  std::string big(2000, 'x');
+  const char *huge[] = {"oom.message", big.c_str()};
+  const std::string kept = Slurp(path);
+  EXPECT_EQ(gmt_trace_set_kv(path.c_str(), huge, 1, &err), GM_ERR_UNSUPPORTED);
+  EXPECT_EQ(Slurp(path), kept);
+  const std::string bare = TmpPath("setkv_noroom.zst");
+  WriteCut(bare, 0, 10);
+  const std::string b0 = Slurp(bare);
+  EXPECT_EQ(gmt_trace_set_kv(bare.c_str(), kv, 2, &err), GM_ERR_UNSUPPORTED);
+  EXPECT_EQ(Slurp(bare), b0);
+}
+
 // The text form keeps the room (#room=N), so a trace written from text can be marked later.
 TEST(HeaderRoom, TextFormKeepsIt) {
   const char text[] =

@@ -123,6 +123,45 @@ static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
   return -1;
 }
 
+/* What the sitecustomize noted while the job ran (rec_torch.c, _gpurec_limits: the memory
+ * fraction the job set itself, its OOM's message), into the header of the process's trace: the
+ * OOM verdict replays within that limit (gpureplay_trace.c, recorded_cap). Only these keys; the
+ * last value of each wins; a line too long or unknown is skipped. */
+static const char *const k_note_keys[] = {"torch.per_process_memory_fraction", "oom.message"};
+#define NOTE_KEYS (sizeof k_note_keys / sizeof k_note_keys[0])
+
+static void apply_notes(const char *dir, int rank, long pid, const char *trace, int quiet) {
+  char path[4200], rk[16];
+  snprintf(rk, sizeof rk, "%d", rank);
+  snprintf(path, sizeof path, "%s/notes.%s.%ld.txt", dir, rank < 0 ? "-" : rk, pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char vals[NOTE_KEYS][512] = {{0}}, line[1024];
+  while (fgets(line, sizeof line, f)) {
+    size_t len = strcspn(line, "\n");
+    if (line[len] != '\n') continue; /* longer than any note gpurec writes */
+    line[len] = 0;
+    char *eq = strchr(line, '=');
+    if (!eq) continue;
+    *eq = 0;
+    for (size_t k = 0; k < NOTE_KEYS; k++)
+      if (!strcmp(line, k_note_keys[k])) snprintf(vals[k], sizeof vals[k], "%s", eq + 1);
+  }
+  fclose(f);
+  const char *kv[2 * NOTE_KEYS];
+  size_t n = 0;
+  for (size_t k = 0; k < NOTE_KEYS; k++)
+    if (vals[k][0]) {
+      kv[2 * n] = k_note_keys[k];
+      kv[2 * n + 1] = vals[k];
+      n++;
+    }
+  gm_err_t err;
+  gm_err_clear(&err);
+  if (n && gmt_trace_set_kv(trace, kv, n, &err) < 0 && !quiet)
+    fprintf(stderr, "gpurec: warning: %s: the limit the job set itself is not in its header: %s\n", trace, err.msg);
+}
+
 /* Auto mode: each PyTorch process's history merged into its own CUPTI trace, which it replaces
  * (snap_merge.c): the one trace of the process. A history without a CUPTI trace (CUPTI missing
  * or held by a profiler) becomes a trace on its own; a PyTorch process's CUPTI trace without a
@@ -151,8 +190,9 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
         continue;
       }
       merged[t] = 1;
+      apply_notes(dir, snaps[i].rank, snaps[i].pid, r->traces[t], quiet);
       char sites[128] = "";
-      if (ms.site_notes)
+      if (ms.site_notes || ms.allocs_with_callsite)
         snprintf(sites, sizeof sites, ", callsites for %llu of %llu allocations",
                  (unsigned long long)ms.allocs_with_callsite, (unsigned long long)ms.allocs);
       if (!quiet && ms.streamed)
@@ -182,6 +222,7 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
               gm_escape(snaps[i].path, e1, sizeof e1), gm_escape(err.msg, e2, sizeof e2));
       continue;
     }
+    apply_notes(dir, snaps[i].rank, snaps[i].pid, out, quiet);
     if (!quiet)
       fprintf(stderr, "gpurec: %s: PyTorch's history only (no CUPTI trace of process %ld to merge it with)\n",
               out, snaps[i].pid);

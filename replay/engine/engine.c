@@ -54,6 +54,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
     rp_engine_destroy(e);
     return st;
   }
+  if (e->ops->allocated_bytes) e->pol_allocated = e->ops->allocated_bytes(e->pol);
   *out = e;
   return GM_OK;
 }
@@ -92,6 +93,13 @@ static gm_status_t check_now(rp_engine_t *e, gm_err_t *err) {
     gm_status_t st = e->ops->check(e->pol, err);
     if (st != GM_OK) return st;
   }
+  if (e->pol_allocated) { /* the counter read after each request is the one stats reports */
+    rp_policy_stats_t s;
+    e->ops->stats(e->pol, &s);
+    if (s.allocated_bytes != *e->pol_allocated)
+      return gm_err_set(err, GM_ERR_CORRUPT, "policy's allocated-bytes counter %" PRIu64 " != its stats %" PRIu64,
+                        *e->pol_allocated, s.allocated_bytes);
+  }
   if (e->allocated > e->reserved)
     return gm_err_set(err, GM_ERR_CORRUPT, "allocated %" PRIu64 " > reserved %" PRIu64,
                       e->allocated, e->reserved);
@@ -104,9 +112,13 @@ static gm_status_t check_now(rp_engine_t *e, gm_err_t *err) {
 /* After every request: fold the new state into peaks, the fragmentation integral and the
  * timeline. The reserved peak itself is also tracked per driver call (engine_driver.c). */
 static void observe(rp_engine_t *e, uint64_t ts) {
-  rp_policy_stats_t s;
-  e->ops->stats(e->pol, &s);
-  e->allocated = s.allocated_bytes;
+  if (e->pol_allocated) {
+    e->allocated = *e->pol_allocated;
+  } else {
+    rp_policy_stats_t s;
+    e->ops->stats(e->pol, &s);
+    e->allocated = s.allocated_bytes;
+  }
   if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
   if (e->requested > e->peak_requested) e->peak_requested = e->requested;
   if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;

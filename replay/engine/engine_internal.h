@@ -72,6 +72,7 @@ void rp_vmm_free(rp_vmm_t *v);
 struct rp_engine {
   const rp_policy_ops_t *ops;
   rp_policy_t *pol;
+  const uint64_t *pol_allocated; /* ops->allocated_bytes, or NULL: ask stats */
   rp_backend_t *b;
   rp_driver_t drv; /* counting wrapper around b->drv, what the policy sees */
   rp_engine_opts_t opts;

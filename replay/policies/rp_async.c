@@ -132,6 +132,10 @@ static void async_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
   out->cached_bytes = 0; /* the pool's cache is the driver's: the backend measures it */
 }
 
+static const uint64_t *async_allocated_bytes(const rp_policy_t *pp) {
+  return &((const async_policy_t *)pp)->live.bytes;
+}
+
 static gm_status_t async_check(const rp_policy_t *pp, gm_err_t *err) {
   return rp_live_check(&((const async_policy_t *)pp)->live, err);
 }
@@ -149,6 +153,7 @@ const rp_policy_ops_t rp_async_ops = {
     .empty_cache = async_empty_cache,
     .release_all = async_release_all,
     .stats = async_stats,
+    .allocated_bytes = async_allocated_bytes,
     .check = async_check,
     .spec = async_spec,
 };

@@ -175,6 +175,10 @@ static void pol_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
   rp_bfc_stats(((const bfc_policy_t *)p)->core, out);
 }
 
+static const uint64_t *pol_allocated_bytes(const rp_policy_t *p) {
+  return rp_bfc_allocated_bytes(((const bfc_policy_t *)p)->core);
+}
+
 static gm_status_t pol_check(const rp_policy_t *p, gm_err_t *err) {
   return rp_bfc_check(((const bfc_policy_t *)p)->core, err);
 }
@@ -197,6 +201,7 @@ const rp_policy_ops_t rp_bfc_ops = {
     .empty_cache = pol_empty_cache,
     .release_all = pol_release_all,
     .stats = pol_stats,
+    .allocated_bytes = pol_allocated_bytes,
     .check = pol_check,
     .spec = pol_spec,
     .oom_report = pol_oom_report,
@@ -215,6 +220,7 @@ const rp_policy_ops_t rp_prealloc_ops = {
     .empty_cache = pol_empty_cache,
     .release_all = pol_release_all,
     .stats = pol_stats,
+    .allocated_bytes = pol_allocated_bytes,
     .check = pol_check,
     .spec = pol_spec,
     .oom_report = pol_oom_report,

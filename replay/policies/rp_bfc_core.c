@@ -9,7 +9,9 @@
  *  - Free chunks sit in 21 bins; bin i holds sizes in [256 << i, 256 << (i+1)), the last bin
  *    everything >= 256 MiB. Each bin is ordered by (size, address). The search starts at the
  *    bin of the rounded size and takes the first chunk with size >= rounded, going up the
- *    bins: globally the smallest fitting chunk, lowest address on ties.
+ *    bins: globally the smallest fitting chunk, lowest address on ties. (Here the bins are
+ *    finer, rp_sizeclass.h's classes, which split TF's bins and give the same order and so
+ *    the same chunk: a bitmap of the non-empty classes finds the next one.)
  *  - Split (ShouldSplitChunk): when chunk >= 2 * rounded, or chunk - rounded >=
  *    max_internal_fragmentation_bytes (128 MiB unless fragmentation_fraction is set). The
  *    allocation keeps the low end; the remainder becomes a free chunk.
@@ -43,8 +45,10 @@
  *    off pool_bytes whether or not the sub-allocator really unmapped it.
  * Streams: TF's BFC is stream-agnostic (one compute stream per device); the stream of a
  * request is ignored.
- * Structures: bins are libbsd red-black trees keyed (size, address); chunks in use are in a
- * uthash table by address; chunk records are recycled through a free list. */
+ * Structures: each size class a libbsd red-black tree keyed (size, address) (mostly of one
+ * chunk: the empty and one-chunk trees take a short way), a bitmap of the non-empty ones;
+ * chunks in use are in a uthash table by address; chunk records are recycled through a free
+ * list. */
 #include "replay/policies/rp_bfc_core.h"
 
 #include <inttypes.h>
@@ -60,6 +64,7 @@
 #include <bsd/sys/tree.h>
 
 #include "replay/policies/rp_bfc_vmm.h"
+#include "replay/policies/rp_sizeclass.h"
 
 typedef struct chunk chunk_t;
 typedef struct region region_t;
@@ -70,7 +75,7 @@ struct chunk {
   region_t *region;
   int in_use;
   int in_hash; /* in use and found by address (taken by rp_bfc_alloc, not rp_bfc_alloc_h) */
-  int bin; /* -1 when not in a bin */
+  int bin; /* its size class (rp_sizeclass.h), -1 when not in a bin */
   RB_ENTRY(chunk) link;
   UT_hash_handle hh;
 };
@@ -98,8 +103,9 @@ struct rp_bfc {
   uint64_t max_frag;
   uint64_t curr_region_bytes; /* curr_region_allocation_bytes_ */
   uint64_t pool_bytes;        /* stats_.pool_bytes */
-  struct bin_tree bins[RP_BFC_NUM_BINS];
-  uint64_t bin_count[RP_BFC_NUM_BINS];
+  struct bin_tree bins[RP_SC_N];  /* by size class: finer than TF's bins, same order */
+  rp_sc_map_t bin_map;           /* which classes are non-empty */
+  uint64_t nbinned;
   chunk_t *in_use; /* uthash by addr */
   region_t *regions, *regions_tail;
   int nregions;
@@ -134,15 +140,30 @@ static void chunk_recycle(rp_bfc_t *b, chunk_t *c) {
   b->spare = c;
 }
 
+/* The class of a chunk size: 256-byte units (kMinAllocationSize). */
+static inline uint32_t size_class(uint64_t size) { return rp_sc_class(size, 8); }
+
 static void bin_insert(rp_bfc_t *b, chunk_t *c) {
-  c->bin = rp_bfc_bin_for_size(c->size);
-  RB_INSERT(bin_tree, &b->bins[c->bin], c);
-  b->bin_count[c->bin]++;
+  uint32_t k = size_class(c->size);
+  struct bin_tree *t = &b->bins[k];
+  c->bin = (int)k;
+  if (RB_EMPTY(t)) { /* the state RB_INSERT leaves: a black root */
+    RB_LEFT(c, link) = RB_RIGHT(c, link) = RB_PARENT(c, link) = NULL;
+    RB_COLOR(c, link) = RB_BLACK;
+    RB_ROOT(t) = c;
+    rp_sc_set(&b->bin_map, k);
+  } else {
+    RB_INSERT(bin_tree, t, c);
+  }
+  b->nbinned++;
 }
 
 static void bin_remove(rp_bfc_t *b, chunk_t *c) {
-  RB_REMOVE(bin_tree, &b->bins[c->bin], c);
-  b->bin_count[c->bin]--;
+  struct bin_tree *t = &b->bins[c->bin];
+  if (RB_ROOT(t) == c && !RB_LEFT(c, link) && !RB_RIGHT(c, link)) RB_ROOT(t) = NULL;
+  else RB_REMOVE(bin_tree, t, c);
+  if (RB_EMPTY(t)) rp_sc_clear(&b->bin_map, (uint32_t)c->bin);
+  b->nbinned--;
   c->bin = -1;
 }
 
@@ -155,7 +176,7 @@ gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc
   uint64_t lim = opts->memory_limit;
   b->curr_region_bytes =
       rounded_bytes(opts->allow_growth ? (lim < RP_BFC_GROWTH_START ? lim : RP_BFC_GROWTH_START) : lim);
-  for (int i = 0; i < RP_BFC_NUM_BINS; i++) RB_INIT(&b->bins[i]);
+  for (int i = 0; i < RP_SC_N; i++) RB_INIT(&b->bins[i]);
   if (opts->sub_allocator == RP_BFC_SUB_VMM) {
     uint64_t va = opts->vmm_va_bytes;
     if (va == 0) va = lim > UINT64_MAX / 2 ? UINT64_MAX / 2 : lim * 2; /* total_bytes * 2 */
@@ -215,9 +236,14 @@ static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
   chunk_t key;
   key.size = rounded;
   key.addr = 0;
-  for (int bn = rp_bfc_bin_for_size(rounded); bn < RP_BFC_NUM_BINS; bn++) {
-    chunk_t *c = RB_NFIND(bin_tree, &b->bins[bn], &key);
-    if (!c) continue;
+  /* the first chunk >= (rounded, 0): in rounded's class, else the least of the next class */
+  uint32_t k = size_class(rounded);
+  chunk_t *c = rp_sc_has(&b->bin_map, k) ? RB_NFIND(bin_tree, &b->bins[k], &key) : NULL;
+  if (!c) {
+    k = rp_sc_next(&b->bin_map, k + 1);
+    if (k < RP_SC_N) c = RB_MIN(bin_tree, &b->bins[k]);
+  }
+  if (c) {
     bin_remove(b, c);
     if (c->size >= rounded * 2 || c->size - rounded >= b->max_frag) {
       chunk_t *rest = chunk_new(b);
@@ -489,6 +515,8 @@ gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err) {
   return GM_OK;
 }
 
+const uint64_t *rp_bfc_allocated_bytes(const rp_bfc_t *b) { return &b->st.allocated_bytes; }
+
 void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
   *out = b->st;
   out->cached_bytes = b->pool_bytes - b->st.allocated_bytes;
@@ -556,7 +584,7 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
         used += c->size;
       } else {
         if (prev && !prev->in_use) return CORRUPT("free neighbours not merged at 0x%" PRIx64, c->addr);
-        if (c->bin != rp_bfc_bin_for_size(c->size)) return CORRUPT("chunk 0x%" PRIx64 " in bin %d, size says %d", c->addr, c->bin, rp_bfc_bin_for_size(c->size));
+        if (c->bin != (int)size_class(c->size)) return CORRUPT("chunk 0x%" PRIx64 " in class %d, size says %d", c->addr, c->bin, (int)size_class(c->size));
         if (RB_FIND(bin_tree, (struct bin_tree *)&b->bins[c->bin], (chunk_t *)c) != c)
           return CORRUPT("free chunk 0x%" PRIx64 " not found in its bin", c->addr);
         nfree++;
@@ -564,8 +592,9 @@ gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
     }
     if (at != r->addr + r->size) return CORRUPT("region 0x%" PRIx64 " chunks cover %" PRIu64 " of %" PRIu64 " bytes", r->addr, at - r->addr, r->size);
   }
-  uint64_t binned = 0;
-  for (int i = 0; i < RP_BFC_NUM_BINS; i++) binned += b->bin_count[i];
+  uint64_t binned = b->nbinned;
+  for (uint32_t k = 0; k < RP_SC_N; k++)
+    if (rp_sc_has(&b->bin_map, k) == RB_EMPTY(&b->bins[k])) return CORRUPT("class %u's bit says %s", k, RB_EMPTY(&b->bins[k]) ? "non-empty" : "empty");
   if (binned != nfree) return CORRUPT("%" PRIu64 " chunks in bins, %" PRIu64 " free in regions", binned, nfree);
   if (HASH_COUNT(b->in_use) != nhashed) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nhashed);
   if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);

@@ -60,6 +60,8 @@ uint64_t rp_bfc_handle_addr(const rp_bfc_t *b, uint64_t handle);
 /* Give every region back to the driver, live chunks included (end of replay). */
 gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err);
 void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out);
+/* Where the core counts its allocated bytes (rp_policy_ops_t.allocated_bytes). */
+const uint64_t *rp_bfc_allocated_bytes(const rp_bfc_t *b);
 gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err);
 /* The policy's account of its free chunks after a failed request (rp_oom_report_t). */
 void rp_bfc_oom_report(const rp_bfc_t *b, uint64_t size, rp_oom_report_t *o);

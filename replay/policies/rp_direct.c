@@ -116,6 +116,10 @@ static void direct_stats(const rp_policy_t *pp, rp_policy_stats_t *out) {
   out->cached_bytes = 0;
 }
 
+static const uint64_t *direct_allocated_bytes(const rp_policy_t *pp) {
+  return &((const direct_policy_t *)pp)->live.bytes;
+}
+
 static gm_status_t direct_check(const rp_policy_t *pp, gm_err_t *err) {
   return rp_live_check(&((const direct_policy_t *)pp)->live, err);
 }
@@ -135,6 +139,7 @@ const rp_policy_ops_t rp_direct_ops = {
     .empty_cache = direct_empty_cache,
     .release_all = direct_release_all,
     .stats = direct_stats,
+    .allocated_bytes = direct_allocated_bytes,
     .check = direct_check,
     .spec = direct_spec,
 };

@@ -41,6 +41,7 @@ gm_status_t rp_wrap_free(rp_policy_t *p, uint64_t addr, gm_err_t *err);
 gm_status_t rp_wrap_empty_cache(rp_policy_t *p, gm_err_t *err);
 gm_status_t rp_wrap_release_all(rp_policy_t *p, gm_err_t *err);
 void rp_wrap_stats(const rp_policy_t *p, rp_policy_stats_t *out);
+const uint64_t *rp_wrap_allocated_bytes(const rp_policy_t *p);
 gm_status_t rp_wrap_check(const rp_policy_t *p, gm_err_t *err);
 const char *rp_wrap_spec(const rp_policy_t *p);
 int rp_wrap_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_report_t *out);
@@ -52,7 +53,8 @@ uint64_t rp_wrap_handle_addr(const rp_policy_t *p, uint64_t handle);
   .destroy = rp_wrap_destroy, .alloc = rp_wrap_alloc, .free = rp_wrap_free,                    \
   .empty_cache = rp_wrap_empty_cache, .release_all = rp_wrap_release_all, .stats = rp_wrap_stats, \
   .check = rp_wrap_check, .spec = rp_wrap_spec, .oom_report = rp_wrap_oom_report,         \
-  .alloc_h = rp_wrap_alloc_h, .free_h = rp_wrap_free_h, .handle_addr = rp_wrap_handle_addr
+  .alloc_h = rp_wrap_alloc_h, .free_h = rp_wrap_free_h, .handle_addr = rp_wrap_handle_addr, \
+  .allocated_bytes = rp_wrap_allocated_bytes
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,11 @@ void rp_wrap_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
   w->ops->stats(w->inner, out);
 }
 
+const uint64_t *rp_wrap_allocated_bytes(const rp_policy_t *p) {
+  const rp_wrap_t *w = (const rp_wrap_t *)p;
+  return w->ops->allocated_bytes ? w->ops->allocated_bytes(w->inner) : NULL;
+}
+
 gm_status_t rp_wrap_check(const rp_policy_t *p, gm_err_t *err) {
   const rp_wrap_t *w = (const rp_wrap_t *)p;
   return w->ops->check ? w->ops->check(w->inner, err) : GM_OK;

@@ -101,15 +101,20 @@ static void recorded_cap(const gmt_header_t *h, gr_trace_info_t *info) {
   const char *allowed = gmt_header_kv_get(h, "oom.allowed_bytes");
   const char *xla = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_MEM_FRACTION");
   uint64_t v = 0;
+  /* the total the frameworks' fractions multiply: cuMemGetInfo's (PyTorch's setMemoryFraction,
+   * XLA's), else the device's */
+  uint64_t total = info->gpu_mem_info_total ? info->gpu_mem_info_total : info->gpu_total_mem;
+  /* exact figures first: the fraction times that total is PyTorch's own limit to the byte,
+   * the message's "N GiB allowed" the same rounded to 0.01 GiB */
   if (allowed && gm_parse_u64(allowed, &v, NULL) == GM_OK && v) {
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM's \"allowed\"");
+  } else if (frac && total && atof(frac) > 0 && atof(frac) <= 1) {
+    v = (uint64_t)(atof(frac) * (double)total);
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "set_per_process_memory_fraction(%.6g)", atof(frac));
   } else if ((v = allowed_bytes(msg))) {
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM message's \"allowed\"");
-  } else if (frac && info->gpu_total_mem && atof(frac) > 0 && atof(frac) <= 1) {
-    v = (uint64_t)(atof(frac) * (double)info->gpu_total_mem);
-    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "set_per_process_memory_fraction(%.6g)", atof(frac));
-  } else if (xla && info->gpu_total_mem && atof(xla) > 0 && atof(xla) <= 1 && (gmt_header_frameworks(h) & GMT_FW_JAX)) {
-    v = (uint64_t)(atof(xla) * (double)info->gpu_total_mem);
+  } else if (xla && total && atof(xla) > 0 && atof(xla) <= 1 && (gmt_header_frameworks(h) & GMT_FW_JAX)) {
+    v = (uint64_t)(atof(xla) * (double)total);
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "XLA_PYTHON_CLIENT_MEM_FRACTION=%.6g", atof(xla));
   }
   info->recorded_cap = v;

@@ -13,6 +13,8 @@
 #       after the kill) holds at least every allocation the job had logged 1 s before the kill,
 #       replays, and says PARTIAL (killed by SIGKILL) in gpurec's summary and in info.
 # cost: stream_jobs.py loop 4, plain and recorded alternated 3 times: allocations per second.
+# oomcap: stream_jobs.py capped recorded: the trace holds the limit the job set itself and the
+#       OOM verdict (gpureplay --explain-oom) replays within it.
 # costx: the loop (2 s) across processes, 5 rounds of plain / gpurec --mode=native / the default
 #       without callsites / the default: whose part of the whole is whose (per second: all/2nd half).
 # parts: tests/gpu/stream_cost.py under gpurec: each part of the streamed default priced in one
@@ -78,7 +80,7 @@ if has long; then
   has trainonly || long_job bigfirst "" bigfirst ${BIG_N:-2200000}
   has smoke || has trainonly || long_job bigfirst expandable_segments:True bigfirst ${BIG_N:-2200000}
   has smoke || long_job train "" train ${TRAIN_STEPS:-600}
-  has smoke || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
+  has smoke || [ "${TRAIN_EXPANDABLE:-1}" = 0 ] || long_job train expandable_segments:True train ${TRAIN_STEPS:-600}
 fi
 
 if has kill; then
@@ -124,6 +126,23 @@ if has cost; then
   done
 fi
 
+if has oomcap; then
+  echo "== a job that runs out under a limit it set itself (set_per_process_memory_fraction(0.02))"
+  (cd "$W" && gpurec -o "$W/capped.zst" -- python3 "$JOBS" capped > "$W/runs/capped.out" 2> "$W/runs/capped.err")
+  echo "  gpurec rc=$?"; grep -E "OutOfMemoryError|allowed" "$W/runs/capped.err" | tail -1 | cut -c1-300
+  CAP=$(sed -n 's/^GPUMEM_CAP //p' "$W/runs/capped.out")
+  gpuanalyze info "$W/capped.zst" > "$W/capped.info.txt" 2>&1
+  grep -E "per_process_memory_fraction|oom.message" "$W/capped.info.txt" | cut -c1-300
+  check "capped: the trace holds the limit the job set" $(grep -q "torch.per_process_memory_fraction=0.02" "$W/capped.info.txt" && echo 1 || echo 0) "cap $CAP"
+  gpuanalyze oom "$W/capped.zst" > "$W/capped.oom.txt" 2>&1
+  sed 's/^/  /' "$W/capped.oom.txt" | head -12
+  gpureplay "$W/capped.zst" --explain-oom --json > "$W/capped.oom.json" 2>/dev/null
+  GOT=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("capacity_bytes") or "")' "$W/capped.oom.json" 2>/dev/null)
+  check "capped: the OOM verdict replays within the job's own limit" \
+    $([ -n "$GOT" ] && [ -n "$CAP" ] && [ "$GOT" -le "$CAP" ] && echo 1 || echo 0) "verdict's capacity ${GOT:-none} vs the limit $CAP"
+  echo "{\"job\":\"capped\",\"cap\":${CAP:-null},\"verdict_capacity\":${GOT:-null}}" >> "$W/results.jsonl"
+fi
+
 if has costx; then
   echo "== allocation-bound loop across processes: plain, gpurec --mode=native (CUPTI only), the default without callsites, the default"
   PIN=${COSTX_PIN:+taskset -c $COSTX_PIN}  # COSTX_PIN=2,3: every process on the same two CPUs
@@ -148,7 +167,7 @@ fi
 
 if has parts; then
   echo "== each part of the streamed default, in one process"
-  (cd "$W" && gpurec -q -o "$W/parts.zst" -- python3 "$ROOT/tests/gpu/stream_cost.py" > "$W/runs/parts.out" 2> "$W/runs/parts.err")
+  (cd "$W" && gpurec -q -o "$W/parts.zst" -- python3 "$ROOT/tests/gpu/stream_cost.py" ${STREAM_COST_ARGS:-} > "$W/runs/parts.out" 2> "$W/runs/parts.err")
   echo "  gpurec rc=$?"; tail -3 "$W/runs/parts.err"
   res=$(sed -n 's/^RESULT //p' "$W/runs/parts.out" | tail -1)
   check "parts: the bench ran" $([ -n "$res" ] && echo 1 || echo 0) "$(tail -c 300 "$W/runs/parts.out")"

@@ -9,6 +9,9 @@ that prints its own figures as `GPUMEM_RESULT {json}` at the end.
   killme         allocates in a loop for ever, logging every 0.1 s how many allocations are
                  done (count, CLOCK_MONOTONIC ns) to $KILLME_LOG; the caller SIGKILLs it
   loop SECONDS   torch.empty in a loop with 50 live, for SECONDS: allocations per second
+  capped         torch.cuda.set_per_process_memory_fraction(0.02) in code, then 512 MiB tensors
+                 kept until PyTorch refuses one: dies of the uncaught OutOfMemoryError (issue 25:
+                 the OOM verdict must replay within the limit the job set itself)
 """
 import json
 import math
@@ -150,6 +153,16 @@ def loop(seconds):
            per_second_second_half=(n - half_n) / (t0 + dt - half_t))
 
 
+def capped():
+    dev = torch.device("cuda")
+    torch.cuda.set_per_process_memory_fraction(0.02, 0)
+    total = torch.cuda.get_device_properties(0).total_memory
+    print("GPUMEM_CAP %d" % int(0.02 * total), flush=True)
+    keep = []
+    while True:
+        keep.append(torch.empty(512 << 20, dtype=torch.uint8, device=dev))
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     arg = sys.argv[2] if len(sys.argv) > 2 else None
@@ -159,6 +172,8 @@ if __name__ == "__main__":
         train(int(arg or 600))
     elif what == "killme":
         killme()
+    elif what == "capped":
+        capped()
     elif what == "loop":
         loop(float(arg or 4))
     else:

@@ -1,7 +1,7 @@
 /* pt_alloc.c: the allocation and free paths of torch 2.11's DeviceCachingAllocator.
  *
  * malloc(size, stream): round_size -> pool (small iff rounded <= 1 MiB) -> best fit in the
- * pool's (stream, size, address) tree (get_free_block, with the max_split_size and
+ * pool's (stream, size, address) order (get_free_block, with the max_split_size and
  * max_non_split_rounding rules) -> on a miss: GC (only with a memory fraction), alloc_block
  * (fraction limit, then cudaMalloc of get_allocation_size, or expandable growth), then
  * release_available_cached_blocks + alloc_block, then release_cached_blocks (empty_cache) +
@@ -30,7 +30,6 @@ int pt_cmp_addr(const pt_block_t *a, const pt_block_t *b) {
   return 0;
 }
 
-RB_GENERATE(pt_free_tree, pt_block, rb, pt_cmp_size)
 RB_GENERATE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
 
 /* ---- block and segment structs ---- */
@@ -57,6 +56,7 @@ pt_block_t *pt_block_new(rp_policy_t *p) {
   b->mapped = 1;
   b->prev = b->next = b->link = b->lprev = b->lnext = NULL;
   b->seg = NULL;
+  b->grp = NULL;
   b->gc_base = 0;
   p->n_blocks++;
   return b;
@@ -89,15 +89,16 @@ void pt_seg_put(rp_policy_t *p, pt_seg_t *s) {
 pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->small ? 0 : 1]; }
 
 /* insert_into_blocks: also restarts the block's GC age. */
-void pt_free_insert(rp_policy_t *p, pt_block_t *b) {
+int pt_free_insert(rp_policy_t *p, pt_block_t *b) {
   pt_pool_t *pool = pt_pool_of(p, b);
+  if (pt_bins_insert(&pool->free, b) != 0) return -1;
   b->gc_base = pool->get_free_calls;
   b->where = PT_IN_FREE;
-  RB_INSERT(pt_free_tree, &pool->free, b);
+  return 0;
 }
 
 void pt_free_remove(rp_policy_t *p, pt_block_t *b) {
-  RB_REMOVE(pt_free_tree, &pt_pool_of(p, b)->free, b);
+  pt_bins_remove(&pt_pool_of(p, b)->free, b);
   b->where = PT_IN_NONE;
 }
 
@@ -138,7 +139,7 @@ typedef struct params {
   uint64_t alloc_size; /* get_allocation_size */
   pt_pool_t *pool;
   pt_block_t *block;
-  int in_tree; /* block is still in its pool's free tree (found there by get_free_block) */
+  int in_tree; /* block is still in its pool's free set (found there by get_free_block) */
 } params_t;
 
 static int is_split(const pt_block_t *b) { return b->prev || b->next; }
@@ -150,28 +151,28 @@ static uint64_t expandable_size(const pt_block_t *b) {
 static int get_free_block(rp_policy_t *p, params_t *a) {
   pt_pool_t *pool = a->pool;
   if (p->gc_active) pool->get_free_calls++;
-  pt_block_t key; /* only the compared fields: zeroing the whole struct shows in profiles */
-  key.addr = 0, key.size = a->size, key.stream = a->stream;
-  pt_block_t *b = RB_NFIND(pt_free_tree, &pool->free, &key);
-  if (!b || b->stream != a->stream) return 0;
+  /* torch's lower_bound, then its checks that the block is on the request's stream: here the
+   * search stays within the stream's group and answers NULL where torch's stream check fails */
+  pt_block_t *b = pt_bins_lower_in_stream(&pool->free, a->stream, a->size);
+  if (!b) return 0;
   if (b->expandable) {
     if (p->conf.expandable_segments) {
       /* best fit by the size the block could grow to into the unmapped range after it */
-      pt_block_t *n = RB_NEXT(pt_free_tree, &pool->free, b);
-      while (b->expandable && n && n->stream == a->stream && expandable_size(n) < expandable_size(b)) {
+      pt_block_t *n = pt_bins_next_in_stream(b);
+      while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
         b = n;
-        n = RB_NEXT(pt_free_tree, &pool->free, n);
+        n = pt_bins_next_in_stream(n);
       }
     } else {
-      do b = RB_NEXT(pt_free_tree, &pool->free, b);
-      while (b && b->expandable && b->stream == a->stream);
-      if (!b || b->stream != a->stream) return 0;
+      do b = pt_bins_next_in_stream(b);
+      while (b && b->expandable);
+      if (!b) return 0;
     }
   }
   uint64_t msplit = p->conf.max_split_size;
   if (a->size < msplit && b->size >= msplit) return 0; /* no oversize block for a small request */
   if (a->size >= msplit && b->size >= a->size + p->conf.max_non_split_rounding) return 0;
-  a->block = b; /* still in the tree: pt_malloc takes it out, or leaves its remainder there */
+  a->block = b; /* still in the set: pt_malloc takes it out, or leaves its remainder there */
   a->in_tree = 1;
   return 1;
 }
@@ -196,7 +197,7 @@ static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
   int64_t count = 0;
   pt_pool_t *pool = &p->pools[1];
   pt_block_t *b, *n;
-  RB_FOREACH(b, pt_free_tree, &pool->free) {
+  for (b = pt_bins_first(&pool->free); b; b = pt_bins_next(&pool->free, b)) {
     if (!is_split(b)) {
       total_age += (uint64_t)(pool->get_free_calls - b->gc_base);
       count++;
@@ -207,8 +208,8 @@ static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
   while (reclaimed < target && freed && count > 0) {
     double age_threshold = (double)total_age / (double)count;
     freed = 0;
-    for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
-      n = RB_NEXT(pt_free_tree, &pool->free, b);
+    for (b = pt_bins_first(&pool->free); b; b = n) {
+      n = pt_bins_next(&pool->free, b);
       uint64_t age = (uint64_t)(pool->get_free_calls - b->gc_base);
       if (!is_split(b) && !b->expandable && (double)age >= age_threshold) {
         freed = 1;
@@ -255,18 +256,17 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
   uint64_t msplit = p->conf.max_split_size;
   if (msplit == UINT64_MAX) return 0;
   pt_pool_t *pool = a->pool;
-  pt_block_t key;
-  key.addr = 0, key.size = a->size < msplit ? msplit : a->size, key.stream = a->stream;
-  pt_block_t *it = RB_NFIND(pt_free_tree, &pool->free, &key);
+  uint64_t want = a->size < msplit ? msplit : a->size;
+  pt_block_t *it = pt_bins_lower(&pool->free, a->stream, want);
   if (!it || it->stream != a->stream || it->expandable) {
-    pt_block_t *first = RB_MIN(pt_free_tree, &pool->free);
+    pt_block_t *first = pt_bins_first(&pool->free);
     if (it == first) return 0;
-    it = it ? RB_PREV(pt_free_tree, &pool->free, it) : RB_MAX(pt_free_tree, &pool->free);
+    it = it ? pt_bins_prev(&pool->free, it) : pt_bins_last(&pool->free);
     uint64_t released = 0;
-    while (released < key.size && it->size >= msplit && it->stream == a->stream) {
+    while (released < want && it->size >= msplit && it->stream == a->stream) {
       pt_block_t *cur = it;
       int is_first = cur == first;
-      if (!is_first) it = RB_PREV(pt_free_tree, &pool->free, it);
+      if (!is_first) it = pt_bins_prev(&pool->free, it);
       if (!cur->expandable) {
         released += cur->size;
         gm_status_t s = release_block(p, cur, err);
@@ -274,7 +274,7 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
       }
       if (is_first) break;
     }
-    return released >= key.size;
+    return released >= want;
   }
   gm_status_t s = release_block(p, it, err);
   return s != GM_OK ? s : 1;
@@ -284,8 +284,8 @@ static int release_available(rp_policy_t *p, params_t *a, gm_err_t *err) {
  * pages of expandable segments and release segments left with nothing mapped. */
 static gm_status_t release_blocks(rp_policy_t *p, pt_pool_t *pool, gm_err_t *err) {
   pt_block_t *b, *n, *to_unmap = NULL, **tail = &to_unmap;
-  for (b = RB_MIN(pt_free_tree, &pool->free); b; b = n) {
-    n = RB_NEXT(pt_free_tree, &pool->free, b);
+  for (b = pt_bins_first(&pool->free); b; b = n) {
+    n = pt_bins_next(&pool->free, b);
     if (b->expandable) {
       b->link = NULL;
       *tail = b;
@@ -320,22 +320,17 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
 }
 
 /* The remainder of a split (b, its front just cut off) back into its pool. When b was found in
- * the free tree it is still there under its old key; the remainder's key (same stream,
- * smaller size) is below the old one, so it keeps b's place in the tree's order (and no
- * remove and insert are needed) unless the block before b now sorts after it: the in-order
- * sequence, all any query of the tree sees, is then what remove + insert would give. A split
- * is most allocations: this saves two of a malloc's three tree operations. */
-static void remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
+ * the free set it is still there under its old key; the remainder's key (same stream,
+ * smaller size) is below the old one, so it keeps b's place in the order (no remove and
+ * insert) when it stays in its size class and the block before it still sorts before it
+ * (pt_bins_shrunk). A split is most allocations. 0, or -1 when host memory ran out. */
+static int remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
   if (in_tree) {
     pt_pool_t *pool = pt_pool_of(p, b);
-    pt_block_t *prev = RB_PREV(pt_free_tree, &pool->free, b);
-    if (!prev || pt_cmp_size(prev, b) < 0) {
-      b->gc_base = pool->get_free_calls; /* as pt_free_insert: its GC age restarts */
-      return;
-    }
-    pt_free_remove(p, b);
+    b->gc_base = pool->get_free_calls; /* as pt_free_insert: its GC age restarts */
+    return pt_bins_shrunk(&pool->free, b);
   }
-  pt_free_insert(p, b);
+  return pt_free_insert(p, b);
 }
 
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
@@ -388,7 +383,7 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     b->prev = nb;
     b->addr += a.size;
     b->size -= a.size;
-    remainder_to_pool(p, b, a.in_tree);
+    if (remainder_to_pool(p, b, a.in_tree) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
     p->st.splits++;
     b = nb;
   }
@@ -403,20 +398,8 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   return GM_OK;
 }
 
-/* b, just freed, takes the tree node of old (a free neighbour it absorbed), with its links
- * and colour: the tree keeps its shape and balance, b sits where old sat in the order. */
-static void take_node(struct pt_free_tree *h, pt_block_t *old, pt_block_t *b) {
-  b->rb = old->rb;
-  pt_block_t *par = RB_PARENT(old, rb);
-  if (!par) RB_ROOT(h) = b;
-  else if (RB_LEFT(par, rb) == old) RB_LEFT(par, rb) = b;
-  else RB_RIGHT(par, rb) = b;
-  if (RB_LEFT(old, rb)) RB_PARENT(RB_LEFT(old, rb), rb) = b;
-  if (RB_RIGHT(old, rb)) RB_PARENT(RB_RIGHT(old, rb), rb) = b;
-}
-
 /* try_merge_blocks for free_block: as pt_try_merge, but the first free neighbour absorbed is
- * left in the tree (*slot) for b to take over. Returns 1 if src was absorbed. */
+ * left in the free set (*slot) for b to take its place. Returns 1 if src was absorbed. */
 static uint64_t merge_keep(rp_policy_t *p, pt_block_t *dst, pt_block_t *src, pt_block_t **slot) {
   if (!src || src->allocated || src->mapped != dst->mapped) return 0;
   if (*slot || !src->mapped) return pt_try_merge(p, dst, src);
@@ -435,9 +418,9 @@ static uint64_t merge_keep(rp_policy_t *p, pt_block_t *dst, pt_block_t *src, pt_
 
 /* free_block: merge with free neighbours (previous first, then next), back into the pool.
  * Most frees merge with a neighbour: the merged block (same stream, larger size than that
- * neighbour) takes the neighbour's tree node when it still sorts before the neighbour's
- * successor, instead of a remove and an insert; the tree's order is what they would give. */
-gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
+ * neighbour) takes the neighbour's place in the free set (pt_bins_replace: its tree node when
+ * the order allows) instead of a remove and an insert. */
+gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   if (b->in_hash) HASH_DELETE(hh, p->live, b);
   b->in_hash = 0;
   if (b->lprev) b->lprev->lnext = b->lnext;
@@ -451,18 +434,13 @@ gm_status_t pt_free(rp_policy_t *p, pt_block_t *b) {
   p->st.merges += merge_keep(p, b, b->next, &slot);
   if (slot) {
     pt_pool_t *pool = pt_pool_of(p, slot);
-    pt_block_t *succ = RB_NEXT(pt_free_tree, &pool->free, slot);
-    if (!succ || pt_cmp_size(b, succ) < 0) {
-      take_node(&pool->free, slot, b);
-      b->gc_base = pool->get_free_calls; /* as pt_free_insert */
-      b->where = PT_IN_FREE;
-      slot->where = PT_IN_NONE;
-      pt_block_put(p, slot);
-      return GM_OK;
-    }
-    pt_free_remove(p, slot);
+    if (pt_bins_replace(&pool->free, slot, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+    b->gc_base = pool->get_free_calls; /* as pt_free_insert */
+    b->where = PT_IN_FREE;
+    slot->where = PT_IN_NONE;
     pt_block_put(p, slot);
+    return GM_OK;
   }
-  pt_free_insert(p, b);
+  if (pt_free_insert(p, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
   return GM_OK;
 }

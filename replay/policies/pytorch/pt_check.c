@@ -58,13 +58,18 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
   if (live_bytes != p->allocated_bytes) FAIL("allocated bytes %" PRIu64 " != sum of live blocks %" PRIu64, p->allocated_bytes, live_bytes);
   for (int i = 0; i < 2; i++) {
     const pt_block_t *prev = NULL;
-    RB_FOREACH(b, pt_free_tree, &p->pools[i].free) {
-      if (b->where != PT_IN_FREE || b->allocated || !b->mapped) FAIL("free tree holds a block in state %d", b->where);
+    uint64_t in_pool = 0;
+    for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b)) {
+      if (b->where != PT_IN_FREE || b->allocated || !b->mapped) FAIL("free set holds a block in state %d", b->where);
       if (b->seg->is_small != (i == 0)) FAIL("block 0x%" PRIx64 " in the wrong pool", b->addr);
-      if (prev && pt_cmp_size(prev, b) >= 0) FAIL("free tree out of order");
+      if (prev && pt_cmp_size(prev, b) >= 0) FAIL("free set out of order");
+      if (b->grp->stream != b->stream || b->bin != pt_bins_class(b->size))
+        FAIL("free block 0x%" PRIx64 " in the wrong group or bin", b->addr);
+      in_pool++;
       prev = b;
       in_trees++;
     }
+    if (in_pool != p->pools[i].free.n) FAIL("free set counts %" PRIu64 " blocks, holds %" PRIu64, p->pools[i].free.n, in_pool);
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) {
       if (b->where != PT_IN_UNMAPPED || b->mapped || !b->seg->expandable) FAIL("unmapped tree holds a block in state %d", b->where);
       if (b->seg->is_small != (i == 0)) FAIL("unmapped block 0x%" PRIx64 " in the wrong pool", b->addr);
@@ -88,7 +93,7 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
   }
   for (b = p->live_list; b; b = b->lnext) { VISIT(b) }
   for (int i = 0; i < 2; i++) {
-    RB_FOREACH(b, pt_free_tree, &p->pools[i].free) { VISIT(b) }
+    for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b)) { VISIT(b) }
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) { VISIT(b) }
   }
 #undef VISIT

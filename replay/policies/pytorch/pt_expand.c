@@ -102,7 +102,7 @@ static int map_block(rp_policy_t *p, pt_block_t *b, uint64_t size, gm_err_t *err
   }
   pt_try_merge(p, b, b->prev);
   pt_try_merge(p, b, b->next);
-  pt_free_insert(p, b);
+  if (pt_free_insert(p, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
   p->total_allocated_memory += bytes;
   seg->mapped += bytes;
   return 1;
@@ -156,7 +156,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
     if (f->prev) f->prev->next = f;
     f->next = b;
     b->prev = f;
-    pt_free_insert(p, f);
+    if (pt_free_insert(p, f) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
   }
   if (after > 0) {
     pt_block_t *f = pt_block_new(p);
@@ -169,7 +169,7 @@ int pt_expand_unmap(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
     if (f->next) f->next->prev = f;
     f->prev = b;
     b->next = f;
-    pt_free_insert(p, f);
+    if (pt_free_insert(p, f) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
   }
   b->addr = ustart;
   b->size = usize;

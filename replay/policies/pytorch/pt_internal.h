@@ -1,8 +1,9 @@
 /* pt_internal.h: the data structures of the pytorch policy, shared by its .c files only.
  *
  * Mirrors DeviceCachingAllocator's state: blocks (a segment is a doubly linked list of blocks
- * tiling it), two pools (small, large) each with a tree of free mapped blocks ordered by
- * (stream, size, address) (BlockComparatorSize) and a tree of unmapped expandable ranges
+ * tiling it), two pools (small, large) each with its free mapped blocks in the order (stream,
+ * size, address) (BlockComparatorSize; pt_bins.h: size-class bins) and a tree of unmapped
+ * expandable ranges
  * ordered by (stream, address) (BlockComparatorAddress), live blocks found by address (hash),
  * and total_allocated_memory (what the driver has given us). Streams compare by their numeric
  * id, as torch compares cudaStream_t pointer values (snapshots record those values). */
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "replay/policies/pytorch/pt_bins.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
 
 /* uthash: a cheap multiplicative hash of the 8-byte address key, and no exit() on OOM. */
@@ -38,7 +40,7 @@ typedef struct pt_seg pt_seg_t;
 typedef struct pt_block {
   /* first cache line: what a tree descent reads (key and links) */
   uint64_t addr, size, stream;
-  RB_ENTRY(pt_block) rb;        /* in pool->free or pool->unmapped, never both */
+  RB_ENTRY(pt_block) rb;        /* in a bin of pool->free or in pool->unmapped, never both */
   uint8_t allocated, mapped;
   uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
   uint8_t small, expandable;    /* copies of seg->is_small / seg->expandable (no seg load) */
@@ -46,6 +48,8 @@ typedef struct pt_block {
   uint8_t in_hash;              /* live and found by address (taken by alloc, not alloc_h) */
   /* the rest */
   struct pt_block *prev, *next; /* neighbours inside the segment (torch: split links) */
+  pt_bgroup_t *grp;             /* in pool->free: its stream's group and bin there */
+  uint16_t bin;
   pt_seg_t *seg;
   int64_t gc_base;              /* pool's get_free_block count when (re)inserted */
   struct pt_block *link;        /* block free-list and short work lists */
@@ -55,10 +59,9 @@ typedef struct pt_block {
 
 enum { PT_IN_NONE = 0, PT_IN_FREE = 1, PT_IN_UNMAPPED = 2, PT_IN_LIVE = 3 };
 
-RB_HEAD(pt_free_tree, pt_block);
 RB_HEAD(pt_unmapped_tree, pt_block);
-RB_PROTOTYPE(pt_free_tree, pt_block, rb, pt_cmp_size)
 RB_PROTOTYPE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
+/* (stream, size, address): BlockComparatorSize, the free pools' order. */
 int pt_cmp_size(const pt_block_t *a, const pt_block_t *b);
 int pt_cmp_addr(const pt_block_t *a, const pt_block_t *b);
 
@@ -73,7 +76,7 @@ struct pt_seg {
 };
 
 typedef struct pt_pool {
-  struct pt_free_tree free;
+  pt_bins_t free;
   struct pt_unmapped_tree unmapped;
   int is_small;
   int64_t get_free_calls; /* get_free_blocks_call_count: GC's age clock */
@@ -110,11 +113,32 @@ static inline void pt_block_attach(pt_block_t *b, pt_seg_t *s) {
   b->expandable = s->expandable;
 }
 
+/* pt_bins.c: a pool's free set (pt_bins.h). Insert: 0, or -1 when host memory ran out. */
+void pt_bins_init(pt_bins_t *s);
+void pt_bins_clear(pt_bins_t *s);
+int pt_bins_insert(pt_bins_t *s, pt_block_t *b);
+void pt_bins_remove(pt_bins_t *s, pt_block_t *b);
+/* The first block >= (stream, size, 0) in the order (NULL: none). */
+pt_block_t *pt_bins_lower(pt_bins_t *s, uint64_t stream, uint64_t size);
+/* The same, and the next block, within the stream only (NULL past its last block). */
+pt_block_t *pt_bins_lower_in_stream(pt_bins_t *s, uint64_t stream, uint64_t size);
+pt_block_t *pt_bins_next_in_stream(pt_block_t *b);
+pt_block_t *pt_bins_first(const pt_bins_t *s);
+pt_block_t *pt_bins_last(const pt_bins_t *s);
+pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b);
+pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b);
+/* b (in the set) had its key lowered in place (same stream): back in order. */
+int pt_bins_shrunk(pt_bins_t *s, pt_block_t *b);
+/* b (not in the set; old's stream, a key above old's) takes old's place; old leaves.
+ * Both: 0, or -1 when host memory ran out (a bin's root array). */
+int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b);
+
 /* pt_alloc.c */
 pt_block_t *pt_block_new(rp_policy_t *p);
 void pt_block_put(rp_policy_t *p, pt_block_t *b);
 pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b);
-void pt_free_insert(rp_policy_t *p, pt_block_t *b);
+/* Insert: 0, or -1 when host memory ran out. */
+int pt_free_insert(rp_policy_t *p, pt_block_t *b);
 void pt_free_remove(rp_policy_t *p, pt_block_t *b);
 void pt_unmapped_insert(rp_policy_t *p, pt_block_t *b);
 void pt_unmapped_remove(rp_policy_t *p, pt_block_t *b);
@@ -124,7 +148,7 @@ void pt_seg_put(rp_policy_t *p, pt_seg_t *s);
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t size, uint64_t stream, pt_block_t **out, gm_err_t *err);
 /* pt_malloc's block is live (in live_list) but not found by address: the address API adds
  * it to the hash (pt_alloc_op), the handle API does not (the engine keeps the block). */
-gm_status_t pt_free(rp_policy_t *p, pt_block_t *b);
+gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
 gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err);
 
 /* pt_expand.c: expandable segments. Results: 1 found, 0 out of memory, < 0 driver error. */

@@ -36,8 +36,7 @@ int pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_r
   o->segment_size = size > RP_REQUEST_MAX ? 0 : rp_pytorch_allocation_size(&p->conf, rs);
   o->allocated_bytes = p->allocated_bytes;
   for (int i = 0; i < 2; i++) {
-    pt_block_t *b; /* the tree macros take no const; nothing is changed */
-    RB_FOREACH(b, pt_free_tree, (struct pt_free_tree *)&p->pools[i].free)
+    for (pt_block_t *b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b))
       classify(p, b, rs, stream, small, o);
   }
   if (p->has_limit) {

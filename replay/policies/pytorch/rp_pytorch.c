@@ -48,8 +48,8 @@ static gm_status_t pt_create(const char *conf, const rp_driver_t *drv, rp_policy
   p->gc_active = p->has_limit && p->conf.gc_threshold > 0.0;
   p->pools[0].is_small = 1;
   p->pools[1].is_small = 0;
-  RB_INIT(&p->pools[0].free);
-  RB_INIT(&p->pools[1].free);
+  pt_bins_init(&p->pools[0].free);
+  pt_bins_init(&p->pools[1].free);
   RB_INIT(&p->pools[0].unmapped);
   RB_INIT(&p->pools[1].unmapped);
   canonical_spec(conf, p->spec, sizeof p->spec);
@@ -69,7 +69,7 @@ static void drop_all(rp_policy_t *p) {
   p->spare = NULL;
   p->n_blocks = 0;
   for (int i = 0; i < 2; i++) {
-    RB_INIT(&p->pools[i].free);
+    pt_bins_clear(&p->pools[i].free);
     RB_INIT(&p->pools[i].unmapped);
   }
   p->total_allocated_memory = 0;
@@ -98,7 +98,7 @@ static gm_status_t pt_free_op(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
   pt_block_t *b = NULL;
   HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), b);
   if (!b) return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of unknown address 0x%" PRIx64, addr);
-  return pt_free(p, b);
+  return pt_free(p, b, err);
 }
 
 /* The handle is the block itself: the engine's map holds it, so a free costs no lookup. */
@@ -116,7 +116,7 @@ static gm_status_t pt_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
   pt_block_t *b = (pt_block_t *)(uintptr_t)handle;
   if (!b || b->where != PT_IN_LIVE || b->in_hash)
     return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of a block that is not live by handle");
-  return pt_free(p, b);
+  return pt_free(p, b, err);
 }
 
 static uint64_t pt_handle_addr(const rp_policy_t *p, uint64_t handle) {
@@ -134,7 +134,8 @@ static gm_status_t pt_release_all(rp_policy_t *p, gm_err_t *err) {
   for (b = p->live_list; b; b = b->lnext)
     if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
   for (int i = 0; i < 2; i++) {
-    RB_FOREACH(b, pt_free_tree, &p->pools[i].free) if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
+    for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b))
+      if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) if (!b->prev) b->link = heads, heads = b;
   }
   for (b = heads; b; b = b->link) {
@@ -164,6 +165,8 @@ static void pt_stats(const rp_policy_t *p, rp_policy_stats_t *out) {
   out->cached_bytes = p->total_allocated_memory - p->allocated_bytes;
 }
 
+static const uint64_t *pt_allocated_bytes(const rp_policy_t *p) { return &p->allocated_bytes; }
+
 static gm_status_t pt_check_op(const rp_policy_t *p, gm_err_t *err) { return pt_check(p, err); }
 
 static const char *pt_spec(const rp_policy_t *p) { return p->spec; }
@@ -178,6 +181,7 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .empty_cache = pt_empty_cache,
     .release_all = pt_release_all,
     .stats = pt_stats,
+    .allocated_bytes = pt_allocated_bytes,
     .check = pt_check_op,
     .spec = pt_spec,
     .oom_report = pt_oom_report,

@@ -284,6 +284,30 @@ TEST(OomCapacity, TheLimitTheRunSetItself) {
   cap = CapacityFor(WriteWithKv("cap_frac.zst", "torch.per_process_memory_fraction", "0.02", total), &note);
   EXPECT_EQ(cap, (uint64_t)(0.02 * (double)total));
   EXPECT_NE(note.find("set_per_process_memory_fraction(0.02)"), std::string::npos) << note;
+  // Both (gpurec records the fraction and the message of the OOM the job died of): the fraction
+  // times the total is the limit to the byte; the message's 2.80 GiB is it rounded (an H200 run
+  // under 0.02: 3002197606 allowed, "2.80 GiB" = 3006477107).
+  {
+    std::string path = TempPath("cap_both.zst");
+    gmt_header_t h;
+    gmt_header_init(&h);
+    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+    h.start_time_ns = 1700000000000000000ull;
+    h.gpu_total_mem = total;
+    gm_err_t err = {};
+    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction", "0.02", &err), GM_OK);
+    ASSERT_EQ(gmt_header_kv_set(&h, "gpu_mem_info_total", "150109880320", &err), GM_OK);
+    ASSERT_EQ(gmt_header_kv_set(&h, "oom.message", "CUDA out of memory. 2.80 GiB allowed; Of the allocated", &err), GM_OK);
+    gmt_writer_t *w = nullptr;
+    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
+    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+    gmt_header_free(&h);
+    cap = CapacityFor(path, &note);
+    EXPECT_EQ(cap, 3002197606ull);
+    EXPECT_NE(note.find("set_per_process_memory_fraction(0.02)"), std::string::npos) << note;
+  }
   // Unknown: the GPU's memory, and the note says the real limit may be lower.
   cap = CapacityFor(WriteWithKv("cap_none.zst", nullptr, nullptr, total), &note);
   EXPECT_EQ(cap, total);

@@ -9,6 +9,11 @@ import ctypes
 import os
 
 from . import memory  # noqa: F401
+from .memory import set_per_process_memory_fraction  # noqa: F401 (as torch.cuda exports it)
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
 
 _initialized = False
 

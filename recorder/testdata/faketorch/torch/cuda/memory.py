@@ -14,3 +14,10 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
 
 def _dump_snapshot(path):
     shutil.copy(os.environ["FAKE_TORCH_SNAPSHOT"], path)
+
+
+fraction = []
+
+
+def set_per_process_memory_fraction(f, device=None):
+    fraction.append((f, device))

@@ -1,0 +1,60 @@
+/* pt_bins.h: a pool's free blocks in torch's BlockPool order, (stream, size, address)
+ * (BlockComparatorSize), held in size-class bins. Internal to the pytorch policy.
+ *
+ * torch's search, get_free_block, is pool.blocks.lower_bound((stream, size, 0)): the first
+ * free block of the stream whose size is >= the request, lowest address on ties. Here: one
+ * group per stream (groups in a red-black tree by stream id, the last used one cached), in a
+ * group PT_BINS_N bins by size class (rp_sizeclass.h: 16 exact classes of 512 bytes, then 8
+ * per power of two; monotonic in the size, so every block of an earlier bin is smaller), a
+ * bitmap of the non-empty bins, and in each bin a red-black tree ordered by (size, address)
+ * through the block's own links. A search is its size's bin (on the 1 M-event synthetic
+ * trace most bins hold one block), else the least block of the next non-empty bin (a bit
+ * scan), else of the next group: the same block the single (stream, size, address) tree
+ * gave, without its ~log2(n) dependent loads. The price: a block whose size changes (a
+ * split's remainder, a merge) usually changes bin, a remove and an insert on one-block trees
+ * where the single tree kept its node in place. A pool of a million same-size blocks (one
+ * bin) costs O(log n), as the one tree did; 10^5 streams cost O(log n) a lookup and a few
+ * hundred bytes each (a bin's root array is made with its first block).
+ *
+ * A block in the set records its group and bin (pt_block_t.grp, .bin): removal needs no
+ * search, and a block whose key changed in place (a split's remainder, a merge taking a
+ * neighbour's node) is still found. Blocks are visited in order by pt_bins_first / next /
+ * prev / last; a visit may remove the block it stands on after taking its neighbour. */
+#ifndef PT_BINS_H
+#define PT_BINS_H
+
+#include <bsd/sys/tree.h>
+#include <stdint.h>
+
+#include "replay/policies/rp_sizeclass.h"
+
+#define PT_BINS_N RP_SC_N
+
+#define PT_BINS_CHUNK 64 /* bins per lazily allocated array of tree roots */
+
+struct pt_block;
+RB_HEAD(pt_bin_tree, pt_block);
+
+typedef struct pt_bgroup {
+  uint64_t stream;
+  uint64_t n;
+  rp_sc_map_t map; /* which bins are non-empty */
+  RB_ENTRY(pt_bgroup) link; /* in pt_bins_t.groups, by stream */
+  /* bin k's tree is roots[k / 64][k % 64]; an array is allocated with its first block, so a
+   * stream with a few free blocks costs a few hundred bytes, not every bin's root */
+  struct pt_bin_tree *roots[PT_BINS_N / PT_BINS_CHUNK];
+} pt_bgroup_t;
+
+RB_HEAD(pt_group_tree, pt_bgroup);
+
+typedef struct pt_bins {
+  struct pt_group_tree groups; /* by stream id: a trace of many streams costs O(log n) */
+  pt_bgroup_t *last;           /* the group the last search or insert used */
+  uint32_t ng;                 /* groups; a few may be empty (kept for reuse) */
+  uint64_t n;
+} pt_bins_t;
+
+/* The size class of a size (rp_sizeclass.h, units of torch's 512-byte kMinBlockSize). */
+static inline uint32_t pt_bins_class(uint64_t size) { return rp_sc_class(size, 9); }
+
+#endif /* PT_BINS_H */
