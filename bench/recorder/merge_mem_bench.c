@@ -8,7 +8,8 @@
  * time and the process's peak resident memory. With "churn", a 2 MiB segment is also freed and
  * allocated again every 8 allocations (a job that empties the cache each step), with the driver's
  * cudaFree/cudaMalloc beside: what the merge still holds grows with those (segment calls).
- *   merge_mem_bench N SNAPSHOT.pickle DIR [churn] */
+ * With "held", the merge that holds every CUPTI event and segment call (the tests' reference).
+ *   merge_mem_bench N SNAPSHOT.pickle DIR [churn] [held] */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include "formats/gmt.h"
 #include "recorder/snapshot/snap_import.h"
+#include "recorder/snapshot/snap_internal.h"
 
 static long rss_kib(void) {
   struct rusage ru;
@@ -26,11 +28,16 @@ static long rss_kib(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "churn"))) {
-    fprintf(stderr, "usage: merge_mem_bench N SNAPSHOT.pickle DIR [churn]\n");
+  int churn = 0, held = 0, bad = argc < 4;
+  for (int i = 4; i < argc; i++) {
+    churn |= !strcmp(argv[i], "churn");
+    held |= !strcmp(argv[i], "held");
+    bad |= strcmp(argv[i], "churn") && strcmp(argv[i], "held");
+  }
+  if (bad) {
+    fprintf(stderr, "usage: merge_mem_bench N SNAPSHOT.pickle DIR [churn] [held]\n");
     return 2;
   }
-  const int churn = argc == 5;
   uint64_t n = strtoull(argv[1], NULL, 10);
   char trace[4096], out[4096];
   snprintf(trace, sizeof trace, "%s/merge_mem.zst", argv[3]);
@@ -117,7 +124,8 @@ int main(int argc, char **argv) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   snap_merge_stats_t ms;
-  s = snap_merge_file(argv[2], trace, out, "none", NULL, &ms, &err);
+  s = held ? snap_merge_file_held(argv[2], trace, out, &ms, &err)
+           : snap_merge_file(argv[2], trace, out, "none", NULL, &ms, &err);
   clock_gettime(CLOCK_MONOTONIC, &b);
   if (s < 0) {
     fprintf(stderr, "merge_mem_bench: merge: %s\n", err.msg);
