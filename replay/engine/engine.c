@@ -228,6 +228,8 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     return st;
   } else {
     e->served += ev->size;
+    const rp_engine_observer_t *o = e->opts.observer;
+    if (o && o->served) o->served(o->ctx, ev, rp_pol_addr(e, addr), e->events);
   }
   /* Requested counts what the program asked for, served or not: the lower bound is a
    * property of the trace, the same for every policy and capacity. */
