@@ -1,6 +1,7 @@
-/* engine_internal.h: the engine's state, shared by engine.c (event loop), engine_driver.c
- * (the counting driver between policy and backend) and engine_timeline.c (downsampled
- * timeline). Internal to //replay/engine. */
+/* engine_internal.h: the engine's state, shared by engine.c (event loop) and the files it
+ * uses: engine_driver.c (the counting driver between policy and backend), engine_events.c and
+ * engine_vmm.c (which say what to replay; engine.c replays it), engine_peak.c,
+ * engine_timeline.c, engine_finish.c. Internal to //replay/engine. */
 #ifndef RP_ENGINE_INTERNAL_H
 #define RP_ENGINE_INTERNAL_H
 
