@@ -104,6 +104,10 @@ typedef struct run_row {
   int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
   int tune_pool; /* the tuner's point served by that pool (results "tune.pool"): never the advice */
   int64_t bump;  /* peak reserved under a bump pointer where it differs (results "placement_bump_bytes"); 0: same */
+  /* gpureplay --tune's worst and best case of its point (results "tune.worst_bytes",
+   * "tune.best_bytes": timing, placement and a predicted trace's uncertain sizes); 0: none;
+   * tune_worst INT64_MAX: another timing or placement ran out of memory ("tune.worst_oom") */
+  int64_t tune_worst, tune_best;
 } run_row_t;
 
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
@@ -137,6 +141,12 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
           best->tune_budget * 1e3,
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
+  /* what the tuner ranked it by, where the replay cannot tell (issue 25) */
+  if (best->tune_worst == INT64_MAX)
+    fprintf(out, "%s  its worst case: out of memory under another timing or placement\n", ind);
+  else if (best->tune_worst && (best->tune_worst != best->reserved || best->tune_best != best->reserved))
+    fprintf(out, "%s  its worst and best case: %s..%s (timing, placement, a predicted trace's sizes)\n", ind,
+            gm_format_size((uint64_t)best->tune_best, b1, sizeof b1), gm_format_size((uint64_t)best->tune_worst, b2, sizeof b2));
   if (best->reserved == 0 && best->tune_needs == 0 && need == 0)
     fprintf(out, "%s  fits: any GPU; the job needs no device memory (the trace allocates none)\n", ind);
   else if (best->tune_gpu && partial) /* a partial trace: a peak before its window may be larger */
@@ -234,27 +244,25 @@ static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, 
 }
 
 /* What the replay cannot tell (issue 25): a figure's timing range and its placement spread
- * (the driver's placement model against a bump pointer). A setting is advised over the default
- * only when it is smaller in the worst case, by more than the floor: the larger of 64 MiB and
- * 1 % of the default. The floor is read off the tables: the misses that depend on placement
- * there are at most 34 MiB (3.5 %, traces/predicted conv_image) and 12 MiB (1.3 %,
- * traces/recorded); the largest miss of all, 64 MiB (hf_seq at 256), is the same under both. */
-#define ADVICE_FLOOR_BYTES (64ll << 20)
-#define ADVICE_FLOOR_PCT 1.0
-
+ * (the driver's placement model against a bump pointer), and on gpureplay --tune's points the
+ * worst and best case it counted (the same, and a predicted trace's uncertain sizes). A setting
+ * is advised over the default only when it is smaller in the worst case, by more than the
+ * floor (gm_advice_floor: the larger of 64 MiB and 1 % of the default; the largest miss of
+ * the tables, 64 MiB (hf_seq at 256), is the same under both placements). */
 static int64_t worst_high(const run_row_t *r) {
   int64_t h = rank_bytes(r);
-  return r->bump > h ? r->bump : h;
+  if (r->bump > h) h = r->bump;
+  return r->tune_worst > h ? r->tune_worst : h;
 }
 
 static int64_t best_low(const run_row_t *r) {
   int64_t l = r->range && r->low < r->reserved ? r->low : r->reserved;
-  return r->bump && r->bump < l ? r->bump : l;
+  if (r->bump && r->bump < l) l = r->bump;
+  return r->tune_best && r->tune_best < l ? r->tune_best : l;
 }
 
 int64_t ana_advice_floor(int64_t default_reserved) {
-  int64_t pct = (int64_t)((double)default_reserved * ADVICE_FLOOR_PCT / 100.0);
-  return pct > ADVICE_FLOOR_BYTES ? pct : ADVICE_FLOOR_BYTES;
+  return (int64_t)gm_advice_floor(default_reserved > 0 ? (uint64_t)default_reserved : 0);
 }
 
 /* 1 when best is reliably smaller than the default: its worst case below the default's best
@@ -273,7 +281,7 @@ static void print_keep_default(FILE *out, const run_row_t *best, const run_row_t
   fprintf(out, "%s    the smallest, %s, reserves %s (%s..%s): a saving of at most %s, not more than the floor %s "
                "(the larger of 64 MiB and 1 %%) plus what the replay cannot tell\n", ind, best->policy,
           gm_format_size((uint64_t)best->reserved, b[3], sizeof b[3]), gm_format_size((uint64_t)best_low(best), b[4], sizeof b[4]),
-          gm_format_size((uint64_t)worst_high(best), b[5], sizeof b[5]),
+          worst_high(best) == INT64_MAX ? "out of memory" : gm_format_size((uint64_t)worst_high(best), b[5], sizeof b[5]),
           gm_format_size((uint64_t)(dflt->reserved > best->reserved ? dflt->reserved - best->reserved : 0), b[0], sizeof b[0]),
           gm_format_size((uint64_t)ana_advice_floor(dflt->reserved), b[1], sizeof b[1]));
   fprintf(out, "%s  paste: nothing (the default)\n", ind);
@@ -404,7 +412,10 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("summary_json") ", 0),"
                          " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("summary_json") ", ''), run_id,"
                          " COALESCE(" ANA_RF_TUNE_POOL("summary_json") ", 0),"
-                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0)"
+                         " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_WORST_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_BEST_BYTES("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_WORST_OOM("summary_json") ", 0)"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -435,6 +446,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].run_id = sqlite3_column_int64(st, 20);
     rows[n].tune_pool = sqlite3_column_int64(st, 21) != 0;
     rows[n].bump = sqlite3_column_int64(st, 22);
+    rows[n].tune_worst = sqlite3_column_int64(st, 23);
+    rows[n].tune_best = sqlite3_column_int64(st, 24);
+    if (sqlite3_column_int64(st, 25)) rows[n].tune_worst = INT64_MAX; /* no worst case: never reliably smaller */
     n++;
   }
   sqlite3_finalize(st);

@@ -44,6 +44,7 @@
 #define ANA_RF_RECORDED_FAILURES_LIVE_BYTES(col)              ANA_RF(col, "recorded_failures.live_bytes") /* integer bytes */
 #define ANA_RF_RECORDED_FAILURES_RECORDED_RESERVED_BYTES(col) ANA_RF(col, "recorded_failures.recorded_reserved_bytes") /* integer bytes */
 #define ANA_RF_TIMING_SENSITIVE(col)                          ANA_RF(col, "timing_sensitive") /* true/false: the peak depends on event timing */
+#define ANA_RF_TUNE_BEST_BYTES(col)                           ANA_RF(col, "tune.best_bytes") /* integer bytes: the point's best case (timing, placement, predicted sizes); absent: not computed */
 #define ANA_RF_TUNE_BUDGET_S(col)                             ANA_RF(col, "tune.budget_s") /* real: the time budget */
 #define ANA_RF_TUNE_DRIVER_TIME_P50_S(col)                    ANA_RF(col, "tune.driver_time_p50_s") /* real seconds */
 #define ANA_RF_TUNE_DRIVER_TIME_P99_S(col)                    ANA_RF(col, "tune.driver_time_p99_s") /* real seconds */
@@ -53,5 +54,7 @@
 #define ANA_RF_PLACEMENT_BUMP_BYTES(col)                      ANA_RF(col, "placement_bump_bytes") /* absent: the bump pointer gives the same peak (issue 25) */
 #define ANA_RF_TUNE_ROLE(col)                                 ANA_RF(col, "tune.role") /* text: the tuner's role for this run */
 #define ANA_RF_TUNE_SMALLEST_GPU_GIB(col)                     ANA_RF(col, "tune.smallest_gpu_gib") /* integer */
+#define ANA_RF_TUNE_WORST_BYTES(col)                          ANA_RF(col, "tune.worst_bytes") /* integer bytes: its worst case; absent: not computed */
+#define ANA_RF_TUNE_WORST_OOM(col)                            ANA_RF(col, "tune.worst_oom") /* true: another timing or placement runs out of memory; absent: not */
 
 #endif /* ANA_RUN_FIELDS_H */

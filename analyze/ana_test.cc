@@ -165,7 +165,8 @@ constexpr int64_t kG = 1ll << 30;  // figures above the advice floor (64 MiB, 1 
 std::string ResultsJson(const std::string &trace, uint64_t start, const std::vector<std::string> &policies,
                         const std::vector<int64_t> &reserved, int64_t lower, bool broken_last = false,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges = {},
-                        const std::string &moved_by = "stream_events", const std::vector<int64_t> &bump = {}) {
+                        const std::string &moved_by = "stream_events", const std::vector<int64_t> &bump = {},
+                        const std::vector<std::string> &tune = {}) {
   std::ostringstream o;
   o << "{\"format\":\"gpumem-results\",\"version\":1,\"tool\":\"fake\",\"created_unix_ns\":1,\"runs\":[";
   for (size_t i = 0; i < policies.size(); i++) {
@@ -179,6 +180,7 @@ std::string ResultsJson(const std::string &trace, uint64_t start, const std::vec
       << "\"first_oom_event\":-1,\"first_oom_ts_ns\":-1,\"replay_seconds\":0.5,\"events_per_second\":20.0,"
       << "\"some_future_key\":{\"x\":1},";
     if (i < bump.size() && bump[i] > 0) o << "\"placement_bump_bytes\":" << bump[i] << ",";
+    if (i < tune.size() && !tune[i].empty()) o << "\"tune\":" << tune[i] << ",";
     if (i < ranges.size() && ranges[i].first >= 0)
       o << "\"timing_sensitive\":" << (ranges[i].first != ranges[i].second ? "true" : "false")
         << ",\"peak_reserved_range\":{\"low_bytes\":" << ranges[i].first << ",\"high_bytes\":" << ranges[i].second
@@ -710,6 +712,59 @@ std::string Rec(ana_db_t *db) {
 }
 
 }  // namespace
+
+// The tuner's path (gpureplay --tune's results: its "chosen" point is the advice): the same
+// floor on the worst case the tuner counted (tune.worst_bytes / tune.best_bytes: timing,
+// placement, a predicted trace's sizes), or on the bump pointer's figure it writes beside the
+// chosen point. Issue 25's GPT-2 figures: 102 MiB saved, 144 MiB more than the default under
+// a bump pointer.
+std::string RecommendTuned(const std::vector<int64_t> &bump, const std::string &chosen_worst) {
+  const int64_t M = 1ll << 20, d = 9256828928, z = d - 102 * M;
+  std::string t = Unique("tn") + ".zst", js = Unique("tn") + ".json", dbp = Unique("tn") + ".db";
+  WriteTrace(t, RandomProgram(7, 200), "python x.py", -1, 4545);
+  const std::string note = ",\"needs_bytes\":0,\"driver_time_p50_s\":0.001,\"driver_time_p99_s\":0.002,"
+                           "\"budget_s\":0.01,\"smallest_gpu_gib\":16";
+  WriteFile(js, ResultsJson(t, 4545, {"pytorch", "pytorch:max_split_size_mb:256"}, {d, z}, z / 2, false, {},
+                            "stream_events", bump,
+                            {"{\"role\":\"default\",\"from_grid\":true" + note + "}",
+                             "{\"role\":\"chosen\",\"from_grid\":false" + note + chosen_worst + "}"}));
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  std::string rec = Rec(db);
+  ana_db_close(db);
+  return rec;
+}
+
+TEST(Recommend, ASavingInsideThePlacementSpreadIsNotAdvisedOnTheTunerPath) {
+  const int64_t M = 1ll << 20, d = 9256828928;
+  // No spread: the tuner's choice is the advice (102 MiB is above the floor, 88 MiB).
+  std::string rec = RecommendTuned({}, "");
+  EXPECT_NE(rec.find("best policy: pytorch:max_split_size_mb:256"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("tuned (gpureplay --tune)"), std::string::npos) << rec;
+  // The chosen point's bump-pointer figure (gpureplay --tune writes it beside the point):
+  // 144 MiB over the default. Kept.
+  rec = RecommendTuned({0, d + 144 * M}, "");
+  EXPECT_NE(rec.find("keep the default (pytorch): no setting is reliably smaller"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("paste: nothing (the default)"), std::string::npos) << rec;
+  EXPECT_EQ(rec.find("best policy"), std::string::npos) << rec;
+  // The worst case the tuner counted (here a predicted trace's sizes on top): kept.
+  rec = RecommendTuned({}, ",\"worst_bytes\":" + std::to_string(d - 20 * M) + ",\"best_bytes\":" +
+                               std::to_string(d - 110 * M));
+  EXPECT_NE(rec.find("keep the default (pytorch)"), std::string::npos) << rec;
+  // A worst case that runs out of memory is never reliably smaller.
+  rec = RecommendTuned({}, ",\"worst_oom\":true");
+  EXPECT_NE(rec.find("keep the default (pytorch)"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("out of memory"), std::string::npos) << rec;
+  // A worst case the tuner counted that is still past the floor: advised.
+  rec = RecommendTuned({}, ",\"worst_bytes\":" + std::to_string(d - 100 * M) + ",\"best_bytes\":" +
+                               std::to_string(d - 104 * M));
+  EXPECT_NE(rec.find("best policy: pytorch:max_split_size_mb:256"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("its worst and best case: 8.52 GiB..8.52 GiB"), std::string::npos) << rec;
+}
 
 TEST(Identity, SamePathWithNewContentReplacesTheTraceAndItsRuns) {
   std::string t = Unique("same") + ".zst", copy = Unique("copy") + ".zst", js = Unique("same") + ".json";

@@ -106,6 +106,12 @@ gm_status_t gm_parse_fraction(const char *s, double *out, gm_err_t *err);
 gm_status_t gm_parse_u64(const char *s, uint64_t *out, gm_err_t *err);
 /* "1.50 GiB", "512 B": human form for tables. Returns buf. */
 char *gm_format_size(uint64_t bytes, char *buf, size_t n);
+/* The least saving a setting must show over the framework's default, past what the replay
+ * cannot tell, to be advised over it (issue 25): the larger of 64 MiB and 1 % of the default.
+ * One number for gpuanalyze's advice and gpureplay --tune's choice. Read off the tables: the
+ * placement model's misses that depend on placement are at most 34 MiB (3.5 %,
+ * traces/predicted conv_image) and 12 MiB (1.3 %, traces/recorded). */
+uint64_t gm_advice_floor(uint64_t default_reserved);
 
 /* ---- output files ------------------------------------------------------------------------- */
 

@@ -32,15 +32,19 @@ struct gm_out {
   int err_no;  /* first write error (errno), 0 if none */
 };
 
+/* A failed write is remembered (gm_out_commit fails the output with it) and the rest is
+ * swallowed: the stream is never told. glibc's stdio, told of a failure by a cookie's write in
+ * the middle of a large fprintf, can copy past its buffer's end (seen with ASan on /dev/full:
+ * a 51 KB fprintf through an 8 KiB buffer), and nothing written after a failure is kept anyway. */
 static ssize_t cookie_write(void *c, const char *buf, size_t n) {
   gm_out_t *o = c;
   size_t done = 0;
-  while (done < n) {
+  while (done < n && !o->err_no) {
     ssize_t k = write(o->fd, buf + done, n - done);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
-      if (!o->err_no) o->err_no = k < 0 ? errno : EIO;
-      return done ? (ssize_t)done : -1;
+      o->err_no = k < 0 ? errno : EIO;
+      break;
     }
     done += (size_t)k;
   }

@@ -97,3 +97,9 @@ char *gm_format_size(uint64_t bytes, char *buf, size_t n) {
   snprintf(buf, n, "%.2f %s", v, units[u]);
   return buf;
 }
+
+uint64_t gm_advice_floor(uint64_t default_reserved) {
+  const uint64_t floor_bytes = 64ull << 20;
+  uint64_t pct = (uint64_t)((double)default_reserved / 100.0);
+  return pct > floor_bytes ? pct : floor_bytes;
+}

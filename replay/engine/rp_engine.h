@@ -277,6 +277,9 @@ typedef struct rp_result {
    * with the driver's model (placement_checked), the placement spread (issue 25). */
   int placement_checked;
   uint64_t placement_bump_bytes;
+  /* Filled by gpureplay: OOMs in the replays of the range and the spread (0: none, or none
+   * replayed): a setting at the edge of its capacity that another timing or placement fails. */
+  uint64_t spread_ooms;
   uint64_t range_a_bytes, range_b_bytes, range_low_bytes, range_high_bytes; /* opts.serve_failed: those this policy served */
   int64_t first_failure_event;       /* -1: none */
   uint64_t first_failure_ts_ns, first_failure_size, first_failure_stream;

@@ -74,6 +74,9 @@ typedef struct gr_trace_info {
   char frameworks_text[128];/* "JAX 0.11.2" */
   const char *holds;        /* gmt_trace_holds: what the events are to the replay */
   char predicted[512];      /* "the job at 32, predicted from a.zst@8 b.zst@16 (confidence 0.99)"; "" for a recording */
+  /* gpurec predict's check of the uncertain sizes per setting (the header's predicted.settings,
+   * SPEC.md §3.3: "SPEC=answered LOW..HIGH (uncertain sizes move it by X %); ..."); "": none */
+  char predicted_settings[8192];
   uint64_t gpu_mem_info_total; /* cuMemGetInfo's total, 0 if not recorded */
   /* The CUDA context and module code of the replayed device (DEVICE_USAGE records,
    * gpureplay_context.c): --capacity leaves the policy capacity - context_bytes; 0 if not
@@ -131,6 +134,13 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err);
+/* What the replay cannot tell about figures gr_run_loaded made (issue 25): the timing range
+ * and the placement spread of res[i] (specs[i]), as gr_run_trace adds them to its figures
+ * (range_*, placement_*, spread_ooms), replaying only the other timings and placement; nothing
+ * without cfg->timing_range (a timing the user fixed), as there. Reads
+ * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested. */
+gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
+                             rp_result_t **res, gm_err_t *err);
 /* ---- why a replay ran out of memory (gpureplay_oom.c) ---- */
 
 #define GR_OOM_TOP 8     /* callsites listed among the live bytes at the failure */
@@ -254,6 +264,9 @@ typedef struct gr_tune_note {
   double driver_time_p50_s, driver_time_p99_s, budget_s;
   unsigned smallest_gpu_gib; /* of the common GPUs, 0: none or unknown */
   int pool;                  /* the simulated stream-ordered pool's figure: shown, never chosen */
+  uint64_t worst_bytes, best_bytes; /* what the replay cannot tell, counted (timing, placement,
+                                       predicted sizes); 0: not computed */
+  int worst_oom;             /* another timing or placement ran out of memory: no worst case */
 } gr_tune_note_t;
 /* The last run added gets the tune note. */
 gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err);

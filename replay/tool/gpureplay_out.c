@@ -528,6 +528,11 @@ gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_e
   json_object_set_new(t, "budget_s", json_real(n->budget_s));
   json_object_set_new(t, "smallest_gpu_gib", json_integer(n->smallest_gpu_gib));
   if (n->pool) json_object_set_new(t, "pool", json_true());
+  if (n->worst_bytes) {
+    json_object_set_new(t, "worst_bytes", json_integer((json_int_t)n->worst_bytes));
+    json_object_set_new(t, "best_bytes", json_integer((json_int_t)n->best_bytes));
+  }
+  if (n->worst_oom) json_object_set_new(t, "worst_oom", json_true());
   json_object_set_new(o, "tune", t);
   return GM_OK;
 }

@@ -394,6 +394,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
       break;
     }
     rp_result_t *r = res[of[k]];
+    r->spread_ooms += out[k].ooms;
     if (var[k] == 0) r->range_a_bytes = out[k].peak_reserved_bytes;
     else {
       r->range_b_bytes = out[k].peak_reserved_bytes;
@@ -456,6 +457,7 @@ static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, r
     }
     res[of[k]]->placement_bump_bytes = out[k].peak_reserved_bytes;
     res[of[k]]->placement_checked = 1;
+    res[of[k]]->spread_ooms += out[k].ooms;
   }
   free(p.jobs);
   free(out);
@@ -536,6 +538,29 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
              cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
   run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
   gm_status_t st = pool_status(&p, err);
+  free(p.jobs);
+  return st;
+}
+
+gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
+                             rp_result_t **res, gm_err_t *err) {
+  /* as gr_run_trace: a timing the user fixed (--event-timing=early|late|recorded) is no range */
+  if (n <= 0 || !cfg->timing_range) return GM_OK;
+  gr_config_t c = *cfg;
+  c.progress = 0; /* the tuner says its own progress */
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  p.n = n;
+  for (int i = 0; i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
+    job_init(&p.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
+             c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
+    res[i]->spread_ooms = 0;
+  }
+  gm_status_t st = timing_range(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
+  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
+    st = placement_spread(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
   free(p.jobs);
   return st;
 }

@@ -134,6 +134,8 @@ static void info_from_header(const gmt_header_t *h, gr_trace_info_t *info) {
   if (pat) /* gpurec predict's trace: a run nobody made */
     snprintf(info->predicted, sizeof info->predicted, "the job at %s, predicted from %s (confidence %s)", pat,
              pin ? pin : "?", pconf ? pconf : "?");
+  const char *pset = gmt_header_kv_get(h, "predicted.settings");
+  if (pat && pset) snprintf(info->predicted_settings, sizeof info->predicted_settings, "%s", pset);
   const char *mi = gmt_header_kv_get(h, "gpu_mem_info_total");
   if (mi) gm_parse_u64(mi, &info->gpu_mem_info_total, NULL);
   const char *free_at_oom = gmt_header_kv_get(h, "torch.snapshot.oom_device_free_bytes");

@@ -35,6 +35,10 @@ JOBS=$ROOT/tests/gpu/advice_jobs.py
 A=$W/advice
 rm -rf "$W"; mkdir -p "$A/runs" "$W/rep" "$OUT"
 exec > >(tee "$OUT/advice_check.txt") 2>&1
+# tee runs beside the script: on exit, close its input and wait, so that whoever reads the
+# script's output sees all of it once the script is done (advice_check_test raced it)
+TEE=$!
+trap 'exec >&- 2>&-; wait "$TEE"' EXIT
 T0=$(date +%s)
 echo "== advice_check.sh $(date -u)${DRY:+ (dry run: $DRY)}"
 if [ -z "$DRY" ]; then

@@ -8,9 +8,11 @@
  * step go to gr_run_loaded together, so --jobs cores replay them side by side. A setting is
  * replayed once: the memo is keyed by its spec.
  *
- * Objective: peak reserved without an OOM (what the sweep ranks by). Time is the driver time
- * the setting's calls would take on a real GPU, from the latencies below; it is a cost beside
- * memory, never folded into it. */
+ * Objective: peak reserved without an OOM. The search steps on point figures (what the sweep
+ * ranks by); the choice compares candidates on their worst case (issue 25: the timing range,
+ * the bump pointer's placement, a predicted trace's uncertain sizes), replayed only for those
+ * that may win. Time is the driver time the setting's calls would take on a real GPU, from the
+ * latencies of gpureplay_tune_eval.c; it is a cost beside memory, never folded into it. */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -232,34 +234,108 @@ static int family(const gr_tune_t *t, const char *spec) {
   return strncmp(spec, t->policy_name, l) == 0 && (spec[l] == '\0' || spec[l] == ':');
 }
 
-static void choose(gr_tune_t *t) {
-  t->best = t->best_grid = t->chosen = -1;
-  int *ord = malloc((size_t)t->n * sizeof *ord), m = 0;
-  if (!ord) return;
-  for (int i = 0; i < t->n; i++)
-    if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
-  for (int i = 1; i < m; i++) { /* insertion sort by gr_tune_better: stable, no global context */
-    int k = ord[i], j = i;
-    while (j > 0 && gr_tune_better(&t->pts[k], &t->pts[ord[j - 1]])) {
-      ord[j] = ord[j - 1];
+/* Sort idx[0..m) by key: insertion sort, stable, no global context (m is a few hundred). */
+static void sort_by(const gr_tune_t *t, int *idx, int m, int (*before)(const gr_tune_t *, int, int)) {
+  for (int i = 1; i < m; i++) {
+    int k = idx[i], j = i;
+    while (j > 0 && before(t, k, idx[j - 1])) {
+      idx[j] = idx[j - 1];
       j--;
     }
-    ord[j] = k;
+    idx[j] = k;
   }
-  t->n_front = 0;
-  double best_time = INFINITY;
+}
+
+/* The choice's order on point figures: gr_tune_safer's with every worst case at its point. */
+static int point_before(const gr_tune_t *t, int a, int b) {
+  return gr_tune_safer_at(&t->pts[a], t->pts[a].peak_reserved, &t->pts[b], t->pts[b].peak_reserved);
+}
+
+/* Can p be safer than q? Only if it would be with its worst case at its point figure (a worst
+ * case is never below it). */
+static int may_beat(const gr_tune_point_t *p, const gr_tune_point_t *q) {
+  return gr_tune_safer_at(p, p->peak_reserved, q, gr_tune_worst(q));
+}
+
+static int time_before(const gr_tune_t *t, int a, int b) {
+  if (t->pts[a].time_mid_s != t->pts[b].time_mid_s) return t->pts[a].time_mid_s < t->pts[b].time_mid_s;
+  return point_before(t, a, b);
+}
+
+enum { PICK_ALL, PICK_GRID, PICK_BUDGET };
+
+/* The safest of ord's points that pass `which` (ord: point_before). A point's worst case is
+ * never below its point figure, so the walk stops at the first point that could not beat the
+ * one it holds even with no spread at all: only the points that may win are spread (on a
+ * trace where the replay can tell, the first). */
+static gm_status_t pick(gr_tune_ctx_t *c, const int *ord, int m, int which, int *out, gm_err_t *err) {
+  const gr_tune_t *t = c->t;
+  *out = -1;
   for (int k = 0; k < m; k++) {
     const gr_tune_point_t *p = &t->pts[ord[k]];
-    if (t->best < 0) t->best = ord[k];
-    if (p->from_grid && t->best_grid < 0) t->best_grid = ord[k];
-    if (t->chosen < 0 && p->time_mid_s <= t->budget_s) t->chosen = ord[k];
-    if (p->time_mid_s < best_time) { /* less memory than every later point, less time than every earlier */
-      best_time = p->time_mid_s;
+    if ((which == PICK_GRID && !p->from_grid) || (which == PICK_BUDGET && p->time_mid_s > t->budget_s)) continue;
+    if (*out >= 0 && !may_beat(p, &t->pts[*out])) break;
+    gm_status_t st = gr_tune_spread(c, &ord[k], 1, err);
+    if (st != GM_OK) return st;
+    if (*out < 0 || gr_tune_safer(p, &t->pts[*out])) *out = ord[k];
+  }
+  return GM_OK;
+}
+
+/* The front of worst case against time: walked from the fastest, a point is on it when its
+ * worst case is below every faster point's (one whose figure is not below that is not
+ * spread). Stored by memory, the fastest last. */
+static gm_status_t front(gr_tune_ctx_t *c, int *ord, int m, gm_err_t *err) {
+  gr_tune_t *t = c->t;
+  sort_by(t, ord, m, time_before);
+  uint64_t least = UINT64_MAX;
+  t->n_front = 0;
+  for (int k = 0; k < m; k++) {
+    const gr_tune_point_t *p = &t->pts[ord[k]];
+    if (p->peak_reserved >= least) continue;
+    gm_status_t st = gr_tune_spread(c, &ord[k], 1, err);
+    if (st != GM_OK) return st;
+    uint64_t w = gr_tune_worst(p);
+    if (w < least) {
+      least = w;
       t->front[t->n_front++] = ord[k];
     }
   }
-  if (t->chosen < 0 && t->n_front > 0) t->chosen = t->front[t->n_front - 1]; /* the fastest */
+  for (int i = 0, j = t->n_front - 1; i < j; i++, j--) { /* by memory */
+    int x = t->front[i];
+    t->front[i] = t->front[j];
+    t->front[j] = x;
+  }
+  return GM_OK;
+}
+
+/* The choice (issue 25): candidates are compared on their worst case (timing range, placement
+ * spread, a predicted trace's uncertain sizes), then their point figure, then driver calls;
+ * the search before stepped on point figures. The chosen point is advised over the default
+ * only when its worst case is below the default's best case by more than gm_advice_floor. */
+static gm_status_t choose(gr_tune_ctx_t *c, gm_err_t *err) {
+  gr_tune_t *t = c->t;
+  t->best = t->best_grid = t->chosen = -1;
+  t->keep_default = 0;
+  int *ord = malloc((size_t)(t->n + 1) * sizeof *ord), m = 0;
+  if (!ord) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  for (int i = 0; i < t->n; i++)
+    if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
+  sort_by(t, ord, m, point_before);
+  gm_status_t st = pick(c, ord, m, PICK_ALL, &t->best, err);
+  if (st == GM_OK) st = pick(c, ord, m, PICK_GRID, &t->best_grid, err);
+  if (st == GM_OK) st = pick(c, ord, m, PICK_BUDGET, &t->chosen, err);
+  if (st == GM_OK) st = front(c, ord, m, err);
+  if (st == GM_OK && t->chosen < 0 && t->n_front > 0) t->chosen = t->front[t->n_front - 1]; /* the fastest */
+  if (st == GM_OK && t->chosen < 0) t->chosen = t->best;
+  if (st == GM_OK && t->dflt >= 0 && t->pts[t->dflt].ok) st = gr_tune_spread(c, &t->dflt, 1, err);
+  if (st == GM_OK && t->chosen >= 0 && t->dflt >= 0 && t->chosen != t->dflt && t->pts[t->dflt].ok) {
+    const gr_tune_point_t *z = &t->pts[t->chosen], *d = &t->pts[t->dflt];
+    uint64_t w = gr_tune_worst(z);
+    t->keep_default = !(w < d->best_bytes && d->best_bytes - w > gm_advice_floor(d->peak_reserved));
+  }
   free(ord);
+  return st;
 }
 
 /* Grid entries that need a real GPU (the driver's pool) are left out, as --sweep does. */
@@ -313,7 +389,7 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   if (st != GM_OK) return st;
   t->dflt = gr_tune_find(t, t->policy_name);
   if (!(t->front = calloc((size_t)t->n + 1, sizeof *t->front))) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  choose(t);
+  st = choose(&c, err);
   /* Capacity answers for the points shown: the default, the best, the chosen, the grid's
    * best and the front. */
   if (o->capacity) {
@@ -362,7 +438,10 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
     gr_tune_note_t note = {w == t->chosen ? "chosen" : w == t->best ? "tuned" : w == t->dflt ? "default"
                            : p->from_grid ? "grid" : "front",
                            p->from_grid, p->needs_above ? 0 : p->needs_bytes, p->time_mid_s, p->time_hi_s,
-                           t->budget_s, gr_tune_smallest_gpu(p), p->pool};
+                           t->budget_s, gr_tune_smallest_gpu(p), p->pool,
+                           p->spread && !p->worst_oom ? p->worst_bytes : 0, p->spread ? p->best_bytes : 0,
+                           p->spread && p->worst_oom};
+    gr_tune_spread_into(p, res[i]); /* what the choice counted, as gpureplay --json says it */
     st = gr_results_add(rs, &lt->info, res[i], err);
     if (st == GM_OK) st = gr_results_note_tune(rs, &note, err);
   }

@@ -37,6 +37,16 @@ typedef struct gr_tune_point {
   uint64_t needs_bytes;    /* smallest capacity without OOM (bisection); 0: not computed */
   int needs_above;         /* did not fit even in the largest capacity tried */
   int needs_none;          /* fits a device of 1 byte: the job allocates no device memory */
+  uint64_t event_frees, event_frees_requested; /* what gr_spread_loaded reads of the replay */
+  /* What the replay cannot tell (issue 25), replayed only for points that may be chosen
+   * (gr_tune_spread): the worst and best case of peak reserved over the timing range, the
+   * bump pointer's placement and a predicted trace's uncertain sizes. */
+  int spread;              /* 1: worst_bytes, best_bytes, worst_oom known */
+  uint64_t worst_bytes, best_bytes;
+  int worst_oom;           /* another timing or placement ran out of memory: no worst case */
+  /* gr_spread_loaded's figures, for the results file (gr_tune_spread_into) */
+  int range_kind, placement_checked;
+  uint64_t range_a, range_b, range_low, range_high, late_mallocs, placement_bump;
 } gr_tune_point_t;
 
 /* Driver call kinds, each with its measured latency (gpureplay_tune.c, kLatency). */
@@ -55,12 +65,15 @@ typedef struct gr_tune {
   gr_tune_point_t *pts;    /* every setting evaluated, in evaluation order */
   int n, cap;
   int dflt;                /* the framework's default */
-  int best;                /* smallest peak reserved without OOM (ties: less time) */
+  /* The choice is on the worst case (gr_tune_safer; issue 25). */
+  int best;                /* smallest worst case without OOM */
   int best_grid;           /* the same among the grid's points of this framework */
-  int chosen;              /* smallest peak reserved whose time (mid) is within the budget */
-  int *front;              /* Pareto front memory vs time, by memory */
+  int chosen;              /* smallest worst case whose time (mid) is within the budget */
+  int keep_default;        /* chosen is not below the default's best case by more than gm_advice_floor */
+  int *front;              /* Pareto front worst case vs time, by memory */
   int n_front;
-  uint64_t replays;        /* replays run (memoized points count once) */
+  uint64_t replays;        /* replays run (memoized points count once), the spread's too */
+  uint64_t spread_replays; /* ... of them, for what the replay cannot tell */
   double seconds;          /* wall time of the search */
   uint64_t duration_ns;    /* recorded duration (last event - first event) */
   double budget_s;
@@ -118,8 +131,28 @@ typedef struct gr_tune_ctx {
 /* Replay the specs not yet in the memo (in parallel, cfg.jobs), then idx[i] = the point of
  * specs[i]. idx may be NULL. */
 gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err);
-/* a better than b: without OOM first, then peak reserved, then time, then the shorter spec. */
+/* a better than b for the search: without OOM first, then peak reserved, then time, then the
+ * shorter spec (point figures: the search steps on them). */
 int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b);
+/* a safer than b for the choice (both spread): without OOM first (in every timing and
+ * placement), then the smaller worst case, then peak reserved, then fewer driver calls, then
+ * less time, then the shorter spec. */
+int gr_tune_safer(const gr_tune_point_t *a, const gr_tune_point_t *b);
+/* The same with the worst cases given (wa, wb): what a and b would rank as. */
+int gr_tune_safer_at(const gr_tune_point_t *a, uint64_t wa, const gr_tune_point_t *b, uint64_t wb);
+/* The worst case the choice ranks p by: its peak reserved until spread, UINT64_MAX when
+ * another timing or placement runs out of memory. */
+uint64_t gr_tune_worst(const gr_tune_point_t *p);
+/* Replay what the replay cannot tell for the points idx[0..n) not yet spread (gr_spread_loaded)
+ * and fold a predicted trace's uncertain sizes in. */
+gm_status_t gr_tune_spread(gr_tune_ctx_t *c, const int *idx, int n, gm_err_t *err);
+/* A spread point's timing range and placement spread into r (a replay of its spec), as
+ * gr_run_trace gives them; nothing when p is not spread. */
+void gr_tune_spread_into(const gr_tune_point_t *p, rp_result_t *r);
+/* How much a predicted trace's uncertain sizes move spec's peak reserved, as a share of it
+ * (predicted.settings: spec's own check, or the largest of those checked when spec was not);
+ * 0 without a check (a recording). */
+double gr_tune_sizes_move(const char *note, const char *spec);
 /* The memo's point of spec, or -1. */
 int gr_tune_find(const gr_tune_t *t, const char *spec);
 /* Replay specs at capacity `cap` (0: unlimited) into res[] (gr_tune_alloc_results'). */

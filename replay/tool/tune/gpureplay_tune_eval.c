@@ -1,8 +1,10 @@
 /* gpureplay_tune_eval.c: what both searches of gpureplay --tune (gpureplay_tune.c: JAX,
  * capacities, the choice; gpureplay_tune_pt.c: PyTorch) stand on: the memo of replayed
  * settings (a setting is replayed once, keyed by its spec; the new ones of a step go to
- * gr_run_loaded together), the order of points, and the time-cost model (driver time from the
- * measured per-call latencies below). */
+ * gr_run_loaded together), the order of points, what the replay cannot tell of a point (its
+ * worst and best case, replayed only for points the choice may take), and the time-cost model
+ * (driver time from the measured per-call latencies below). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,25 @@ static int call_kind(const char *spec) {
 int gr_tune_better(const gr_tune_point_t *a, const gr_tune_point_t *b) {
   if (a->ok != b->ok) return a->ok;
   if (a->peak_reserved != b->peak_reserved) return a->peak_reserved < b->peak_reserved;
+  if (a->time_mid_s != b->time_mid_s) return a->time_mid_s < b->time_mid_s;
+  return strlen(a->spec) < strlen(b->spec);
+}
+
+uint64_t gr_tune_worst(const gr_tune_point_t *p) {
+  if (!p->spread) return p->peak_reserved;
+  return p->worst_oom ? UINT64_MAX : p->worst_bytes;
+}
+
+int gr_tune_safer(const gr_tune_point_t *a, const gr_tune_point_t *b) {
+  return gr_tune_safer_at(a, gr_tune_worst(a), b, gr_tune_worst(b));
+}
+
+int gr_tune_safer_at(const gr_tune_point_t *a, uint64_t wa, const gr_tune_point_t *b, uint64_t wb) {
+  if (a->ok != b->ok) return a->ok;
+  if (wa != wb) return wa < wb;
+  if (a->peak_reserved != b->peak_reserved) return a->peak_reserved < b->peak_reserved;
+  uint64_t ca = a->alloc_calls + a->free_calls, cb = b->alloc_calls + b->free_calls;
+  if (ca != cb) return ca < cb;
   if (a->time_mid_s != b->time_mid_s) return a->time_mid_s < b->time_mid_s;
   return strlen(a->spec) < strlen(b->spec);
 }
@@ -115,6 +136,8 @@ gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int 
     p->alloc_calls = r->device_alloc_calls;
     p->free_calls = r->device_free_calls;
     p->pool = r->pool_allocs > 0;
+    p->event_frees = r->event_frees;
+    p->event_frees_requested = r->event_frees_requested;
     p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
     gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
     if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
@@ -132,4 +155,113 @@ const char *gr_tune_latency_source(int kind, double *a50, double *a99, double *f
   *f50 = kLatency[kind].free_p50;
   *f99 = kLatency[kind].free_p99;
   return kLatency[kind].what;
+}
+
+double gr_tune_sizes_move(const char *note, const char *spec) {
+  double own = -1.0, most = 0.0;
+  size_t sl = strlen(spec);
+  /* "SPEC=answered LOW..HIGH (uncertain sizes move it by X %...); SPEC=refused ..." (a spec may
+   * hold '=' itself: JAX's) */
+  for (const char *e = note; e && *e;) {
+    const char *end = strstr(e, "; ");
+    const char *by = strstr(e, "move it by ");
+    if (by && (!end || by < end)) {
+      double m = atof(by + 11) / 100.0;
+      if (m > most) most = m;
+      const char *eq = strstr(e, "=answered ");
+      const char *rf = strstr(e, "=refused ");
+      if (!eq || (rf && rf < eq)) eq = rf;
+      if (eq && (size_t)(eq - e) == sl && strncmp(e, spec, sl) == 0) own = m;
+    }
+    e = end ? end + 2 : NULL;
+  }
+  return own >= 0.0 ? own : most;
+}
+
+/* The replays gr_spread_loaded made for r: the other timings and the bump pointer's. */
+static uint64_t spread_replays(const rp_result_t *r) {
+  uint64_t n = r->placement_checked ? 1 : 0;
+  if (r->range_kind == RP_RANGE_POOL) n += 2;
+  else if (r->range_kind == RP_RANGE_EVENTS) n += r->event_frees_requested ? 2 : 1;
+  return n;
+}
+
+gm_status_t gr_tune_spread(gr_tune_ctx_t *c, const int *idx, int n, gm_err_t *err) {
+  gr_tune_t *t = c->t;
+  int *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo);
+  const char **sp = malloc((size_t)(n > 0 ? n : 1) * sizeof *sp);
+  if (!todo || !sp) {
+    free(todo);
+    free(sp);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    int dup = t->pts[idx[i]].spread;
+    for (int k = 0; k < m && !dup; k++) dup = todo[k] == idx[i];
+    if (!dup) todo[m++] = idx[i];
+  }
+  rp_result_t **res = NULL;
+  gm_status_t st = m ? gr_tune_alloc_results(m, &res, err) : GM_OK;
+  for (int k = 0; st == GM_OK && k < m; k++) { /* what gr_spread_loaded reads of each replay */
+    const gr_tune_point_t *p = &t->pts[todo[k]];
+    memset(res[k], 0, sizeof *res[k]);
+    res[k]->peak_reserved_bytes = p->peak_reserved;
+    res[k]->pool_allocs = p->pool;
+    res[k]->event_frees = p->event_frees;
+    res[k]->event_frees_requested = p->event_frees_requested;
+    sp[k] = p->spec;
+  }
+  if (st == GM_OK && m) {
+    gr_config_t cfg = c->cfg;
+    cfg.device_memory = t->device_memory; /* as the point's replay (gr_tune_replay) */
+    st = gr_spread_loaded(&cfg, c->lt, sp, m, res, err);
+  }
+  for (int k = 0; st == GM_OK && k < m; k++) {
+    gr_tune_point_t *p = &t->pts[todo[k]];
+    const rp_result_t *r = res[k];
+    uint64_t hi = p->peak_reserved, lo = p->peak_reserved;
+    if (r->range_kind != RP_RANGE_NONE) {
+      if (r->range_high_bytes > hi) hi = r->range_high_bytes;
+      if (r->range_low_bytes < lo) lo = r->range_low_bytes;
+    }
+    if (r->placement_checked) {
+      if (r->placement_bump_bytes > hi) hi = r->placement_bump_bytes;
+      if (r->placement_bump_bytes < lo) lo = r->placement_bump_bytes;
+    }
+    /* A predicted trace's uncertain sizes move the peak by up to its share, on top of the rest. */
+    uint64_t sizes = (uint64_t)ceil(gr_tune_sizes_move(c->lt->info.predicted_settings, p->spec) * (double)p->peak_reserved);
+    p->worst_bytes = hi + sizes;
+    p->best_bytes = lo > sizes ? lo - sizes : 0;
+    p->worst_oom = r->spread_ooms > 0;
+    p->spread = 1;
+    p->range_kind = r->range_kind;
+    p->range_a = r->range_a_bytes;
+    p->range_b = r->range_b_bytes;
+    p->range_low = r->range_low_bytes;
+    p->range_high = r->range_high_bytes;
+    p->late_mallocs = r->late_mallocs;
+    p->placement_checked = r->placement_checked;
+    p->placement_bump = r->placement_bump_bytes;
+    uint64_t k2 = spread_replays(r);
+    t->replays += k2;
+    t->spread_replays += k2;
+  }
+  gr_tune_free_results(res, m);
+  free(todo);
+  free(sp);
+  return st;
+}
+
+void gr_tune_spread_into(const gr_tune_point_t *p, rp_result_t *r) {
+  if (!p->spread) return;
+  r->range_kind = p->range_kind;
+  r->range_a_bytes = p->range_a;
+  r->range_b_bytes = p->range_b;
+  r->range_low_bytes = p->range_low;
+  r->range_high_bytes = p->range_high;
+  if (p->range_kind == RP_RANGE_EVENTS) r->late_mallocs = p->late_mallocs;
+  r->placement_checked = p->placement_checked;
+  r->placement_bump_bytes = p->placement_bump;
+  r->spread_ooms = p->worst_oom;
 }

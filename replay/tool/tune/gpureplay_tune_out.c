@@ -43,6 +43,10 @@ static void print_point(FILE *f, const gr_tune_t *t, int i) {
   if (d && d->ok && d->peak_reserved)
     fprintf(f, " %+6.1f%%", 100.0 * ((double)p->peak_reserved - (double)d->peak_reserved) / (double)d->peak_reserved);
   else fprintf(f, " %7s", "-");
+  /* what the choice ranked it by, where the replay cannot tell (issue 25) */
+  if (p->spread && p->worst_oom) fprintf(f, "  (worst: out of memory)");
+  else if (p->spread && (p->worst_bytes != p->peak_reserved || p->best_bytes != p->peak_reserved))
+    fprintf(f, "  (%s..%s)", gm_format_size(p->best_bytes, b1, sizeof b1), gm_format_size(p->worst_bytes, b2, sizeof b2));
   fprintf(f, "  ");
   print_ms(f, p->time_mid_s);
   fprintf(f, " (..");
@@ -70,7 +74,9 @@ unsigned gr_tune_smallest_gpu(const gr_tune_point_t *p) {
 static void capacity_sentence(FILE *f, const gr_tune_t *t, int partial) {
   char b1[32], b2[32], line[600];
   const gr_tune_point_t *d = t->dflt >= 0 ? &t->pts[t->dflt] : NULL;
-  const gr_tune_point_t *z = t->chosen >= 0 ? &t->pts[t->chosen] : NULL;
+  /* what the job is advised to run with: the default where it is kept (t->keep_default) */
+  int zi = t->keep_default ? t->dflt : t->chosen;
+  const gr_tune_point_t *z = zi >= 0 ? &t->pts[zi] : NULL;
   if (!z || (!z->needs_bytes && !z->needs_none)) return;
   if (z->needs_none && (!d || d->needs_none)) {
     fprintf(f, "capacity: the job allocates no device memory: it needs nothing and fits any GPU\n");
@@ -155,7 +161,8 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
             gm_format_size(t->lower_bound, b2, sizeof b2));
     return;
   }
-  fprintf(f, "\nfront (peak reserved, vs default, est. driver time p50 (..p99), driver calls):\n");
+  fprintf(f, "\nfront (peak reserved, vs default, (best..worst case) where it is a range, est. driver time p50 "
+             "(..p99), driver calls):\n");
   for (int i = 0; i < t->n_front; i++) print_point(f, t, t->front[i]);
   fprintf(f, "\n");
   if (t->dflt >= 0) {
@@ -169,11 +176,15 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   fprintf(f, "tuned:  ");
   print_point(f, t, t->best);
   if (t->best_grid >= 0) {
+    /* on the worst case, as they were chosen */
     const gr_tune_point_t *b = &t->pts[t->best], *g = &t->pts[t->best_grid];
-    if (b->peak_reserved < g->peak_reserved)
-      fprintf(f, "  the search beats the best grid point by %s (%.1f%%)\n",
-              gm_format_size(g->peak_reserved - b->peak_reserved, b1, sizeof b1),
-              100.0 * (double)(g->peak_reserved - b->peak_reserved) / (double)g->peak_reserved);
+    uint64_t wb = gr_tune_worst(b), wg = gr_tune_worst(g);
+    int spread = wb != b->peak_reserved || wg != g->peak_reserved;
+    if (wb < wg && wg != UINT64_MAX)
+      fprintf(f, "  the search beats the best grid point by %s (%.1f%%)%s\n", gm_format_size(wg - wb, b1, sizeof b1),
+              100.0 * (double)(wg - wb) / (double)wg, spread ? " in the worst case" : "");
+    else if (wb < wg)
+      fprintf(f, "  the search beats the best grid point, which runs out of memory under another timing or placement\n");
     else
       fprintf(f, "  the grid's best is already the smallest the search found\n");
   }
@@ -182,21 +193,31 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
     paste_line(z->spec, line, sizeof line);
     fprintf(f, "chosen: ");
     print_point(f, t, t->chosen);
-    fprintf(f, "  the smallest peak reserved whose estimated driver time is within the budget");
+    fprintf(f, "  the smallest worst case whose estimated driver time is within the budget");
     if (t->chosen != t->best) {
       const gr_tune_point_t *b = &t->pts[t->best];
-      fprintf(f, ";\n  it gives up %s against the tuned point to save ",
-              gm_format_size(z->peak_reserved - b->peak_reserved, b2, sizeof b2));
+      uint64_t wz = gr_tune_worst(z), wb = gr_tune_worst(b);
+      fprintf(f, ";\n  it gives up %s%s against the tuned point to save ",
+              wz == UINT64_MAX ? "its worst case (out of memory)" : gm_format_size(wz - wb, b2, sizeof b2),
+              wz != z->peak_reserved || wb != b->peak_reserved ? " in the worst case" : "");
       print_ms(f, b->time_mid_s - z->time_mid_s);
       fprintf(f, " of driver time");
     }
     fprintf(f, "\n");
     evidence(f, t);
     /* the default's line as gpuanalyze recommend writes it */
-    if (strcmp(z->spec, "pytorch") == 0) fprintf(f, "paste: unset PYTORCH_CUDA_ALLOC_CONF   # PyTorch's default caching allocator\n");
+    if (t->keep_default) {
+      const gr_tune_point_t *d = &t->pts[t->dflt];
+      fprintf(f, "keep the default (%s): no setting is reliably smaller (the chosen point's worst case ", d->spec);
+      if (z->worst_oom) fprintf(f, "runs out of memory");
+      else fprintf(f, "%s", gm_format_size(z->worst_bytes, b1, sizeof b1));
+      fprintf(f, " is not below the default's best case %s by more than %s, the larger of 64 MiB and 1 %%)\n",
+              gm_format_size(d->best_bytes, b2, sizeof b2), gm_format_size(gm_advice_floor(d->peak_reserved), line, sizeof line));
+      fprintf(f, "paste: nothing (the default)\n");
+    } else if (strcmp(z->spec, "pytorch") == 0) fprintf(f, "paste: unset PYTORCH_CUDA_ALLOC_CONF   # PyTorch's default caching allocator\n");
     else fprintf(f, "paste: %s\n", line);
-    const char *fr = strstr(z->spec, "per_process_memory_fraction:");
-    const char *xf = strstr(z->spec, "MEM_FRACTION=");
+    const char *fr = t->keep_default ? NULL : strstr(z->spec, "per_process_memory_fraction:");
+    const char *xf = t->keep_default ? NULL : strstr(z->spec, "MEM_FRACTION=");
     double share = fr ? atof(fr + 28) : xf ? atof(xf + 13) : 0.0;
     if (share > 0.0)
       fprintf(f, "  (the fraction is a share of this GPU's %s: %s; scale it for another GPU. It is a hard\n"

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/engine/va_model.h"
 #include "replay/tool/tune/gpureplay_tune.h"
 
 namespace {
@@ -212,6 +213,149 @@ TEST(Tune, TensorFlowBisectionBeatsItsGrid) {
   EXPECT_LT(pt(t, t.best).peak_reserved, pt(t, t.best_grid).peak_reserved);
   EXPECT_GE(pt(t, t.best).peak_reserved, 100 * MiB);
   EXPECT_LE(pt(t, t.best).peak_reserved, 104 * MiB) << pt(t, t.best).spec;
+  gr_tune_free(&t);
+}
+
+// Issue 25: the choice is on the worst case. A predicted trace whose check of its uncertain
+// sizes (predicted.settings) moves every setting but the default by 60 %: the tuned point,
+// 250 MiB, may reserve 400 MiB; the default, 350 MiB, is certain. The better point figure
+// loses, and the tuner keeps the default.
+TEST(Tune, ABetterPointFigureWithAWorseWorstCaseLoses) {
+  Loaded l = fragmenting_trace();
+  l.cfg.timing_range = 1;
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=refused 200.00 MiB..350.00 MiB (uncertain sizes move it by 60.00 %, "
+           "over the tolerance)");
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  // The search still finds the 250 MiB point (it steps on point figures) ...
+  int small = -1;
+  for (int i = 0; i < t.n; i++)
+    if (t.pts[i].ok && t.pts[i].peak_reserved == 250 * MiB && (small < 0 || t.pts[i].spread)) small = i;
+  ASSERT_GE(small, 0);
+  // ... and the choice, on worst cases, does not take it.
+  ASSERT_GE(t.best, 0);
+  EXPECT_EQ(t.best, t.dflt) << pt(t, t.best).spec;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 350 * MiB);
+  EXPECT_GT(pt(t, t.best).peak_reserved, pt(t, small).peak_reserved);
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 350 * MiB);
+  EXPECT_EQ(pt(t, small).spread, 1); // it was the first candidate: its worst case was replayed
+  EXPECT_EQ(pt(t, small).worst_bytes, 400 * MiB);
+  EXPECT_EQ(t.chosen, t.dflt);
+  EXPECT_EQ(t.keep_default, 0); // the default itself is chosen: nothing to keep it over
+  gr_tune_free(&t);
+  // A move of 10 %: 275 MiB at worst, 75 MiB below the default (above the 64 MiB floor).
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=answered 300.00 MiB..330.00 MiB (uncertain sizes move it by 10.00 %)");
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 250 * MiB) << pt(t, t.best).spec;
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 275 * MiB);
+  EXPECT_EQ(t.keep_default, 0);
+  gr_tune_free(&t);
+  // 20 %: 300 MiB at worst, 50 MiB below the default: chosen, but inside the floor: kept.
+  snprintf(l.lt.info.predicted_settings, sizeof l.lt.info.predicted_settings, "%s",
+           "pytorch=answered 350.00 MiB..350.00 MiB (uncertain sizes move it by 0.00 %); "
+           "pytorch:expandable_segments:True=answered 300.00 MiB..330.00 MiB (uncertain sizes move it by 20.00 %)");
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(gr_tune_worst(&pt(t, t.best)), 300 * MiB) << pt(t, t.best).spec;
+  EXPECT_NE(t.chosen, t.dflt);
+  EXPECT_EQ(t.keep_default, 1);
+  gr_tune_free(&t);
+}
+
+TEST(Tune, SizesMoveReadsTheSpecsOwnCheckOrTheLargest) {
+  const char *note = "pytorch=answered 1.00 GiB..1.01 GiB (uncertain sizes move it by 0.50 %); "
+                     "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=0.5=refused 1.00 GiB..1.10 GiB (uncertain sizes move it by "
+                     "3.10 %, over the tolerance)";
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "pytorch"), 0.005);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=0.5"), 0.031);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move(note, "pytorch:expandable_segments:True"), 0.031);
+  EXPECT_DOUBLE_EQ(gr_tune_sizes_move("", "pytorch"), 0.0);
+}
+
+// The spread gr_spread_loaded adds to gr_run_loaded's figures is the bump pointer's replay.
+TEST(Tune, SpreadIsTheBumpPointersReplay) {
+  Loaded l = fragmenting_trace();
+  l.cfg.timing_range = 1;
+  l.cfg.addresses = RP_VA_DRIVER;
+  const char *sp[2] = {"pytorch", "pytorch:max_split_size_mb:120"};
+  rp_result_t *r[2] = {new rp_result_t, new rp_result_t}, *b[2] = {new rp_result_t, new rp_result_t};
+  gm_err_t err;
+  ASSERT_EQ(gr_run_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(gr_spread_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
+  gr_config_t bump = l.cfg;
+  bump.addresses = RP_VA_BUMP;
+  ASSERT_EQ(gr_run_loaded(&bump, &l.lt, sp, 2, b, &err), GM_OK) << err.msg;
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(r[i]->placement_checked, 1) << sp[i];
+    EXPECT_EQ(r[i]->placement_bump_bytes, b[i]->peak_reserved_bytes) << sp[i];
+    EXPECT_EQ(r[i]->range_kind, RP_RANGE_NONE) << sp[i]; // no frees wait on stream events here
+    EXPECT_EQ(r[i]->spread_ooms, 0u);
+    delete r[i];
+    delete b[i];
+  }
+}
+
+} // namespace
+namespace {
+
+// Issue 25's case on the tuner's path, from the placement itself: a 384 MiB buffer fills the
+// driver's first area, so later segments go top down under the driver's placement and bottom up
+// under a bump pointer. R (200 MiB) and P (400 MiB) take a segment each; P is freed and X (200)
+// split out of its segment; R is freed: two free 200 MiB blocks tie, and PyTorch's best fit
+// takes the lower address for Y (200). Under the bump pointer that is R's segment, so X's
+// free merges back into 400 MiB and Z (400) fits: 984 MiB. Under the driver's placement P's
+// segment is lower: Z needs a new segment, 1384 MiB. Every setting the tuner finds reserves
+// about 1000 MiB (the lower bound is 984): 384 MiB saved on the point figures, but nothing
+// below the default's best case, so nothing is advised.
+Loaded placement_trace() {
+  Loaded l(GMT_FW_PYTORCH);
+  uint64_t ts = 1;
+  auto A = [&](uint64_t a, uint64_t s) { l.evs.push_back(ev(GMT_EV_ALLOC, ts++, a, s * MiB)); };
+  auto F = [&](uint64_t a, uint64_t s) { l.evs.push_back(ev(GMT_EV_FREE, ts++, a, s * MiB)); };
+  A(9, 384);
+  A(2, 200), A(1, 400), F(1, 400), A(3, 200), F(2, 200), A(4, 200), F(3, 200), A(5, 400);
+  F(4, 200), F(5, 400), F(9, 384);
+  l.done();
+  l.cfg.addresses = RP_VA_DRIVER;
+  l.cfg.timing_range = 1;
+  return l;
+}
+
+TEST(Tune, ASavingInsideThePlacementSpreadIsNotAdvised) {
+  Loaded l = placement_trace();
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  ASSERT_GE(t.dflt, 0);
+  ASSERT_GE(t.chosen, 0);
+  EXPECT_EQ(pt(t, t.dflt).peak_reserved, 1384 * MiB);
+  EXPECT_EQ(pt(t, t.dflt).best_bytes, 984 * MiB); // the bump pointer's figure
+  EXPECT_NE(t.chosen, t.dflt);
+  EXPECT_LE(pt(t, t.chosen).peak_reserved + 64 * MiB, pt(t, t.dflt).peak_reserved) << pt(t, t.chosen).spec;
+  EXPECT_GE(gr_tune_worst(&pt(t, t.chosen)), 984 * MiB);
+  EXPECT_EQ(t.keep_default, 1);
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  gr_tune_print(f, &l.lt, &t);
+  fclose(f);
+  std::string out(buf, len);
+  free(buf);
+  EXPECT_NE(out.find("keep the default (pytorch): no setting is reliably smaller"), std::string::npos) << out;
+  EXPECT_NE(out.find("\npaste: nothing (the default)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("(984.00 MiB..1.35 GiB)"), std::string::npos) << out; // the default's range, shown
+  gr_tune_free(&t);
+  // The same trace under the bump pointer alone: the default is 984 MiB, nothing beats it.
+  l.cfg.addresses = RP_VA_BUMP;
+  ASSERT_EQ(gr_tune_run(&l.cfg, &l.lt, &o, &t, &err), GM_OK) << err.msg;
+  EXPECT_EQ(pt(t, t.best).peak_reserved, 984 * MiB);
+  EXPECT_EQ(t.keep_default, 0);
   gr_tune_free(&t);
 }
 
