@@ -20,41 +20,12 @@
 
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/gpureplay_trace.h"
+#include "replay/tool/gpureplay_jobs.h"
 #include "replay/cuda/rp_cuda.h"
 #include "replay/engine/va_model.h"
 
 #define BATCH 4096
 
-typedef struct job {
-  const gr_config_t *cfg;
-  const char *path;
-  const char *spec;
-  const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
-  size_t n_evs;
-  uint64_t total_memory;
-  int external_sync; /* rp_engine_set_external_sync for this trace */
-  int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
-  int count_other;   /* rp_engine_opts_t.count_other for this trace */
-  uint64_t context_bytes; /* taken out of the capacity (gpureplay_context.c) */
-  int decode_ahead; /* read the file in a thread of its own (one job running alone) */
-  int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
-  int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
-  int bump;         /* 1: a bump pointer whatever --addresses says (the placement spread) */
-  gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
-  char damage[GM_ERR_MSG_MAX];
-  int has_reader_stats;
-  rp_result_t *res;
-  gm_status_t st;
-  gm_err_t err;
-} job_t;
-
-typedef struct pool {
-  job_t *jobs;
-  int n;
-  atomic_int next;
-  atomic_int done;
-  _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
-} pool_t;
 
 /* The driver's placement is what the framework really gets: cuMemAlloc segments as the model
  * (va_model.h) places them, for the policies whose decisions depend on where a segment is
@@ -225,7 +196,7 @@ static gm_status_t feed_file(rp_engine_t *e, const char *path, unsigned flags, p
 }
 
 /* A job's backend and engine, ready for events; j->st says whether. */
-static void job_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
+void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
   rp_backend_t *b = NULL;
   rp_engine_t *e = NULL;
   gm_err_t *err = &j->err;
@@ -251,7 +222,7 @@ static void job_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
 }
 
 /* The job's result, and its engine and backend gone. */
-static void job_end(job_t *j, rp_backend_t *b, rp_engine_t *e) {
+void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e) {
   if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, &j->err);
   if (j->st == GM_OK) j->res->context_bytes = j->context_bytes;
   if (j->st != GM_OK && e) gm_err_wrap(&j->err, "policy '%s'", j->spec);
@@ -263,7 +234,7 @@ static void run_job(job_t *j, pool_t *p) {
   rp_backend_t *b = NULL;
   rp_engine_t *e = NULL;
   gm_err_t *err = &j->err;
-  job_start(j, &b, &e);
+  grj_start(j, &b, &e);
   if (!b) return;
   if (j->st == GM_OK) {
     if (j->evs) {
@@ -280,7 +251,7 @@ static void run_job(job_t *j, pool_t *p) {
       j->has_reader_stats = 1;
     }
   }
-  job_end(j, b, e);
+  grj_end(j, b, e);
 }
 
 static void *worker(void *arg) {
@@ -295,7 +266,7 @@ static void *worker(void *arg) {
 }
 
 /* A job over the trace at path (its events evs, or NULL: the file) under spec. */
-static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
+void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
                      size_t n_evs, uint64_t total_memory, const gr_trace_info_t *info, rp_result_t *res) {
   j->cfg = cfg;
   j->path = path;
@@ -311,7 +282,7 @@ static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const c
 }
 
 /* The first failed job's status and cause chain, or GM_OK. */
-static gm_status_t pool_status(const pool_t *p, gm_err_t *err) {
+gm_status_t grj_pool_status(const pool_t *p, gm_err_t *err) {
   for (int i = 0; i < p->n; i++)
     if (p->jobs[i].st != GM_OK) {
       *err = p->jobs[i].err;
@@ -330,7 +301,7 @@ static void show_progress(pool_t *p, uint64_t total, const char *path) {
 
 /* Run the pool's jobs: on the calling thread (cuda, or one job without progress to show),
  * else on cfg->jobs threads; progress: show it on stderr (a terminal) while they run. */
-static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress) {
+void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress) {
   int n = p->n;
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
   for (int i = 0; i < n; i++) p->jobs[i].decode_ahead = threads == 1;
@@ -364,7 +335,7 @@ static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
 
 /* The two other replays of every policy whose figure depends on timing (events early and
  * late, or the pool ideal and same-stream), folded into res[i] as a range. */
-static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                 const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                 gm_err_t *err) {
   int n = rec->n, m = 0;
@@ -403,7 +374,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
     }
   }
   p.n = m;
-  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
   gm_status_t st = GM_OK;
   for (int k = 0; k < m && st == GM_OK; k++) {
     if (p.jobs[k].st != GM_OK) {
@@ -436,7 +407,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
 /* The placement spread (issue 25): every policy the driver's placement model places again
  * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
  * model's known misses: replay/RESULTS.md), and the advice must exceed it. */
-static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                     const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                     gm_err_t *err) {
   int n = rec->n, m = 0;
@@ -465,7 +436,7 @@ static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, r
     of[m++] = i;
   }
   p.n = m;
-  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
   gm_status_t st = GM_OK;
   for (int k = 0; k < m && st == GM_OK; k++) {
     if (p.jobs[k].st != GM_OK) {
@@ -517,169 +488,26 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   }
   p.n = n;
   for (int i = 0; i < n; i++) {
-    job_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
+    grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
   }
-  run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)
     if (p.jobs[i].has_reader_stats) {
       gr_trace_take_integrity(info, &p.jobs[i].reader_stats, p.jobs[i].damage);
       break;
     }
-  st = pool_status(&p, err);
+  st = grj_pool_status(&p, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
   if (st == GM_OK && n > 0 && cfg->timing_range)
-    st = timing_range(cfg, &p, res, evs, n_evs, info, err);
+    st = grj_timing_range(cfg, &p, res, evs, n_evs, info, err);
   if (st == GM_OK && n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER)
-    st = placement_spread(cfg, &p, res, evs, n_evs, info, err);
+    st = grj_placement_spread(cfg, &p, res, evs, n_evs, info, err);
   free(p.jobs);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);
-  return st;
-}
-
-/* ---- decode once, replay many (the tuner) ---- */
-
-/* Several replays of a trace too large to hold in memory, decoded once: batch after batch,
- * the calling thread decodes the next batch while cfg->jobs threads feed the current one to
- * every job's engine (a job past its first OOM stops when only that is asked, stop_at_oom). */
-#define SHARED_BATCH (1u << 20)
-
-typedef struct shared {
-  job_t *jobs;
-  rp_backend_t **b;
-  rp_engine_t **e;
-  int n;
-  const gmt_event_t *evs;
-  size_t n_evs;
-  atomic_int next;
-} shared_t;
-
-static void *shared_worker(void *arg) {
-  shared_t *s = arg;
-  for (;;) {
-    int i = atomic_fetch_add(&s->next, 1);
-    if (i >= s->n) break;
-    job_t *j = &s->jobs[i];
-    if (j->st != GM_OK || (j->cfg->stop_at_oom && rp_engine_ooms(s->e[i]))) continue;
-    j->st = rp_engine_feed(s->e[i], s->evs, s->n_evs, &j->err);
-  }
-  return NULL;
-}
-
-static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *path, int progress,
-                              uint64_t total, gm_err_t *err) {
-  gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open_flags(&r, path, cfg->read_flags, err);
-  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
-  gmt_event_t *buf[2] = {malloc(SHARED_BATCH * sizeof(gmt_event_t)), malloc(SHARED_BATCH * sizeof(gmt_event_t))};
-  size_t n[2] = {0, 0};
-  if (!buf[0] || !buf[1]) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  int cur = 0, threads = cfg->jobs < 1 ? 1 : cfg->jobs > s->n ? s->n : cfg->jobs;
-  uint64_t done = 0;
-  if (st == GM_OK) st = gmt_reader_next_batch(r, buf[cur], SHARED_BATCH, &n[cur], err);
-  while (st == GM_OK && n[cur]) {
-    s->evs = buf[cur];
-    s->n_evs = n[cur];
-    atomic_store(&s->next, 0);
-    pthread_t tid[256];
-    int started = 0;
-    for (int t = 0; t < threads; t++)
-      if (pthread_create(&tid[started], NULL, shared_worker, s) == 0) started++;
-    if (started == 0) shared_worker(s);
-    /* the next batch while the engines replay this one */
-    gm_status_t rs = gmt_reader_next_batch(r, buf[1 - cur], SHARED_BATCH, &n[1 - cur], err);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-    done += n[cur];
-    if (progress && total)
-      fprintf(stderr, "\rgpureplay: %s: %d replays over the whole trace, %.0f%%   ", path, s->n,
-              100.0 * (double)done / (double)total);
-    if (rs == GM_END) n[1 - cur] = 0;
-    else if (rs != GM_OK) st = gm_err_wrap(err, "cannot read '%s'", path);
-    cur = 1 - cur;
-  }
-  if (st == GM_END) st = GM_OK;
-  if (progress) fprintf(stderr, "\r%*s\r", 78, "");
-  free(buf[0]);
-  free(buf[1]);
-  gmt_reader_close(r);
-  return st;
-}
-
-gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
-                               const uint64_t *caps, int n, rp_result_t **res, gm_err_t *err) {
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  if (n <= 0) return GM_OK;
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  gr_config_t *cfgs = calloc((size_t)n, sizeof *cfgs);
-  if (!p.jobs || !cfgs) {
-    free(p.jobs);
-    free(cfgs);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  }
-  p.n = n;
-  for (int i = 0; i < n; i++) {
-    cfgs[i] = *cfg;
-    if (caps && caps[i]) { /* a capacity probe: only whether it fits */
-      cfgs[i].capacity = caps[i];
-      cfgs[i].stop_at_oom = 1;
-    }
-    job_init(&p.jobs[i], &cfgs[i], lt->info.path, specs[i], lt->evs, lt->n_evs,
-             cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
-  }
-  gm_status_t st = GM_OK;
-  if (lt->evs || (n == 1 && !caps)) {
-    run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
-    st = pool_status(&p, err);
-  } else { /* streamed: one decode for all */
-    shared_t s;
-    memset(&s, 0, sizeof s);
-    s.jobs = p.jobs;
-    s.n = n;
-    s.b = calloc((size_t)n, sizeof *s.b);
-    s.e = calloc((size_t)n, sizeof *s.e);
-    if (!s.b || !s.e) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-    for (int i = 0; st == GM_OK && i < n; i++) job_start(&p.jobs[i], &s.b[i], &s.e[i]);
-    if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, cfg->progress, lt->info.events_in_index, err);
-    for (int i = 0; s.b && s.e && i < n; i++)
-      if (s.b[i]) job_end(&p.jobs[i], s.b[i], s.e[i]);
-    free(s.b);
-    free(s.e);
-    if (st == GM_OK) st = pool_status(&p, err);
-  }
-  free(p.jobs);
-  free(cfgs);
-  return st;
-}
-
-gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
-                          int n, rp_result_t **res, gm_err_t *err) {
-  return gr_run_loaded_caps(cfg, lt, specs, NULL, n, res, err);
-}
-
-gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
-                             rp_result_t **res, gm_err_t *err) {
-  /* as gr_run_trace: a timing the user fixed (--event-timing=early|late|recorded) is no range */
-  if (n <= 0 || !cfg->timing_range) return GM_OK;
-  gr_config_t c = *cfg;
-  c.progress = 0; /* the tuner says its own progress */
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  p.n = n;
-  for (int i = 0; i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
-    job_init(&p.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
-             c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
-    res[i]->spread_ooms = 0;
-  }
-  gm_status_t st = timing_range(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
-  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
-    st = placement_spread(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
-  free(p.jobs);
   return st;
 }
