@@ -1,7 +1,7 @@
 /* ana_cmd_report.c: `gpuanalyze report`: the newcomer's one step. Given traces (a snapshot
  * pickle or CSV trace imported first through gpurec import), it replays each under gpureplay
- * --tune (the sweep's grid and the tuner's search past it; the sweep alone with --no-tune or
- * past ana_cmd_report_tune.c's rule for long traces), loads trace and results into a database, prints the recommendation and
+ * --tune (the sweep's grid and the tuner's search past it, a long trace searched on its steady
+ * state: ana_cmd_report_tune.c; the sweep alone with --no-tune), loads trace and results into a database, prints the recommendation and
  * writes the HTML; given a database, it reports on it. */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,7 +22,7 @@
 extern char **environ;
 
 static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
-                     int limits, int strict, uint64_t capacity, gm_err_t *err) {
+                     int always, int limits, int strict, uint64_t capacity, gm_err_t *err) {
   char j[32], cap[48];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   snprintf(cap, sizeof cap, "--capacity=%" PRIu64, capacity);
@@ -31,6 +31,8 @@ static int run_sweep(const char *gpureplay, const char *trace, const char *json,
   int n = 7;
   if (capacity) argv[n++] = cap;
   if (strict) argv[n++] = "--strict";
+  /* --tune: the search wherever no period is found (by default a long trace without one gets the grid) */
+  if (tune && always) argv[n++] = "--tune-reduce=always";
   /* The report's advice holds no limit tuned to the edge of this one recording (--limits). */
   if (tune && !limits) argv[n++] = "--no-limits";
   argv[n] = NULL;
@@ -158,9 +160,9 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     close(fd);
     uint64_t jobs = c->jobs ? c->jobs : ana_cli_default_jobs();
     if (isatty(STDERR_FILENO))
-      ana_cli_say(c->tune_now ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it), %" PRIu64 " at once ..."
+      ana_cli_say(c->tune_now ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it; a long trace on its steady state), %" PRIu64 " at once ..."
                   : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->limits, c->strict, c->capacity, &err) < 0) {
+    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->tune, c->limits, c->strict, c->capacity, &err) < 0) {
       unlink(json);
       gm_err_wrap(&err, "cannot replay '%s'", trace);
       return ana_cli_fail(&err);

@@ -103,6 +103,7 @@ typedef struct run_row {
   int range;
   int pool; /* the range is the simulated stream-ordered pool's: shown, never the advice */
   int tune_pool; /* the tuner's point served by that pool (results "tune.pool"): never the advice */
+  char tune_searched[384]; /* how a long trace was searched (results "tune.searched"; "": every event) */
   int64_t bump;  /* peak reserved under a bump pointer where it differs (results "placement_bump_bytes"); 0: same */
   /* gpureplay --tune's worst and best case of its point (results "tune.worst_bytes",
    * "tune.best_bytes": timing, placement and a predicted trace's uncertain sizes); 0: none;
@@ -141,6 +142,7 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
           gm_format_size((uint64_t)best->reserved, b1, sizeof b1), best->tune_p50 * 1e3, best->tune_p99 * 1e3,
           best->tune_budget * 1e3,
           best->tune_p50 > best->tune_budget ? ": none that serves every request is within it, this is the fastest" : "");
+  if (best->tune_searched[0]) fprintf(out, "%s  %s\n", ind, best->tune_searched);
   /* what the tuner ranked it by, where the replay cannot tell (issue 25) */
   if (best->tune_worst == INT64_MAX)
     fprintf(out, "%s  its worst case: out of memory under another timing or placement\n", ind);
@@ -415,7 +417,8 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
                          " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("summary_json") ", 0),"
                          " COALESCE(" ANA_RF_TUNE_WORST_BYTES("summary_json") ", 0),"
                          " COALESCE(" ANA_RF_TUNE_BEST_BYTES("summary_json") ", 0),"
-                         " COALESCE(" ANA_RF_TUNE_WORST_OOM("summary_json") ", 0)"
+                         " COALESCE(" ANA_RF_TUNE_WORST_OOM("summary_json") ", 0),"
+                         " COALESCE(" ANA_RF_TUNE_SEARCHED("summary_json") ", '')"
                          " FROM v_runs WHERE trace_id=? ORDER BY run_id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
@@ -449,6 +452,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].tune_worst = sqlite3_column_int64(st, 23);
     rows[n].tune_best = sqlite3_column_int64(st, 24);
     if (sqlite3_column_int64(st, 25)) rows[n].tune_worst = INT64_MAX; /* no worst case: never reliably smaller */
+    gm_escape((const char *)sqlite3_column_text(st, 26), rows[n].tune_searched, sizeof rows[n].tune_searched);
     n++;
   }
   sqlite3_finalize(st);

@@ -52,6 +52,7 @@
 #define ANA_RF_TUNE_NEEDS_BYTES(col)                          ANA_RF(col, "tune.needs_bytes") /* integer bytes */
 #define ANA_RF_TUNE_POOL(col)                                 ANA_RF(col, "tune.pool") /* true, absent: not a pool setting */
 #define ANA_RF_PLACEMENT_BUMP_BYTES(col)                      ANA_RF(col, "placement_bump_bytes") /* absent: the bump pointer gives the same peak (issue 25) */
+#define ANA_RF_TUNE_SEARCHED(col)                             ANA_RF(col, "tune.searched") /* text: how a long trace was searched (absent: on every event) */
 #define ANA_RF_TUNE_ROLE(col)                                 ANA_RF(col, "tune.role") /* text: the tuner's role for this run */
 #define ANA_RF_TUNE_SMALLEST_GPU_GIB(col)                     ANA_RF(col, "tune.smallest_gpu_gib") /* integer */
 #define ANA_RF_TUNE_WORST_BYTES(col)                          ANA_RF(col, "tune.worst_bytes") /* integer bytes: its worst case; absent: not computed */

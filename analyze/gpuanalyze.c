@@ -54,8 +54,10 @@ static const gm_opt_t load_opts[] = {BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT, {0
 static const gm_opt_t report_opts[] = {
     BASE_OPTS, DB_OPT, STRICT_OPT, WAIT_OPT,
     {"html", 0, GM_OPT_STR, "FILE", "write the self-contained HTML report to FILE", offsetof(config_t, html)},
-    {"tune", 0, GM_OPT_FLAG, NULL, "run the tuner (gpureplay --tune) even past 5 M events in all (the default "
-     "runs it up to there, about 8 s of CPU per 1 M events, and the sweep alone past it)", offsetof(config_t, tune)},
+    {"tune", 0, GM_OPT_FLAG, NULL, "the tuner's search even on a long trace without a training period (the "
+     "default searches a trace past 1 M events on its steady state and confirms on the whole trace; past 5 M "
+     "events without a period, the sweep's grid: the full search costs about 1 s of CPU per 1 M events and setting)",
+     offsetof(config_t, tune)},
     {"no-tune", 0, GM_OPT_FLAG, NULL, "the sweep's grid only, without the tuner's search past it",
      offsetof(config_t, no_tune)},
     {"limits", 0, GM_OPT_FLAG, NULL, "let the tuner search hard limits too (per_process_memory_fraction, JAX's "

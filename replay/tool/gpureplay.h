@@ -130,10 +130,18 @@ typedef struct gr_loaded {
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
+/* The same, the events left in the file (lt->evs NULL): each replay reads it (a trace too large
+ * to hold in memory). */
+gm_status_t gr_trace_open_streamed(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
 /* Replay specs[0..n) over the loaded events (cfg: capacity, device_memory, jobs, backend);
  * res[i] for specs[i]. No progress output. */
 gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                           int n, rp_result_t **res, gm_err_t *err);
+/* The same, where caps[i] > 0 makes replay i a capacity probe: within caps[i], ending at its
+ * first OOM (only whether it fits is read); caps NULL or caps[i] 0: cfg's. Events not in memory
+ * (lt->evs NULL): the file is decoded once for all of them, batch by batch. */
+gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                               const uint64_t *caps, int n, rp_result_t **res, gm_err_t *err);
 /* What the replay cannot tell about figures gr_run_loaded made (issue 25): the timing range
  * and the placement spread of res[i] (specs[i]), as gr_run_trace adds them to its figures
  * (range_*, placement_*, spread_ooms), replaying only the other timings and placement; nothing
@@ -267,6 +275,7 @@ typedef struct gr_tune_note {
   uint64_t worst_bytes, best_bytes; /* what the replay cannot tell, counted (timing, placement,
                                        predicted sizes); 0: not computed */
   int worst_oom;             /* another timing or placement ran out of memory: no worst case */
+  const char *searched;      /* how the search ran on a long trace (gr_tune_t.searched); NULL or "": whole */
 } gr_tune_note_t;
 /* The last run added gets the tune note. */
 gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_err_t *err);

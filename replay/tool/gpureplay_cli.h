@@ -28,7 +28,7 @@ typedef struct gr_cli_opts {
   int help, version, sweep, json, check, quiet, tune, no_capacity, no_limits, strict, explain_oom, list_policies;
   gm_strlist_t policy;
   const char *device, *output, *preload, *cuda_addresses, *addresses, *sync_allocs, *vmm_buffers, *count_other,
-      *tune_mode,
+      *tune_mode, *tune_reduce,
       *event_timing, *export_snapshot, *export_perfetto;
   double budget;
   uint64_t capacity, device_memory, granularity, jobs, late_mallocs;
@@ -43,6 +43,8 @@ int gr_cli_config(const gr_cli_opts_t *o, gr_config_t *cfg);
 int gr_cli_refuse(const gr_cli_opts_t *o, int npos, const gr_config_t *cfg);
 /* --tune-mode's word (NULL: search) as GR_TUNE_*, or -1. */
 int gr_cli_tune_mode(const char *s);
+/* --tune-reduce's word (NULL: auto) as GR_REDUCE_*, or -1. */
+int gr_cli_tune_reduce(const char *s);
 /* Before any replay: every input is a trace (else the advice, exit 1). */
 int gr_cli_check_inputs(const gr_config_t *cfg);
 

@@ -44,6 +44,13 @@ int gr_cli_tune_mode(const char *s) {
   return -1;
 }
 
+int gr_cli_tune_reduce(const char *s) {
+  if (!s || strcmp(s, "auto") == 0) return GR_REDUCE_AUTO;
+  if (strcmp(s, "always") == 0) return GR_REDUCE_ALWAYS;
+  if (strcmp(s, "never") == 0) return GR_REDUCE_NEVER;
+  return -1;
+}
+
 int gr_cli_config(const gr_cli_opts_t *o, gr_config_t *cfg) {
   char m[GM_ERR_MSG_MAX];
   cfg->cuda_ordinal = parse_device(o->device);
@@ -139,11 +146,12 @@ int gr_cli_refuse(const gr_cli_opts_t *o, int npos, const gr_config_t *cfg) {
                                 "or --device (check its setting on a GPU with --policy=... --device=cuda:N)");
     if (gr_cli_tune_mode(o->tune_mode) < 0)
       return gr_cli_usage_error("bad --tune-mode (search, bounded or exhaustive)");
+    if (gr_cli_tune_reduce(o->tune_reduce) < 0) return gr_cli_usage_error("bad --tune-reduce (auto, always or never)");
     if (o->budget > 1.0) return gr_cli_usage_error("--budget is a share of the recorded duration, at most 1");
     return 0;
   }
-  if (o->tune_mode || o->budget > 0 || o->no_capacity || o->no_limits)
-    return gr_cli_usage_error("--tune-mode, --budget, --no-capacity and --no-limits go with --tune");
+  if (o->tune_mode || o->tune_reduce || o->budget > 0 || o->no_capacity || o->no_limits)
+    return gr_cli_usage_error("--tune-mode, --tune-reduce, --budget, --no-capacity and --no-limits go with --tune");
   return 0;
 }
 

@@ -33,6 +33,10 @@ static const gm_opt_t kOpts[] = {
     {"tune-mode", 0, GM_OPT_STR, "search|bounded|exhaustive", "--tune: the full search "
      "(default), the same descent over a small space, or every point of that small space",
      offsetof(gr_cli_opts_t, tune_mode)},
+    {"tune-reduce", 0, GM_OPT_STR, "auto|always|never", "--tune over a long trace: search on the warm-up, "
+     "the distinct training steps and a few periods, then replay the finalists on the whole trace for every figure "
+     "shown; auto (default): past 1 M events, and past 5 M without a period the grid alone; always: wherever a "
+     "period is found; never: every candidate on every event", offsetof(gr_cli_opts_t, tune_reduce)},
     {"budget", 0, GM_OPT_FRACTION, "FRACTION", "--tune: driver time allowed, as a share of the "
      "recorded duration (default 0.01)", offsetof(gr_cli_opts_t, budget)},
     {"no-capacity", 0, GM_OPT_FLAG, NULL, "--tune: skip the bisection over --capacity",

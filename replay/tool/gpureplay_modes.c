@@ -45,7 +45,7 @@ static int write_results(gr_results_t *rs, const char *path, int quiet, int rc) 
  * gr_cli_refuse. */
 int gr_cli_tune(gr_config_t *cfg, const gr_cli_opts_t *o) {
   gr_tune_opts_t to = {gr_cli_tune_mode(o->tune_mode), o->budget > 0 ? o->budget : 0.01, !o->no_capacity,
-                       o->no_limits};
+                       o->no_limits, gr_cli_tune_reduce(o->tune_reduce), 0};
   cfg->serve_failed = 1;
   gm_err_t err;
   gm_err_clear(&err);

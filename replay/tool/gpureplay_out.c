@@ -533,6 +533,7 @@ gm_status_t gr_results_note_tune(gr_results_t *rs, const gr_tune_note_t *n, gm_e
     json_object_set_new(t, "best_bytes", json_integer((json_int_t)n->best_bytes));
   }
   if (n->worst_oom) json_object_set_new(t, "worst_oom", json_true());
+  if (n->searched && n->searched[0]) json_object_set_new(t, "searched", json_string(n->searched));
   json_object_set_new(o, "tune", t);
   return GM_OK;
 }

@@ -20,41 +20,12 @@
 
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/gpureplay_trace.h"
+#include "replay/tool/gpureplay_jobs.h"
 #include "replay/cuda/rp_cuda.h"
 #include "replay/engine/va_model.h"
 
 #define BATCH 4096
 
-typedef struct job {
-  const gr_config_t *cfg;
-  const char *path;
-  const char *spec;
-  const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
-  size_t n_evs;
-  uint64_t total_memory;
-  int external_sync; /* rp_engine_set_external_sync for this trace */
-  int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
-  int count_other;   /* rp_engine_opts_t.count_other for this trace */
-  uint64_t context_bytes; /* taken out of the capacity (gpureplay_context.c) */
-  int decode_ahead; /* read the file in a thread of its own (one job running alone) */
-  int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
-  int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
-  int bump;         /* 1: a bump pointer whatever --addresses says (the placement spread) */
-  gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
-  char damage[GM_ERR_MSG_MAX];
-  int has_reader_stats;
-  rp_result_t *res;
-  gm_status_t st;
-  gm_err_t err;
-} job_t;
-
-typedef struct pool {
-  job_t *jobs;
-  int n;
-  atomic_int next;
-  atomic_int done;
-  _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
-} pool_t;
 
 /* The driver's placement is what the framework really gets: cuMemAlloc segments as the model
  * (va_model.h) places them, for the policies whose decisions depend on where a segment is
@@ -224,7 +195,8 @@ static gm_status_t feed_file(rp_engine_t *e, const char *path, unsigned flags, p
   return st;
 }
 
-static void run_job(job_t *j, pool_t *p) {
+/* A job's backend and engine, ready for events; j->st says whether. */
+void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
   rp_backend_t *b = NULL;
   rp_engine_t *e = NULL;
   gm_err_t *err = &j->err;
@@ -233,6 +205,8 @@ static void run_job(job_t *j, pool_t *p) {
   snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), j->spec);
   const char *conf = j->spec[n] == ':' ? j->spec + n + 1 : "";
   const rp_policy_ops_t *ops = rp_policy_find(name);
+  *bp = NULL;
+  *ep = NULL;
   if (!ops) {
     j->st = gm_err_set(err, GM_ERR_INVAL, "unknown policy '%s'", name);
     return;
@@ -243,6 +217,25 @@ static void run_job(job_t *j, pool_t *p) {
                          j->vmm_requests, j->event_timing, j->cfg->late_mallocs, j->count_other};
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
+  *bp = b;
+  *ep = e;
+}
+
+/* The job's result, and its engine and backend gone. */
+void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e) {
+  if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, &j->err);
+  if (j->st == GM_OK) j->res->context_bytes = j->context_bytes;
+  if (j->st != GM_OK && e) gm_err_wrap(&j->err, "policy '%s'", j->spec);
+  rp_engine_destroy(e);
+  if (b) b->destroy(b);
+}
+
+static void run_job(job_t *j, pool_t *p) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  gm_err_t *err = &j->err;
+  grj_start(j, &b, &e);
+  if (!b) return;
   if (j->st == GM_OK) {
     if (j->evs) {
       /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
@@ -257,12 +250,8 @@ static void run_job(job_t *j, pool_t *p) {
       j->st = feed_file(e, j->path, j->cfg->read_flags, p, j->decode_ahead, &j->reader_stats, j->damage, err);
       j->has_reader_stats = 1;
     }
-    if (j->st == GM_OK) j->st = rp_engine_finish(e, j->res, err);
-    if (j->st == GM_OK) j->res->context_bytes = j->context_bytes;
-    if (j->st != GM_OK) gm_err_wrap(err, "policy '%s'", j->spec);
   }
-  rp_engine_destroy(e);
-  b->destroy(b);
+  grj_end(j, b, e);
 }
 
 static void *worker(void *arg) {
@@ -277,7 +266,7 @@ static void *worker(void *arg) {
 }
 
 /* A job over the trace at path (its events evs, or NULL: the file) under spec. */
-static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
+void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
                      size_t n_evs, uint64_t total_memory, const gr_trace_info_t *info, rp_result_t *res) {
   j->cfg = cfg;
   j->path = path;
@@ -293,7 +282,7 @@ static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const c
 }
 
 /* The first failed job's status and cause chain, or GM_OK. */
-static gm_status_t pool_status(const pool_t *p, gm_err_t *err) {
+gm_status_t grj_pool_status(const pool_t *p, gm_err_t *err) {
   for (int i = 0; i < p->n; i++)
     if (p->jobs[i].st != GM_OK) {
       *err = p->jobs[i].err;
@@ -312,7 +301,7 @@ static void show_progress(pool_t *p, uint64_t total, const char *path) {
 
 /* Run the pool's jobs: on the calling thread (cuda, or one job without progress to show),
  * else on cfg->jobs threads; progress: show it on stderr (a terminal) while they run. */
-static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress) {
+void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress) {
   int n = p->n;
   int threads = cfg->cuda_ordinal >= 0 ? 1 : cfg->jobs < 1 ? 1 : cfg->jobs > n ? n : cfg->jobs;
   for (int i = 0; i < n; i++) p->jobs[i].decode_ahead = threads == 1;
@@ -346,7 +335,7 @@ static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
 
 /* The two other replays of every policy whose figure depends on timing (events early and
  * late, or the pool ideal and same-stream), folded into res[i] as a range. */
-static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                 const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                 gm_err_t *err) {
   int n = rec->n, m = 0;
@@ -385,7 +374,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
     }
   }
   p.n = m;
-  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
   gm_status_t st = GM_OK;
   for (int k = 0; k < m && st == GM_OK; k++) {
     if (p.jobs[k].st != GM_OK) {
@@ -418,7 +407,7 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
 /* The placement spread (issue 25): every policy the driver's placement model places again
  * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
  * model's known misses: replay/RESULTS.md), and the advice must exceed it. */
-static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                     const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                     gm_err_t *err) {
   int n = rec->n, m = 0;
@@ -447,7 +436,7 @@ static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, r
     of[m++] = i;
   }
   p.n = m;
-  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
   gm_status_t st = GM_OK;
   for (int k = 0; k < m && st == GM_OK; k++) {
     if (p.jobs[k].st != GM_OK) {
@@ -499,68 +488,26 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   }
   p.n = n;
   for (int i = 0; i < n; i++) {
-    job_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
+    grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
   }
-  run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)
     if (p.jobs[i].has_reader_stats) {
       gr_trace_take_integrity(info, &p.jobs[i].reader_stats, p.jobs[i].damage);
       break;
     }
-  st = pool_status(&p, err);
+  st = grj_pool_status(&p, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
   if (st == GM_OK && n > 0 && cfg->timing_range)
-    st = timing_range(cfg, &p, res, evs, n_evs, info, err);
+    st = grj_timing_range(cfg, &p, res, evs, n_evs, info, err);
   if (st == GM_OK && n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER)
-    st = placement_spread(cfg, &p, res, evs, n_evs, info, err);
+    st = grj_placement_spread(cfg, &p, res, evs, n_evs, info, err);
   free(p.jobs);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);
-  return st;
-}
-
-/* ---- decode once, replay many (the tuner) ---- */
-
-gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
-                          int n, rp_result_t **res, gm_err_t *err) {
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  if (n <= 0) return GM_OK;
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  p.n = n;
-  for (int i = 0; i < n; i++)
-    job_init(&p.jobs[i], cfg, lt->info.path, specs[i], lt->evs, lt->n_evs,
-             cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
-  run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
-  gm_status_t st = pool_status(&p, err);
-  free(p.jobs);
-  return st;
-}
-
-gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
-                             rp_result_t **res, gm_err_t *err) {
-  /* as gr_run_trace: a timing the user fixed (--event-timing=early|late|recorded) is no range */
-  if (n <= 0 || !cfg->timing_range) return GM_OK;
-  gr_config_t c = *cfg;
-  c.progress = 0; /* the tuner says its own progress */
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  p.n = n;
-  for (int i = 0; i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
-    job_init(&p.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
-             c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
-    res[i]->spread_ooms = 0;
-  }
-  gm_status_t st = timing_range(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
-  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
-    st = placement_spread(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
-  free(p.jobs);
   return st;
 }

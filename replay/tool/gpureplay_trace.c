@@ -335,6 +335,16 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   return st;
 }
 
+gm_status_t gr_trace_open_streamed(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err) {
+  memset(lt, 0, sizeof *lt);
+  gr_trace_info_t *info = &lt->info;
+  gm_status_t st = gr_trace_probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err);
+  if (st != GM_OK) return st;
+  lt->total_memory = gr_trace_device_memory(cfg, info);
+  if (info->has_context) st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
+  return st;
+}
+
 void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0) {
   if (r0->recorded_failures && r0->first_failure_callsite)
     gr_trace_callsite(lt->info.path, r0->first_failure_callsite, lt->info.failure_callsite,

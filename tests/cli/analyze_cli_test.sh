@@ -163,15 +163,15 @@ printf '#!/bin/sh\n[ "$1" = --version ] && { echo "fake gpureplay 2"; exit 0; }\
 : >fake.log
 GPUREPLAY="$PWD/mk2" run 0 "$GA" report --strict job.zst; lacks err "reusing"
 [ "$(<fake.log)" = "--tune -q --strict --no-limits" ] || fail "a new gpureplay version did not replay: $(<fake.log)"
-# --no-tune, and a trace past the tuner's default limit: the sweep alone, said so
+# --no-tune: the sweep alone; the default: the tuner whatever the length (gpureplay reduces a
+# long trace itself); --tune: its search even where no period is found
 "$MK" trace job3.zst 30 || exit 1; : >fake.log
 GPUREPLAY="$MK" run 0 "$GA" report --no-tune job3.zst; lacks err "the sweep's grid only"
-GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --html l.html job.zst job3.zst --db long.db
-has err "0.0 M events in all: the sweep's grid only (the tuner runs by default up to"; has err "\`gpuanalyze report --tune\` runs it)"
-[ "$(<fake.log)" = $'--sweep -q\n--sweep -q\n--sweep -q' ] || fail "--no-tune / a long trace: gpureplay was asked: $(<fake.log)"
+GPUREPLAY="$MK" run 0 "$GA" report --no-tune --html l.html job.zst job3.zst --db long.db
+[ "$(<fake.log)" = $'--sweep -q\n--sweep -q\n--sweep -q' ] || fail "--no-tune: gpureplay was asked: $(<fake.log)"
 : >fake.log
-GPUANALYZE_TEST_TUNE_AUTO_EVENTS=10 GPUREPLAY="$MK" run 0 "$GA" report --tune --html l.html job.zst --db long2.db
-[ "$(<fake.log)" = "--tune -q --no-limits" ] || fail "--tune past the limit: gpureplay was asked: $(<fake.log)"
+GPUREPLAY="$MK" run 0 "$GA" report --tune --html l.html job.zst --db long2.db
+[ "$(<fake.log)" = "--tune -q --tune-reduce=always --no-limits" ] || fail "--tune: gpureplay was asked: $(<fake.log)"
 GPUREPLAY="$MK" run 2 "$GA" report --tune --no-tune job.zst; has err "--tune and --no-tune: give one"
 # a database made before report_replays (an older gpuanalyze's sweep): it serves --no-tune as it
 # always did; the default runs the tuner, whose search it does not hold, and notes it

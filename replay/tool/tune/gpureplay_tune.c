@@ -83,7 +83,6 @@ static gm_status_t share_fits(gr_tune_ctx_t *c, const void *arg, const double *x
   return st;
 }
 
-static int runs_on_sim(const char *spec, uint64_t total);
 
 static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n, const char *method, gm_err_t *err) {
   if (c->o->no_limits) { /* every setting searched here is a hard limit */
@@ -99,7 +98,7 @@ static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n
     const char *sp[1] = {top};
     int idx;
     share_spec(&a, 1.0, top, sizeof top);
-    if (!runs_on_sim(top, c->t->device_memory)) continue; /* a key this build's policy lacks */
+    if (!gr_tune_runs_on_sim(top, c->t->device_memory)) continue; /* a key this build's policy lacks */
     any = 1;
     gm_status_t st = gr_tune_eval(c, sp, 1, &idx, err);
     if (st != GM_OK) return st;
@@ -160,7 +159,29 @@ static void *cap_worker(void *arg) {
   return NULL;
 }
 
-static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+/* A trace read from its file (too large for memory): every capacity in one decode of it. */
+static gm_status_t cap_fits_streamed(gr_tune_ctx_t *c, const char *spec, const double *x, int n, int *fits,
+                                     gm_err_t *err) {
+  const char *sp[8];
+  uint64_t caps[8];
+  rp_result_t **res = NULL;
+  for (int i = 0; i < n; i++) {
+    sp[i] = spec;
+    caps[i] = (uint64_t)ceil(x[i]) << 21;
+  }
+  gr_config_t cfg = c->cfg;
+  cfg.stop_at_oom = 1; /* only `fits` is read */
+  cfg.device_memory = c->t->device_memory;
+  gm_status_t st = gr_tune_alloc_results(n, &res, err);
+  if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, sp, caps, n, res, err);
+  for (int i = 0; st == GM_OK && i < n; i++) fits[i] = res[i]->ooms == 0;
+  gr_tune_free_results(res, n);
+  c->t->replays += (uint64_t)n;
+  return st;
+}
+
+gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
+  if (!c->lt->evs && c->lt->n_evs == 0 && n > 1) return cap_fits_streamed(c, arg, x, n, fits, err);
   cap_job_t jobs[8];
   pthread_t tid[8];
   int started[8] = {0};
@@ -185,8 +206,11 @@ static gm_status_t cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, 
 }
 
 /* The smallest capacity (2 MiB steps) the point's setting fits in: between the job's lower
- * bound and a capacity that fits (from its unlimited peak, doubled until it fits). */
-static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
+ * bound and a capacity that fits (from its unlimited peak, doubled until it fits). hint (in
+ * 2 MiB units, 0: none): where a search over a reduced trace found it; it and one step below
+ * are tried first, and when they bracket it that is the answer (the bisection assumes fitting
+ * is monotone in the capacity, so it would end there too). */
+static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm_err_t *err) {
   if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
   if (p->ok && p->peak_reserved == 0) {
     /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
@@ -203,8 +227,21 @@ static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *e
   double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
   if (lo >= 1) lo -= 1;
   int fits = 0;
+  if (hint > 1 && (double)hint > lo && (double)hint <= hi) {
+    double x[2] = {(double)(hint - 1), (double)hint};
+    int f[2];
+    gm_status_t st = gr_tune_cap_fits(c, p->spec, x, 2, f, err);
+    if (st != GM_OK) return st;
+    if (f[1] && !f[0]) {
+      p->needs_bytes = hint << 21;
+      return GM_OK;
+    }
+    if (f[0]) hi = x[0], fits = 1;
+    else if (f[1]) hi = x[1], fits = 1;
+    else lo = x[1];
+  }
   for (int tries = 0; tries < 6 && !fits; tries++) {
-    gm_status_t st = cap_fits(c, p->spec, &hi, 1, &fits, err);
+    gm_status_t st = gr_tune_cap_fits(c, p->spec, &hi, 1, &fits, err);
     if (st != GM_OK) return st;
     if (!fits) {
       lo = hi;
@@ -217,9 +254,15 @@ static gm_status_t point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *e
     return GM_OK;
   }
   double x;
-  gm_status_t st = bisect(c, p->spec, cap_fits, lo, hi, 1.0, &x, err);
+  gm_status_t st = bisect(c, p->spec, gr_tune_cap_fits, lo, hi, 1.0, &x, err);
   if (st == GM_OK) p->needs_bytes = (uint64_t)ceil(x) << 21;
   return st;
+}
+
+gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) { return needs(c, p, 0, err); }
+
+gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err) {
+  return needs(c, p, hint_bytes >> 21, err);
 }
 
 /* ---- the choice ---------------------------------------------------------------------------- */
@@ -338,8 +381,10 @@ static gm_status_t choose(gr_tune_ctx_t *c, gm_err_t *err) {
   return st;
 }
 
+gm_status_t gr_tune_choose(gr_tune_ctx_t *c, gm_err_t *err) { return choose(c, err); }
+
 /* Grid entries that need a real GPU (the driver's pool) are left out, as --sweep does. */
-static int runs_on_sim(const char *spec, uint64_t total) {
+int gr_tune_runs_on_sim(const char *spec, uint64_t total) {
   rp_backend_t *b = NULL;
   rp_sim_opts_t so = {0, 0, total, RP_POOL_HEAP, 0};
   if (rp_sim_backend_create(&so, &b, NULL) != GM_OK) return 0;
@@ -356,7 +401,7 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   memset(t, 0, sizeof *t);
-  gr_tune_ctx_t c = {*cfg, lt, t, o};
+  gr_tune_ctx_t c = {*cfg, lt, t, o, o->trace_events};
   /* cfg->capacity: the device the search assumes (a recorded OOM's, or --capacity); 0: none. */
   t->framework = gmt_framework_single(lt->info.frameworks);
   t->policy_name = t->framework == GMT_FW_JAX          ? "jax"
@@ -374,7 +419,7 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   const char *grid[64] = {NULL};
   int ng = 0;
   for (int i = 0; all[i] && ng < 64; i++)
-    if (runs_on_sim(all[i], t->device_memory)) grid[ng++] = all[i];
+    if (gr_tune_runs_on_sim(all[i], t->device_memory)) grid[ng++] = all[i];
   int *gi = calloc((size_t)ng + 1, sizeof *gi);
   if (!gi) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   gm_status_t st = gr_tune_eval(&c, grid, ng, gi, err);
@@ -395,8 +440,8 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   if (o->capacity) {
     int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
     for (int i = 0; st == GM_OK && i < 4; i++)
-      if (show[i] >= 0) st = point_needs(&c, &t->pts[show[i]], err);
-    for (int i = 0; st == GM_OK && i < t->n_front; i++) st = point_needs(&c, &t->pts[t->front[i]], err);
+      if (show[i] >= 0) st = gr_tune_point_needs(&c, &t->pts[show[i]], err);
+    for (int i = 0; st == GM_OK && i < t->n_front; i++) st = gr_tune_point_needs(&c, &t->pts[t->front[i]], err);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   t->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -411,6 +456,11 @@ void gr_tune_free(gr_tune_t *t) {
 
 gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t, gr_results_t *rs,
                             gm_err_t *err) {
+  return gr_tune_results_have(cfg, lt, t, NULL, rs, err);
+}
+
+gm_status_t gr_tune_results_have(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t,
+                                 rp_result_t *const *have, gr_results_t *rs, gm_err_t *err) {
   const char **sp = calloc((size_t)t->n + 1, sizeof *sp);
   int *which = calloc((size_t)t->n + 1, sizeof *which);
   if (!sp || !which) {
@@ -430,8 +480,8 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
   rp_result_t **res = NULL;
   gr_config_t c = *cfg;
   c.device_memory = t->device_memory; /* c.capacity: the search's own */
-  gm_status_t st = gr_tune_alloc_results(n, &res, err);
-  if (st == GM_OK) st = gr_run_loaded(&c, lt, sp, n, res, err);
+  gm_status_t st = have ? GM_OK : gr_tune_alloc_results(n, &res, err);
+  if (st == GM_OK && !have) st = gr_run_loaded(&c, lt, sp, n, res, err);
   for (int i = 0; st == GM_OK && i < n; i++) {
     const gr_tune_point_t *p = &t->pts[which[i]];
     int w = which[i];
@@ -440,9 +490,10 @@ gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const
                            p->from_grid, p->needs_above ? 0 : p->needs_bytes, p->time_mid_s, p->time_hi_s,
                            t->budget_s, gr_tune_smallest_gpu(p), p->pool,
                            p->spread && !p->worst_oom ? p->worst_bytes : 0, p->spread ? p->best_bytes : 0,
-                           p->spread && p->worst_oom};
-    gr_tune_spread_into(p, res[i]); /* what the choice counted, as gpureplay --json says it */
-    st = gr_results_add(rs, &lt->info, res[i], err);
+                           p->spread && p->worst_oom, t->searched};
+    rp_result_t *r = have ? have[w] : res[i];
+    gr_tune_spread_into(p, r); /* what the choice counted, as gpureplay --json says it */
+    st = gr_results_add(rs, &lt->info, r, err);
     if (st == GM_OK) st = gr_results_note_tune(rs, &note, err);
   }
   gr_tune_free_results(res, n);

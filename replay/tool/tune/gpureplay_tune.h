@@ -57,6 +57,8 @@ typedef struct gr_tune_opts {
   double budget_fraction;  /* time budget as a share of the recorded duration (0.01) */
   int capacity;            /* bisection over --capacity for the points shown */
   int no_limits;           /* search no hard limits (memory fractions, CuPy's limit): --no-limits */
+  int reduce;              /* gr_tune_reduce_t: --tune-reduce */
+  uint64_t trace_events;   /* events of the whole trace when the search runs on a reduced one (0: lt's) */
 } gr_tune_opts_t;
 
 typedef struct gr_tune {
@@ -85,6 +87,9 @@ typedef struct gr_tune {
   int no_limits;           /* hard limits were left out of the search (--no-limits) */
   char method_buf[192];
   int rounds;
+  uint64_t events;         /* of the whole trace */
+  uint64_t search_events;  /* the search ran on these (events: the whole trace) */
+  char searched[384];      /* how: "searched on N of M events: period P ...; finalists confirmed ..." ("": whole) */
 } gr_tune_t;
 
 gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
@@ -95,6 +100,10 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t);
 gm_status_t gr_tune_trace(const gr_config_t *cfg, const gr_tune_opts_t *to, const char *path, int first,
                           gr_results_t *rs, gm_err_t *err);
 void gr_tune_free(gr_tune_t *t);
+/* gr_tune_results with the whole trace's results of every point already at hand: have[i] is
+ * point i's (no replay). */
+gm_status_t gr_tune_results_have(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t,
+                                 rp_result_t *const *have, gr_results_t *rs, gm_err_t *err);
 /* Replay the points worth keeping (the grid, the front, default, tuned, chosen) once more for
  * their full results and add them to the results file. */
 gm_status_t gr_tune_results(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_t *t, gr_results_t *rs,
@@ -118,6 +127,48 @@ typedef struct gr_pt_point {
 } gr_pt_point_t;
 void gr_pt_spec(const gr_pt_point_t *p, char *out, size_t n);
 
+/* ---- the steady state of a long trace (gpureplay_tune_period.c) ---- */
+
+/* What the scan found: the step boundaries (the live set back to the same multiset), the
+ * period, the distinct kinds of step, and the reduced trace that stands for the whole. */
+typedef struct gr_period {
+  int found;               /* a period, and a reduced trace worth searching on */
+  char why[192];           /* found == 0: why not */
+  uint64_t events;         /* events of the whole trace */
+  uint64_t first_ts, last_ts;
+  uint64_t warmup;         /* events up to the first step boundary */
+  uint64_t steps;          /* steps after it */
+  uint64_t period;         /* events of the most common step */
+  int phases;              /* distinct kinds of step */
+  uint64_t kept_steps;     /* steps in the reduced trace */
+  uint64_t failures;       /* failed requests recorded (ALLOC_FAILED) */
+  int devices;             /* devices allocated on */
+  gmt_event_t *evs;        /* the reduced trace (found) */
+  size_t n_evs, cap;
+} gr_period_t;
+typedef struct gr_period_scan gr_period_scan_t;
+gm_status_t gr_period_scan_events(const gmt_event_t *evs, size_t n, gr_period_t *p, gm_err_t *err);
+/* The file streamed (memory: the learning window and the reduced trace); progress: stderr. */
+gm_status_t gr_period_scan_file(const char *path, unsigned flags, int progress, gr_period_t *p, gm_err_t *err);
+void gr_period_free(gr_period_t *p);
+
+/* How --tune treats a long trace (--tune-reduce). AUTO: past GR_TUNE_REDUCE_EVENTS events the
+ * search runs on the reduced trace when a period is found, else (past GR_TUNE_FULL_EVENTS) the
+ * grid only; ALWAYS: the reduced search wherever a period is found, else the full search;
+ * NEVER: the full search. */
+typedef enum gr_tune_reduce { GR_REDUCE_AUTO = 0, GR_REDUCE_ALWAYS = 1, GR_REDUCE_NEVER = 2 } gr_tune_reduce_t;
+#define GR_TUNE_REDUCE_EVENTS 1000000ull
+#define GR_TUNE_FULL_EVENTS 5000000ull
+
+/* The search on the reduced trace red (its events), its finalists replayed on the whole
+ * trace lt (events in memory, or lt->evs NULL: the file streamed) for every figure shown. */
+gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_loaded_t *red,
+                                const gr_period_t *per, const gr_tune_opts_t *o, gr_tune_t *t, gr_results_t *rs,
+                                gm_err_t *err);
+/* The grid alone, on the whole trace (a long trace without a period, under AUTO). */
+gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_period_t *per,
+                             const gr_tune_opts_t *o, gr_tune_t *t, gr_results_t *rs, gm_err_t *err);
+
 /* ---- between the tuner's files ---- */
 
 /* A search in progress: what it replays over, and the memo of points already replayed. */
@@ -126,6 +177,7 @@ typedef struct gr_tune_ctx {
   const gr_loaded_t *lt;
   gr_tune_t *t;
   const gr_tune_opts_t *o;
+  uint64_t trace_events;    /* of the whole trace (a long one is searched from fewer starts); 0: lt's */
 } gr_tune_ctx_t;
 
 /* Replay the specs not yet in the memo (in parallel, cfg.jobs), then idx[i] = the point of
@@ -160,6 +212,19 @@ gm_status_t gr_tune_replay(gr_tune_ctx_t *c, uint64_t cap, const char *const *sp
                            gm_err_t *err);
 gm_status_t gr_tune_alloc_results(int n, rp_result_t ***out, gm_err_t *err);
 void gr_tune_free_results(rp_result_t **res, int n);
+/* The point's figures from a replay's result (spec already set). */
+void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r);
+/* The choice over c->t's points (worst cases spread over c's trace): best, best_grid, chosen,
+ * the front (t->front allocated). */
+gm_status_t gr_tune_choose(gr_tune_ctx_t *c, gm_err_t *err);
+/* Settings the simulator can replay (a grid entry that needs a real GPU cannot). */
+int gr_tune_runs_on_sim(const char *spec, uint64_t total);
+/* Whether spec fits at each capacity x[i] (in 2 MiB units) over c's trace. */
+gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *spec, const double *x, int n, int *fits, gm_err_t *err);
+/* The smallest capacity the point fits in (gpureplay_tune.c's bisection). */
+gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err);
+/* The same, trying first where a search on a reduced trace found it (a multiple of 2 MiB). */
+gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err);
 /* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
 

@@ -101,6 +101,21 @@ void gr_tune_free_results(rp_result_t **res, int n) {
   free(res);
 }
 
+void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r) {
+  p->ok = r->ooms == 0;
+  p->peak_reserved = r->peak_reserved_bytes;
+  p->peak_allocated = r->peak_allocated_bytes;
+  p->frag_at_peak = r->fragmentation_at_peak;
+  p->alloc_calls = r->device_alloc_calls;
+  p->free_calls = r->device_free_calls;
+  p->pool = r->pool_allocs > 0;
+  p->event_frees = r->event_frees;
+  p->event_frees_requested = r->event_frees_requested;
+  p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
+  gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
+  if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+}
+
 gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err) {
   gr_tune_t *t = c->t;
   const char **todo = calloc((size_t)n + 1, sizeof *todo);
@@ -128,19 +143,7 @@ gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int 
     gr_tune_point_t *p = &t->pts[t->n++];
     memset(p, 0, sizeof *p);
     snprintf(p->spec, sizeof p->spec, "%s", todo[k]);
-    const rp_result_t *r = res[k];
-    p->ok = r->ooms == 0;
-    p->peak_reserved = r->peak_reserved_bytes;
-    p->peak_allocated = r->peak_allocated_bytes;
-    p->frag_at_peak = r->fragmentation_at_peak;
-    p->alloc_calls = r->device_alloc_calls;
-    p->free_calls = r->device_free_calls;
-    p->pool = r->pool_allocs > 0;
-    p->event_frees = r->event_frees;
-    p->event_frees_requested = r->event_frees_requested;
-    p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
-    gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
-    if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+    gr_tune_point_set(t, p, res[k]);
   }
   gr_tune_free_results(res, m);
   free(todo);

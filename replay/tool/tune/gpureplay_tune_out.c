@@ -150,6 +150,7 @@ void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t) {
   if (lt->info.frameworks_text[0]) fprintf(f, " (%s)", lt->info.frameworks_text);
   fprintf(f, ": %d settings in %" PRIu64 " replays, %.2f s; %s%s\n", t->n, t->replays, t->seconds,
           t->method ? t->method : "grid", t->no_limits ? "; no hard limits searched (--no-limits)" : "");
+  if (t->searched[0]) fprintf(f, "%s\n", t->searched);
   fprintf(f, "lower bound (peak live requested): %s; recorded duration ", gm_format_size(t->lower_bound, b1, sizeof b1));
   print_ms(f, (double)t->duration_ns * 1e-9);
   fprintf(f, "; time budget ");

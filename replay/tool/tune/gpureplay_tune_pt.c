@@ -453,7 +453,7 @@ gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err) {
   starts[1].expandable = 1;
   /* A long trace (each replay costs ~0.1 s per million events on a core) starts from the
    * first two only. */
-  int long_trace = c->lt->n_evs > kLongTrace;
+  int long_trace = (c->trace_events ? c->trace_events : c->lt->n_evs) > kLongTrace;
   if (!long_trace) st = screen(c, s, d, starts + 2, 2, &got, err);
   n_starts += got;
   if (st == GM_OK && !long_trace) {

@@ -1,0 +1,60 @@
+/* gpureplay_jobs.h: one replay of a trace under one policy (a job) and a pool of them, as
+ * gpureplay_run.c runs them; gpureplay_run_loaded.c (the tuner's decode-once runs) uses them
+ * too. Internal to replay/tool's runner. */
+#ifndef GPUREPLAY_JOBS_H
+#define GPUREPLAY_JOBS_H
+
+#include <stdatomic.h>
+
+#include "replay/tool/gpureplay.h"
+
+typedef struct job {
+  const gr_config_t *cfg;
+  const char *path;
+  const char *spec;
+  const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
+  size_t n_evs;
+  uint64_t total_memory;
+  int external_sync; /* rp_engine_set_external_sync for this trace */
+  int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
+  int count_other;   /* rp_engine_opts_t.count_other for this trace */
+  uint64_t context_bytes; /* taken out of the capacity (gpureplay_context.c) */
+  int decode_ahead; /* read the file in a thread of its own (one job running alone) */
+  int event_timing; /* RP_EVENTS_*: when frees that wait on stream events happen */
+  int pool_model;   /* RP_POOL_*: the simulated stream-ordered pool's reuse */
+  int bump;         /* 1: a bump pointer whatever --addresses says (the placement spread) */
+  gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
+  char damage[GM_ERR_MSG_MAX];
+  int has_reader_stats;
+  rp_result_t *res;
+  gm_status_t st;
+  gm_err_t err;
+} job_t;
+
+typedef struct pool {
+  job_t *jobs;
+  int n;
+  atomic_int next;
+  atomic_int done;
+  _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
+} pool_t;
+
+/* A job over the trace at path (its events evs, or NULL: the file) under spec. */
+void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *spec, const gmt_event_t *evs,
+              size_t n_evs, uint64_t total_memory, const gr_trace_info_t *info, rp_result_t *res);
+/* A job's backend and engine, ready for events; j->st says whether. */
+void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep);
+/* The job's result, and its engine and backend gone. */
+void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e);
+/* Run the pool's jobs (on cfg->jobs threads, or the calling thread); progress on stderr. */
+void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress);
+/* The first failed job's status and cause chain, or GM_OK. */
+gm_status_t grj_pool_status(const pool_t *p, gm_err_t *err);
+/* The timing range and the placement spread of the pool's results (gpureplay_run.c). */
+gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                             const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info, gm_err_t *err);
+gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                 const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                 gm_err_t *err);
+
+#endif

@@ -1,0 +1,153 @@
+/* gpureplay_run_loaded.c: a trace decoded once, replayed many times (the tuner): held in
+ * memory, or streamed batch by batch to every job's engine at once (traces too large to hold).
+ * The jobs are gpureplay_run.c's (gpureplay_jobs.h). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/tool/gpureplay.h"
+#include "replay/tool/gpureplay_jobs.h"
+#include "replay/engine/va_model.h"
+
+/* Several replays of a trace too large to hold in memory, decoded once: batch after batch,
+ * the calling thread decodes the next batch while cfg->jobs threads feed the current one to
+ * every job's engine (a job past its first OOM stops when only that is asked, stop_at_oom). */
+#define SHARED_BATCH (1u << 20)
+
+typedef struct shared {
+  job_t *jobs;
+  rp_backend_t **b;
+  rp_engine_t **e;
+  int n;
+  const gmt_event_t *evs;
+  size_t n_evs;
+  atomic_int next;
+} shared_t;
+
+static void *shared_worker(void *arg) {
+  shared_t *s = arg;
+  for (;;) {
+    int i = atomic_fetch_add(&s->next, 1);
+    if (i >= s->n) break;
+    job_t *j = &s->jobs[i];
+    if (j->st != GM_OK || (j->cfg->stop_at_oom && rp_engine_ooms(s->e[i]))) continue;
+    j->st = rp_engine_feed(s->e[i], s->evs, s->n_evs, &j->err);
+  }
+  return NULL;
+}
+
+static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *path, int progress,
+                              uint64_t total, gm_err_t *err) {
+  gmt_reader_t *r = NULL;
+  gm_status_t st = gmt_reader_open_flags(&r, path, cfg->read_flags, err);
+  if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
+  gmt_event_t *buf[2] = {malloc(SHARED_BATCH * sizeof(gmt_event_t)), malloc(SHARED_BATCH * sizeof(gmt_event_t))};
+  size_t n[2] = {0, 0};
+  if (!buf[0] || !buf[1]) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  int cur = 0, threads = cfg->jobs < 1 ? 1 : cfg->jobs > s->n ? s->n : cfg->jobs;
+  uint64_t done = 0;
+  if (st == GM_OK) st = gmt_reader_next_batch(r, buf[cur], SHARED_BATCH, &n[cur], err);
+  while (st == GM_OK && n[cur]) {
+    s->evs = buf[cur];
+    s->n_evs = n[cur];
+    atomic_store(&s->next, 0);
+    pthread_t tid[256];
+    int started = 0;
+    for (int t = 0; t < threads; t++)
+      if (pthread_create(&tid[started], NULL, shared_worker, s) == 0) started++;
+    if (started == 0) shared_worker(s);
+    /* the next batch while the engines replay this one */
+    gm_status_t rs = gmt_reader_next_batch(r, buf[1 - cur], SHARED_BATCH, &n[1 - cur], err);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    done += n[cur];
+    if (progress && total)
+      fprintf(stderr, "\rgpureplay: %s: %d replays over the whole trace, %.0f%%   ", path, s->n,
+              100.0 * (double)done / (double)total);
+    if (rs == GM_END) n[1 - cur] = 0;
+    else if (rs != GM_OK) st = gm_err_wrap(err, "cannot read '%s'", path);
+    cur = 1 - cur;
+  }
+  if (st == GM_END) st = GM_OK;
+  if (progress) fprintf(stderr, "\r%*s\r", 78, "");
+  free(buf[0]);
+  free(buf[1]);
+  gmt_reader_close(r);
+  return st;
+}
+
+gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                               const uint64_t *caps, int n, rp_result_t **res, gm_err_t *err) {
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  if (n <= 0) return GM_OK;
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  gr_config_t *cfgs = calloc((size_t)n, sizeof *cfgs);
+  if (!p.jobs || !cfgs) {
+    free(p.jobs);
+    free(cfgs);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  p.n = n;
+  for (int i = 0; i < n; i++) {
+    cfgs[i] = *cfg;
+    if (caps && caps[i]) { /* a capacity probe: only whether it fits */
+      cfgs[i].capacity = caps[i];
+      cfgs[i].stop_at_oom = 1;
+    }
+    grj_init(&p.jobs[i], &cfgs[i], lt->info.path, specs[i], lt->evs, lt->n_evs,
+             cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
+  }
+  gm_status_t st = GM_OK;
+  if (lt->evs || (n == 1 && !caps)) {
+    grj_run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
+    st = grj_pool_status(&p, err);
+  } else { /* streamed: one decode for all */
+    shared_t s;
+    memset(&s, 0, sizeof s);
+    s.jobs = p.jobs;
+    s.n = n;
+    s.b = calloc((size_t)n, sizeof *s.b);
+    s.e = calloc((size_t)n, sizeof *s.e);
+    if (!s.b || !s.e) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    for (int i = 0; st == GM_OK && i < n; i++) grj_start(&p.jobs[i], &s.b[i], &s.e[i]);
+    if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, cfg->progress, lt->info.events_in_index, err);
+    for (int i = 0; s.b && s.e && i < n; i++)
+      if (s.b[i]) grj_end(&p.jobs[i], s.b[i], s.e[i]);
+    free(s.b);
+    free(s.e);
+    if (st == GM_OK) st = grj_pool_status(&p, err);
+  }
+  free(p.jobs);
+  free(cfgs);
+  return st;
+}
+
+gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
+                          int n, rp_result_t **res, gm_err_t *err) {
+  return gr_run_loaded_caps(cfg, lt, specs, NULL, n, res, err);
+}
+
+gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
+                             rp_result_t **res, gm_err_t *err) {
+  /* as gr_run_trace: a timing the user fixed (--event-timing=early|late|recorded) is no range */
+  if (n <= 0 || !cfg->timing_range) return GM_OK;
+  gr_config_t c = *cfg;
+  c.progress = 0; /* the tuner says its own progress */
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  p.n = n;
+  for (int i = 0; i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
+    grj_init(&p.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
+             c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
+    res[i]->spread_ooms = 0;
+  }
+  gm_status_t st = grj_timing_range(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
+  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
+    st = grj_placement_spread(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
+  free(p.jobs);
+  return st;
+}

@@ -1,0 +1,173 @@
+// gpureplay_tune_period_test.cc: the steady state of a training trace (gpureplay_tune_period.c)
+// and the search on it (gpureplay_tune_reduce.c) on traces whose structure is known.
+//
+// The training loop below: weights allocated once (the warm-up), then steps of two kinds, A
+// (common: activations of 3 sizes) and B (every 7th: a longer sequence, larger activations),
+// each taking the live set back to the weights. The scan must find the boundary after the
+// warm-up, the step length of A as the period, the two kinds, and a reduced trace in which
+// every free names a live allocation and whose live set ends where the whole trace's does.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "replay/tool/tune/gpureplay_tune.h"
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t kDevice = 8192 * MiB;
+
+gmt_event_t ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size) {
+  gmt_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.ts_ns = ts;
+  e.addr = addr;
+  e.size = size;
+  e.stream = 7;
+  e.mem_kind = GMT_MEM_DEVICE;
+  return e;
+}
+
+// steps: how many; every `rare`-th is kind B (0: never).
+std::vector<gmt_event_t> training(int steps, int rare) {
+  std::vector<gmt_event_t> v;
+  uint64_t ts = 1000;
+  for (int w = 0; w < 4; w++) v.push_back(ev(GMT_EV_ALLOC, ts += 10, 0x1000000000ull + w * 0x10000000ull, 64 * MiB));
+  for (int s = 0; s < steps; s++) {
+    bool b = rare && s % rare == rare - 1;
+    uint64_t k = b ? 3 : 1;
+    v.push_back(ev(GMT_EV_MARKER, ts += 1000, 0, (uint64_t)s)); // a step marker: its value is the step
+    uint64_t a1 = 0x2000000000ull, a2 = 0x2100000000ull, a3 = 0x2200000000ull;
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a1, k * 100 * MiB));
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a2, k * 40 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a1, k * 100 * MiB));
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a3, k * 150 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a2, k * 40 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a3, k * 150 * MiB));
+  }
+  return v;
+}
+
+// Every free names a live allocation; returns the live set at the end.
+std::set<uint64_t> check_consistent(const gmt_event_t *evs, size_t n) {
+  std::map<uint64_t, uint64_t> live;
+  uint64_t last_ts = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gmt_event_t &e = evs[i];
+    EXPECT_GE(e.ts_ns, last_ts) << "event " << i << ": time goes back";
+    last_ts = e.ts_ns;
+    if (e.kind == GMT_EV_ALLOC) {
+      EXPECT_EQ(live.count(e.addr), 0u) << "event " << i << ": allocated twice";
+      live[e.addr] = e.size;
+    } else if (e.kind == GMT_EV_FREE) {
+      auto it = live.find(e.addr);
+      EXPECT_TRUE(it != live.end() && it->second == e.size) << "event " << i << ": frees what is not live";
+      if (it != live.end()) live.erase(it);
+    }
+  }
+  std::set<uint64_t> out;
+  for (auto &kv : live) out.insert(kv.first);
+  return out;
+}
+
+TEST(TunePeriod, FindsTheStepTheKindsAndAConsistentReducedTrace) {
+  std::vector<gmt_event_t> v = training(700, 7);
+  gr_period_t p;
+  gm_err_t err;
+  ASSERT_EQ(gr_period_scan_events(v.data(), v.size(), &p, &err), GM_OK) << err.msg;
+  ASSERT_TRUE(p.found) << p.why;
+  EXPECT_EQ(p.events, v.size());
+  EXPECT_EQ(p.warmup, 4u + 7u);    // the weights and step 0, up to its last free back to them
+  EXPECT_EQ(p.phases, 2);          // A and B
+  EXPECT_EQ(p.period, 7u);         // marker + 6 events of a step
+  EXPECT_LT(p.n_evs * 10, v.size()); // a tenth of the trace at most
+  EXPECT_GT(p.n_evs, 4u + 3 * 7u);
+  // A and B both in it, each at least twice
+  int b = 0;
+  for (size_t i = 0; i < p.n_evs; i++) b += p.evs[i].kind == GMT_EV_ALLOC && p.evs[i].size == 300 * MiB;
+  EXPECT_GE(b, 2);
+  std::set<uint64_t> whole = check_consistent(v.data(), v.size());
+  std::set<uint64_t> reduced = check_consistent(p.evs, p.n_evs);
+  EXPECT_EQ(whole, reduced);
+  gr_period_free(&p);
+}
+
+TEST(TunePeriod, NoPeriodInATraceThatNeverReturns) {
+  std::vector<gmt_event_t> v;
+  uint64_t ts = 0;
+  for (uint64_t i = 0; i < 5000; i++) { // grows: each step keeps one more block
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, 0x1000000 + i * 0x100000, MiB));
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, 0x9000000000ull, 2 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, 0x9000000000ull, 2 * MiB));
+  }
+  gr_period_t p;
+  gm_err_t err;
+  ASSERT_EQ(gr_period_scan_events(v.data(), v.size(), &p, &err), GM_OK) << err.msg;
+  EXPECT_FALSE(p.found);
+  EXPECT_NE(std::string(p.why), "");
+  EXPECT_EQ(p.n_evs, 0u);
+  EXPECT_EQ(p.events, v.size());
+}
+
+TEST(TunePeriod, ARecordedFailureIsSearchedWhole) {
+  std::vector<gmt_event_t> v = training(200, 0);
+  v.insert(v.begin() + 50, ev(GMT_EV_ALLOC_FAILED, v[50].ts_ns, 0, 9000 * MiB));
+  gr_period_t p;
+  gm_err_t err;
+  ASSERT_EQ(gr_period_scan_events(v.data(), v.size(), &p, &err), GM_OK) << err.msg;
+  EXPECT_FALSE(p.found);
+  EXPECT_EQ(p.failures, 1u);
+  EXPECT_NE(std::string(p.why).find("failed"), std::string::npos) << p.why;
+}
+
+// The search on the reduced trace gives the full search's advice, every figure of it from
+// whole-trace replays.
+TEST(TunePeriod, ReducedSearchKeepsTheAdvice) {
+  std::vector<gmt_event_t> v = training(700, 7);
+  gr_loaded_t lt;
+  gr_config_t cfg;
+  memset(&lt, 0, sizeof lt);
+  memset(&cfg, 0, sizeof cfg);
+  lt.info.path = "synthetic";
+  lt.info.frameworks = GMT_FW_PYTORCH;
+  lt.info.device_memory = kDevice;
+  lt.total_memory = kDevice;
+  lt.evs = v.data();
+  lt.n_evs = v.size();
+  cfg.cuda_ordinal = -1;
+  cfg.jobs = 2;
+  cfg.serve_failed = 1;
+  cfg.device_memory = kDevice;
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 1, 1, GR_REDUCE_ALWAYS, 0};
+  gr_tune_t full, red;
+  gm_err_t err;
+  ASSERT_EQ(gr_tune_run(&cfg, &lt, &o, &full, &err), GM_OK) << err.msg;
+  gr_period_t p;
+  ASSERT_EQ(gr_period_scan_events(v.data(), v.size(), &p, &err), GM_OK) << err.msg;
+  ASSERT_TRUE(p.found) << p.why;
+  gr_loaded_t rl = lt;
+  rl.evs = p.evs;
+  rl.n_evs = p.n_evs;
+  ASSERT_EQ(gr_tune_run_reduced(&cfg, &lt, &rl, &p, &o, &red, NULL, &err), GM_OK) << err.msg;
+  ASSERT_GE(full.chosen, 0);
+  ASSERT_GE(red.chosen, 0);
+  const gr_tune_point_t &a = full.pts[full.chosen], &b = red.pts[red.chosen];
+  EXPECT_STREQ(a.spec, b.spec);
+  EXPECT_EQ(a.peak_reserved, b.peak_reserved);
+  EXPECT_EQ(a.alloc_calls, b.alloc_calls); // a whole-trace figure: the reduced trace has fewer
+  EXPECT_EQ(a.needs_bytes, b.needs_bytes);
+  EXPECT_EQ(full.duration_ns, red.duration_ns);
+  EXPECT_STREQ(full.pts[full.dflt].spec, red.pts[red.dflt].spec);
+  EXPECT_EQ(full.pts[full.dflt].needs_bytes, red.pts[red.dflt].needs_bytes);
+  EXPECT_NE(std::string(red.searched).find("confirmed on the whole trace"), std::string::npos) << red.searched;
+  gr_tune_free(&full);
+  gr_tune_free(&red);
+  gr_period_free(&p);
+}
+
+} // namespace

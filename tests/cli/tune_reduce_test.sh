@@ -1,0 +1,77 @@
+#!/bin/bash
+# tune_reduce_test.sh: issue 28 item 2. The tuner's search on a long trace's steady state (the
+# warm-up, the distinct training steps, a few periods; replay/tool/tune/gpureplay_tune_period.c)
+# must never change its advice against the search on every event, and must say which it did.
+#  - every trace of the corpus given (traces/): `--tune --tune-reduce=always` (the reduced
+#    search wherever a period is found, at any length) against `--tune-reduce=never`, with
+#    and without hard limits: the default, grid, tuned and chosen points, the line to paste,
+#    the capacity answers, all the same; at least the traces known to repeat are reduced;
+#  - a synthetic training run (gmsynth: steps of one sequence length, one in 8 of another):
+#    reduced to a small share of its events, the same advice;
+#  - `gpuanalyze report` of a trace past 1 M events: the tuner's advice, searched on the
+#    steady state, said in the text and the HTML.
+# Usage: tune_reduce_test.sh GPUREPLAY GPUANALYZE GMSYNTH TRACE...
+set -u
+RP=$(realpath "$1"); GA=$(realpath "$2"); GS=$(realpath "$3"); shift 3
+T=${TEST_TMPDIR:-$(mktemp -d)}/tune_reduce
+rm -rf "$T" && mkdir -p "$T" || exit 1
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+advice() { grep -E '^(default|grid|tuned|chosen):|^paste:|^capacity:|^fits' "$1"; }
+
+# compare TRACE [gpureplay options]: RED=1 when the reduced search ran
+compare() {
+  local t=$1; shift
+  RED=0
+  "$RP" "$t" --tune --jobs=2 --tune-reduce=always "$@" >"$T/a.txt" 2>"$T/a.err" || { fail "$t $*: always: $(cat "$T/a.err")"; return; }
+  grep -q '^searched on ' "$T/a.txt" || return 0
+  "$RP" "$t" --tune --jobs=2 --tune-reduce=never "$@" >"$T/b.txt" 2>"$T/b.err" || { fail "$t $*: never: $(cat "$T/b.err")"; return; }
+  advice "$T/b.txt" >"$T/b.adv"
+  [ -s "$T/b.adv" ] || { fail "$t: no advice printed: $(head -c 2000 "$T/b.txt")"; return; }
+  advice "$T/a.txt" | diff "$T/b.adv" - >"$T/d.txt" || fail "$t $*: the reduced search changed the advice: $(cat "$T/d.txt")"
+  grep -q 'finalists confirmed on the whole trace' "$T/a.txt" || fail "$t: the search does not say it confirmed"
+  RED=1
+}
+
+reduced=0 traces=0
+for t in "$@"; do
+  case "$t" in *.zst) ;; *) continue ;; esac
+  traces=$((traces + 1))
+  for lim in --no-limits ""; do
+    compare "$t" $lim
+    [ "$RED" = 1 ] && reduced=$((reduced + 1)) && echo "reduced: $t $lim"
+  done
+done
+echo "$traces traces, $reduced searches reduced"
+[ "$traces" -ge 40 ] || fail "only $traces traces of the corpus given"
+# the corpus's traces that repeat (JAX's native ones, the overhead loop, the bundled example)
+[ "$reduced" -ge 8 ] || fail "only $reduced searches ran reduced"
+
+cd "$T" || exit 1
+"$GS" -o syn.zst --events 400000 --seed 3 || fail "gmsynth"
+compare syn.zst --no-limits
+[ "$RED" = 1 ] || fail "gmsynth's training loop was not reduced: $(head -5 a.txt)"
+# a few percent of the events: the warm-up, the 2-3 kinds of step, their pairs
+n=$(sed -n 's/^searched on \([0-9]*\) of 400000 events.*/\1/p' a.txt)
+[ -n "$n" ] && [ "$n" -lt 80000 ] || fail "searched on ${n:-?} of 400000 events: $(grep searched a.txt)"
+# a trace too large to hold in memory (made so by the test's limit): scanned and replayed from
+# the file, every finalist and capacity in one decode of it; the same advice
+cp a.txt mem.txt
+GPUREPLAY_TEST_TUNE_LOAD_BYTES=1 "$RP" syn.zst --tune --jobs=2 --tune-reduce=always --no-limits >str.txt 2>&1 ||
+  fail "streamed: $(cat str.txt)"
+grep -q '^searched on ' str.txt || fail "streamed: not reduced: $(head -5 str.txt)"
+advice mem.txt | diff - <(advice str.txt) || fail "streamed: another advice than in memory"
+# under --tune-reduce=auto a short trace is searched whole
+"$RP" syn.zst --tune --no-limits >auto.txt 2>&1 || fail "auto"
+grep -q '^searched on' auto.txt && fail "a 400 000-event trace was reduced under auto"
+
+# the report: past 1 M events, the tuner's advice searched on the steady state, said so
+"$GS" -o long.zst --events 1100000 --seed 5 || fail "gmsynth"
+GPUREPLAY=$RP "$GA" report long.zst --html long.html >rep.txt 2>rep.err || fail "report: $(cat rep.err)"
+grep -q 'tuned (gpureplay --tune)' rep.txt || fail "no tuner's advice: $(cat rep.txt)"
+grep -q 'searched on [0-9]* of 1100000 events: period [0-9]* events found at event [0-9]*' rep.txt ||
+  fail "the report does not say how it searched: $(cat rep.txt)"
+grep -q 'finalists confirmed on the whole trace' long.html || fail "the HTML does not say how it searched"
+
+[ "$fails" -eq 0 ] && echo PASS
+exit $((fails > 0))
