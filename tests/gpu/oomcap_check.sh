@@ -30,6 +30,10 @@ OUT=${OUT:-/tmp/oomcapout}
 W=${OOMCAP_WORK:-/tmp/oomcapwork}
 rm -rf "$W"; mkdir -p "$W/runs" "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
+# tee runs beside the script: on exit, close its input and wait for it, so that whoever reads
+# the script's output has all of it once the script is done (as advice_check.sh)
+TEE=$!
+trap 'exec >&- 2>&-; wait "$TEE"' EXIT
 echo "== oomcap_check.sh fraction $FRACTION${DRY:+ (dry run)}  $(date -u)"
 if [ -n "$DRY" ]; then
   export PATH=$(realpath "$ARG"):$PATH
