@@ -4,7 +4,8 @@
 # tensors live, a sixth refused. One holds what gpurec's sitecustomize writes when the job called
 # torch.cuda.set_per_process_memory_fraction(0.02) and died of the OutOfMemoryError ("2.80 GiB
 # allowed"): its verdict is within 0.02 x the device (3002197606 B), where no setting serves 3 GiB
-# of live tensors. The other holds neither: its verdict says the limit is unknown.
+# of live tensors. The other holds neither: within the GPU's memory the default serves it, and
+# the verdict says the limit the run had is unknown instead of naming a change.
 # Usage: oomcap_test.sh GPUANALYZE GPUREPLAY GPUREC
 set -u
 GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3")
@@ -63,7 +64,11 @@ assert d['first_oom_event'] == 6 and d['ooms'] == 1, d" || fail "gpureplay cappe
 # Without the keys: the verdict says the limit is unknown (the GPU's memory assumed, said so).
 "$GA" report --gpureplay="$RP" --db=plain.db plain.zst >plain.out 2>plain.err || fail "report plain: $(cat plain.err)"
 has plain.out "replayed within 139.80 GiB (the recorded GPU's memory; the limit the job had is unknown"
+has plain.out "the default (pytorch) serves every request within 139.80 GiB in replay, the one the run failed included: the limit the run had was lower and is unknown"
 lacks plain.out "set itself"
+lacks plain.out "the smallest change that would have served it"
+"$GA" oom --gpureplay="$RP" plain.zst >plain.oom 2>plain.oom.err || fail "oom plain: $(cat plain.oom.err)"
+has plain.oom "the recorded run failed 1 request; this replay served it within the capacity: the limit the run had was lower and is unknown"
 
 if [ "$fails" -gt 0 ]; then
   echo "$fails failure(s)" >&2
