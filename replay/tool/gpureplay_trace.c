@@ -108,9 +108,21 @@ static void recorded_cap(const gmt_header_t *h, gr_trace_info_t *info) {
   uint64_t total = info->gpu_mem_info_total ? info->gpu_mem_info_total : info->gpu_total_mem;
   /* exact figures first: the fraction times that total is PyTorch's own limit to the byte,
    * the message's "N GiB allowed" the same rounded to 0.01 GiB */
+  /* gpurec records the device each call limited (torch.per_process_memory_fraction.<d>): then
+   * a fraction is that device's alone (gr_failure_capacity picks the replayed device's) */
+  for (int d = 0; d < GR_MAX_DEVICES; d++) {
+    char k[64];
+    snprintf(k, sizeof k, "torch.per_process_memory_fraction.%d", d);
+    const char *f = gmt_header_kv_get(h, k);
+    if (f && atof(f) > 0 && atof(f) <= 1) {
+      info->torch_fraction_dev[d] = atof(f);
+      info->torch_fraction_per_device = 1;
+    }
+  }
   if (allowed && gm_parse_u64(allowed, &v, NULL) == GM_OK && v) {
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM's \"allowed\"");
-  } else if (frac && total && atof(frac) > 0 && atof(frac) <= 1) {
+    info->recorded_cap_exact = 1;
+  } else if (frac && !info->torch_fraction_per_device && total && atof(frac) > 0 && atof(frac) <= 1) {
     v = (uint64_t)(atof(frac) * (double)total);
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "set_per_process_memory_fraction(%.6g)", atof(frac));
   } else if ((v = allowed_bytes(msg))) {
@@ -358,16 +370,25 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
    * beside the context, so the context goes on top of them. */
   uint64_t ctx = info->context_bytes;
   char b3[32];
-  if (info->recorded_cap) {
+  uint64_t cap = info->recorded_cap;
+  const char *from = info->recorded_cap_from;
+  char own[64];
+  int d = r->device;
+  double f = d >= 0 && d < GR_MAX_DEVICES ? info->torch_fraction_dev[d] : 0;
+  uint64_t total = info->gpu_mem_info_total ? info->gpu_mem_info_total : info->gpu_total_mem;
+  if (!info->recorded_cap_exact && f > 0 && total) { /* the fraction the job set for this device */
+    cap = (uint64_t)(f * (double)total);
+    snprintf(own, sizeof own, "set_per_process_memory_fraction(%.6g, %d)", f, d);
+    from = own;
+  }
+  if (cap) {
     /* The job's own cap: the allocator refuses past it however much the device has free. */
     if (ctx)
       snprintf(note, n, "the limit the recorded run set itself: %s (%s) for the allocator, beside the CUDA context "
-               "and module code (%s)", gm_format_size(info->recorded_cap, b1, sizeof b1), info->recorded_cap_from,
-               gm_format_size(ctx, b3, sizeof b3));
+               "and module code (%s)", gm_format_size(cap, b1, sizeof b1), from, gm_format_size(ctx, b3, sizeof b3));
     else
-      snprintf(note, n, "the limit the recorded run set itself: %s (%s)", gm_format_size(info->recorded_cap, b1, sizeof b1),
-               info->recorded_cap_from);
-    return info->recorded_cap + ctx;
+      snprintf(note, n, "the limit the recorded run set itself: %s (%s)", gm_format_size(cap, b1, sizeof b1), from);
+    return cap + ctx;
   }
   if (info->recorded_device_free) {
     /* PyTorch records the device's free bytes with its OOM: what the process could have had

@@ -81,7 +81,8 @@ check "the job runs out of memory under gpurec (its exit status passed through)"
 # 2. the trace holds the limit
 gpuanalyze info "$W/capped.zst" > "$W/capped.info.txt" 2>&1
 grep -E "per_process_memory_fraction|oom.message|gpu_mem_info_total" "$W/capped.info.txt" | cut -c1-300 | sed 's/^/  /'
-check "the trace holds the fraction the job set" $(grep -q "torch.per_process_memory_fraction=$FRACTION" "$W/capped.info.txt" && echo 1 || echo 0) "fraction $FRACTION"
+check "the trace holds the fraction the job set, and for device 0" \
+  $(grep -q "torch.per_process_memory_fraction=$FRACTION" "$W/capped.info.txt" && grep -q "torch.per_process_memory_fraction.0=$FRACTION" "$W/capped.info.txt" && echo 1 || echo 0) "fraction $FRACTION"
 check "the trace holds the OOM's message" $(grep -q "oom.message=.*allowed" "$W/capped.info.txt" && echo 1 || echo 0) "$(grep -o 'oom.message=.\{0,80\}' "$W/capped.info.txt" | head -1)"
 
 # 3. the verdict's limit and the replayed failure
@@ -101,7 +102,7 @@ check "the default replayed runs out where the real run did (its kept tensors li
 (cd "$W" && gpuanalyze report --db="$W/capped.db" --html="$W/capped.html" "$W/capped.zst") > "$W/report.txt" 2> "$W/report.err"
 sed 's/^/  /' "$W/report.txt" | head -20
 check "the report replays within the limit the run set itself" \
-  $(grep -q "replayed within .*(the limit the recorded run set itself: .*set_per_process_memory_fraction($FRACTION)" "$W/report.txt" && echo 1 || echo 0) \
+  $(grep -q "replayed within .*(the limit the recorded run set itself: .*set_per_process_memory_fraction($FRACTION, 0)" "$W/report.txt" && echo 1 || echo 0) \
   "$(grep -o 'replayed within.*' "$W/report.txt" | head -1 | cut -c1-200)"
 spec=$(sed -n 's/^  the smallest change that would have served it: \([^ ]*\) (peak reserved.*/\1/p' "$W/report.txt" | head -1)
 paste=$(sed -n 's/^  paste: //p' "$W/report.txt" | head -1)

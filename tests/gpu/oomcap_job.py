@@ -50,6 +50,7 @@ def write_csv(path, fraction, total):
     hdr = ["# gpumem trace, text form 1", "#capture_mode=torch", "#gpu_name=dry run",
            "#gpu_total_mem=%d" % total, "#kv.gpu_mem_info_total=%d" % total,
            "#kv.framework.pytorch=dry", "#kv.torch.per_process_memory_fraction=%s" % fraction,
+           "#kv.torch.per_process_memory_fraction.0=%s" % fraction,
            "#kv.oom.message=CUDA out of memory. Tried to allocate %.2f MiB. %.2f GiB allowed (dry run)"
            % (big / MiB, cap / (1 << 30)),
            "ts_ns,kind,device,stream,addr,size,mem_kind,callsite",
