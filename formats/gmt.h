@@ -363,6 +363,10 @@ char *gmt_stats_damage_text(const gmt_reader_stats_t *s, char *buf, size_t n);
  * in the stats. Neither ever returns an event from a chunk that failed a check. */
 #define GMT_READ_STRICT 0u
 #define GMT_READ_SALVAGE 1u
+/* OR'ed into either: a file read once from start to end (gpurec's merge of a long recording):
+ * the pages of the chunks already decoded are given back as the reader moves on, so its
+ * resident memory stays that of a chunk, not of the file (a seek back reads them again). */
+#define GMT_READ_DROP_BEHIND 2u
 
 /* Open a file or a memory buffer (buffer must outlive the reader). Reads and checks the
  * header: "not a gpumem trace" (GM_ERR_FORMAT), newer minimum reader (GM_ERR_VERSION). */

@@ -57,6 +57,7 @@ struct gmt_reader {
   gmt_reader_stats_t st;
   gm_err_t sticky; /* status GM_OK while none */
   int done;
+  size_t dropped_to;     /* GMT_READ_DROP_BEHIND: the mapped pages before this were given back */
   unsigned flags;        /* GMT_READ_* */
   int footer_ok;         /* the footer passed its CRC (the writer finished), even if the index did not */
   size_t footer_index;   /* where that footer says the index starts */
@@ -487,6 +488,18 @@ static gm_status_t next_chunk(gmt_reader_t *r, gm_err_t *err) {
   return GM_END;
 }
 
+/* The mapped pages of the chunks decoded so far given back (GMT_READ_DROP_BEHIND): the events
+ * are in r->evs, the frame is not read again unless the caller seeks back (then the kernel
+ * reads the file's pages again: the mapping is private and never written). */
+static void drop_behind(gmt_reader_t *r) {
+  if (!(r->flags & GMT_READ_DROP_BEHIND) || !r->map) return;
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t upto = pg > 0 ? r->pos / (size_t)pg * (size_t)pg : 0;
+  if (upto < r->dropped_to + (1u << 20)) return; /* a call per MiB */
+  (void)madvise((uint8_t *)r->map + r->dropped_to, upto - r->dropped_to, MADV_DONTNEED);
+  r->dropped_to = upto;
+}
+
 static gm_status_t refill(gmt_reader_t *r, gm_err_t *err) {
   if (r->sticky.status != GM_OK) {
     if (err) *err = r->sticky;
@@ -496,6 +509,7 @@ static gm_status_t refill(gmt_reader_t *r, gm_err_t *err) {
   gm_err_clear(&e);
   r->n = r->i = 0;
   gm_status_t s = next_chunk(r, &e);
+  if (s == GM_OK) drop_behind(r);
   if (s < 0) {
     gm_err_wrap(&e, "chunk %llu at offset %zu", (unsigned long long)r->chunk_no, r->pos);
     r->sticky = e;
@@ -552,6 +566,7 @@ gm_status_t gmt_reader_seek_chunk(gmt_reader_t *r, uint64_t i, gm_err_t *err) {
     return gm_err_set(err, GM_ERR_INVAL, "chunk %llu out of range (%llu chunks)", (unsigned long long)i,
                       (unsigned long long)r->n_idx);
   r->pos = r->idx[i].off;
+  if (r->pos < r->dropped_to) r->dropped_to = 0; /* given back before: resident again as it is read */
   r->chunk_no = i;
   r->expect_seq = r->idx[i].seq;
   r->n = r->i = 0;

@@ -1,6 +1,7 @@
 // gmt_test.cc: writer/reader round trips, chunking, seeking, strings, integrity reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -247,6 +248,53 @@ TEST(Reader, SeeksByChunkAndReportsChunkInfo) {
   EXPECT_EQ(gmt_reader_seek_chunk(r, 10, &err), GM_ERR_INVAL);
   EXPECT_EQ(gmt_reader_stats(r)->seq_gaps, 0u);
   gmt_reader_close(r);
+  remove(path.c_str());
+}
+
+// The file-backed memory this process maps (kB), from /proc (0 where there is none).
+long RssFileKb() {
+  FILE *f = fopen("/proc/self/status", "r");
+  long kb = 0;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "RssFile: %ld", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
+// GMT_READ_DROP_BEHIND gives back the pages of the chunks decoded (the file's resident part
+// stays a few MiB however long it is), and reads the same events, a seek back included.
+TEST(Reader, DropBehindReadsTheSameAndGivesPagesBack) {
+  std::vector<gmt_event_t> evs = RandomEvents(1500000, 11, 0);
+  std::string path = WriteTrace(evs, 4096);
+  FILE *f = fopen(path.c_str(), "rb");
+  ASSERT_TRUE(f);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  ASSERT_GT(size, 12L << 20) << "a file of many times the MiB the reader keeps";
+  gm_err_t err;
+  for (unsigned flags : {GMT_READ_STRICT, GMT_READ_DROP_BEHIND, GMT_READ_SALVAGE | GMT_READ_DROP_BEHIND}) {
+    gmt_reader_t *r;
+    ASSERT_EQ(gmt_reader_open_flags(&r, path.c_str(), flags, &err), GM_OK) << err.msg;
+    long before = RssFileKb(), most = before;
+    std::vector<gmt_event_t> got;
+    gmt_event_t e;
+    while (gmt_reader_next(r, &e, &err) == GM_OK) {
+      got.push_back(e);
+      if (got.size() % 65536 == 0) most = std::max(most, RssFileKb());
+    }
+    ASSERT_EQ(got.size(), evs.size()) << flags;
+    for (size_t i = 0; i < evs.size(); i++) ASSERT_TRUE(Same(got[i], evs[i])) << flags << " event " << i;
+    if (flags & GMT_READ_DROP_BEHIND) EXPECT_LT(most - before, 4L << 10) << "kB resident of a " << size << " B file";
+    else EXPECT_GT(most - before, (size >> 10) / 2) << "the plain reader keeps the file mapped";
+    ASSERT_EQ(gmt_reader_seek_chunk(r, 0, &err), GM_OK);  // pages given back are read again
+    for (size_t i = 0; i < 10000; i++) {
+      ASSERT_EQ(gmt_reader_next(r, &e, &err), GM_OK) << err.msg;
+      ASSERT_TRUE(Same(e, evs[i])) << flags << " after the seek, event " << i;
+    }
+    gmt_reader_close(r);
+  }
   remove(path.c_str());
 }
 

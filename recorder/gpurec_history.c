@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/gm_base.h"
 #include "formats/gmt.h"
@@ -79,6 +80,33 @@ void gpurec_convert_torch(const char *dir, const char *tmpl, gpurec_run_t *r, in
   if (n == 0 && !quiet)
     fprintf(stderr, "gpurec: torch mode: no PyTorch memory snapshot was written (did the program "
                     "use torch.cuda?)\n");
+}
+
+void gpurec_progress_init(gpurec_progress_t *p, const char *name, int quiet) {
+  p->name = name;
+  p->on = !quiet && isatty(STDERR_FILENO);
+  p->shown = 0;
+}
+
+void gpurec_progress_show(void *ctx, int pass, uint64_t events, uint64_t chunks, uint64_t total) {
+  gpurec_progress_t *p = ctx;
+  if (!p->on) return;
+  char name[512];
+  gm_escape(p->name, name, sizeof name);
+  const char *what = pass == 1 ? "reading" : "writing";
+  if (total)
+    fprintf(stderr, "\rgpurec: merging %s: pass %d of 2 (%s), chunk %llu of %llu (%.0f%%)", name, pass, what,
+            (unsigned long long)chunks, (unsigned long long)total, 100.0 * (double)chunks / (double)total);
+  else
+    fprintf(stderr, "\rgpurec: merging %s: pass %d of 2 (%s), %llu M events", name, pass, what,
+            (unsigned long long)(events / 1000000));
+  fflush(stderr);
+  p->shown = 1;
+}
+
+void gpurec_progress_end(gpurec_progress_t *p) {
+  if (p->shown) fputc('\n', stderr);
+  p->shown = 0;
 }
 
 /* Which of the run's traces process pid wrote (-1: none). */
@@ -168,7 +196,12 @@ void gpurec_merge_torch(const char *dir, const char *want, const char *stacks, g
     int t = trace_of_pid(r->traces, ncupti, snaps[i].pid, NULL);
     if (t >= 0) {
       snap_merge_stats_t ms;
-      if (snap_merge_file(snaps[i].path, r->traces[t], r->traces[t], stacks, NULL, &ms, &err) < 0) {
+      gpurec_progress_t pg;
+      gpurec_progress_init(&pg, r->traces[t], quiet);
+      gm_status_t ms_st = snap_merge_file_progress(snaps[i].path, r->traces[t], r->traces[t], stacks, NULL, &ms,
+                                                   gpurec_progress_show, &pg, &err);
+      gpurec_progress_end(&pg);
+      if (ms_st < 0) {
         fprintf(stderr, "gpurec: error: cannot merge PyTorch's memory history '%s' into %s (kept as CUPTI "
                         "saw it): %s\n", gm_escape(snaps[i].path, e1, sizeof e1), r->traces[t],
                 gm_escape(err.msg, e2, sizeof e2));

@@ -12,6 +12,7 @@
 
 #include "base/gm_base.h"
 #include "formats/gmt.h"
+#include "recorder/gpurec_history.h"
 #include "recorder/gpurec_import.h"
 #include "recorder/rmm/rmm_import.h"
 #include "recorder/snapshot/snap_import.h"
@@ -185,7 +186,10 @@ int gpurec_import(int argc, char **argv) {
      * where they start (the settings come from the recorded environment) */
     fclose(f);
     snap_merge_stats_t ms;
-    s = snap_merge_file(NULL, in, cfg.output, "none", NULL, &ms, &err);
+    gpurec_progress_t pg;
+    gpurec_progress_init(&pg, in, cfg.quiet);
+    s = snap_merge_file_progress(NULL, in, cfg.output, "none", NULL, &ms, gpurec_progress_show, &pg, &err);
+    gpurec_progress_end(&pg);
     char e1[1024], e2[1024];
     if (s >= 0 && !cfg.quiet)
       fprintf(stderr, "gpurec: %s: PyTorch's streamed requests (%llu entries) merged into %s\n",

@@ -11,6 +11,11 @@
  *                                    the engine with the no-op policy)
  *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
+ *   replay_bench ratio EVENTS ROUNDS MAX [SPEC]
+ *                                    the regression check CI runs (replay_speed_ratio_test):
+ *                                    SPEC (pytorch) and the reference, `direct`, alternated on
+ *                                    the same events ROUNDS times; the median over rounds of
+ *                                    CPU(SPEC) / CPU(direct) must be at most MAX, else exit 1
  *
  * Times are wall clock and, for single-threaded parts, the thread's CPU time too: the build
  * machine is shared, so CPU time is the figure that does not depend on the neighbours. */
@@ -120,6 +125,8 @@ static void write_trace(const char *path, const gmt_event_t *evs, size_t n) {
   gmt_header_free(&h);
 }
 
+static int quiet; /* replay_one prints nothing (ratio mode prints its own lines) */
+
 /* Replay evs with one policy on the simulator; prints and returns CPU events/s. */
 static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt_event_t *evs,
                          size_t n) {
@@ -136,8 +143,9 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
   double c = cpu() - c0, w = wall() - w0;
   rp_result_t *r = malloc(sizeof *r);
   if (!r || rp_engine_finish(e, r, &err) != GM_OK) die(&err);
-  printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, %6.3f s wall)  peak reserved %" PRIu64 " MiB\n",
-         r->policy, (double)n / c / 1e6, c, w, r->peak_reserved_bytes >> 20);
+  if (!quiet)
+    printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, %6.3f s wall)  peak reserved %" PRIu64 " MiB\n",
+           r->policy, (double)n / c / 1e6, c, w, r->peak_reserved_bytes >> 20);
   free(r);
   rp_engine_destroy(e);
   b->destroy(b);
@@ -318,9 +326,61 @@ static int bench_sweep(size_t n, const char *file) {
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The replay-speed regression check: a ratio of CPU times measured in the same process, round
+ * after round, so the machine's load cancels out (an absolute speed would not survive a shared
+ * 2-core CI machine). The median of the per-round ratios; the rounds alternate which runs first. */
+static int bench_ratio(size_t n, int rounds, double max, const char *spec) {
+  if (n == 0 || rounds < 1 || rounds > 1000 || !(max > 0)) {
+    fprintf(stderr, "replay_bench: ratio EVENTS ROUNDS MAX: bad arguments\n");
+    return 2;
+  }
+  char name[64];
+  size_t l = strcspn(spec, ":");
+  snprintf(name, sizeof name, "%.*s", (int)l, spec);
+  const rp_policy_ops_t *ops = rp_policy_find(name), *ref = rp_policy_find("direct");
+  if (!ops || !ref) {
+    fprintf(stderr, "replay_bench: unknown policy '%s'\n", ops ? "direct" : name);
+    return 2;
+  }
+  const char *conf = spec[l] == ':' ? spec + l + 1 : "";
+  gmt_event_t *evs = make_events(n);
+  double *ratio = malloc((size_t)rounds * sizeof *ratio);
+  if (!ratio) out_of_memory();
+  quiet = 1;
+  replay_one(ref, "", evs, n); /* warm-up: page in the events, grow the heap */
+  printf("ratio: %s against direct, %zu events (bench/synth dynamic model), %d rounds, CPU time\n", spec,
+         n, rounds);
+  for (int i = 0; i < rounds; i++) {
+    double v, r;
+    if (i % 2) {
+      v = replay_one(ops, conf, evs, n);
+      r = replay_one(ref, "", evs, n);
+    } else {
+      r = replay_one(ref, "", evs, n);
+      v = replay_one(ops, conf, evs, n);
+    }
+    ratio[i] = r / v; /* events/s of direct over the policy's = CPU(policy) / CPU(direct) */
+    printf("  round %2d: %s %6.2f M events/s, direct %6.2f M events/s, CPU ratio %.3f\n", i + 1, spec, v / 1e6,
+           r / 1e6, ratio[i]);
+  }
+  qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
+  double med = rounds % 2 ? ratio[rounds / 2] : (ratio[rounds / 2 - 1] + ratio[rounds / 2]) / 2;
+  int ok = med <= max;
+  printf("%s: median CPU(%s) / CPU(direct) = %.3f (min %.3f, max %.3f); limit %.3f\n", ok ? "ok" : "FAIL", spec,
+         med, ratio[0], ratio[rounds - 1], max);
+  free(ratio);
+  free(evs);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: replay_bench speed|mem|sweep [EVENTS]\n");
+    fprintf(stderr, "usage: replay_bench speed|mem|sweep [EVENTS] | ratio EVENTS ROUNDS MAX [SPEC]\n");
     return 2;
   }
   /* The argument is an event count, or a trace file to use instead of the generator. */
@@ -331,6 +391,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "speed") == 0) return bench_speed(n, file);
   if (strcmp(argv[1], "mem") == 0) return bench_mem(n, file);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n, file);
+  if (strcmp(argv[1], "ratio") == 0 && argc > 4)
+    return bench_ratio(n, atoi(argv[3]), strtod(argv[4], NULL), argc > 5 ? argv[5] : "pytorch");
   fprintf(stderr, "replay_bench: unknown mode '%s'\n", argv[1]);
   return 2;
 }

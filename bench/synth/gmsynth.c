@@ -9,7 +9,7 @@
 typedef struct cfg {
   const char *out, *model;
   uint64_t events, seed, layers, hidden, streams, chunk_events, batch, rank, world_size;
-  int help, version, callsites;
+  int help, version, callsites, streamed;
 } cfg_t;
 
 static const gm_opt_t opts[] = {
@@ -28,6 +28,9 @@ static const gm_opt_t opts[] = {
      offsetof(cfg_t, batch)},
     {"callsites", 0, GM_OPT_FLAG, NULL, "every allocation names its role as a callsite (transformer only)",
      offsetof(cfg_t, callsites)},
+    {"streamed", 0, GM_OPT_FLAG, NULL, "a process's recording as gpurec's default mode leaves it before its merge "
+     "(PyTorch's caching-allocator requests streamed, its segments with the driver's calls; transformer only): "
+     "`gpurec import` merges it", offsetof(cfg_t, streamed)},
     {"rank", 0, GM_OPT_U64, "N", "this trace is rank N of a job (with --world-size)", offsetof(cfg_t, rank)},
     {"world-size", 0, GM_OPT_U64, "N", "ranks in the job: the header says rank and world size, and every rank "
      "has the same command line", offsetof(cfg_t, world_size)},
@@ -38,7 +41,7 @@ static const gm_opt_t opts[] = {
 
 int main(int argc, char **argv) {
   gm_log_init("gmsynth", GM_LOG_INFO);
-  cfg_t c = {NULL, NULL, 1000000, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  cfg_t c = {NULL, NULL, 1000000, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   char *pos[argc > 0 ? argc : 1];
   int npos = 0;
   gm_err_t err;
@@ -58,14 +61,14 @@ int main(int argc, char **argv) {
   int model = c.model ? synth_model_from_name(c.model) : SYNTH_TRANSFORMER;
   if (!c.out || npos || model < 0 || c.events == 0 || c.streams > 2 || c.layers > 1000 || c.hidden > 65536 ||
       c.chunk_events > 1000000 || c.batch > 4096 || c.world_size > 1000000 ||
-      (c.world_size && c.rank >= c.world_size) || (!c.world_size && c.rank)) {
+      (c.world_size && c.rank >= c.world_size) || (!c.world_size && c.rank) || (c.streamed && model != SYNTH_TRANSFORMER)) {
     fprintf(stderr, "gmsynth: %s\ntry 'gmsynth --help'\n",
             !c.out ? "missing -o PATH" : npos ? "unexpected argument" : model < 0 ? "unknown --model" : "value out of range");
     return 2;
   }
   synth_opts_t o = {c.events,          c.seed,         (uint32_t)c.layers,   (uint32_t)c.hidden,
                     (uint32_t)c.streams, (uint32_t)model, (uint32_t)c.batch, (uint32_t)c.callsites,
-                    (uint32_t)c.world_size, (uint32_t)c.rank};
+                    (uint32_t)c.world_size, (uint32_t)c.rank, (uint32_t)c.streamed};
   gmt_writer_opts_t wo;
   memset(&wo, 0, sizeof wo);
   wo.chunk_events = (uint32_t)c.chunk_events;

@@ -21,7 +21,13 @@
  *  - the batch (o->batch, default 8) scales the inputs and activations, not the parameters,
  *    so runs at two batches make the same allocations in the same order (gpurec predict's
  *    tests and benchmark); with o->callsites each allocation names its role.
- * Events are stream-ordered (cudaMallocAsync, capture mode "requests").
+ * Events are stream-ordered (cudaMallocAsync, capture mode "requests"). With o->streamed, the
+ * same requests come as gpurec's default mode records PyTorch's caching allocator before its
+ * merge (rec_torch_stream.c): flagged GMT_F_TORCH_STREAM, a free as free_requested then free
+ * (free_completed, at the same time unless a stream-event wait came between), fresh addresses
+ * carved from segments (2 MiB for blocks up to 1 MiB, 20 MiB below 10 MiB, else the size rounded
+ * to 2 MiB), each a segment_alloc with the driver's cudaMalloc beside it, unflagged, as CUPTI
+ * sees it; no empty_cache (the model keeps its segments).
  * The same step code fills a caller's array (synth_fill: stops when it is full) or, for the
  * stream, a buffer that grows to one step's events. */
 #include "bench/synth/synth.h"
@@ -73,6 +79,7 @@ typedef struct gen {
   gmt_event_t *out;
   uint64_t n, cap;
   uint64_t rng, ts, corr, bump;
+  uint64_t seg_end; /* streamed: where the newest segment ends */
   flist_t *free_by_size;
   int grow; /* streaming: out is ours and grows (cap is its size), never "full" */
   int oom;  /* streaming: it could not grow */
@@ -105,9 +112,11 @@ static int room(gen_t *g) {
   return 1;
 }
 
-static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t stream, uint32_t callsite) {
-  if (!room(g)) return;
-  g->ts += rnd(g) % 5 < 3 ? 300 + expo(g, 2000) : 1000 + expo(g, 30000);
+/* One event; at the time of the one before unless advance. NULL when there is no room. */
+static gmt_event_t *emit_at(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t stream,
+                            uint32_t callsite, int advance) {
+  if (!room(g)) return NULL;
+  if (advance) g->ts += rnd(g) % 5 < 3 ? 300 + expo(g, 2000) : 1000 + expo(g, 30000);
   gmt_event_t *e = &g->out[g->n++];
   memset(e, 0, sizeof *e);
   e->ts_ns = g->ts;
@@ -118,14 +127,39 @@ static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t
   e->callsite = callsite;
   if (kind == GMT_EV_MARKER) {
     e->stream = GMT_STREAM_NONE;
-    return;
+    return e;
+  }
+  e->device = 0;
+  e->mem_kind = GMT_MEM_DEVICE;
+  if (g->o->streamed) { /* a TraceEntry as rec_torch_stream.c writes it: no correlation, no context */
+    e->flags = GMT_F_TORCH_STREAM;
+    return e;
   }
   g->corr += 1 + rnd(g) % 6;
   e->corr_id = g->corr;
   e->context = 1;
-  e->device = 0;
-  e->mem_kind = GMT_MEM_DEVICE;
   e->flags = GMT_F_ASYNC | GMT_F_FROM_POOL;
+  return e;
+}
+
+static void emit(gen_t *g, unsigned kind, uint64_t addr, uint64_t size, uint64_t stream, uint32_t callsite) {
+  emit_at(g, kind, addr, size, stream, callsite, 1);
+}
+
+/* Streamed: a new segment for a block of size that does not fit in the newest one: the
+ * driver's cudaMalloc as CUPTI records it, then the allocator's segment_alloc. */
+static void new_segment(gen_t *g, uint64_t size, uint64_t stream) {
+  const uint64_t mib = 1ull << 20;
+  uint64_t seg = size <= mib ? 2 * mib : size < 10 * mib ? 20 * mib : (size + 2 * mib - 1) / (2 * mib) * (2 * mib);
+  g->bump = g->seg_end;
+  g->seg_end += seg;
+  gmt_event_t *d = emit_at(g, GMT_EV_ALLOC, g->bump, seg, GMT_STREAM_NONE, 0, 1);
+  if (d) {
+    d->flags = 0;
+    d->corr_id = ++g->corr;
+    d->context = 1;
+  }
+  emit_at(g, GMT_EV_SEGMENT_ALLOC, g->bump, seg, stream, 0, 0);
 }
 
 static uint64_t round512(uint64_t s) { return (s + 511) & ~511ull; }
@@ -137,6 +171,7 @@ static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream, int site) {
   tensor_t t = {0, size};
   if (f && f->n) t.addr = f->addr[--f->n];
   else {
+    if (g->o->streamed && g->bump + size > g->seg_end) new_segment(g, size, stream);
     t.addr = g->bump;
     g->bump += size;
   }
@@ -144,8 +179,14 @@ static tensor_t alloc(gen_t *g, uint64_t size, uint64_t stream, int site) {
   return t;
 }
 
-static void release(gen_t *g, tensor_t t, uint64_t stream) {
-  emit(g, GMT_EV_FREE, t.addr, t.size, stream, 0);
+/* requested: its free_requested came before (a stream-event wait: record_stream). */
+static void release_after(gen_t *g, tensor_t t, uint64_t stream, int requested) {
+  if (g->o->streamed && !requested) { /* free_requested, free_completed at once */
+    emit(g, GMT_EV_FREE_REQUESTED, t.addr, t.size, stream, 0);
+    emit_at(g, GMT_EV_FREE, t.addr, t.size, stream, 0, 0);
+  } else {
+    emit(g, GMT_EV_FREE, t.addr, t.size, stream, 0);
+  }
   flist_t *f;
   HASH_FIND(hh, g->free_by_size, &t.size, sizeof t.size, f);
   if (!f) {
@@ -163,6 +204,8 @@ static void release(gen_t *g, tensor_t t, uint64_t stream) {
   }
   f->addr[f->n++] = t.addr;
 }
+
+static void release(gen_t *g, tensor_t t, uint64_t stream) { release_after(g, t, stream, 0); }
 
 /* Per block: parameter sizes (bytes, fp16) and the activations forward saves. */
 #define N_PARAMS 12
@@ -240,8 +283,8 @@ static void step(gen_t *g, uint64_t s, tensor_t *weights, tensor_t *adam, int *a
     emit(g, GMT_EV_FREE_REQUESTED, ids.addr, ids.size, in_stream, 0);
     emit(g, GMT_EV_FREE_REQUESTED, labels.addr, labels.size, in_stream, 0);
   }
-  release(g, ids, in_stream);
-  release(g, labels, in_stream);
+  release_after(g, ids, in_stream, two);
+  release_after(g, labels, in_stream, two);
   (void)weights;
 }
 
@@ -281,7 +324,7 @@ static tf_t *tf_new(const synth_opts_t *oin, gmt_event_t *out, uint64_t cap) {
   if (!o->hidden) o->hidden = 2048;
   if (!o->streams) o->streams = 2;
   if (!o->batch) o->batch = 8;
-  gen_t g = {o, out, 0, cap, o->seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, NULL, out == NULL, 0};
+  gen_t g = {o, out, 0, cap, o->seed * 0x2545F4914F6CDD1Dull + 1, 1000000, 0, BASE_ADDR, BASE_ADDR, NULL, out == NULL, 0};
   t->g = g;
   size_t np = (size_t)o->layers * N_PARAMS;
   t->weights = calloc(np, sizeof *t->weights);
@@ -300,7 +343,7 @@ static tf_t *tf_new(const synth_opts_t *oin, gmt_event_t *out, uint64_t cap) {
 
 static void tf_step(tf_t *t) {
   step(&t->g, t->s, t->weights, t->adam, &t->adam_ready, t->grads, t->saved);
-  if (t->s % 200 == 199) emit(&t->g, GMT_EV_EMPTY_CACHE, 0, 0, GMT_STREAM_NONE, 0);
+  if (t->s % 200 == 199 && !t->o.streamed) emit(&t->g, GMT_EV_EMPTY_CACHE, 0, 0, GMT_STREAM_NONE, 0);
   t->s++;
 }
 
@@ -379,13 +422,16 @@ gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) 
   h->pid = 4242;
   h->start_time_ns = 1795000000000000000ull;
   h->gpu_total_mem = 80ull << 30;
-  const int dyn = o->model == SYNTH_DYNAMIC;
+  const int dyn = o->model == SYNTH_DYNAMIC, streamed = !dyn && o->streamed;
+  if (streamed) h->capture_mode = GMT_CAPTURE_NATIVE; /* gpurec's auto mode, before its merge */
   char cmd[192];
   int n = snprintf(cmd, sizeof cmd, "gmsynth%s --events %llu --seed %llu", dyn ? " --model dynamic" : "",
                    (unsigned long long)o->events, (unsigned long long)o->seed);
   if (!dyn && o->batch && n > 0 && (size_t)n < sizeof cmd)
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --batch %u", o->batch);
-  if (!dyn && o->callsites && n > 0 && (size_t)n < sizeof cmd) snprintf(cmd + n, sizeof cmd - (size_t)n, " --callsites");
+  if (!dyn && o->callsites && n > 0 && (size_t)n < sizeof cmd)
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --callsites");
+  if (streamed && n > 0 && (size_t)n < sizeof cmd) snprintf(cmd + n, sizeof cmd - (size_t)n, " --streamed");
   if (o->world_size) { /* the ranks of one job: one command line, a process each */
     h->rank = (int32_t)o->rank;
     h->world_size = (int32_t)o->world_size;
@@ -397,7 +443,8 @@ gm_status_t synth_header(const synth_opts_t *o, gmt_header_t *h, gm_err_t *err) 
   if (s == GM_OK) s = gmt_header_set(&h->tool, "gmsynth 0.1.0", err);
   if (s == GM_OK) s = gmt_header_set(&h->command_line, cmd, err);
   /* the dynamic model's events are cudaMalloc-like: no async backend to name */
-  if (s == GM_OK && !dyn) s = gmt_header_kv_set(h, "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", err);
+  if (s == GM_OK && !dyn && !streamed) s = gmt_header_kv_set(h, "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", err);
+  if (s == GM_OK && streamed) s = gmt_header_kv_set(h, "gpurec_mode", "auto", err); /* what gpurec import looks for */
   if (s != GM_OK) gmt_header_free(h);
   return s;
 }

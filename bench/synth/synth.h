@@ -35,6 +35,11 @@ typedef struct synth_opts {
   uint32_t world_size; /* > 0: one rank of a job of this many (header rank, world size, one
                           command line for every rank, pid 4242 + rank) */
   uint32_t rank;
+  uint32_t streamed; /* 1: the process's recording as gpurec's default mode leaves it before its
+                        merge (transformer only): PyTorch's caching-allocator requests flagged
+                        GMT_F_TORCH_STREAM (alloc; free_requested then free per free), a
+                        segment_alloc per new segment with the driver's cudaMalloc beside it
+                        (unflagged), header gpurec_mode=auto: `gpurec import` merges it */
 } synth_opts_t;
 
 /* "transformer" / "dynamic" -> model; -1 for another name. */

@@ -74,7 +74,9 @@ typedef struct pred_result {
    * empty otherwise. The caller shows it unless the user said --same-job. */
   char warning[GM_ERR_MSG_MAX];
   uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
-                            any refuses (at the default --min-confidence or above) */
+                            any refuses (at the default --min-confidence or above) unless spanned */
+  int drift_spanned;     /* ... a third recording spans it (pred_judge.c, pred_drift_spanned): its
+                            allocations are uncertain sizes, checked like the others */
 } pred_result_t;
 
 /* Predict and write out_path (nothing is written when refused or on error). Errors: an input

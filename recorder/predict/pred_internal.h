@@ -118,6 +118,8 @@ void pred_refuse_low_confidence(const pred_work_t *w, const pred_input_t *in, do
 void pred_refuse_uncertain_off_peak(const pred_work_t *w, const pred_input_t *in, double target, size_t ref,
                                       pred_result_t *res);
 uint64_t pred_drift_count(const pred_work_t *w, size_t ref, size_t near);
+/* A drift that a third recording spans (pred_judge.c says when): uncertain sizes, not a refusal. */
+int pred_drift_spanned(const pred_work_t *w, size_t ref, size_t near);
 void pred_refuse_drift(const pred_work_t *w, const pred_input_t *in, double target, size_t ref, size_t near,
                          pred_result_t *res);
 

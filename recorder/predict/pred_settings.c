@@ -10,7 +10,8 @@
  * setting, and a setting is answered when the three peaks reserved lie within the tolerance
  * of the fitted one (the range is part of the answer), refused otherwise. Allocations made in
  * only some recordings at the peak are not checkable (whether the job makes them is what is
- * not known): pred.c does not offer those.
+ * not known): pred.c does not offer those, but for a drift that a third recording spans
+ * (pred_judge.c, pred_drift_spanned: the reference's own, made at the target as there).
  *
  * Workload: three replays of a trace per setting; the traces are written to gpureplay's
  * private folder (pred_replay.c) and replaced at the next check. */

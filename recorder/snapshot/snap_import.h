@@ -70,6 +70,15 @@ gm_status_t snap_merge_file(const char *pickle_path, const char *cupti_path, con
                             const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
                             gm_err_t *err);
 
+/* How far a merge is, for a terminal: pass 1 (reading) or 2 (writing) of a streamed recording,
+ * events read in that pass, chunks read and the file's (0: no index, a cut file). Called every
+ * 2^20 events and at each pass's end; never for a history (a ring of at most max_entries). */
+typedef void (*snap_progress_fn)(void *ctx, int pass, uint64_t events, uint64_t chunks, uint64_t total_chunks);
+/* snap_merge_file with progress (fn NULL: none). */
+gm_status_t snap_merge_file_progress(const char *pickle_path, const char *cupti_path, const char *out_path,
+                                     const char *stacks, const gmt_writer_opts_t *opts, snap_merge_stats_t *st,
+                                     snap_progress_fn fn, void *ctx, gm_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

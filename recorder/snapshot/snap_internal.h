@@ -59,6 +59,36 @@ gm_status_t snap_entry_event(const pkr_val_t *e, uint16_t device, snap_event_t *
 gm_status_t snap_field_u64(const pkr_val_t *rec, const char *key, uint64_t max, uint64_t *out, gm_err_t *err);
 /* Validate the snapshot's shape, convert, merge, and prepend the synthetic initial state. */
 gm_status_t snap_plan(const pkr_val_t *root, snap_pass_t *ps, gm_err_t *err);
+/* snap_stream.c: a streamed recording's driver calls and segment calls counted in the merge's
+ * first pass and decided again in its second, in memory of the distinct segments (see there). */
+typedef struct snap_bounded snap_bounded_t;
+typedef struct snap_cls snap_cls_t; /* a reader's state per address */
+snap_bounded_t *snap_bounded_new(void);
+void snap_bounded_free(snap_bounded_t *b);
+/* Pass 1: one of PyTorch's streamed segment, VMM or OOM events; one of CUPTI's device allocs,
+ * frees or VMM calls; then the end (the ranges PyTorch mapped joined, the calls decided). */
+gm_status_t snap_bounded_torch(snap_bounded_t *b, const gmt_event_t *e, gm_err_t *err);
+gm_status_t snap_bounded_driver(snap_bounded_t *b, const gmt_event_t *e, gm_err_t *err);
+gm_status_t snap_bounded_finish(snap_bounded_t *b, gm_err_t *err);
+/* What the snapshot's plan needs of PyTorch's calls (snap_plan_streamed's input). */
+const gmt_event_t *snap_bounded_plan(const snap_bounded_t *b, size_t *n);
+/* PyTorch's segment calls, those the driver saw, the driver calls that are PyTorch's own and
+ * those of other libraries. */
+void snap_bounded_counts(const snap_bounded_t *b, uint64_t *segments, uint64_t *seen, uint64_t *pytorch,
+                         uint64_t *external);
+/* Pass 2: is this driver call (read again, in order, by a reader whose state s is) PyTorch's? */
+snap_cls_t *snap_cls_new(void);
+void snap_cls_free(snap_cls_t *s);
+int snap_bounded_side(const snap_bounded_t *b, snap_cls_t *s, const gmt_event_t *e);
+/* Pass 2: a reader of path of its own, then each of PyTorch's segment calls, in order, takes the
+ * identity (corr_id, context) of the driver call it matches, if the driver saw it. */
+gm_status_t snap_bounded_open(snap_bounded_t *b, const char *path, unsigned flags, gm_err_t *err);
+gm_status_t snap_bounded_claim(snap_bounded_t *b, gmt_event_t *e, gm_err_t *err);
+
+/* snap_merge_file with every CUPTI event of a streamed recording held in memory, as the merge did
+ * before it read them again from the file: the reference its tests compare the merge with. */
+gm_status_t snap_merge_file_held(const char *pickle_path, const char *cupti_path, const char *out_path,
+                                 snap_merge_stats_t *st, gm_err_t *err);
 /* The same from the entries the recorder streamed into a process's own trace (events flagged
  * GMT_F_TORCH_STREAM, in the order they were recorded, ts_ns on that trace's clock) and, where
  * root is not NULL, the snapshot taken where the stream starts (its segments: what was alive

@@ -228,6 +228,8 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     return st;
   } else {
     e->served += ev->size;
+    const rp_engine_observer_t *o = e->opts.observer;
+    if (o && o->served) o->served(o->ctx, ev, rp_pol_addr(e, addr), e->events);
   }
   /* Requested counts what the program asked for, served or not: the lower bound is a
    * property of the trace, the same for every policy and capacity. */
@@ -456,14 +458,6 @@ static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed,
   return do_free(e, m, err);
 }
 
-gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
-  return do_alloc(e, ev, err);
-}
-
-gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err) {
-  return trace_free(e, ev, freed, err);
-}
-
 static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   gm_status_t st = GM_OK;
   switch (ev->kind) {
@@ -496,9 +490,12 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
     case GMT_EV_VMM_RELEASE:
       if (e->opts.vmm_requests) {
         if (!wanted(e, ev)) return GM_OK;
-        int replayed = 0;
-        st = rp_engine_vmm(e, ev, &replayed, err);
-        if (st != GM_OK || !replayed) return st;
+        gmt_event_t req;
+        int is_req = 0, freed = 1;
+        st = rp_engine_vmm(e, ev, &req, &is_req, err);
+        if (st != GM_OK || !is_req) return st;
+        st = req.kind == GMT_EV_ALLOC ? do_alloc(e, &req, err) : trace_free(e, &req, &freed, err);
+        if (st != GM_OK || !freed) return st;
         break;
       }
       track_recorded(e, ev);
@@ -525,8 +522,11 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       e->skipped.free_requested++;
       if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) return GM_OK;
       if (e->device < 0 || ev->device != (unsigned)e->device) return GM_OK;
-      int freed = 0;
-      st = rp_events_free_requested(e, ev, &freed, err);
+      int now = 0, freed = 0;
+      st = rp_events_free_requested(e, ev, &now, err);
+      if (st != GM_OK || !now) return st;
+      st = trace_free(e, ev, &freed, err); /* early timing: the block comes back here */
+      rp_events_freed_early(e, freed);
       if (st != GM_OK || !freed) return st;
       break;
     }

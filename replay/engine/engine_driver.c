@@ -28,12 +28,21 @@ static void note(rp_engine_t *e, gm_status_t st) {
   if (st == GM_ERR_NOMEM) e->driver_nomem++;
 }
 
+/* opts.observer: a successful call that moved reserved memory. */
+static void tell(rp_engine_t *e, int call, uint64_t addr, uint64_t size) {
+  const rp_engine_observer_t *o = e->opts.observer;
+  if (o && o->driver_call) o->driver_call(o->ctx, call, addr, size, e->events);
+}
+
 static gm_status_t w_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
   gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, size, addr);
-  if (st == GM_OK) rp_peak_seg_add(e, *addr, size, 0);
-  if (st == GM_OK) grow(e, size);
+  if (st == GM_OK) {
+    rp_peak_seg_add(e, *addr, size, 0);
+    grow(e, size);
+    tell(e, RP_CALL_MEM_ALLOC, *addr, size);
+  }
   note(e, st);
   return st;
 }
@@ -42,8 +51,11 @@ static gm_status_t w_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->free_calls++;
   gm_status_t st = e->b->drv.mem_free(e->b->drv.ctx, addr, size);
-  if (st == GM_OK) rp_peak_seg_remove(e, addr, size, 0);
-  if (st == GM_OK) shrink(e, size);
+  if (st == GM_OK) {
+    rp_peak_seg_remove(e, addr, size, 0);
+    shrink(e, size);
+    tell(e, RP_CALL_MEM_FREE, addr, size);
+  }
   return st;
 }
 
@@ -63,8 +75,11 @@ static gm_status_t w_map(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
   gm_status_t st = e->b->drv.map(e->b->drv.ctx, addr, size);
-  if (st == GM_OK) rp_peak_seg_add(e, addr, size, 1);
-  if (st == GM_OK) grow(e, size);
+  if (st == GM_OK) {
+    rp_peak_seg_add(e, addr, size, 1);
+    grow(e, size);
+    tell(e, RP_CALL_MAP, addr, size);
+  }
   note(e, st);
   return st;
 }
@@ -73,8 +88,11 @@ static gm_status_t w_unmap(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->free_calls++;
   gm_status_t st = e->b->drv.unmap(e->b->drv.ctx, addr, size);
-  if (st == GM_OK) rp_peak_seg_remove(e, addr, size, 1);
-  if (st == GM_OK) shrink(e, size);
+  if (st == GM_OK) {
+    rp_peak_seg_remove(e, addr, size, 1);
+    shrink(e, size);
+    tell(e, RP_CALL_UNMAP, addr, size);
+  }
   return st;
 }
 

@@ -105,9 +105,8 @@ gm_status_t rp_events_due(rp_engine_t *e, int all, gm_err_t *err) {
   return st;
 }
 
-gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *freed,
-                                     gm_err_t *err) {
-  *freed = 0;
+gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *now, gm_err_t *err) {
+  *now = 0;
   gm_status_t st = commit(e, err);
   if (st != GM_OK) return st;
   if (!rp_map_get(&e->blocks, ev->addr)) return GM_OK; /* its free will count the anomaly */
@@ -116,12 +115,11 @@ gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int 
   e->req_allocs = e->allocs;
   e->req_ts = ev->ts_ns;
   e->req_early = 0;
-  if (e->opts.event_timing == RP_EVENTS_EARLY) {
-    st = rp_engine_trace_free(e, ev, freed, err);
-    e->req_early = *freed;
-  }
+  *now = e->opts.event_timing == RP_EVENTS_EARLY;
   return st;
 }
+
+void rp_events_freed_early(rp_engine_t *e, int freed) { e->req_early = freed; }
 
 static gm_status_t hold(rp_engine_t *e, rp_map_entry_t *m, uint64_t due, gm_err_t *err) {
   if (e->n_held == e->cap_held) {

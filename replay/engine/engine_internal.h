@@ -1,6 +1,7 @@
-/* engine_internal.h: the engine's state, shared by engine.c (event loop), engine_driver.c
- * (the counting driver between policy and backend) and engine_timeline.c (downsampled
- * timeline). Internal to //replay/engine. */
+/* engine_internal.h: the engine's state, shared by engine.c (event loop) and the files it
+ * uses: engine_driver.c (the counting driver between policy and backend), engine_events.c and
+ * engine_vmm.c (which say what to replay; engine.c replays it), engine_peak.c,
+ * engine_timeline.c, engine_finish.c. Internal to //replay/engine. */
 #ifndef RP_ENGINE_INTERNAL_H
 #define RP_ENGINE_INTERNAL_H
 
@@ -154,18 +155,16 @@ static inline uint64_t rp_pol_addr(const rp_engine_t *e, uint64_t blk) {
   return e->ops->handle_addr ? e->ops->handle_addr(e->pol, blk) : blk;
 }
 
-/* A request and its free, as the trace gives them (engine.c): what a VMM buffer becomes. */
-gm_status_t rp_engine_trace_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);
-gm_status_t rp_engine_trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed, gm_err_t *err);
-/* opts.vmm_requests: one VMM_* event (engine_vmm.c). Sets *replayed when it became a request
- * or a free (the caller then observes the new state). */
-gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err);
+/* opts.vmm_requests: one VMM_* event (engine_vmm.c). Sets *is_req when it stands for a request:
+ * *req is then the ALLOC or FREE that engine.c replays. */
+gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, gmt_event_t *req, int *is_req,
+                          gm_err_t *err);
 
 /* engine_events.c. Each returns a failure of the policy or of host memory. */
-/* A free_requested of the replayed device: remembered; freed at once under early timing
- * (*freed then set). */
-gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *freed,
-                                     gm_err_t *err);
+/* A free_requested of the replayed device: remembered. *now: early timing gives the block back
+ * at once (the caller frees it, then tells rp_events_freed_early whether it did). */
+gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int *now, gm_err_t *err);
+void rp_events_freed_early(rp_engine_t *e, int freed);
 /* Before a FREE is replayed: *done when it was taken care of here (given back early, or
  * held under late timing); otherwise the caller frees it. */
 gm_status_t rp_events_free(rp_engine_t *e, const gmt_event_t *ev, int *done, gm_err_t *err);

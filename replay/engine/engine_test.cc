@@ -209,6 +209,52 @@ TEST(Engine, DirectPeaksAndCalls) {
   EXPECT_STREQ(run.r->backend, "sim");
 }
 
+// The observer hears every driver call that moved reserved memory and every served ALLOC, each
+// with the index of the event that caused it: a cached block's reuse makes no call, an
+// empty_cache frees, and what finish releases comes after the last event.
+struct Seen {
+  std::vector<std::vector<uint64_t>> calls;  // {call, addr, size, event}
+  std::vector<std::vector<uint64_t>> served; // {trace addr, block addr, event}
+};
+void SeenCall(void *ctx, int call, uint64_t addr, uint64_t size, uint64_t event) {
+  static_cast<Seen *>(ctx)->calls.push_back({(uint64_t)call, addr, size, event});
+}
+void SeenServed(void *ctx, const gmt_event_t *ev, uint64_t addr, uint64_t event) {
+  static_cast<Seen *>(ctx)->served.push_back({ev->addr, addr, event});
+}
+
+TEST(Engine, ObserverHearsDriverCallsAndServedBlocksWithTheirEvent) {
+  Seen seen;
+  rp_engine_observer_t obs{&seen, SeenCall, SeenServed};
+  rp_sim_opts_t so{};
+  rp_backend_t *b = nullptr;
+  gm_err_t err{};
+  ASSERT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
+  rp_engine_opts_t eo{};
+  eo.device = -1;
+  eo.observer = &obs;
+  rp_engine_t *e = nullptr;
+  ASSERT_EQ(rp_engine_create(&kCache, "", b, &eo, &e, &err), GM_OK) << err.msg;
+  std::vector<gmt_event_t> v = {A(0, 0x1000, 100), A(1, 0x2000, 2 * MiB), Fr(2, 0x1000),
+                                A(3, 0x3000, 50), Fr(4, 0x2000), Ev(GMT_EV_EMPTY_CACHE, 5, 0, 0, 0)};
+  ASSERT_EQ(rp_engine_feed(e, v.data(), v.size(), &err), GM_OK) << err.msg;
+  rp_result_t *r = static_cast<rp_result_t *>(calloc(1, sizeof(rp_result_t)));
+  ASSERT_EQ(rp_engine_finish(e, r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(seen.calls.size(), 4u);
+  uint64_t a1 = seen.calls[0][1], a2 = seen.calls[1][1];
+  EXPECT_EQ(seen.calls[0], (std::vector<uint64_t>{RP_CALL_MEM_ALLOC, a1, MiB, 0}));
+  EXPECT_EQ(seen.calls[1], (std::vector<uint64_t>{RP_CALL_MEM_ALLOC, a2, 2 * MiB, 1}));
+  EXPECT_EQ(seen.calls[2], (std::vector<uint64_t>{RP_CALL_MEM_FREE, a2, 2 * MiB, 5}));
+  EXPECT_EQ(seen.calls[3], (std::vector<uint64_t>{RP_CALL_MEM_FREE, a1, MiB, 6}));
+  ASSERT_EQ(seen.served.size(), 3u);
+  EXPECT_EQ(seen.served[0], (std::vector<uint64_t>{0x1000, a1, 0}));
+  EXPECT_EQ(seen.served[1], (std::vector<uint64_t>{0x2000, a2, 1}));
+  EXPECT_EQ(seen.served[2], (std::vector<uint64_t>{0x3000, a1, 3}));  // the cached block again
+  free(r);
+  rp_engine_destroy(e);
+  b->destroy(b);
+}
+
 TEST(Engine, AnomaliesAreCountedNotFatal) {
   Replay run(kDirect);
   ASSERT_EQ(run.Feed({Fr(0, 0x9000),                       // never allocated

@@ -15,7 +15,10 @@
  * rare beside tensor requests. Pairing mistakes are counted, never fatal: a map outside every
  * reservation (the recorder started late) is still a request; an unmap of nothing mapped is
  * dropped; a release of a mapped buffer frees it first; a reservation over a live one ends
- * the old one as a release would. */
+ * the old one as a release would.
+ *
+ * This file only decides: a VMM event that is a request comes back to engine.c as the ALLOC or
+ * FREE it stands for, and engine.c replays it as any other (so calls go one way). */
 #include <stdlib.h>
 
 #include "replay/engine/engine_internal.h"
@@ -63,28 +66,27 @@ static vres_t *holding(rp_vmm_t *v, uint64_t addr) {
   return r && addr - r->base < r->size ? r : NULL;
 }
 
-static gm_status_t buffer_free(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err) {
-  gmt_event_t f = *ev;
-  f.kind = GMT_EV_FREE;
-  return rp_engine_trace_free(e, &f, replayed, err);
+/* The buffer at ev's address (or at addr) dies: its FREE is the request. */
+static void buffer_free(const gmt_event_t *ev, uint64_t addr, gmt_event_t *req, int *is_req) {
+  *req = *ev;
+  req->kind = GMT_EV_FREE;
+  req->addr = addr;
+  *is_req = 1;
 }
 
-static gm_status_t end_reservation(rp_engine_t *e, vres_t *r, const gmt_event_t *ev, int *replayed,
-                                   gm_err_t *err) {
-  gm_status_t st = GM_OK;
+static void end_reservation(rp_engine_t *e, vres_t *r, const gmt_event_t *ev, gmt_event_t *req,
+                            int *is_req) {
   if (r->mapped_whole) { /* its unmap was not recorded */
     e->skipped.vmm_release_mapped++;
-    gmt_event_t f = *ev;
-    f.addr = r->base;
-    st = buffer_free(e, &f, replayed, err);
+    buffer_free(ev, r->base, req, is_req);
   }
   RB_REMOVE(vres_tree, &e->vmm->t, r);
   free(r);
-  return st;
 }
 
-gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, gm_err_t *err) {
-  *replayed = 0;
+gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, gmt_event_t *req, int *is_req,
+                          gm_err_t *err) {
+  *is_req = 0;
   if (!e->vmm) {
     if (!(e->vmm = calloc(1, sizeof *e->vmm)))
       return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the VMM reservations");
@@ -93,10 +95,7 @@ gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, 
   vres_t *r = holding(e->vmm, ev->addr);
   switch (ev->kind) {
     case GMT_EV_VMM_RESERVE: {
-      if (r && r->base == ev->addr) {
-        gm_status_t st = end_reservation(e, r, ev, replayed, err);
-        if (st != GM_OK) return st;
-      }
+      if (r && r->base == ev->addr) end_reservation(e, r, ev, req, is_req);
       vres_t *n = calloc(1, sizeof *n);
       if (!n) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the VMM reservations");
       n->base = ev->addr;
@@ -112,13 +111,11 @@ gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, 
       if (r) r->mapped_whole = 1;
       else e->skipped.vmm_map_unreserved++;
       e->skipped.vmm_buffers++;
-      *replayed = 1;
-      {
-        gmt_event_t a = *ev;
-        a.kind = GMT_EV_ALLOC;
-        a.stream = GMT_STREAM_NONE;
-        return rp_engine_trace_alloc(e, &a, err);
-      }
+      *req = *ev;
+      req->kind = GMT_EV_ALLOC;
+      req->stream = GMT_STREAM_NONE;
+      *is_req = 1;
+      return GM_OK;
     case GMT_EV_VMM_UNMAP:
       if (r && !(r->mapped_whole && r->base == ev->addr)) {
         if (r->base != ev->addr || r->size != ev->size) e->skipped.vmm_pages++;
@@ -130,13 +127,15 @@ gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, int *replayed, 
         e->skipped.vmm_unmap_unmapped++;
         return GM_OK;
       }
-      return buffer_free(e, ev, replayed, err);
+      buffer_free(ev, ev->addr, req, is_req);
+      return GM_OK;
     case GMT_EV_VMM_RELEASE:
       if (!r || r->base != ev->addr) {
         e->skipped.vmm_release_unknown++;
         return GM_OK;
       }
-      return end_reservation(e, r, ev, replayed, err);
+      end_reservation(e, r, ev, req, is_req);
+      return GM_OK;
     default:
       return GM_OK;
   }

@@ -144,7 +144,22 @@ typedef struct rp_engine_opts {
    * the policy and see every request and driver call it makes (gpureplay --export-snapshot
    * records the simulated run that way: replay/tool/export/export_memviz.c). */
   const struct rp_policy_tap *tap;
+  /* Optional: told of what the policy does, as it does it (NULL: nobody). */
+  const struct rp_engine_observer *observer;
 } rp_engine_opts_t;
+
+/* What a policy did, reported as it happens, with `event`: the index (from 0) of the event
+ * being replayed among those this engine was fed, i.e. the request that caused it (calls made
+ * by rp_engine_finish, which releases everything, come with the count of events fed). The
+ * fidelity harness (tests/fidelity) compares both with the recorded run's own. */
+enum { RP_CALL_MEM_ALLOC = 1, RP_CALL_MEM_FREE = 2, RP_CALL_MAP = 3, RP_CALL_UNMAP = 4 };
+typedef struct rp_engine_observer {
+  void *ctx;
+  /* A driver call of the policy that succeeded and moved reserved memory (RP_CALL_*). */
+  void (*driver_call)(void *ctx, int call, uint64_t addr, uint64_t size, uint64_t event);
+  /* An ALLOC of the trace that the policy served: the block's address (not a handle). */
+  void (*served)(void *ctx, const gmt_event_t *ev, uint64_t addr, uint64_t event);
+} rp_engine_observer_t;
 
 typedef struct rp_policy_tap {
   void *ctx;

@@ -25,35 +25,6 @@
 
 #define SIM_BASE 0x7f0000000000ull
 
-static uint64_t round_up(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
-
-/* One allocation larger than the whole device fails on a real one, capacity or not (and its
- * rounding must not wrap around). */
-gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr) {
-  if (size > s->b.drv.total_memory && size > s->capacity) return GM_ERR_NOMEM;
-  uint64_t phys = round_up(size ? size : 1, s->gran);
-  if (s->capacity && (phys > s->capacity || s->used > s->capacity - phys)) return GM_ERR_NOMEM;
-  s->used += phys;
-  if (addr && s->va) {
-    if (rp_va_alloc(s->va, phys, addr) != GM_OK) return GM_ERR_NOMEM;
-  } else if (addr) {
-    *addr = s->next;
-    s->next += phys; /* granule-aligned, so every address is 512-byte aligned too */
-  }
-  return GM_OK;
-}
-
-uint64_t sim_bump(sim_t *s, uint64_t size) {
-  uint64_t a = s->next;
-  s->next += round_up(size ? size : 1, s->gran);
-  return a;
-}
-
-void sim_give(sim_t *s, uint64_t size) {
-  uint64_t phys = round_up(size ? size : 1, s->gran);
-  s->used = phys > s->used ? 0 : s->used - phys;
-}
-
 static gm_status_t sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   return sim_take(ctx, size, addr);
 }
@@ -66,9 +37,7 @@ static gm_status_t sim_mem_free(void *ctx, uint64_t addr, uint64_t size) {
 }
 
 static gm_status_t sim_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
-  sim_t *s = ctx;
-  *addr = s->next;
-  s->next += round_up(size ? size : 1, s->gran);
+  *addr = sim_bump(ctx, size);
   return GM_OK;
 }
 

@@ -1,5 +1,5 @@
-/* sim_internal.h: the simulated device (sim_backend.c) and its stream-ordered pool
- * (sim_pool.c). Internal to //replay/engine. */
+/* sim_internal.h: the simulated device (sim_backend.c), its stream-ordered pool (sim_pool.c),
+ * and the memory and addresses both take (sim_memory.c). Internal to //replay/engine. */
 #ifndef RP_SIM_INTERNAL_H
 #define RP_SIM_INTERNAL_H
 
@@ -27,7 +27,7 @@ typedef struct sim {
   rp_va_t *va; /* segment addresses under the driver model; NULL: from `next` */
 } sim_t;
 
-/* Physical memory: size rounded up to the granularity, against the capacity; *addr (if not
+/* sim_memory.c. Physical memory: size rounded up to the granularity, against the capacity; *addr (if not
  * NULL) a fresh address range of that size. */
 gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr);
 void sim_give(sim_t *s, uint64_t size);

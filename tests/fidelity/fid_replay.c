@@ -1,27 +1,27 @@
-/* fid_replay.c: the fidelity harness's minimal engine and recording driver (fid_replay.h).
+/* fid_replay.c: the fidelity harness's replay (fid_replay.h), through the replay engine.
  *
- * The recording driver hands out addresses from a bump pointer (2 MiB aligned, never reused, so
- * a replay is deterministic) and appends every mem_alloc / mem_free / map / unmap to the
- * "actual" sequence with the current request index. Trace addresses are mapped to the policy's
- * block addresses through a hash table, since the policy chooses its own addresses. */
+ * The trace is read once, in order. Its segment events make the oracle (the expected
+ * sequence, each tagged with the tensor request it happened in); every event is also fed, one
+ * at a time, to the replay engine of each device that allocates (replay/engine: the API
+ * gpureplay drives), so that the replay's driver calls of two devices interleave as their
+ * requests do. The engine's observer reports each driver call the policy makes, with the
+ * index of the event that caused it (the "actual" sequence), and each block it hands out
+ * (where it lands, against where the real run put it).
+ *
+ * The backend is the harness's own: it places segments as fid_addr_t says (the oracle's
+ * addresses need the sequence so far, which only the harness has), hands out VA reservations
+ * from a bump pointer (2 MiB aligned, never reused, so a replay is deterministic), and fails a
+ * mem_alloc or map past the device's memory with GM_ERR_NOMEM, as the policy's OOM path expects. */
 #include "tests/fidelity/fid_replay.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "formats/gmt.h"
-#include "replay/policies/rp_policy.h"
+#include "replay/engine/rp_engine.h"
 #include "replay/engine/va_model.h"
 
 #define FID_MAX_DEV 64
-
-typedef struct addr_map {
-  uint64_t key; /* trace addr | device << 48 */
-  uint64_t addr;
-  uint64_t size;
-  UT_hash_handle hh;
-} addr_map_t;
 
 /* Segments in creation order, to name where a block was placed: (segment number, offset). */
 typedef struct seg_list {
@@ -65,19 +65,31 @@ static int64_t segs_find(const seg_list_t *s, uint64_t addr, uint64_t *off) {
   return -1;
 }
 
-typedef struct rec_drv {
-  rp_driver_t drv;
+/* One replay: the oracle as read so far and what the replay did. */
+typedef struct run {
   fid_result_t *res;
+  fid_addr_t addr_mode;
+  seg_list_t esegs, asegs; /* the snapshot's and the replay's cudaMalloc segments (all devices) */
+  uint64_t *req_of;        /* event index -> index of the request it is or follows */
+  size_t n_events, cap_events;
+  gmt_event_t *reqs;       /* the requests (ALLOC, FREE), for the divergence's words */
+  size_t nreq, capreq;
+  uint64_t tcur;           /* the replay's reserved bytes now, all devices */
+  int nomem;               /* host memory ran out while recording */
+} run_t;
+
+/* One device: its backend and its engine (fed every event from `first` on). */
+typedef struct fdev {
+  rp_backend_t b;
+  run_t *run;
   uint16_t device;
   uint64_t next; /* bump pointer */
   uint64_t cur;  /* reserved bytes now (this device) */
-  uint64_t *total_cur, *total_peak; /* over all devices */
-  const uint64_t *req;
-  seg_list_t *segs; /* the replay's cudaMalloc segments (all devices) */
-  fid_addr_t addr_mode;
-  rp_va_t *va; /* FID_ADDR_DRIVER */
-  int nomem;
-} rec_drv_t;
+  rp_va_t *va;   /* FID_ADDR_DRIVER */
+  uint64_t first;
+  rp_engine_observer_t obs;
+  rp_engine_t *e;
+} fdev_t;
 
 const char *fid_op_name(unsigned op) {
   switch (op) {
@@ -107,23 +119,9 @@ static int seq_push(fid_seq_t *s, unsigned op, uint16_t dev, uint64_t size, uint
   return 0;
 }
 
-static gm_status_t rec(rec_drv_t *d, unsigned op, uint64_t size, uint64_t addr) {
-  if (seq_push(&d->res->actual, op, d->device, size, *d->req, addr)) {
-    d->nomem = 1;
-    return GM_ERR_IO; /* not NOMEM: that would run the policy's OOM path */
-  }
-  if (op == FID_SEG_ALLOC || op == FID_MAP) {
-    d->cur += size;
-    *d->total_cur += size;
-    if (*d->total_cur > *d->total_peak) *d->total_peak = *d->total_cur;
-  } else {
-    d->cur -= size;
-    *d->total_cur -= size;
-  }
-  return GM_OK;
-}
+/* ---- the backend ---------------------------------------------------------------------------- */
 
-static uint64_t bump(rec_drv_t *d, uint64_t size) {
+static uint64_t bump(fdev_t *d, uint64_t size) {
   uint64_t a = d->next;
   d->next += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
   d->next += 2u << 20; /* a gap: blocks of two segments are never adjacent */
@@ -131,48 +129,132 @@ static uint64_t bump(rec_drv_t *d, uint64_t size) {
 }
 
 static gm_status_t d_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
-  rec_drv_t *d = ctx;
-  if (d->cur + size > d->drv.total_memory) return GM_ERR_NOMEM;
-  const fid_seq_t *ex = &d->res->expected;
-  size_t at = d->res->actual.n;
-  if (d->addr_mode == FID_ADDR_DRIVER) {
-    if (rp_va_alloc(d->va, size, addr) != GM_OK) {
-      d->nomem = 1;
-      return GM_ERR_IO;
-    }
-  } else if (d->addr_mode == FID_ADDR_ORACLE && at < ex->n && ex->v[at].op == FID_SEG_ALLOC && ex->v[at].size == size &&
-      ex->v[at].device == d->device)
+  fdev_t *d = ctx;
+  run_t *r = d->run;
+  if (d->cur + size > d->b.drv.total_memory) return GM_ERR_NOMEM;
+  const fid_seq_t *ex = &r->res->expected;
+  size_t at = r->res->actual.n;
+  if (r->addr_mode == FID_ADDR_DRIVER) {
+    if (rp_va_alloc(d->va, size, addr) != GM_OK) return GM_ERR_IO; /* not NOMEM: no OOM path */
+  } else if (r->addr_mode == FID_ADDR_ORACLE && at < ex->n && ex->v[at].op == FID_SEG_ALLOC &&
+             ex->v[at].size == size && ex->v[at].device == d->device)
     *addr = ex->v[at].addr; /* the address the CUDA driver gave the real run */
   else
     *addr = bump(d, size);
-  if (segs_add(d->segs, *addr, size)) d->nomem = 1;
-  return rec(d, FID_SEG_ALLOC, size, *addr);
+  if (segs_add(&r->asegs, *addr, size)) r->nomem = 1;
+  d->cur += size;
+  return GM_OK;
 }
+
 static gm_status_t d_mem_free(void *ctx, uint64_t addr, uint64_t size) {
-  rec_drv_t *d = ctx;
-  segs_kill(d->segs, addr);
-  if (d->va && rp_va_release(d->va, addr) != GM_OK) {
-    d->nomem = 1;
-    return GM_ERR_IO;
-  }
-  return rec(ctx, FID_SEG_FREE, size, addr);
+  fdev_t *d = ctx;
+  segs_kill(&d->run->asegs, addr);
+  if (d->va && rp_va_release(d->va, addr) != GM_OK) return GM_ERR_IO;
+  d->cur -= size;
+  return GM_OK;
 }
+
 static gm_status_t d_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   *addr = bump(ctx, size);
   return GM_OK;
 }
+
 static gm_status_t d_va_release(void *ctx, uint64_t addr, uint64_t size) {
   (void)ctx, (void)addr, (void)size;
   return GM_OK;
 }
+
 static gm_status_t d_map(void *ctx, uint64_t addr, uint64_t size) {
-  rec_drv_t *d = ctx;
-  if (d->cur + size > d->drv.total_memory) return GM_ERR_NOMEM;
-  return rec(d, FID_MAP, size, addr);
+  fdev_t *d = ctx;
+  (void)addr;
+  if (d->cur + size > d->b.drv.total_memory) return GM_ERR_NOMEM;
+  d->cur += size;
+  return GM_OK;
 }
+
 static gm_status_t d_unmap(void *ctx, uint64_t addr, uint64_t size) {
-  return rec(ctx, FID_UNMAP, size, addr);
+  fdev_t *d = ctx;
+  (void)addr;
+  d->cur -= size;
+  return GM_OK;
 }
+
+static void d_destroy(rp_backend_t *b) { (void)b; /* the run owns the device */ }
+
+/* ---- the observer --------------------------------------------------------------------------- */
+
+static void o_driver_call(void *ctx, int call, uint64_t addr, uint64_t size, uint64_t event) {
+  fdev_t *d = ctx;
+  run_t *r = d->run;
+  unsigned op = call == RP_CALL_MEM_ALLOC ? FID_SEG_ALLOC
+                : call == RP_CALL_MEM_FREE ? FID_SEG_FREE
+                : call == RP_CALL_MAP      ? FID_MAP
+                                           : FID_UNMAP;
+  if (seq_push(&r->res->actual, op, d->device, size, r->req_of[d->first + event], addr)) r->nomem = 1;
+  if (op == FID_SEG_ALLOC || op == FID_MAP) {
+    r->tcur += size;
+    if (r->tcur > r->res->actual_peak) r->res->actual_peak = r->tcur;
+  } else {
+    r->tcur -= size;
+  }
+}
+
+/* The first block placed at another (segment number, offset) than in the real run. */
+static void o_served(void *ctx, const gmt_event_t *ev, uint64_t addr, uint64_t event) {
+  fdev_t *d = ctx;
+  run_t *r = d->run;
+  fid_result_t *res = r->res;
+  if (res->place_diverge >= 0) return;
+  uint64_t req = r->req_of[d->first + event], eo = 0, ao = 0;
+  int64_t es = segs_find(&r->esegs, ev->addr, &eo), as = segs_find(&r->asegs, addr, &ao);
+  if (es < 0 || (es == as && eo == ao)) return;
+  res->place_diverge = (int64_t)req;
+  snprintf(res->place_detail, sizeof(res->place_detail),
+           "first block placed differently: request #%llu (alloc %llu B, stream %llu) at "
+           "segment #%lld + %llu in the snapshot, segment #%lld + %llu in the replay",
+           (unsigned long long)req, (unsigned long long)ev->size, (unsigned long long)ev->stream,
+           (long long)es, (unsigned long long)eo, (long long)as, (unsigned long long)ao);
+}
+
+static gm_status_t dev_start(fdev_t *d, run_t *r, uint16_t device, uint64_t total_memory,
+                             const char *conf, gm_err_t *err) {
+  memset(d, 0, sizeof(*d));
+  d->run = r;
+  d->device = device;
+  d->next = ((uint64_t)device + 1) << 44;
+  d->first = r->n_events - 1; /* from the event being read */
+  rp_driver_t *v = &d->b.drv;
+  v->ctx = d;
+  v->mem_alloc = d_mem_alloc;
+  v->mem_free = d_mem_free;
+  v->va_reserve = d_va_reserve;
+  v->va_release = d_va_release;
+  v->map = d_map;
+  v->unmap = d_unmap;
+  v->granularity = 2u << 20;
+  v->total_memory = total_memory;
+  snprintf(d->b.name, sizeof(d->b.name), "fid:%u", device);
+  d->b.destroy = d_destroy;
+  if (r->addr_mode == FID_ADDR_DRIVER) {
+    /* one address space per device, the first region's top 2^44 apart */
+    rp_va_opts_t vo = {RP_VA_DRIVER, ((uint64_t)device + 2) << 44, 2u << 20, 0, 0};
+    if (!(d->va = rp_va_new(&vo))) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  }
+  d->obs.ctx = d;
+  d->obs.driver_call = o_driver_call;
+  d->obs.served = o_served;
+  rp_engine_opts_t eo = {0};
+  eo.device = device;
+  eo.event_timing = RP_EVENTS_RECORDED;
+  eo.observer = &d->obs;
+  const rp_policy_ops_t *ops = rp_policy_find("pytorch");
+  if (!ops) return gm_err_set(err, GM_ERR_INVAL, "unknown policy 'pytorch'");
+  gm_status_t st = rp_engine_create(ops, conf, &d->b, &eo, &d->e, err);
+  if (st != GM_OK) gm_err_wrap(err, "policy 'pytorch:%s'", conf);
+  return st;
+}
+
+/* ---- the replay ----------------------------------------------------------------------------- */
 
 void fid_result_free(fid_result_t *res) {
   free(res->expected.v);
@@ -232,164 +314,107 @@ static gm_status_t pick_conf(const gmt_header_t *h, const char *conf, const char
   return GM_OK;
 }
 
+/* Append to a growing array of `size`-byte elements. */
+static int grow_push(void *pv, size_t *n, size_t *cap, const void *x, size_t size) {
+  void **p = pv;
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 1024;
+    void *nv = realloc(*p, nc * size);
+    if (!nv) return -1;
+    *p = nv;
+    *cap = nc;
+  }
+  memcpy((char *)*p + *n * size, x, size);
+  (*n)++;
+  return 0;
+}
+
+/* A segment event of the trace: the oracle. Synthetic initial segments are state, not
+ * decisions: they are not compared (the replay's policy cannot be seeded with them), but they
+ * count towards the peak. */
+static gm_status_t oracle(run_t *r, unsigned op, const gmt_event_t *ev, uint64_t req, uint64_t *ecur,
+                          gm_err_t *err) {
+  fid_result_t *res = r->res;
+  if (!(ev->flags & GMT_F_SYNTHETIC) && seq_push(&res->expected, op, ev->device, ev->size, req, ev->addr))
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  if (op == FID_SEG_ALLOC && segs_add(&r->esegs, ev->addr, ev->size))
+    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  if (op == FID_SEG_FREE) segs_kill(&r->esegs, ev->addr);
+  if (op == FID_SEG_ALLOC || op == FID_MAP) {
+    *ecur += ev->size;
+    if (*ecur > res->expected_peak) res->expected_peak = *ecur;
+  } else {
+    *ecur -= ev->size;
+  }
+  return GM_OK;
+}
+
 gm_status_t fid_replay(const char *trace_path, const char *conf, const char *extra_conf,
                        uint64_t total_memory, fid_addr_t addr_mode, fid_result_t *res, gm_err_t *err) {
   memset(res, 0, sizeof(*res));
   res->diverge = -1;
   res->place_diverge = -1;
-  seg_list_t esegs = {0}, asegs = {0};
-  gmt_reader_t *r = NULL;
-  gm_status_t st = gmt_reader_open(&r, trace_path, err);
+  gmt_reader_t *rd = NULL;
+  gm_status_t st = gmt_reader_open(&rd, trace_path, err);
   if (st) return st;
-  if ((st = pick_conf(gmt_reader_header(r), conf, extra_conf, res, err))) {
-    gmt_reader_close(r);
+  if ((st = pick_conf(gmt_reader_header(rd), conf, extra_conf, res, err))) {
+    gmt_reader_close(rd);
     return st;
   }
-  char spec[1100];
-  snprintf(spec, sizeof(spec), "pytorch:%s", res->conf);
-  rec_drv_t drv[FID_MAX_DEV];
-  memset(drv, 0, sizeof(drv));
-  const rp_policy_ops_t *ops[FID_MAX_DEV] = {0};
-  rp_policy_t *pol[FID_MAX_DEV] = {0};
-  uint64_t req = 0, tcur = 0, tpeak = 0, ecur = 0;
-  addr_map_t *map = NULL, *m, *tmp;
-  gmt_event_t *reqs = NULL;
-  size_t nreq = 0, capreq = 0;
+  run_t r = {0};
+  r.res = res;
+  r.addr_mode = addr_mode;
+  fdev_t *dev[FID_MAX_DEV] = {0};
+  int order[FID_MAX_DEV], ndev = 0; /* devices in the order they started */
+  uint64_t req = 0, ecur = 0;
   gmt_event_t ev;
-  while (st == GM_OK && (st = gmt_reader_next(r, &ev, err)) == GM_OK) {
+  while (st == GM_OK && (st = gmt_reader_next(rd, &ev, err)) == GM_OK) {
     if (ev.device >= FID_MAX_DEV) {
       st = gm_err_set(err, GM_ERR_UNSUPPORTED, "device %u: the harness replays at most %d devices",
                       ev.device, FID_MAX_DEV);
       break;
     }
     if (ev.flags & GMT_F_SYNTHETIC) res->synthetic++;
+    int is_req = ev.kind == GMT_EV_ALLOC || ev.kind == GMT_EV_FREE;
+    if (grow_push(&r.req_of, &r.n_events, &r.cap_events, &req, sizeof(req)) ||
+        (is_req && grow_push(&r.reqs, &r.nreq, &r.capreq, &ev, sizeof(ev)))) {
+      st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+      break;
+    }
     unsigned op = ev.kind == GMT_EV_SEGMENT_ALLOC ? FID_SEG_ALLOC
                   : ev.kind == GMT_EV_SEGMENT_FREE ? FID_SEG_FREE
                   : ev.kind == GMT_EV_VMM_MAP      ? FID_MAP
                   : ev.kind == GMT_EV_VMM_UNMAP    ? FID_UNMAP
                                                    : 0;
-    if (op) {
-      /* The oracle. Synthetic initial segments are state, not decisions: they are not compared
-       * (the replay's policy cannot be seeded with them), but they count towards the peak. */
-      if (!(ev.flags & GMT_F_SYNTHETIC) && seq_push(&res->expected, op, ev.device, ev.size, req, ev.addr))
-        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      if (op == FID_SEG_ALLOC && segs_add(&esegs, ev.addr, ev.size))
-        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      if (op == FID_SEG_FREE) segs_kill(&esegs, ev.addr);
-      if (op == FID_SEG_ALLOC || op == FID_MAP) {
-        ecur += ev.size;
-        if (ecur > res->expected_peak) res->expected_peak = ecur;
-      } else {
-        ecur -= ev.size;
-      }
-      continue;
-    }
-    if (ev.kind != GMT_EV_ALLOC && ev.kind != GMT_EV_FREE) continue;
-    if (!pol[ev.device]) {
-      rec_drv_t *d = &drv[ev.device];
-      memset(d, 0, sizeof(*d));
-      d->drv.ctx = d;
-      d->drv.mem_alloc = d_mem_alloc;
-      d->drv.mem_free = d_mem_free;
-      d->drv.va_reserve = d_va_reserve;
-      d->drv.va_release = d_va_release;
-      d->drv.map = d_map;
-      d->drv.unmap = d_unmap;
-      d->drv.granularity = 2u << 20;
-      d->drv.total_memory = total_memory;
-      d->res = res;
-      d->device = ev.device;
-      d->next = ((uint64_t)ev.device + 1) << 44;
-      d->total_cur = &tcur;
-      d->total_peak = &tpeak;
-      d->req = &req;
-      d->segs = &asegs;
-      d->addr_mode = addr_mode;
-      if (addr_mode == FID_ADDR_DRIVER) {
-        /* one address space per device, the first region's top 2^44 apart */
-        rp_va_opts_t vo = {RP_VA_DRIVER, ((uint64_t)ev.device + 2) << 44, 2u << 20, 0, 0};
-        if (!(d->va = rp_va_new(&vo))) {
-          st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-          break;
-        }
-      }
-      if ((st = rp_policy_create(spec, &d->drv, &ops[ev.device], &pol[ev.device], err))) {
-        gm_err_wrap(err, "policy '%s'", spec);
-        break;
-      }
-    }
-    if (nreq == capreq) {
-      size_t nc = capreq ? capreq * 2 : 1024;
-      gmt_event_t *nr = realloc(reqs, nc * sizeof(*nr));
-      if (!nr) {
+    if (op && (st = oracle(&r, op, &ev, req, &ecur, err))) break;
+    if (is_req && !dev[ev.device]) { /* its engine starts at its first request */
+      if (!(dev[ev.device] = malloc(sizeof(fdev_t)))) {
         st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
         break;
       }
-      reqs = nr;
-      capreq = nc;
+      order[ndev++] = ev.device;
+      if ((st = dev_start(dev[ev.device], &r, ev.device, total_memory, res->conf, err))) break;
     }
-    reqs[nreq++] = ev;
-    uint64_t key = ev.addr | ((uint64_t)ev.device << 48);
-    HASH_FIND(hh, map, &key, sizeof(key), m);
-    if (ev.kind == GMT_EV_ALLOC) {
-      uint64_t a = 0;
-      gm_err_t e2;
-      gm_status_t s2 = ops[ev.device]->alloc(pol[ev.device], ev.size, ev.stream, &a, &e2);
-      if (s2 == GM_ERR_NOMEM) {
-        res->ooms++;
-      } else if (s2 != GM_OK) {
-        st = gm_err_set(err, s2, "request #%llu (alloc %llu B): %s", (unsigned long long)req,
-                        (unsigned long long)ev.size, e2.msg);
-      } else if (m) {
-        st = gm_err_set(err, GM_ERR_CORRUPT, "request #%llu: trace allocates 0x%llx twice",
-                        (unsigned long long)req, (unsigned long long)ev.addr);
-      } else if (!(m = malloc(sizeof(*m)))) {
-        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-      } else {
-        uint64_t eo = 0, ao = 0;
-        int64_t es = segs_find(&esegs, ev.addr, &eo), as = segs_find(&asegs, a, &ao);
-        if (res->place_diverge < 0 && es >= 0 && (es != as || eo != ao)) {
-          res->place_diverge = (int64_t)req;
-          snprintf(res->place_detail, sizeof(res->place_detail),
-                   "first block placed differently: request #%llu (alloc %llu B, stream %llu) at "
-                   "segment #%lld + %llu in the snapshot, segment #%lld + %llu in the replay",
-                   (unsigned long long)req, (unsigned long long)ev.size,
-                   (unsigned long long)ev.stream, (long long)es, (unsigned long long)eo,
-                   (long long)as, (unsigned long long)ao);
-        }
-        m->key = key;
-        m->addr = a;
-        m->size = ev.size;
-        HASH_ADD(hh, map, key, sizeof(key), m);
-      }
-    } else if (m) { /* a free of something the policy failed to allocate is dropped */
-      gm_err_t e2;
-      gm_status_t s2 = ops[ev.device]->free(pol[ev.device], m->addr, &e2);
-      if (s2 != GM_OK)
-        st = gm_err_set(err, s2, "request #%llu (free 0x%llx): %s", (unsigned long long)req,
-                        (unsigned long long)ev.addr, e2.msg);
-      HASH_DEL(map, m);
-      free(m);
-    }
-    for (int k = 0; k < FID_MAX_DEV && st == GM_OK; k++)
-      if (drv[k].nomem && pol[k]) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-    req++;
+    for (int k = 0; k < ndev && st == GM_OK; k++) st = rp_engine_feed(dev[order[k]]->e, &ev, 1, err);
+    if (st == GM_OK && r.nomem) st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+    if (is_req) req++;
   }
   if (st == GM_END) st = GM_OK;
   res->requests = req;
-  res->actual_peak = tpeak;
-  if (st == GM_OK) compare(res, reqs, nreq);
-  HASH_ITER(hh, map, m, tmp) {
-    HASH_DEL(map, m);
-    free(m);
+  if (st == GM_OK) compare(res, r.reqs, r.nreq);
+  for (int k = 0; k < ndev; k++) {
+    fdev_t *d = dev[order[k]];
+    res->ooms += d->e ? rp_engine_ooms(d->e) : 0;
+    d->obs.driver_call = NULL; /* what the policy gives back at its end is not the run's */
+    d->obs.served = NULL;
+    rp_engine_destroy(d->e);
+    rp_va_free_all(d->va);
+    free(d);
   }
-  for (int k = 0; k < FID_MAX_DEV; k++) {
-    if (pol[k]) ops[k]->destroy(pol[k]);
-    rp_va_free_all(drv[k].va);
-  }
-  free(reqs);
-  free(esegs.v);
-  free(asegs.v);
-  gmt_reader_close(r);
+  free(r.req_of);
+  free(r.reqs);
+  free(r.esegs.v);
+  free(r.asegs.v);
+  gmt_reader_close(rd);
   return st;
 }

@@ -1,13 +1,14 @@
 /* fid_replay.h: the fidelity harness's replay of an imported PyTorch snapshot.
  *
- * A deliberately small engine: it feeds a trace's tensor requests (ALLOC, and FREE = torch's
- * free_completed, the moment a block becomes reusable), in order, to a policy whose driver
- * records every call; it never replays the trace's own segment events, which are the oracle.
+ * The replay engine (replay/engine, the API gpureplay drives) feeds the trace's tensor requests
+ * (ALLOC, and FREE = torch's free_completed, the moment a block becomes reusable), in order, to
+ * the policy, over a backend of the harness's own; the engine's observer reports every driver
+ * call the policy makes; the trace's own segment events are never replayed: they are the oracle.
  * The oracle is the snapshot's segment_alloc / segment_free / segment_map / segment_unmap
  * sequence, each tagged with the index of the tensor request it happened in (torch records a
  * segment event inside the malloc or free that caused it, just before that request's entry).
  * The replay's driver calls get the same tag; the two sequences must be equal, size for size.
- * Multi-device traces are replayed with one policy per device.
+ * Multi-device traces are replayed with one engine (one policy) per device.
  *
  * Limit: a history that starts late (its trace begins with synthetic initial-state events) is
  * replayed by allocating the synthetic blocks first; the policy cannot be put into the real

@@ -16,6 +16,18 @@ D=""
 for f in "$@"; do case "$f" in *PREDICTION.md) D=$(dirname "$(realpath "$f")");; esac; done
 fails=0
 python3 "$PT" --bin "$B" --dir "$D" --check "$D/PREDICTION.md" || { echo "FAIL: the checked-in table"; fails=$((fails + 1)); }
+# The figures the document publishes, asserted (issue 26): regenerating it cannot hide a
+# regression. MIN_ANSWERED (the sh_test's env): (job, recordings, target, setting) cases answered;
+# answered cases off the real run by more than 1 %: none.
+fig=$(grep '^(job, recordings, target, setting) cases:' "$D/PREDICTION.md")
+answered=$(sed -n 's/.*; answered \([0-9]*\) (.*/\1/p' <<<"$fig")
+off=$(sed -n 's/.*off by more than 1 %: \([0-9]*\)\..*/\1/p' <<<"$fig")
+if [[ -z $answered || -z $off || $answered -lt ${MIN_ANSWERED:-46} || $off != 0 ]]; then
+  echo "FAIL: the figures: ${answered:-?} cases answered (at least ${MIN_ANSWERED:-46}), ${off:-?} off by more than 1 % (none): $fig"
+  fails=$((fails + 1))
+else
+  echo "ok: $answered cases answered (at least ${MIN_ANSWERED:-46}), none off by more than 1 %"
+fi
 
 # the checker on made-up runs: a copy of the corpus (the batch job's recordings, and the
 # inference job's, whose largest fit the prediction answers: the batch job's is refused)

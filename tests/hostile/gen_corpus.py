@@ -324,9 +324,9 @@ def small_json(out):
     write(out, "results_not_json.json", b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
 
 
-def large(out):
+def large(out, scale=1):
     write(out, "settings_deep.pickle", pk_settings_deep(200000))  # the old printer's recursion
-    write(out, "results_wide.json", b"[" + b"0," * (8 << 20) + b"0]")
+    write(out, "results_wide.json", b"[" + b"0," * ((8 << 20) // scale) + b"0]")
     # item 3: memory bounded by what the input holds
     write(out, "many_none.pickle", pk_many_none(20 << 20))
     write(out, "shared_entries.pickle", pk_shared_entries(8 << 20))
@@ -336,24 +336,26 @@ def large(out):
     write(out, "tiny_entries.pickle", pk_tiny_entries(3 << 20))
 
 
-def by_tools(out):
+def by_tools(out, scale=1):
     """The text the checked-in traces made by the tools come from (`gpurec import X.csv -o
     cases/X.zst`): strings_bomb (8 chunks of 63 distinct strings of 1 MiB each: 528 MB of text
     in a 36 KB trace), live_bomb (a million allocations never freed: 4.6 KB) and
     alloc_size_max (allocs of 2^64-1 and 2^48+1 bytes in the binary form, which the text form
-    refuses since issue 12: made with that check disabled)."""
+    refuses since issue 12: made with that check disabled). scale > 1 (--bomb-scale, the
+    sanitizer runs): strings of 1/scale MiB and 1/scale of the million allocations, made and
+    imported at test time; the checked-in traces are scale 1."""
     with open(os.path.join(out, "strings_bomb.csv"), "w") as f:
         f.write(CSV_HEAD)
         sid = 1
         for _ in range(8):
             for _ in range(63):
-                f.write("#string.%d=%s%d\n" % (sid, "a" * ((1 << 20) - 10), sid))
+                f.write("#string.%d=%s%d\n" % (sid, "a" * ((1 << 20) // scale - 10), sid))
                 f.write("%d,alloc,0,0,0x%x,1024,device,0x0,0,%d,0\n" % (sid * 1000, sid * 4096, sid))
                 sid += 1
             f.write("#dropped=0\n")
     with open(os.path.join(out, "live_bomb.csv"), "w") as f:
         f.write(CSV_HEAD)
-        for i in range(1000000):
+        for i in range(1000000 // scale):
             f.write("%d,alloc,0,0,0x%x,512,device,0x0,0,0,0\n" % (i, 0x7f0000000000 + i * 512))
     write(out, "alloc_size_max.csv", csv_rows("1000,alloc,0,7,0x7f0000000000,4096,device,0x0,1,0,0",
                                               "2000,alloc,0,7,0x7f0000100000,18446744073709551615,device,0x0,2,0,0",
@@ -430,14 +432,20 @@ def bad_large(out, n=1000000):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: gen_corpus.py OUT_DIR [--large [--callsites=N]]")
+        sys.exit("usage: gen_corpus.py OUT_DIR [--large [--callsites=N]] [--by-tools] [--bomb-scale=S]")
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     small(out)
     small_json(out)
     bad_small(out)
+    # --bomb-scale S: the size bombs (results_wide, strings_bomb, live_bomb) at 1/S of their
+    # size (run_hostile.py passes HOSTILE_BOMB_SCALE; 1 unless the sanitizer configs scale them)
+    scale = 1
+    for arg in sys.argv[2:]:
+        if arg.startswith("--bomb-scale="):
+            scale = int(arg.split("=", 1)[1])
     if "--large" in sys.argv[2:]:
-        large(out)
+        large(out, scale)
         # --callsites N: the size of the distinct-callsite cases (run_hostile.py passes
         # HOSTILE_CALLSITES; 10^6 unless the sanitizer configs scale it down)
         n = 1000000
@@ -446,7 +454,7 @@ def main():
                 n = int(arg.split("=", 1)[1])
         bad_large(out, n)
     if "--by-tools" in sys.argv[2:]:
-        by_tools(out)
+        by_tools(out, scale)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,11 @@ TIMEOUT = int(os.environ.get("HOSTILE_TIMEOUT", "120"))  # seconds before a run 
 # down under --config=asan and ubsan (they only measure size there, and 10^6 under a sanitizer
 # took ~8 min of CI). More than ANA_DIFF_CSV_MAX_SITES (10000), so the cut paths still run.
 CALLSITES = int(os.environ.get("HOSTILE_CALLSITES", "1000000"))
+# The size bombs ({b}/strings_bomb.zst, {b}/live_bomb.zst, results_wide.json) at 1/BOMB_SCALE of
+# their size: 1 (the checked-in traces, {b} = cases) in the optimized build; .bazelrc scales them
+# under the sanitizers, where they only measure size (~75 s of ASan CI at full size). Scaled,
+# the generator writes their text and the gpurec under test imports it ({b} = a work folder).
+BOMB_SCALE = int(os.environ.get("HOSTILE_BOMB_SCALE", "1"))
 KEEP = 4 * MiB  # bytes of each stream kept for the pattern; all of it is scanned
 
 
@@ -156,10 +161,19 @@ def main():
             failures.append("cases/%s is missing (gen_corpus.py makes it)" % name)
     if not a.no_large:
         subprocess.run([sys.executable, a.gen, os.path.join(gen, "large"), "--large",
-                        "--callsites=%d" % CALLSITES], check=True)
+                        "--callsites=%d" % CALLSITES, "--bomb-scale=%d" % BOMB_SCALE], check=True)
+    bombs = cases
+    if BOMB_SCALE > 1:
+        bombs = os.path.join(gen, "bombs")
+        subprocess.run([sys.executable, a.gen, bombs, "--by-tools", "--bomb-scale=%d" % BOMB_SCALE], check=True)
+        for b in ("strings_bomb", "live_bomb"):
+            r = subprocess.run([tools["gpurec"], "import", os.path.join(bombs, b + ".csv"), "-o",
+                                os.path.join(bombs, b + ".zst")], stdout=subprocess.DEVNULL)
+            if r.returncode != 0:
+                failures.append("gpurec import %s.csv (scaled 1/%d): exit %d" % (b, BOMB_SCALE, r.returncode))
 
     asan = any(is_asan(t) for t in tools.values())
-    subst = dict(tools, c=cases, g=os.path.join(gen, "large"), w=wdir, esc="\x1b")
+    subst = dict(tools, c=cases, b=bombs, g=os.path.join(gen, "large"), w=wdir, esc="\x1b")
     env = dict(os.environ, GPUREPLAY=tools["gpureplay"], LC_ALL="C.UTF-8")
     rows = []
     with open(a.manifest) as mf:
@@ -168,6 +182,8 @@ def main():
         name, rc_want, pattern, inputs, cmd = line.split("\t")
         # {n}: CALLSITES in a pattern; {n_more}: the callsites diff sums beyond its 15 listed
         pattern = pattern.replace("{n}", str(CALLSITES)).replace("{n_more}", str(CALLSITES - 15))
+        # {live_bomb_n}: the live bomb's allocations (10^6 / BOMB_SCALE)
+        pattern = pattern.replace("{live_bomb_n}", str(1000000 // BOMB_SCALE))
         # limits after the inputs: ';seconds=N' (time bound), ';out=N' (stdout + stderr bytes),
         # ';bytes=PATH:N' (a file or folder the command writes, at most N bytes)
         inputs, *limits = inputs.split(";")
@@ -244,8 +260,9 @@ def main():
                     "|---|---|---:|---:|---:|---:|---:|\n")
             for n, t, rc, rss, c, s, b in rows:
                 f.write("| %s | %s | %d | %.1f | %.0f | %.2f | %d |\n" % (n, t, rc, rss / MiB, c / MiB, s, b))
-    print("\n%d cases, %d failures%s; %d distinct callsites in the *_1m cases" %
-          (len(rows), len(failures), " (ASan build: no memory ceiling)" if asan else "", CALLSITES))
+    print("\n%d cases, %d failures%s; %d distinct callsites in the *_1m cases; size bombs at 1/%d%s" %
+          (len(rows), len(failures), " (ASan build: no memory ceiling)" if asan else "", CALLSITES,
+           BOMB_SCALE, " (HOSTILE_BOMB_SCALE: the optimized run keeps them whole)" if BOMB_SCALE > 1 else ""))
     for f in failures:
         print("FAIL " + f)
     sys.exit(1 if failures else 0)

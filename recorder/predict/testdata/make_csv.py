@@ -4,13 +4,14 @@
 A tiny training job whose truth is known: 4 weights of 1 MiB (constant), per step and layer an
 activation of 100000*b+512 bytes (affine in the batch b), attention scores of 200000*b bytes (or
 30000*b*b with quad, quadratic), a temporary of 6400*b; backward allocates a gradient per saved
-tensor. Variants: a workspace of 500000*b only at b >= extra_at, a second stream, a fourth
+tensor. Variants: a workspace of 500000*b (or extra_size*b) only at b >= extra_at, a buffer of 300000*b held
+through the backward only at b >= late_at, a second stream, a fourth
 step, the scores from another callsite at small b (another algorithm choice), no callsites, a
 failed allocation, and header changes (another job, setting, device)."""
 import sys
 
 
-def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, callsites=True, oom=False,
+def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, callsites=True, oom=False, late_at=None, extra_size=500000,
           job="train.py", conf="", gpu="H100"):
     out = ["# gpumem trace, text form 1", "#capture_mode=torch", "#gpu_name=" + gpu, "#gpu_total_mem=85899345920",
            "#command_line=python %s --batch=%d" % (job, b), "#kv.PYTORCH_CUDA_ALLOC_CONF=" + conf,
@@ -45,18 +46,23 @@ def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, call
     for s in range(steps):
         ev("marker", 0, s, cs("step"))
         acts = []
+        late = []
         for _ in range(4):
             acts.append(alloc(100000 * b + 512, "model.py:20:forward"))
             acts.append(alloc(b * b * 30000 if quad else 200000 * b, attn_site or "model.py:21:attn"))
             free(alloc(6400 * b, "model.py:22:tmp"))
         if extra_at is not None and b >= extra_at:
-            free(alloc(500000 * b, "model.py:30:workspace"))
+            free(alloc(extra_size * b, "model.py:30:workspace"))
+        if late_at is not None and b >= late_at:
+            late.append(alloc(300000 * b, "model.py:35:saved"))
         if streams > 1:
             free(alloc(12800 * b, "model.py:40:copy", stream=7), stream=7)
         if oom and s == steps - 1:
             ev("alloc_failed", 0, 1 << 40, cs("model.py:20:forward"))
         for a in reversed(acts):
             free(alloc(a[1], "model.py:50:backward"))
+            free(a)
+        for a in late:
             free(a)
     return "\n".join(out) + "\n"
 
@@ -65,6 +71,8 @@ SETS = {
     "affine": ([4, 8, 16, 32], {}),
     "quad": ([4, 8, 16, 32], {"quad": True}),
     "extra": ([8, 16, 32], {"extra_at": 12}),
+    "late": ([8, 16, 32, 64], {"late_at": 12}),
+    "ws": ([4, 8, 16], {"extra_at": 12, "extra_size": 5000}),
     "steps": ([16], {"steps": 4}),
     "streams": ([16], {"streams": 2}),
     "algo": ([4], {"attn_site": "model.py:25:attn_math"}),
