@@ -34,6 +34,7 @@ void ana_rec_warn_kv(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_rec_warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id);
 int ana_rec_no_requests(ana_db_t *db, FILE *out, int64_t trace_id, ana_advice_t *adv); /* 1: none */
 int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id);               /* 1: one */
+#define ANA_FAILED_OWN_LIMIT 2 /* ana_rec_recorded_failure: one, replayed within the limit the run set itself */
 void ana_rec_warn_assumed(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_rec_print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, const char *fw_display, int fw_rmm,
                               int fw_pytorch);

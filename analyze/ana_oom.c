@@ -202,9 +202,17 @@ void ana_oom_print_text(FILE *f, const char *path, const ana_oom_t *o) {
   if (!o->found) {
     fprintf(f, "no out-of-memory: all %" PRIu64 " requests were served (peak reserved %s, needs at least %s)\n",
             o->requests, sz(o->peak_reserved, a), sz(o->needs, b));
-    if (o->recorded_failures)
-      fprintf(f, "the recorded run failed %" PRIu64 " requests; this replay served them within the capacity\n",
-              o->recorded_failures);
+    if (o->recorded_failures) {
+      /* not reproduced: within the run's own limit a miss of the replay; within an assumed one
+       * (free memory, the GPU's total) the run's limit was lower, and unknown */
+      int n1 = o->recorded_failures == 1;
+      const char *why = !o->capacity_note[0] ? ""
+                        : !strncmp(o->capacity_note, "the limit the recorded run set itself", 37)
+                            ? ": the replay does not reproduce the failure within the limit the run set itself"
+                            : ": the limit the run had was lower and is unknown (--capacity=SIZE to replay within it)";
+      fprintf(f, "the recorded run failed %" PRIu64 " request%s; this replay served %s within the capacity%s\n",
+              o->recorded_failures, n1 ? "" : "s", n1 ? "it" : "them", why);
+    }
     return;
   }
   fprintf(f, "failed request: %s on stream %s, event %" PRId64 " at %.3f s (%" PRIu64 " OOM%s in all)\n",

@@ -289,6 +289,21 @@ static void print_keep_default(FILE *out, const run_row_t *best, const run_row_t
   fprintf(out, "%s  paste: nothing (the default)\n", ind);
 }
 
+/* The recorded run failed, but its default replayed within the capacity serves every request:
+ * within the limit the run set itself, the replay misses the failure; within an assumed one
+ * (the free memory PyTorch recorded, the GPU's total), the run's limit was lower and unknown. */
+static void unreproduced(FILE *out, const run_row_t *dflt, const char *dname, int own_limit, const char *ind) {
+  char b[32];
+  gm_format_size((uint64_t)dflt->capacity, b, sizeof b);
+  if (own_limit)
+    fprintf(out, "%s  the default (%s) serves every request within %s in replay, the one the run failed included: "
+                 "the replay does not reproduce this failure within the limit the run set itself\n", ind, dname, b);
+  else
+    fprintf(out, "%s  the default (%s) serves every request within %s in replay, the one the run failed included: "
+                 "the limit the run had was lower and is unknown (the trace holds no cap of its own); replay within "
+                 "it: `gpuanalyze report --capacity=SIZE`\n", ind, dname, b);
+}
+
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
@@ -326,6 +341,13 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
   const char *dname = default_policy(fw);
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
+  /* A failure the replay does not reproduce: no change is needed within what it assumed, so it
+   * is said, and the advice is as for a run that did not fail (issue 25). */
+  if (failed && dflt && dflt->ooms == 0 && dflt->capacity > 0) {
+    unreproduced(out, dflt, dname, failed == ANA_FAILED_OWN_LIMIT, ind);
+    failed = 0;
+    if (tuned) best = tuned;
+  }
   /* The replayer's bound is for the device it replayed, like the reserved bytes it is compared
    * with; the trace's own sums every device. */
   int64_t lower = rows[0].lower > 0 ? rows[0].lower : lower_trace;

@@ -161,6 +161,7 @@ int ana_rec_recorded_failure(ana_db_t *db, FILE *out, int64_t trace_id) {
       fprintf(out, ", free on the device %s", gm_format_size((uint64_t)sqlite3_column_int64(st, 7), b2, sizeof b2));
     fprintf(out, "\n");
     const char *note = (const char *)sqlite3_column_text(st, 8);
+    if (note && !strncmp(note, "the limit the recorded run set itself", 37)) any = ANA_FAILED_OWN_LIMIT;
     if (sqlite3_column_int64(st, 9) && note && *note)
       fprintf(out, "    replayed within %s (%s)\n", gm_format_size((uint64_t)sqlite3_column_int64(st, 9), b1, sizeof b1), note);
     else if (!sqlite3_column_int64(st, 9))

@@ -124,11 +124,26 @@ static int trace_of_pid(char *const *traces, int n, long pid, int *has_torch) {
 }
 
 /* What the sitecustomize noted while the job ran (rec_torch.c, _gpurec_limits: the memory
- * fraction the job set itself, its OOM's message), into the header of the process's trace: the
- * OOM verdict replays within that limit (gpureplay_trace.c, recorded_cap). Only these keys; the
- * last value of each wins; a line too long or unknown is skipped. */
+ * fraction the job set itself, also per device, its OOM's message), into the header of the
+ * process's trace: the OOM verdict replays within that limit (gpureplay_trace.c, recorded_cap).
+ * Only these keys (and the fraction's of devices 0..NOTE_DEVICES-1); the last value of each
+ * wins; a line too long or unknown is skipped. */
 static const char *const k_note_keys[] = {"torch.per_process_memory_fraction", "oom.message"};
 #define NOTE_KEYS (sizeof k_note_keys / sizeof k_note_keys[0])
+#define NOTE_DEVICES 16
+#define NOTE_ALL (NOTE_KEYS + NOTE_DEVICES)
+
+/* "torch.per_process_memory_fraction.<d>" -> d; -1 for any other key. */
+static int note_device(const char *key) {
+  size_t l = strlen(k_note_keys[0]);
+  if (strncmp(key, k_note_keys[0], l) || key[l] != '.' || !key[l + 1]) return -1;
+  int d = 0;
+  for (const char *p = key + l + 1; *p; p++) {
+    if (*p < '0' || *p > '9' || d >= NOTE_DEVICES) return -1;
+    d = d * 10 + (*p - '0');
+  }
+  return d < NOTE_DEVICES ? d : -1;
+}
 
 static void apply_notes(const char *dir, int rank, long pid, const char *trace, int quiet) {
   char path[4200], rk[16];
@@ -136,7 +151,7 @@ static void apply_notes(const char *dir, int rank, long pid, const char *trace, 
   snprintf(path, sizeof path, "%s/notes.%s.%ld.txt", dir, rank < 0 ? "-" : rk, pid);
   FILE *f = fopen(path, "r");
   if (!f) return;
-  char vals[NOTE_KEYS][512] = {{0}}, line[1024];
+  char vals[NOTE_ALL][512] = {{0}}, keys[NOTE_DEVICES][64], line[1024];
   while (fgets(line, sizeof line, f)) {
     size_t len = strcspn(line, "\n");
     if (line[len] != '\n') continue; /* longer than any note gpurec writes */
@@ -146,13 +161,16 @@ static void apply_notes(const char *dir, int rank, long pid, const char *trace, 
     *eq = 0;
     for (size_t k = 0; k < NOTE_KEYS; k++)
       if (!strcmp(line, k_note_keys[k])) snprintf(vals[k], sizeof vals[k], "%s", eq + 1);
+    int d = note_device(line);
+    if (d >= 0) snprintf(vals[NOTE_KEYS + (size_t)d], sizeof vals[0], "%s", eq + 1);
   }
   fclose(f);
-  const char *kv[2 * NOTE_KEYS];
+  const char *kv[2 * NOTE_ALL];
   size_t n = 0;
-  for (size_t k = 0; k < NOTE_KEYS; k++)
+  for (size_t k = 0; k < NOTE_ALL; k++)
     if (vals[k][0]) {
-      kv[2 * n] = k_note_keys[k];
+      if (k >= NOTE_KEYS) snprintf(keys[k - NOTE_KEYS], sizeof keys[0], "%s.%d", k_note_keys[0], (int)(k - NOTE_KEYS));
+      kv[2 * n] = k < NOTE_KEYS ? k_note_keys[k] : keys[k - NOTE_KEYS];
       kv[2 * n + 1] = vals[k];
       n++;
     }

@@ -202,6 +202,7 @@ out=$("${FT[@]}" FAKE_TORCH_SNAPSHOT="$SNAP" FAKE_FRACTION=0.02 \
 check "limits: the job's own fraction call still ran, the OOM killed it (rc $rc)" '[[ $rc == 1 && $out == *"fraction=[(0.02, 0)]"* ]]'
 check "limits: the header has the fraction and the OOM's message with its allowed bytes" \
   '[[ "$("$CSV" lim.zst)" == *"#kv.torch.per_process_memory_fraction=0.02"* && "$("$CSV" lim.zst)" == *"#kv.oom.message=CUDA out of memory. Tried"*"2.80 GiB allowed"* ]]'
+check "limits: the header has the fraction of the device the job set it for" '[[ "$("$CSV" lim.zst)" == *"#kv.torch.per_process_memory_fraction.0=0.02"* ]]'
 # A history as long as its ring (--max-entries = its entries): the ring filled, and the summary
 # says so first instead of "complete" (issue 24, formats/SPEC.md §3.4); the full ring above
 # (1000000 entries) said nothing of it.

@@ -57,6 +57,8 @@ enum { GR_SYNC_AUTO = 0, GR_SYNC_EXTERNAL = 1, GR_SYNC_REPLAY = 2 };
  * requests), requests (always), skip (never: VMM records are the recorded allocator's). */
 enum { GR_VMM_AUTO = 0, GR_VMM_REQUESTS = 1, GR_VMM_SKIP = 2 };
 
+#define GR_MAX_DEVICES 16 /* devices of one trace replayed (each its own run per policy) */
+
 /* One trace's provenance, for the results. */
 typedef struct gr_trace_info {
   const char *path;
@@ -95,6 +97,12 @@ typedef struct gr_trace_info {
    * message, "N GiB allowed"), XLA_PYTHON_CLIENT_MEM_FRACTION (x gpu_total_mem). */
   uint64_t recorded_cap;
   char recorded_cap_from[64];
+  int recorded_cap_exact;   /* recorded_cap is oom.allowed_bytes: the writer knew the limit */
+  /* torch.per_process_memory_fraction.<d> (gpurec records the device each call limited): the
+   * fraction of device d, 0 where the job set none; per_device: the trace says which devices
+   * (then a device without one has no cap of its own: gr_failure_capacity) */
+  double torch_fraction_dev[GR_MAX_DEVICES];
+  int torch_fraction_per_device;
   char failure_callsite[512];
   char capacity_note[512];
   gmt_reader_stats_t stats; /* what the reader found: truncation, gaps, damage it salvaged */
@@ -218,7 +226,6 @@ int gr_policy_from_env(const char *spec, char *out, size_t n); /* -1: does not f
  * else PyTorch's), in that framework's own words. */
 extern const char *const gr_sweep_grid[];
 const char *const *gr_sweep_grid_for(unsigned framework);
-#define GR_MAX_DEVICES 16 /* devices of one trace replayed (each its own run per policy) */
 /* The devices a trace allocates device memory on (ALLOC, VMM_MAP, ALLOC_FAILED), in the order
  * they first appear; at most max, *n the count found (which may exceed max). A read error
  * ends the scan (the replay itself reports it). */

@@ -100,22 +100,36 @@ static void recorded_cap(const gmt_header_t *h, gr_trace_info_t *info) {
   const char *msg = gmt_header_kv_get(h, "oom.message");
   const char *allowed = gmt_header_kv_get(h, "oom.allowed_bytes");
   const char *xla = gmt_header_kv_get(h, "XLA_PYTHON_CLIENT_MEM_FRACTION");
+  const char *xla_name = "XLA_PYTHON_CLIENT_MEM_FRACTION";
+  if (!xla && (xla = gmt_header_kv_get(h, "XLA_CLIENT_MEM_FRACTION"))) xla_name = "XLA_CLIENT_MEM_FRACTION"; /* its newer name */
   uint64_t v = 0;
   /* the total the frameworks' fractions multiply: cuMemGetInfo's (PyTorch's setMemoryFraction,
    * XLA's), else the device's */
   uint64_t total = info->gpu_mem_info_total ? info->gpu_mem_info_total : info->gpu_total_mem;
   /* exact figures first: the fraction times that total is PyTorch's own limit to the byte,
    * the message's "N GiB allowed" the same rounded to 0.01 GiB */
+  /* gpurec records the device each call limited (torch.per_process_memory_fraction.<d>): then
+   * a fraction is that device's alone (gr_failure_capacity picks the replayed device's) */
+  for (int d = 0; d < GR_MAX_DEVICES; d++) {
+    char k[64];
+    snprintf(k, sizeof k, "torch.per_process_memory_fraction.%d", d);
+    const char *f = gmt_header_kv_get(h, k);
+    if (f && atof(f) > 0 && atof(f) <= 1) {
+      info->torch_fraction_dev[d] = atof(f);
+      info->torch_fraction_per_device = 1;
+    }
+  }
   if (allowed && gm_parse_u64(allowed, &v, NULL) == GM_OK && v) {
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM's \"allowed\"");
-  } else if (frac && total && atof(frac) > 0 && atof(frac) <= 1) {
+    info->recorded_cap_exact = 1;
+  } else if (frac && !info->torch_fraction_per_device && total && atof(frac) > 0 && atof(frac) <= 1) {
     v = (uint64_t)(atof(frac) * (double)total);
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "set_per_process_memory_fraction(%.6g)", atof(frac));
   } else if ((v = allowed_bytes(msg))) {
     snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s", "the OOM message's \"allowed\"");
   } else if (xla && total && atof(xla) > 0 && atof(xla) <= 1 && (gmt_header_frameworks(h) & GMT_FW_JAX)) {
     v = (uint64_t)(atof(xla) * (double)total);
-    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "XLA_PYTHON_CLIENT_MEM_FRACTION=%.6g", atof(xla));
+    snprintf(info->recorded_cap_from, sizeof info->recorded_cap_from, "%s=%.6g", xla_name, atof(xla));
   }
   info->recorded_cap = v;
 }
@@ -361,11 +375,30 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
   char b1[32], b2[32];
   note[0] = '\0';
   if (!r->recorded_failures) return 0;
-  if (info->recorded_cap) {
+  /* A replay's capacity holds the recorded CUDA context (gr_capacity_left takes it off): a
+   * framework's own limit and what its process held and could still get are the allocator's,
+   * beside the context, so the context goes on top of them. */
+  uint64_t ctx = info->context_bytes;
+  char b3[32];
+  uint64_t cap = info->recorded_cap;
+  const char *from = info->recorded_cap_from;
+  char own[64];
+  int d = r->device;
+  double f = d >= 0 && d < GR_MAX_DEVICES ? info->torch_fraction_dev[d] : 0;
+  uint64_t total = info->gpu_mem_info_total ? info->gpu_mem_info_total : info->gpu_total_mem;
+  if (!info->recorded_cap_exact && f > 0 && total) { /* the fraction the job set for this device */
+    cap = (uint64_t)(f * (double)total);
+    snprintf(own, sizeof own, "set_per_process_memory_fraction(%.6g, %d)", f, d);
+    from = own;
+  }
+  if (cap) {
     /* The job's own cap: the allocator refuses past it however much the device has free. */
-    snprintf(note, n, "the limit the recorded run set itself: %s (%s)", gm_format_size(info->recorded_cap, b1, sizeof b1),
-             info->recorded_cap_from);
-    return info->recorded_cap;
+    if (ctx)
+      snprintf(note, n, "the limit the recorded run set itself: %s (%s) for the allocator, beside the CUDA context "
+               "and module code (%s)", gm_format_size(cap, b1, sizeof b1), from, gm_format_size(ctx, b3, sizeof b3));
+    else
+      snprintf(note, n, "the limit the recorded run set itself: %s (%s)", gm_format_size(cap, b1, sizeof b1), from);
+    return cap + ctx;
   }
   if (info->recorded_device_free) {
     /* PyTorch records the device's free bytes with its OOM: what the process could have had
@@ -374,14 +407,15 @@ uint64_t gr_failure_capacity(const gr_trace_info_t *info, const rp_result_t *r, 
                         ? r->first_failure_recorded_reserved_bytes
                         : r->first_failure_live_bytes;
     snprintf(note, n, "what the recorded process had: %s reserved + %s free on the device at the failure; "
-             "the trace does not say whether the job capped itself (set_per_process_memory_fraction): "
-             "if it did, the limit was lower (--capacity=SIZE)",
+             "the limit the job had is unknown: the trace holds no cap of its own (set_per_process_memory_fraction, "
+             "an OOM message's \"allowed\"), and one would be lower (--capacity=SIZE)",
              gm_format_size(held, b1, sizeof b1), gm_format_size(info->recorded_device_free, b2, sizeof b2));
-    return held + info->recorded_device_free;
+    return held + info->recorded_device_free + ctx;
   }
   if (info->gpu_total_mem) {
-    snprintf(note, n, "the recorded GPU's memory; the CUDA context and other processes held some of it, "
-             "so the real limit was lower");
+    snprintf(note, n, "the recorded GPU's memory; the limit the job had is unknown: the trace holds neither a cap "
+             "of its own nor the free memory at the failure, and the CUDA context and other processes held "
+             "some of it, so the real limit was lower (--capacity=SIZE)");
     return info->gpu_total_mem;
   }
   return 0;

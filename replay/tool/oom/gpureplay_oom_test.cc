@@ -255,13 +255,14 @@ std::string WriteWithKv(const char *name, const char *key, const char *value, ui
   return path;
 }
 
-uint64_t CapacityFor(const std::string &path, std::string *note) {
+uint64_t CapacityFor(const std::string &path, std::string *note, int device = 0) {
   gr_trace_info_t info;
   gm_err_t err = {};
   EXPECT_EQ(gr_trace_probe(path.c_str(), GMT_READ_STRICT, 0, 0, &info, &err), GM_OK) << err.msg;
   rp_result_t r;
   memset(&r, 0, sizeof r);
   r.recorded_failures = 1;
+  r.device = device;
   char buf[512];
   uint64_t cap = gr_failure_capacity(&info, &r, buf, sizeof buf);
   *note = buf;
@@ -308,8 +309,65 @@ TEST(OomCapacity, TheLimitTheRunSetItself) {
     EXPECT_EQ(cap, 3002197606ull);
     EXPECT_NE(note.find("set_per_process_memory_fraction(0.02)"), std::string::npos) << note;
   }
-  // Unknown: the GPU's memory, and the note says the real limit may be lower.
+  // The fraction of the device the job set it for (gpurec records the device of each call): the
+  // replayed device's own; a device the job set none for has no cap of its own, whatever the
+  // plain key (the last call's) says.
+  {
+    std::string path = TempPath("cap_dev.zst");
+    gmt_header_t h;
+    gmt_header_init(&h);
+    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+    h.start_time_ns = 1700000000000000000ull;
+    h.gpu_total_mem = total;
+    gm_err_t err = {};
+    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction", "0.02", &err), GM_OK);
+    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction.1", "0.02", &err), GM_OK);
+    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction.2", "0.5", &err), GM_OK);
+    gmt_writer_t *w = nullptr;
+    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
+    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+    gmt_header_free(&h);
+    cap = CapacityFor(path, &note, 1);
+    EXPECT_EQ(cap, (uint64_t)(0.02 * (double)total));
+    EXPECT_NE(note.find("set_per_process_memory_fraction(0.02, 1)"), std::string::npos) << note;
+    cap = CapacityFor(path, &note, 2);
+    EXPECT_EQ(cap, (uint64_t)(0.5 * (double)total));
+    cap = CapacityFor(path, &note, 0);
+    EXPECT_EQ(cap, total);
+    EXPECT_NE(note.find("the limit the job had is unknown"), std::string::npos) << note;
+  }
+  // JAX's limit under either name (XLA_CLIENT_MEM_FRACTION is the newer), of the same total.
+  for (const char *name : {"XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION"}) {
+    std::string path = TempPath(std::string("cap_") + name + ".zst");
+    gmt_header_t h;
+    gmt_header_init(&h);
+    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
+    h.start_time_ns = 1700000000000000000ull;
+    h.gpu_total_mem = total;
+    gm_err_t err = {};
+    ASSERT_EQ(gmt_header_kv_set(&h, "framework.jax", "0.7.1", &err), GM_OK);
+    ASSERT_EQ(gmt_header_kv_set(&h, name, "0.25", &err), GM_OK);
+    gmt_writer_t *w = nullptr;
+    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
+    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
+    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
+    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
+    gmt_header_free(&h);
+    cap = CapacityFor(path, &note);
+    EXPECT_EQ(cap, (uint64_t)(0.25 * (double)total)) << name;
+    EXPECT_NE(note.find(std::string(name) + "=0.25"), std::string::npos) << note;
+  }
+  // Unknown: the GPU's memory, and the note says the limit is unknown and the real one lower.
   cap = CapacityFor(WriteWithKv("cap_none.zst", nullptr, nullptr, total), &note);
   EXPECT_EQ(cap, total);
+  EXPECT_NE(note.find("the limit the job had is unknown"), std::string::npos) << note;
   EXPECT_NE(note.find("the real limit was lower"), std::string::npos) << note;
+  EXPECT_EQ(note.find("set itself"), std::string::npos) << note;
+  // Unknown with PyTorch's record of the free memory at the failure: what the process could have
+  // had, said to be an assumption.
+  cap = CapacityFor(WriteWithKv("cap_free.zst", "torch.snapshot.oom_device_free_bytes", "1073741824", total), &note);
+  EXPECT_EQ(cap, 1073741824ull);
+  EXPECT_NE(note.find("the limit the job had is unknown"), std::string::npos) << note;
 }

@@ -15,6 +15,7 @@
 // at an arena of exactly 100 MiB.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -357,6 +358,60 @@ TEST(Tune, ASavingInsideThePlacementSpreadIsNotAdvised) {
   EXPECT_EQ(pt(t, t.best).peak_reserved, 984 * MiB);
   EXPECT_EQ(t.keep_default, 0);
   gr_tune_free(&t);
+}
+
+// On a real trace (traces/recorded/train_amp, an H200 recording; --limits' search): no point the
+// search replayed within the budget is smaller in its worst case than the choice, each replayed
+// again with its timing range and the bump pointer's placement, and the memo's worst case of a
+// spread point is that replay's. Several points share the choice's 966 MiB figure; those with a
+// fraction a little below the choice's run out of memory under the bump pointer (no worst case).
+TEST(Tune, NoPointSeenHasASmallerWorstCaseThanTheChoice) {
+  const char *path = getenv("TUNE_TRAIN_AMP");
+  ASSERT_NE(path, nullptr) << "TUNE_TRAIN_AMP (the BUILD's data) is not set";
+  gr_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.cuda_ordinal = -1;
+  cfg.addresses = RP_VA_DRIVER;
+  cfg.timing_range = 1;
+  cfg.jobs = 2;
+  cfg.serve_failed = 1;
+  cfg.device = -1;
+  cfg.late_mallocs = 1;
+  cfg.read_flags = GMT_READ_SALVAGE;
+  gr_loaded_t lt;
+  gm_err_t err;
+  ASSERT_EQ(gr_trace_load(&cfg, path, &lt, &err), GM_OK) << err.msg;
+  gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 0};
+  gr_tune_t t;
+  ASSERT_EQ(gr_tune_run(&cfg, &lt, &o, &t, &err), GM_OK) << err.msg;
+  ASSERT_GE(t.chosen, 0);
+  const gr_tune_point_t &z = pt(t, t.chosen);
+  uint64_t zw = gr_tune_worst(&z);
+  int checked = 0;
+  for (int i = 0; i < t.n; i++) {
+    const gr_tune_point_t &p = t.pts[i];
+    if (!p.ok || p.pool || strncmp(p.spec, "pytorch", 7) || p.time_mid_s > t.budget_s || p.peak_reserved > zw) continue;
+    rp_result_t *r = new rp_result_t;
+    const char *sp[1] = {p.spec};
+    gr_config_t c = cfg;
+    c.device_memory = t.device_memory;
+    ASSERT_EQ(gr_run_loaded(&c, &lt, sp, 1, &r, &err), GM_OK) << err.msg;
+    ASSERT_EQ(gr_spread_loaded(&c, &lt, sp, 1, &r, &err), GM_OK) << err.msg;
+    // a setting that runs out of memory under another timing or placement (a fraction at the
+    // edge) has no worst case: never the choice
+    uint64_t w = r->spread_ooms ? UINT64_MAX : r->peak_reserved_bytes;
+    if (r->range_kind != RP_RANGE_NONE && r->range_high_bytes > w) w = r->range_high_bytes;
+    if (r->placement_checked && r->placement_bump_bytes > w) w = r->placement_bump_bytes;
+    EXPECT_LE(zw, w) << "chosen " << z.spec << " (worst " << zw << ") against " << p.spec;
+    if (w != UINT64_MAX) {
+      EXPECT_EQ(gr_tune_worst(&p), p.spread ? w : p.peak_reserved) << p.spec;
+    }
+    checked++;
+    delete r;
+  }
+  EXPECT_GE(checked, 2);
+  gr_tune_free(&t);
+  gr_loaded_free(&lt);
 }
 
 } // namespace
