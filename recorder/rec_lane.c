@@ -25,22 +25,12 @@
 
 #include "recorder/rec_lane.h"
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 enum { LANE_OWNED, LANE_ORPHAN, LANE_FREE };
-
-/* One event a cache line: the producer writes whole lines it never reads (below). */
-typedef struct slot {
-  _Alignas(64) gmt_event_t ev;
-} slot_t;
-_Static_assert(sizeof(slot_t) == 64, "a lane slot is one cache line");
 
 struct rec_lane {
   /* read by both, written once before the lane is listed */
   _Alignas(64) uint64_t mask;
-  slot_t *slot;
+  gmt_event_t *ev;
   rec_lanes_t *owner;
   struct rec_lane *next;
   /* the producer's line: its head and its view of the tail (the writer reads head once a pass) */
@@ -83,7 +73,7 @@ void rec_lanes_destroy(rec_lanes_t *ls) {
   rec_lane_t *l = atomic_load(&ls->first);
   while (l) {
     rec_lane_t *n = l->next;
-    free(l->slot);
+    free(l->ev);
     free(l);
     l = n;
   }
@@ -101,14 +91,14 @@ rec_lane_t *rec_lanes_take(rec_lanes_t *ls) {
   }
   if (!l) {
     l = aligned_alloc(64, sizeof *l);
-    slot_t *slot = aligned_alloc(64, ls->capacity * sizeof *slot);
-    if (!l || !slot) {
+    gmt_event_t *ev = malloc(ls->capacity * sizeof *ev);
+    if (!l || !ev) {
       free(l);
-      free(slot);
+      free(ev);
       return NULL;
     }
     memset(l, 0, sizeof *l);
-    l->slot = slot;
+    l->ev = ev;
     l->mask = ls->capacity - 1;
     l->owner = ls;
     atomic_init(&l->state, LANE_OWNED);
@@ -124,24 +114,6 @@ rec_lane_t *rec_lanes_take(rec_lanes_t *ls) {
     return NULL;
   }
   return l;
-}
-
-/* The event into its slot. On x86-64 with non-temporal stores: the whole line is written
- * without being read first (a plain store reads the line in: in a training step the lanes'
- * lines are long out of cache, so each event cost a miss on the allocating thread, under
- * PyTorch's lock); the fence orders them before the head's release store, which plain stores
- * would not need. Elsewhere a plain copy. */
-static inline void put(slot_t *dst, const gmt_event_t *ev) {
-#if defined(__x86_64__)
-  _Static_assert(sizeof(gmt_event_t) == 56, "seven quadwords and one of padding");
-  long long q[8] = {0};
-  memcpy(q, ev, sizeof *ev);
-  long long *d = (long long *)(void *)dst;
-  for (int i = 0; i < 8; i++) _mm_stream_si64(d + i, q[i]);
-  _mm_sfence();
-#else
-  dst->ev = *ev;
-#endif
 }
 
 int rec_lane_push(rec_lane_t *l, const gmt_event_t *ev, uint64_t max_wait_ns) {
@@ -162,7 +134,7 @@ int rec_lane_push(rec_lane_t *l, const gmt_event_t *ev, uint64_t max_wait_ns) {
       l->tail_seen = atomic_load_explicit(&l->tail, memory_order_acquire);
     }
   }
-  put(&l->slot[h & l->mask], ev);
+  l->ev[h & l->mask] = *ev;
   atomic_store_explicit(&l->head, h + 1, memory_order_release);
   /* half full at a quarter's boundary: wake the writer now rather than at its next round */
   if (((h + 1) & (l->mask >> 2)) == 0 && h + 1 - l->tail_seen > (l->mask >> 1)) {
@@ -183,10 +155,9 @@ size_t rec_lanes_drain(rec_lanes_t *ls, void (*take)(void *ctx, const gmt_event_
     if (h - t > (l->mask >> 2)) *busy = 1;
     while (t != h) {
       /* the part up to the array's end, then the rest */
-      gmt_event_t batch[256];
-      size_t n = (size_t)(h - t) < 256 ? (size_t)(h - t) : 256;
-      for (size_t i = 0; i < n; i++) batch[i] = l->slot[(t + i) & l->mask].ev;
-      take(ctx, batch, n);
+      size_t at = (size_t)(t & l->mask), n = (size_t)(h - t);
+      if (n > l->mask + 1 - at) n = (size_t)(l->mask + 1 - at);
+      take(ctx, l->ev + at, n);
       t += n;
       total += n;
     }
