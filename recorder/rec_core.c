@@ -35,7 +35,6 @@
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
 #define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
-#define LANE_PAUSE_NS 2000000ull  /* 2 ms between drains of lanes that keep coming (rec_lane.c) */
 /* A source without a tick hook (the callback capture) pushes every event at once, stamped just
  * before: the writer may then write what is older than now - margin at any time. Doing so
  * whenever this many events wait, instead of only every flush interval, keeps each sort and
@@ -162,21 +161,17 @@ static void take_events(void *ctx, const gmt_event_t *evs, size_t n) {
   }
 }
 
-/* Everything queued so far into the pending buffer. Returns 0: nothing came; 1: events came
- * from lanes only, none past a quarter full (the writer may pause: a lane's producer is not
- * worth chasing line by line, and wakes the writer at half full); 2: busy (the ring had events,
- * or a lane was filling): drain again at once. */
 static int drain(rec_core_t *c) {
-  int any = 0, busy = 0;
+  int any = 0;
   size_t n, budget = c->cfg.ring_events; /* then back to flushing, however busy the ring */
   while (budget && (n = rec_ring_pop(c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
     budget -= n;
-    any = busy = 1;
+    any = 1;
     take_events(c, c->batch, n);
   }
   /* each lane holds at most its capacity: one pass empties them */
-  if (rec_lanes_drain(&c->lanes, take_events, c, &busy)) any = 1;
-  return busy ? 2 : any;
+  if (rec_lanes_drain(&c->lanes, take_events, c)) any = 1;
+  return any;
 }
 
 static int cmp_pend(const void *a, const void *b) {
@@ -431,12 +426,12 @@ static void *writer_main(void *arg) {
         flush_file(c);
       }
     }
-    if (any != 2) {
+    if (!any) {
       pthread_mutex_lock(&c->mu);
-      if (!atomic_load(&c->stop_req) && !atomic_load(&c->sync_req)) {
+      if (!atomic_load(&c->stop_req)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t t = (uint64_t)ts.tv_nsec + (any ? LANE_PAUSE_NS : IDLE_SLEEP_NS);
+        uint64_t t = (uint64_t)ts.tv_nsec + IDLE_SLEEP_NS;
         ts.tv_sec += (time_t)(t / 1000000000ull);
         ts.tv_nsec = (long)(t % 1000000000ull);
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);

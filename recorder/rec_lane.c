@@ -28,17 +28,16 @@
 enum { LANE_OWNED, LANE_ORPHAN, LANE_FREE };
 
 struct rec_lane {
-  /* read by both, written once before the lane is listed */
-  _Alignas(64) uint64_t mask;
-  gmt_event_t *ev;
-  rec_lanes_t *owner;
-  struct rec_lane *next;
-  /* the producer's line: its head and its view of the tail (the writer reads head once a pass) */
+  /* the producer's line: its head and its view of the tail */
   _Alignas(64) _Atomic uint64_t head;
   uint64_t tail_seen;
+  uint64_t mask;
+  gmt_event_t *ev;
+  rec_lanes_t *owner;
   /* the writer's line */
   _Alignas(64) _Atomic uint64_t tail;
   _Atomic int state;
+  struct rec_lane *next; /* set before the lane is listed, never changed */
 };
 
 static void sleep_us(long us) {
@@ -145,14 +144,13 @@ int rec_lane_push(rec_lane_t *l, const gmt_event_t *ev, uint64_t max_wait_ns) {
 }
 
 size_t rec_lanes_drain(rec_lanes_t *ls, void (*take)(void *ctx, const gmt_event_t *evs, size_t n),
-                       void *ctx, int *busy) {
+                       void *ctx) {
   size_t total = 0;
   for (rec_lane_t *l = atomic_load_explicit(&ls->first, memory_order_acquire); l; l = l->next) {
     int state = atomic_load_explicit(&l->state, memory_order_acquire);
     if (state == LANE_FREE) continue;
     uint64_t t = atomic_load_explicit(&l->tail, memory_order_relaxed);
     uint64_t h = atomic_load_explicit(&l->head, memory_order_acquire);
-    if (h - t > (l->mask >> 2)) *busy = 1;
     while (t != h) {
       /* the part up to the array's end, then the rest */
       size_t at = (size_t)(t & l->mask), n = (size_t)(h - t);

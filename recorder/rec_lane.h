@@ -31,10 +31,9 @@ void rec_lanes_destroy(rec_lanes_t *ls);
 /* The calling thread's lane: its own, a free one, or a new one; NULL if none can be had. */
 rec_lane_t *rec_lanes_take(rec_lanes_t *ls);
 /* The writer thread: hands every event pushed so far to take(), lane by lane, each lane's in
- * order; frees the lanes of ended threads once empty. Returns how many; sets *busy when a lane
- * held more than a quarter of its capacity (the writer should not pause). */
+ * order; frees the lanes of ended threads once empty. Returns how many. */
 size_t rec_lanes_drain(rec_lanes_t *ls, void (*take)(void *ctx, const gmt_event_t *evs, size_t n),
-                       void *ctx, int *busy);
+                       void *ctx);
 /* Events pushed into every lane so far. */
 uint64_t rec_lanes_pushed(rec_lanes_t *ls);
 
