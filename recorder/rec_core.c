@@ -30,7 +30,6 @@
 #include <uthash.h>
 
 #include "recorder/rec_core.h"
-#include "recorder/rec_lane.h"
 
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
@@ -62,7 +61,6 @@ struct rec_core {
   char *path, *manifest;
   rec_hooks_t hooks;
   rec_ring_t *ring;
-  rec_lanes_t lanes; /* threads that push many events, each its own queue */
   pthread_t thread;
   int thread_started;
   pthread_mutex_t mu;
@@ -136,41 +134,30 @@ static void fail_now(rec_core_t *c, const char *msg) {
   c->npend = 0;
 }
 
-/* Room in the pending buffer for n more events; 0, or -1 (failed: out of memory). */
-static int pend_room(rec_core_t *c, size_t n) {
-  if (c->npend + n <= c->cap_pend) return 0;
-  size_t cap = c->cap_pend ? c->cap_pend : 8192;
-  while (cap < c->npend + n) cap *= 2;
-  pend_t *p = realloc(c->pend, cap * sizeof *p);
-  if (!p) {
-    fail_now(c, "out of memory buffering events; recording stopped");
-    return -1;
-  }
-  c->pend = p;
-  c->cap_pend = cap;
-  return 0;
-}
-
-static void take_events(void *ctx, const gmt_event_t *evs, size_t n) {
-  rec_core_t *c = ctx;
-  if (atomic_load(&c->failed) || pend_room(c, n) < 0) return;
-  for (size_t i = 0; i < n; i++) {
-    c->pend[c->npend].ev = evs[i];
-    c->pend[c->npend].arrival = c->arrivals++;
-    c->npend++;
-  }
-}
-
 static int drain(rec_core_t *c) {
   int any = 0;
   size_t n, budget = c->cfg.ring_events; /* then back to flushing, however busy the ring */
   while (budget && (n = rec_ring_pop(c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
     budget -= n;
     any = 1;
-    take_events(c, c->batch, n);
+    if (atomic_load(&c->failed)) continue;
+    if (c->npend + n > c->cap_pend) {
+      size_t cap = c->cap_pend ? c->cap_pend : 8192;
+      while (cap < c->npend + n) cap *= 2;
+      pend_t *p = realloc(c->pend, cap * sizeof *p);
+      if (!p) {
+        fail_now(c, "out of memory buffering events; recording stopped");
+        continue;
+      }
+      c->pend = p;
+      c->cap_pend = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+      c->pend[c->npend].ev = c->batch[i];
+      c->pend[c->npend].arrival = c->arrivals++;
+      c->npend++;
+    }
   }
-  /* each lane holds at most its capacity: one pass empties them */
-  if (rec_lanes_drain(&c->lanes, take_events, c)) any = 1;
   return any;
 }
 
@@ -443,14 +430,6 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-/* A lane half full: the writer drains now rather than at the end of its idle sleep. */
-static void wake_writer(void *ctx) {
-  rec_core_t *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  pthread_cond_signal(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-
 /* ---- public --------------------------------------------------------------------------------- */
 
 gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_hooks_t *hooks,
@@ -473,19 +452,12 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
   }
   if ((s = gmt_header_copy(&c->cfg.header, &cfg->header, err)) < 0) goto fail;
   if ((s = rec_ring_create(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
-  c->lanes.failed = &c->failed;
-  c->lanes.stop_req = &c->stop_req;
-  c->lanes.drops = &c->ring_drops;
-  c->lanes.wake = wake_writer;
-  c->lanes.ctx = c;
-  rec_lanes_init(&c->lanes, c->cfg.lane_events ? c->cfg.lane_events : 32768); /* none: the ring */
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->start_mono = mono_ns();
   int e = pthread_create(&c->thread, NULL, writer_main, c);
   if (e) {
     s = gm_err_set(err, GM_ERR_IO, "recorder: cannot start writer thread: %s", strerror(e));
-    rec_lanes_destroy(&c->lanes);
     rec_ring_destroy(c->ring);
     goto fail_hdr;
   }
@@ -534,8 +506,6 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
   }
   return dropped;
 }
-
-rec_lane_t *rec_core_lane(rec_core_t *c) { return rec_lanes_take(&c->lanes); }
 
 void rec_core_add_dropped(rec_core_t *c, uint64_t n) { atomic_fetch_add(&c->src_drops, n); }
 
@@ -592,7 +562,6 @@ int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns) {
 void rec_core_destroy(rec_core_t *c) {
   if (!c) return;
   rec_core_stop(c);
-  rec_lanes_destroy(&c->lanes);
   rec_ring_destroy(c->ring);
   gmt_header_free(&c->cfg.header);
   pthread_mutex_destroy(&c->mu);
@@ -607,7 +576,7 @@ void rec_core_destroy(rec_core_t *c) {
 
 void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st) {
   rec_core_t *m = (rec_core_t *)c;
-  st->pushed = rec_ring_pushed(m->ring) + rec_lanes_pushed(&m->lanes);
+  st->pushed = rec_ring_pushed(m->ring);
   st->written = atomic_load(&m->written);
   st->ring_drops = atomic_load(&m->ring_drops);
   st->src_drops = atomic_load(&m->src_drops);

@@ -74,7 +74,6 @@ typedef struct rec_config {
   uint64_t open_after_ns;     /* open the file at the latest this long after start (0: 1 s) */
   uint64_t order_margin_ns;   /* events this close to the horizon wait one more tick (0: 10 ms) */
   size_t ring_events;         /* ring capacity (0: 65536) */
-  size_t lane_events;         /* each thread's lane capacity (0: 32768) */
   /* Frees of size 0 (the callback capture: cuMemFree and cuMemFreeAsync do not say the size)
    * get the size, and an unknown memory kind the kind, of the live allocation at that address,
    * looked up on the writer thread in timestamp order (never on the application's threads). */
@@ -94,15 +93,6 @@ int rec_core_push(rec_core_t *c, const gmt_event_t *ev);
 /* For a source's own delivery thread (CUPTI's buffer callback): waits up to max_wait_ns for
  * room before dropping. Returns how many were dropped. */
 size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint64_t max_wait_ns);
-/* A thread that makes many events (PyTorch's allocator trace, three per allocation) pushes
- * through a lane of its own (rec_lane.c): no shared head, no CAS. rec_core_lane returns the
- * calling thread's lane, made on its first call and given back when the thread ends (call it
- * for every push: it is a thread-specific read, and a thread that ended gets no stale lane);
- * NULL if none can be had (then rec_core_push_batch). rec_lane_push, on the lane's own thread
- * only: waits up to max_wait_ns for room; 0, or -1 dropped (counted, or stopped). */
-typedef struct rec_lane rec_lane_t;
-rec_lane_t *rec_core_lane(rec_core_t *c);
-int rec_lane_push(rec_lane_t *l, const gmt_event_t *ev, uint64_t max_wait_ns);
 /* Records the source lost (CUPTI dropped count); they go into the next chunk. */
 void rec_core_add_dropped(rec_core_t *c, uint64_t n);
 /* The source saw a GPU context: the header can be filled now. */
@@ -124,7 +114,7 @@ int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns);
 void rec_core_destroy(rec_core_t *c);
 
 typedef struct rec_core_stats {
-  uint64_t pushed;     /* events accepted into the ring and the lanes */
+  uint64_t pushed;     /* events accepted into the ring */
   uint64_t written;    /* events handed to the trace writer */
   uint64_t ring_drops; /* dropped because the ring was full */
   uint64_t src_drops;  /* dropped by the source (CUPTI) */

@@ -9,8 +9,7 @@
  * per-device allocator lock. A tracker sees every malloc, free_requested, free_completed (the
  * stream-event waits of record_stream), segment alloc/free/map/unmap and OOM, with address,
  * size, stream and device: exactly a history entry. Each becomes one event of the recorder's
- * trace (rec_core: through the thread's own lane, buffered, flushed every 0.5 s, so a SIGKILL
- * loses at most that), flagged
+ * trace (rec_core: buffered, flushed every 0.5 s, so a SIGKILL loses at most that), flagged
  * GMT_F_TORCH_STREAM; gpurec's merge (recorder/snapshot/snap_merge.c) turns them into the
  * requests of the final trace as it turns a history's entries.
  *
@@ -141,18 +140,14 @@ static void on_entry(const void *functor, const void *entry) {
   } else {
     ev.addr = addr;
   }
-  /* the thread's own lane (rec_lane.c: no shared head between Python's and autograd's
-   * threads), or the shared ring if it has none */
-  rec_lane_t *lane = bench == REC_TS_BENCH_RING ? NULL : rec_core_lane(core);
-  if (lane ? rec_lane_push(lane, &ev, REC_TS_MAX_WAIT_NS) != 0
-           : rec_core_push_batch(core, &ev, 1, REC_TS_MAX_WAIT_NS) != 0)
+  if (rec_core_push_batch(core, &ev, 1, REC_TS_MAX_WAIT_NS))
     atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
 }
 
 uint64_t rec_torch_stream_lost(void) { return atomic_load(&S.lost); }
 
 int rec_torch_stream_bench(int mode) {
-  if (!S.attached || mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_RING) return -1;
+  if (!S.attached || mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_NO_SITES) return -1;
   return atomic_exchange(&S.bench, mode);
 }
 

@@ -46,8 +46,7 @@ uint64_t rec_torch_stream_lost(void);
 /* For benchmarks only (tests/gpu/rec_inproc_bench.py, through gpumem_bench_stream): what the
  * tracker does with each entry, to price each part in one process. Returns the previous mode,
  * -1 if not attached or mode unknown. */
-enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2,
-       REC_TS_BENCH_RING = 3 /* FULL through the shared ring instead of the thread's lane */ };
+enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2 };
 int rec_torch_stream_bench(int mode);
 
 #ifdef __cplusplus

@@ -11,10 +11,7 @@ cycles, one block per state, the order rotated from cycle to cycle:
            callbacks disabled (gpumem_bench_cupti(0));
   entries: each entry streamed, without its callsite (gpumem_bench_stream(2));
   sites:   and each alloc's callsite read (gpumem_bench_stream(0)): the streamed requests;
-  default: and CUPTI's callbacks capturing (gpumem_bench_cupti(1)): gpurec's default;
-  ring:    the default with every entry pushed through the shared ring (gpumem_bench_stream(3))
-           instead of the allocating thread's own lane (rec_lane.c): lane - ring is what the
-           lanes save.
+  default: and CUPTI's callbacks capturing (gpumem_bench_cupti(1)): gpurec's default.
 Two loads: a tight loop of cached allocations (torch.empty of 4 KiB, 50 live, as
 stream_jobs.py's loop: no driver call, no kernel) in ns per allocation, and the host-bound step of
 bench/recorder/rec_overhead.py (48 x Linear+LayerNorm+GELU, AdamW foreach=False) in ms. Each
@@ -38,10 +35,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "recorder"))
 from rec_overhead import Block  # noqa: E402
 
-STATES = ["idle", "entries", "sites", "default", "ring"]
-SETTING = {"idle": (1, 0), "entries": (2, 0), "sites": (0, 0), "default": (0, 1), "ring": (3, 1)}  # stream, cupti
+STATES = ["idle", "entries", "sites", "default"]
+SETTING = {"idle": (1, 0), "entries": (2, 0), "sites": (0, 0), "default": (0, 1)}  # stream, cupti
 PAIRS = {"entries": ("idle", "entries"), "callsite": ("entries", "sites"), "cupti": ("sites", "default"),
-         "ours": ("idle", "default"), "ours_ring": ("idle", "ring"), "lane_vs_ring": ("ring", "default")}
+         "ours": ("idle", "default")}
 
 
 def med_ci(xs):
