@@ -23,7 +23,7 @@ expect() {
   if [[ $rc == "$want_rc" && $out == "$want_out" && $err == "$want_err" ]]; then ok "$name"; else
     bad "$name"; echo "  rc=$rc (want $want_rc)"; echo "  stdout: $out"; echo "  stderr: $err"; echo "  want stderr: $want_err"; fi
 }
-for f in affine8 affine16 affine32 algo4 quad8 quad16 job16 oom16 steps16; do
+for f in affine8 affine16 affine32 algo4 parab8 parab16 job16 oom16 steps16; do
   "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"
 done
 
@@ -68,9 +68,9 @@ expect "an input that ran out of memory" 1 "" "gpurec: error: cannot predict: 'o
 expect "refused: another algorithm at 4" 3 "" "gpurec: cannot predict at 16: only 68.3% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 31.7% from allocations the job did not make at 4 (it allocated differently there: another algorithm choice, or buffers needed only at some sizes)
 gpurec: record once more at 12, then: gpurec predict affine8.zst@8 NEW.zst@12 --at=16 (leaving out the recording where the job allocated differently)" \
   -- "$GPUREC" predict algo4.zst@4 affine8.zst@8 --at=16 -o p.zst
-expect "refused: quadratic sizes from two" 3 "" "gpurec: cannot predict at 32: only 15.0% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 85.0% from allocations whose sizes follow no affine function of the value
-gpurec: record once more at 24, then: gpurec predict quad8.zst@8 quad16.zst@16 NEW.zst@24 --at=32" \
-  -- "$GPUREC" predict quad8.zst@8 quad16.zst@16 --at=32 -o p.zst
+expect "refused: a parabola from two" 3 "" "gpurec: cannot predict at 32: only 11.7% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 88.3% from allocations whose sizes follow no affine function or square of the value
+gpurec: record once more at 24, then: gpurec predict parab8.zst@8 parab16.zst@16 NEW.zst@24 --at=32" \
+  -- "$GPUREC" predict parab8.zst@8 parab16.zst@16 --at=32 -o p.zst
 [[ ! -e p.zst && ! -e p.zst.partial ]] && ok "nothing written by errors and refusals" || bad "something was written"
 
 expect "predicted" 0 "" "gpurec: predicted p.zst at 32 from 2 recordings (following the one at 16): 127 events, confidence 100.0%; 64 allocations, 64 matched in every recording, 64 of them with a consistent affine fit, 0 carried from some recordings only; peak of live requested bytes 46.73 MiB (25.36 MiB at 16); next: gpureplay p.zst" \
@@ -127,14 +127,14 @@ js=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 -
 [[ $js == *"\"largest\": $L,"* && $js == *'"capacity_bytes": 209715200,'* && $js == *'"source": "recorded"'* ]] \
   && ok "--fit --format=json: answer, capacity, points" || bad "--fit json: $js"
 # JSON that a parser takes, with a refusal's reason and a spec that needs escaping
-js=$("$GPUREC" predict -q quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
+js=$("$GPUREC" predict -q parab8.zst@8 parab16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
 echo "$js" | python3 -c 'import json, sys; o = json.load(sys.stdin); s = o["settings"][0]
 assert s["state"] == "refused" and s["largest"] == 16 and s["refused_at"] == 32 and "affine" in s["reason"], s
 assert [p["source"] for p in o["points"]] == ["recorded", "recorded", "refused"], o["points"]' \
   && ok "--fit --format=json parses (a refusal)" || bad "--fit json refusal: $js"
-# quadratic sizes from two recordings: refused at the first value past them; the answer is a lower bound
-out=$("$GPUREC" predict quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
-[[ $rc == 3 && $out == *"      >= 16      66.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
+# a parabola (not a pure square) from two recordings: refused at the first value past them; the answer is a lower bound
+out=$("$GPUREC" predict parab8.zst@8 parab16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
+[[ $rc == 3 && $out == *"      >= 16      74.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
    && $(cat err.txt) == *"its answer is a lower bound (exit 3)" ]] && ok "--fit: refused past the recordings, exit 3" \
   || bad "--fit refused: rc=$rc $out $(cat err.txt)"
 # --fit replays through the gpureplay binary: found beside gpurec (bazel-bin's ../replay/ here),
