@@ -54,7 +54,9 @@ gm_status_t pred_settings_check(pred_rp_t *rp, pred_model_t *m, const pred_opts_
     }
     uint64_t dlo = c->peak_fitted - c->lo, dhi = c->hi - c->peak_fitted, d = dlo > dhi ? dlo : dhi;
     c->move = c->peak_fitted ? (double)d / (double)c->peak_fitted : 0;
-    c->answered = r[0][i].ooms == 0 && c->move <= tolerance;
+    /* under a cap (a preallocated pool, a memory fraction) the peak reserved is the cap whatever
+     * the sizes: what the ends must agree on is that the job fits */
+    c->answered = r[0][i].ooms == 0 && r[1][i].ooms == 0 && r[2][i].ooms == 0 && c->move <= tolerance;
   }
   return GM_OK;
 }
@@ -67,7 +69,10 @@ void pred_settings_note(const char *const *specs, const pred_setting_t *cs, int 
     o += (size_t)snprintf(buf + o, len - o, "%s%s=%s %s..%s (uncertain sizes move it by %.2f %%%s)", i ? "; " : "",
                           specs[i], cs[i].answered ? "answered" : "refused", gm_format_size(cs[i].lo, b1, sizeof b1),
                           gm_format_size(cs[i].hi, b2, sizeof b2), 100 * cs[i].move,
-                          cs[i].answered ? "" : tolerance < 0.1 ? ", over the tolerance" : "");
+                          cs[i].answered       ? ""
+                          : cs[i].move <= tolerance ? ", but an end runs out of memory"
+                          : tolerance < 0.1         ? ", over the tolerance"
+                                                    : "");
   }
 }
 
@@ -125,7 +130,7 @@ int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o,
   if (!rc && !answered) {
     fprintf(stderr, "gpurec: cannot predict at %.15g: %s\ngpurec: %s\n", o->target, res->reason, res->advice);
     fprintf(stderr, "gpurec: checked per setting, the uncertain sizes move every setting's peak reserved by more than "
-                    "%.2g %%: %s\n", 100 * tolerance, note);
+                    "%.2g %% or make it run out of memory: %s\n", 100 * tolerance, note);
     print_settings((const char *const *)list, cs, n); /* each refused setting's range, to the byte */
     rc = 3;
   }
