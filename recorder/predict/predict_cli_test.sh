@@ -23,7 +23,7 @@ expect() {
   if [[ $rc == "$want_rc" && $out == "$want_out" && $err == "$want_err" ]]; then ok "$name"; else
     bad "$name"; echo "  rc=$rc (want $want_rc)"; echo "  stdout: $out"; echo "  stderr: $err"; echo "  want stderr: $want_err"; fi
 }
-for f in affine8 affine16 affine32 algo4 parab8 parab16 job16 oom16 steps16; do
+for f in affine8 affine16 affine32 algo4 parab8 parab16 parab32 job16 oom16 steps16; do
   "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"
 done
 
@@ -74,6 +74,10 @@ gpurec: checked per setting, the uncertain sizes move every setting's peak reser
 gpurec:   REFUSED  pytorch: peak reserved 156.00 MiB (46.00 MiB..296.00 MiB with the uncertain sizes at their ends, 89.74 %; 163577856 in 48234496..310378496 bytes)" \
   -- "$GPUREC" predict parab8.zst@8 parab16.zst@16 --at=32 -o p.zst -p pytorch
 [[ ! -e p.zst && ! -e p.zst.partial ]] && ok "nothing written by errors and refusals" || bad "something was written"
+# the refused setting's range holds the job's own run at 32 (make_csv.py's truth)
+real=$("$GPUREPLAY" --json -p pytorch parab32.zst 2>/dev/null | grep -o '"peak_reserved_bytes": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+[[ -n $real && $real -ge 48234496 && $real -le 310378496 ]] && ok "the parabola's range holds its real peak ($real)" \
+  || bad "the parabola's real peak ${real:-?} outside 48234496..310378496"
 
 expect "predicted" 0 "" "gpurec: predicted p.zst at 32 from 2 recordings (following the one at 16): 127 events, confidence 100.0%; 64 allocations, 64 matched in every recording, 64 of them with a consistent affine fit, 0 carried from some recordings only; peak of live requested bytes 46.73 MiB (25.36 MiB at 16); next: gpureplay p.zst" \
   -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst
