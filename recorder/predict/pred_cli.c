@@ -44,19 +44,21 @@ static const char k_predict_desc[] =
     "same kind of GPU, under the same allocator setting and capture mode (gpurec --mode=torch\n"
     "gives callsites, which make the alignment reliable), with the same number of steps, and\n"
     "none may have run out of memory. Give each as TRACE.zst@VALUE.\n"
-    "Two recordings fit each allocation's size as affine in the value; three also find quadratic\n"
-    "terms (attention scores in the sequence length). Record at values as near the target as fit.\n"
+    "Two recordings fit each allocation's size as affine in the value or proportional to its\n"
+    "square; three also find other quadratic terms (attention scores in the sequence length).\n"
+    "Record at values as near the target as fit.\n"
     "\n"
-    "It refuses (exit 3, nothing written) when the recordings cannot tell: when less than\n"
-    "--min-confidence of the bytes at the predicted peak come from allocations matched in every\n"
-    "recording with a consistent fit, when the two recordings nearest the target do not make the\n"
-    "same allocations (the job still changes how it allocates), or when the steps or streams\n"
-    "differ; it says why and which recording to add. Allocations of unknown size that hold over\n"
-    "1% of the predicted peak at some moment (live at the peak or not: they shape the allocator's\n"
-    "segments) are checked per setting (--policy, default the framework's grid): the prediction\n"
-    "is replayed through gpureplay with those sizes at both ends of their plausible range, and a\n"
-    "setting is answered when its peak reserved stays within --tolerance; the header's\n"
-    "predicted.settings says which were. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
+    "Sizes the recordings do not fix (less than --min-confidence of the bytes at the predicted\n"
+    "peak from allocations matched in every recording with a consistent fit, or allocations of\n"
+    "unknown size holding over 1% of it at some moment, live at the peak or not: they shape the\n"
+    "allocator's segments) are checked per setting (--policy, default the framework's grid): the\n"
+    "prediction is replayed through gpureplay with those sizes at both ends of their plausible\n"
+    "range, and a setting is answered when its peak reserved stays within --tolerance; the\n"
+    "header's predicted.settings says which were. It refuses (exit 3, nothing written) when\n"
+    "every setting moves, when two recordings alone do not make the same allocations (the job\n"
+    "still changes how it allocates between them: a law bent there would look straight), or when\n"
+    "the steps or streams differ; it says why, each refused setting's range, and which\n"
+    "recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
     "\n"
     "With --fit=SIZE instead of --at and -o: the largest value that fits a device of SIZE, per\n"
     "allocator setting (--policy, repeatable, in gpureplay's or the framework's words; default:\n"
@@ -115,7 +117,7 @@ int pred_cli_main(int argc, char **argv) {
       {"at", 0, GM_OPT_STR, "VALUE", "the value to predict the job at (e.g. 32)", offsetof(predict_config_t, at)},
       {"output", 'o', GM_OPT_STR, "TRACE.zst", "predicted trace to write", offsetof(predict_config_t, output)},
       {"min-confidence", 0, GM_OPT_STR, "FRACTION",
-       "refuse below this share of certain bytes at the predicted peak (default 0.95; 0: never for want of confidence)",
+       "check per setting below this share of certain bytes at the predicted peak (default 0.95; 0: never)",
        offsetof(predict_config_t, min_confidence)},
       {"fit", 0, GM_OPT_STR, "SIZE|recorded", "instead of --at: the largest value that fits a device of SIZE, per setting",
        offsetof(predict_config_t, fit)},

@@ -48,6 +48,9 @@ static int lsq(const double *v, const uint64_t *s, size_t n, int deg, double vs,
   return 0;
 }
 
+static int plausible(const pred_fit_t *f, const double *v, const uint64_t *s, size_t n, double vmin, double vmax,
+                     double g, double tol, double smax, double target);
+
 static double eval(const pred_fit_t *f, double x) { return f->c0 + f->c1 * x + f->c2 * x * x; }
 
 static double max_residual(const pred_fit_t *f, const double *v, const uint64_t *s, size_t n) {
@@ -86,17 +89,42 @@ void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t gran
     f->c2 = c[2];
     f->degree = 2;
   }
-  if (max_residual(f, v, s, n) > tol) return;
+  if (plausible(f, v, s, n, vmin, vmax, g, tol, smax, target)) {
+    f->consistent = 1;
+    return;
+  }
+  /* Two points on no tensor's line may be on a square: a size proportional to the square of
+   * the value (attention scores in the sequence length, an activation in an image's side) seen
+   * through two points is a line with a constant part far below zero; through the origin it is
+   * the one tensor's law they fit (three points tell it from any other parabola anyway). */
+  if (n == 2) {
+    double sv4 = 0, sv2s = 0;
+    for (size_t i = 0; i < n; i++) {
+      sv4 += v[i] * v[i] * v[i] * v[i];
+      sv2s += v[i] * v[i] * (double)s[i];
+    }
+    pred_fit_t q = {0, 0, sv4 > 0 ? sv2s / sv4 : 0, 2, 0};
+    if (q.c2 > 0 && plausible(&q, v, s, n, vmin, vmax, g, tol, smax, target)) {
+      *f = q;
+      f->consistent = 1;
+    }
+  }
+}
+
+/* Whether fit f through the n points is a tensor's law: the points on it within tol, ... */
+static int plausible(const pred_fit_t *f, const double *v, const uint64_t *s, size_t n, double vmin, double vmax,
+                     double g, double tol, double smax, double target) {
+  if (max_residual(f, v, s, n) > tol) return 0;
   /* plausible for a tensor: not shrinking from the recordings to the target ... */
   double lo = target < vmin ? target : vmin, hi = target > vmax ? target : vmax;
   double d_lo = f->c1 + 2 * f->c2 * lo, d_hi = f->c1 + 2 * f->c2 * hi;
-  if ((d_lo < 0 && -d_lo * (hi - lo) > tol) || (d_hi < 0 && -d_hi * (hi - lo) > tol)) return;
+  if ((d_lo < 0 && -d_lo * (hi - lo) > tol) || (d_hi < 0 && -d_hi * (hi - lo) > tol)) return 0;
   /* ... and, when affine, a constant part not far below zero. A tensor of (S - 1) * k bytes
    * has a small negative one (-k against (S - 1) k); a square seen through two points, or two
    * different allocations paired, one of the size of a recording's smaller tensors or more.
    * Rounding two points up can move it down by the granule times vmax / (vmax - vmin). */
   double s_lo = eval(f, vmin), slack = g * (1 + vmax / (vmax - vmin)) + 1e-9 * smax;
-  if (f->degree == 1 && f->c0 < -(0.25 * s_lo + slack)) return;
+  if (f->degree == 1 && f->c0 < -(0.25 * s_lo + slack)) return 0;
   /* ... nor far above zero when the size grows. A tensor's size is a product of dimensions:
    * proportional to the value, or to its square, with at most a small fixed part ((S + 1) k);
    * a size with a fixed part of more than a quarter of its smaller recorded size and a growing
@@ -106,8 +134,8 @@ void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t gran
    * buffer of 48, 96, 132 MiB at batch 4, 8, 16, where the affine fit through 8 and 16 said
    * 204 MiB at 32.) */
   int grows = eval(f, vmax) - s_lo > tol;
-  if (grows && f->c0 > 0.25 * s_lo + slack) return;
-  f->consistent = 1;
+  if (grows && f->c0 > 0.25 * s_lo + slack) return 0;
+  return 1;
 }
 
 uint64_t pred_fit_eval(const pred_fit_t *f, double x, uint64_t granule) {

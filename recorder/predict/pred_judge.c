@@ -38,7 +38,7 @@ void pred_refuse_low_confidence(const pred_work_t *w, const pred_input_t *in, do
   }
   if (w->peak_inconsistent && o < sizeof res->reason)
     snprintf(res->reason + o, sizeof res->reason - o, "; %.1f%% from allocations whose sizes follow no %s of the value",
-             100.0 * (double)w->peak_inconsistent / (double)w->peak, w->n >= 3 ? "affine or quadratic function" : "affine function");
+             100.0 * (double)w->peak_inconsistent / (double)w->peak, w->n >= 3 ? "affine or quadratic function" : "affine function or square");
   res->suggest = suggest_value(w, target, ref);
   if (res->suggest > 0) {
     pred_value_text(res->suggest, t, sizeof t);

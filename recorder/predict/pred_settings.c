@@ -54,7 +54,9 @@ gm_status_t pred_settings_check(pred_rp_t *rp, pred_model_t *m, const pred_opts_
     }
     uint64_t dlo = c->peak_fitted - c->lo, dhi = c->hi - c->peak_fitted, d = dlo > dhi ? dlo : dhi;
     c->move = c->peak_fitted ? (double)d / (double)c->peak_fitted : 0;
-    c->answered = r[0][i].ooms == 0 && c->move <= tolerance;
+    /* under a cap (a preallocated pool, a memory fraction) the peak reserved is the cap whatever
+     * the sizes: what the ends must agree on is that the job fits */
+    c->answered = r[0][i].ooms == 0 && r[1][i].ooms == 0 && r[2][i].ooms == 0 && c->move <= tolerance;
   }
   return GM_OK;
 }
@@ -67,7 +69,25 @@ void pred_settings_note(const char *const *specs, const pred_setting_t *cs, int 
     o += (size_t)snprintf(buf + o, len - o, "%s%s=%s %s..%s (uncertain sizes move it by %.2f %%%s)", i ? "; " : "",
                           specs[i], cs[i].answered ? "answered" : "refused", gm_format_size(cs[i].lo, b1, sizeof b1),
                           gm_format_size(cs[i].hi, b2, sizeof b2), 100 * cs[i].move,
-                          cs[i].answered ? "" : tolerance < 0.1 ? ", over the tolerance" : "");
+                          cs[i].answered       ? ""
+                          : cs[i].move <= tolerance ? ", but an end runs out of memory"
+                          : tolerance < 0.1         ? ", over the tolerance"
+                                                    : "");
+  }
+}
+
+/* One line per setting: answered or not, the fitted peak reserved and the range the uncertain
+ * sizes' ends give it (formatted, then to the byte: the range a refused setting's real peak is
+ * expected in, which tests/gpu/predict_table.py holds against the real runs). */
+static void print_settings(const char *const *list, const pred_setting_t *cs, int n) {
+  for (int i = 0; i < n; i++) {
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr,
+            "gpurec:   %-8s %s: peak reserved %s (%s..%s with the uncertain sizes at their ends, %.2f %%; %llu in "
+            "%llu..%llu bytes)\n",
+            cs[i].answered ? "answered" : "REFUSED", list[i], gm_format_size(cs[i].peak_fitted, b1, sizeof b1),
+            gm_format_size(cs[i].lo, b2, sizeof b2), gm_format_size(cs[i].hi, b3, sizeof b3), 100 * cs[i].move,
+            (unsigned long long)cs[i].peak_fitted, (unsigned long long)cs[i].lo, (unsigned long long)cs[i].hi);
   }
 }
 
@@ -110,7 +130,8 @@ int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o,
   if (!rc && !answered) {
     fprintf(stderr, "gpurec: cannot predict at %.15g: %s\ngpurec: %s\n", o->target, res->reason, res->advice);
     fprintf(stderr, "gpurec: checked per setting, the uncertain sizes move every setting's peak reserved by more than "
-                    "%.2g %%: %s\n", 100 * tolerance, note);
+                    "%.2g %% or make it run out of memory: %s\n", 100 * tolerance, note);
+    print_settings((const char *const *)list, cs, n); /* each refused setting's range, to the byte */
     rc = 3;
   }
   if (!rc) {
@@ -126,12 +147,7 @@ int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o,
     fprintf(stderr, "gpurec: predicted %s at %.15g, answered for %d of %d settings: %s; replayed with those sizes at "
                     "both ends of their plausible range, per setting (answered: within %.2g %%):\n",
             out_path, o->target, answered, n, res->reason, 100 * tolerance);
-    for (int i = 0; i < n; i++) {
-      char b1[32], b2[32], b3[32];
-      fprintf(stderr, "gpurec:   %-8s %s: peak reserved %s (%s..%s with the uncertain sizes at their ends, %.2f %%)\n",
-              cs[i].answered ? "answered" : "REFUSED", list[i], gm_format_size(cs[i].peak_fitted, b1, sizeof b1),
-              gm_format_size(cs[i].lo, b2, sizeof b2), gm_format_size(cs[i].hi, b3, sizeof b3), 100 * cs[i].move);
-    }
+    print_settings((const char *const *)list, cs, n);
     fprintf(stderr, "gpurec: replay it only under the answered settings (the header's predicted.settings says which)\n");
     if (answered < n && res->advice[0]) /* a refusal names the recording to add */
       fprintf(stderr, "gpurec: to answer the refused settings too: %s\n", res->advice);

@@ -155,14 +155,27 @@ TEST(PredFit, ASmallNegativeConstantIsATensor) {
   EXPECT_EQ(pred_fit_eval(&f, 1024, 1), 1023u * 65536);
 }
 
+TEST(PredFit, APureSquareFromTwoPointsIsATensorsLaw) {
+  double v[] = {256, 384};
+  uint64_t s[] = {256ull * 256 * 48, 384ull * 384 * 48};  // attention scores through two lengths
+  pred_fit_t f;
+  pred_fit_points(v, s, 2, 1, 768, &f);
+  EXPECT_TRUE(f.consistent);
+  EXPECT_EQ(f.degree, 2);
+  EXPECT_EQ(pred_fit_eval(&f, 768, 1), 768ull * 768 * 48);
+  uint64_t off[] = {256ull * 256 * 48, 384ull * 384 * 48 + 4096};  // off the square by more than the granule
+  pred_fit_points(v, off, 2, 512, 768, &f);
+  EXPECT_FALSE(f.consistent);
+}
+
 TEST(PredFit, ImplausibleFitsAreInconsistent) {
   pred_fit_t f;
   double v[] = {8, 16};
   uint64_t shrinking[] = {1 << 20, 1 << 10};  // two different allocations paired
   pred_fit_points(v, shrinking, 2, 1, 32, &f);
   EXPECT_FALSE(f.consistent);
-  uint64_t quadratic[] = {8 * 8 * 300, 16 * 16 * 300};  // a square seen through two points
-  pred_fit_points(v, quadratic, 2, 1, 32, &f);
+  uint64_t parabola[] = {8 * 8 * 300 + 8 * 5000, 16 * 16 * 300 + 16 * 5000};  // a square and a line, two points
+  pred_fit_points(v, parabola, 2, 1, 32, &f);
   EXPECT_FALSE(f.consistent);
   uint64_t one[] = {4096};
   pred_fit_points(v, one, 1, 1, 32, &f);
@@ -265,8 +278,17 @@ TEST(Predict, AffineCsvFromTwoAndThree) {
   }
 }
 
-TEST(Predict, QuadraticSizesNeedThreeRecordings) {
-  std::string q4 = Csv("quad4"), q8 = Csv("quad8"), q16 = Csv("quad16"), q32 = Csv("quad32");
+TEST(Predict, APureSquareFromTwoRecordings) {
+  std::string q8 = Csv("quad8"), q16 = Csv("quad16"), q32 = Csv("quad32");
+  Outcome two = Predict({{q8, 8}, {q16, 16}}, 32);
+  ASSERT_EQ(two.st, GM_OK) << two.err.msg;
+  ASSERT_FALSE(two.res.refused) << two.res.reason;
+  EXPECT_TRUE(two.res.quadratic);
+  EXPECT_EQ(KindsAndSizes(two.out), KindsAndSizes(q32));
+}
+
+TEST(Predict, OtherQuadraticSizesNeedThreeRecordings) {
+  std::string q4 = Csv("parab4"), q8 = Csv("parab8"), q16 = Csv("parab16"), q32 = Csv("parab32");
   Outcome two = Predict({{q8, 8}, {q16, 16}}, 32);
   ASSERT_EQ(two.st, GM_OK) << two.err.msg;
   EXPECT_TRUE(two.res.refused);
@@ -520,7 +542,7 @@ TEST(PredModel, ManyTargetsFromOneLoadEqualSeparateRuns) {
 }
 
 TEST(PredModel, EventsBeforeAPredictionOrAfterARefusalAreAnError) {
-  std::string q8 = Csv("quad8"), q16 = Csv("quad16");
+  std::string q8 = Csv("parab8"), q16 = Csv("parab16");
   pred_input_t in[2] = {{q8.c_str(), 8}, {q16.c_str(), 16}};
   pred_model_t *m = nullptr;
   pred_result_t res;
@@ -531,7 +553,7 @@ TEST(PredModel, EventsBeforeAPredictionOrAfterARefusalAreAnError) {
   EXPECT_EQ(pred_model_events(m, &ev, &n, &err), GM_ERR_INVAL);
   pred_opts_t o{32, -1, nullptr};
   ASSERT_EQ(pred_model_at(m, &o, &res, &err), GM_OK) << err.msg;
-  EXPECT_TRUE(res.refused); // quadratic sizes from two recordings
+  EXPECT_TRUE(res.refused); // a parabola (not a pure square) from two recordings
   EXPECT_EQ(pred_model_events(m, &ev, &n, &err), GM_ERR_INVAL);
   pred_model_close(m);
 }

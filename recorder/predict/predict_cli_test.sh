@@ -23,7 +23,7 @@ expect() {
   if [[ $rc == "$want_rc" && $out == "$want_out" && $err == "$want_err" ]]; then ok "$name"; else
     bad "$name"; echo "  rc=$rc (want $want_rc)"; echo "  stdout: $out"; echo "  stderr: $err"; echo "  want stderr: $want_err"; fi
 }
-for f in affine8 affine16 affine32 algo4 quad8 quad16 job16 oom16 steps16; do
+for f in affine8 affine16 affine32 algo4 parab8 parab16 parab32 job16 oom16 steps16; do
   "$GPUREC" import -q "$DATA/$f.csv" -o "$f.zst" || bad "import $f"
 done
 
@@ -68,10 +68,16 @@ expect "an input that ran out of memory" 1 "" "gpurec: error: cannot predict: 'o
 expect "refused: another algorithm at 4" 3 "" "gpurec: cannot predict at 16: only 68.3% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 31.7% from allocations the job did not make at 4 (it allocated differently there: another algorithm choice, or buffers needed only at some sizes)
 gpurec: record once more at 12, then: gpurec predict affine8.zst@8 NEW.zst@12 --at=16 (leaving out the recording where the job allocated differently)" \
   -- "$GPUREC" predict algo4.zst@4 affine8.zst@8 --at=16 -o p.zst
-expect "refused: quadratic sizes from two" 3 "" "gpurec: cannot predict at 32: only 15.0% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 85.0% from allocations whose sizes follow no affine function of the value
-gpurec: record once more at 24, then: gpurec predict quad8.zst@8 quad16.zst@16 NEW.zst@24 --at=32" \
-  -- "$GPUREC" predict quad8.zst@8 quad16.zst@16 --at=32 -o p.zst
+expect "refused: a parabola from two, checked per setting (its real peak, 206 MiB, inside the range)" 3 "" "gpurec: cannot predict at 32: only 11.7% of the bytes at the predicted peak come from allocations matched in every recording with a consistent fit (at least 95% needed); 88.3% from allocations whose sizes follow no affine function or square of the value
+gpurec: record once more at 24, then: gpurec predict parab8.zst@8 parab16.zst@16 NEW.zst@24 --at=32
+gpurec: checked per setting, the uncertain sizes move every setting's peak reserved by more than 1 % or make it run out of memory: pytorch=refused 46.00 MiB..296.00 MiB (uncertain sizes move it by 89.74 %, over the tolerance)
+gpurec:   REFUSED  pytorch: peak reserved 156.00 MiB (46.00 MiB..296.00 MiB with the uncertain sizes at their ends, 89.74 %; 163577856 in 48234496..310378496 bytes)" \
+  -- "$GPUREC" predict parab8.zst@8 parab16.zst@16 --at=32 -o p.zst -p pytorch
 [[ ! -e p.zst && ! -e p.zst.partial ]] && ok "nothing written by errors and refusals" || bad "something was written"
+# the refused setting's range holds the job's own run at 32 (make_csv.py's truth)
+real=$("$GPUREPLAY" --json -p pytorch parab32.zst 2>/dev/null | grep -o '"peak_reserved_bytes": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+[[ -n $real && $real -ge 48234496 && $real -le 310378496 ]] && ok "the parabola's range holds its real peak ($real)" \
+  || bad "the parabola's real peak ${real:-?} outside 48234496..310378496"
 
 expect "predicted" 0 "" "gpurec: predicted p.zst at 32 from 2 recordings (following the one at 16): 127 events, confidence 100.0%; 64 allocations, 64 matched in every recording, 64 of them with a consistent affine fit, 0 carried from some recordings only; peak of live requested bytes 46.73 MiB (25.36 MiB at 16); next: gpureplay p.zst" \
   -- "$GPUREC" predict affine8.zst@8 affine16.zst@16 --at=32 -o p.zst
@@ -127,14 +133,15 @@ js=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=200MiB --other=0 -
 [[ $js == *"\"largest\": $L,"* && $js == *'"capacity_bytes": 209715200,'* && $js == *'"source": "recorded"'* ]] \
   && ok "--fit --format=json: answer, capacity, points" || bad "--fit json: $js"
 # JSON that a parser takes, with a refusal's reason and a spec that needs escaping
-js=$("$GPUREC" predict -q quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
+js=$("$GPUREC" predict -q parab8.zst@8 parab16.zst@16 --fit=200MiB --other=0 -p 'pytorch:max_split_size_mb:64' --format=json)
 echo "$js" | python3 -c 'import json, sys; o = json.load(sys.stdin); s = o["settings"][0]
 assert s["state"] == "refused" and s["largest"] == 16 and s["refused_at"] == 32 and "affine" in s["reason"], s
-assert [p["source"] for p in o["points"]] == ["recorded", "recorded", "refused"], o["points"]' \
+assert [p["source"] for p in o["points"]] == ["recorded", "recorded", "predicted"], o["points"]
+assert o["points"][2]["checked"]["pytorch:max_split_size_mb:64"]["refused"], o["points"]' \
   && ok "--fit --format=json parses (a refusal)" || bad "--fit json refusal: $js"
-# quadratic sizes from two recordings: refused at the first value past them; the answer is a lower bound
-out=$("$GPUREC" predict quad8.zst@8 quad16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
-[[ $rc == 3 && $out == *"      >= 16      66.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
+# a parabola (not a pure square) from two recordings: refused at the first value past them; the answer is a lower bound
+out=$("$GPUREC" predict parab8.zst@8 parab16.zst@16 --fit=200MiB --other=0 -p pytorch 2>err.txt); rc=$?
+[[ $rc == 3 && $out == *"      >= 16      74.00 MiB  32: the prediction refused"* && $out == *"to answer: record once more at 24"* \
    && $(cat err.txt) == *"its answer is a lower bound (exit 3)" ]] && ok "--fit: refused past the recordings, exit 3" \
   || bad "--fit refused: rc=$rc $out $(cat err.txt)"
 # --fit replays through the gpureplay binary: found beside gpurec (bazel-bin's ../replay/ here),
@@ -179,8 +186,8 @@ job() { # B BUFFER ACT ORDER(before|with) -> job$B_$ORDER.zst
 job 8 1572864 1000000 before; job 16 2097152 1000000 before; job 8 3145728 1000000 with; job 16 4194304 1000000 with
 UNC="1.2% of the predicted peak (3145728 bytes) is held at one moment by allocations whose size at 32 is not known (more than 1%): they shape the allocator's segments even when not live at the peak; the largest: allocation 5 at model.py:2:buffer, 2097152 bytes at 16, its sizes follow no law of a tensor (a workspace, a kernel's chunking)"
 expect "checked per setting: answered" 0 "" "gpurec: predicted chk.zst at 32, answered for 2 of 2 settings: $UNC; replayed with those sizes at both ends of their plausible range, per setting (answered: within 1 %):
-gpurec:   answered pytorch: peak reserved 280.00 MiB (280.00 MiB..280.00 MiB with the uncertain sizes at their ends, 0.00 %)
-gpurec:   answered pytorch:max_split_size_mb:20: peak reserved 300.00 MiB (300.00 MiB..300.00 MiB with the uncertain sizes at their ends, 0.00 %)
+gpurec:   answered pytorch: peak reserved 280.00 MiB (280.00 MiB..280.00 MiB with the uncertain sizes at their ends, 0.00 %; 293601280 in 293601280..293601280 bytes)
+gpurec:   answered pytorch:max_split_size_mb:20: peak reserved 300.00 MiB (300.00 MiB..300.00 MiB with the uncertain sizes at their ends, 0.00 %; 314572800 in 314572800..314572800 bytes)
 gpurec: replay it only under the answered settings (the header's predicted.settings says which)" \
   -- "$GPUREC" predict job8_before.zst@8 job16_before.zst@16 --at=32 -o chk.zst -p pytorch -p pytorch:max_split_size_mb:20
 "$GPUREPLAY" -q chk.zst > /dev/null 2>&1 && ok "checked: gpureplay takes the trace" || bad "checked: gpureplay on chk.zst"
@@ -189,7 +196,9 @@ grep -aq "predicted.settings.*pytorch=answered 280.00 MiB..280.00 MiB" chk.zst &
   || bad "checked: no predicted.settings in the header"
 expect "checked per setting: refused" 3 "" "gpurec: cannot predict at 32: 2.4% of the predicted peak (6291456 bytes) is held at one moment by allocations whose size at 32 is not known (more than 1%): they shape the allocator's segments even when not live at the peak; the largest: allocation 5 at model.py:2:buffer, 4194304 bytes at 16, its sizes follow no law of a tensor (a workspace, a kernel's chunking)
 gpurec: record once more at 24 (nearer 32) and add it, or run at 32
-gpurec: checked per setting, the uncertain sizes move every setting's peak reserved by more than 1 %: pytorch=refused 272.00 MiB..280.00 MiB (uncertain sizes move it by 2.86 %, over the tolerance); pytorch:max_split_size_mb:20=refused 272.00 MiB..300.00 MiB (uncertain sizes move it by 9.33 %, over the tolerance)" \
+gpurec: checked per setting, the uncertain sizes move every setting's peak reserved by more than 1 % or make it run out of memory: pytorch=refused 272.00 MiB..280.00 MiB (uncertain sizes move it by 2.86 %, over the tolerance); pytorch:max_split_size_mb:20=refused 272.00 MiB..300.00 MiB (uncertain sizes move it by 9.33 %, over the tolerance)
+gpurec:   REFUSED  pytorch: peak reserved 280.00 MiB (272.00 MiB..280.00 MiB with the uncertain sizes at their ends, 2.86 %; 293601280 in 285212672..293601280 bytes)
+gpurec:   REFUSED  pytorch:max_split_size_mb:20: peak reserved 300.00 MiB (272.00 MiB..300.00 MiB with the uncertain sizes at their ends, 9.33 %; 314572800 in 285212672..314572800 bytes)" \
   -- "$GPUREC" predict job8_with.zst@8 job16_with.zst@16 --at=32 -o chk2.zst -p pytorch -p pytorch:max_split_size_mb:20
 [[ ! -e chk2.zst ]] && ok "refused per setting: nothing written" || bad "refused per setting wrote chk2.zst"
 expect "a looser --tolerance answers" 0 "" "" \

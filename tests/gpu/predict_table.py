@@ -17,7 +17,9 @@ value that fits the job's emulated card, per setting: `gpurec predict --fit=CAP 
 against the real largest found by the runs (a value that fits and the next one that does not).
 No GPU needed: the lead can rerun it on the build machine from the unpacked tarball.
 Verdicts (issue 19): within 1 % at 2x the largest recorded value, 3 % at 4x ("off" else); a
-refusal is acceptable; a miss above 5 % that was not refused is "SILENT MISS"; the largest fit
+refusal is acceptable (it names the recording to add; a setting the per-setting check refused shows the
+range its uncertain sizes give the peak reserved, to the byte, and where the real run lies against it:
+a range is not a bound, and answers nothing); a miss above 5 % that was not refused is "SILENT MISS"; the largest fit
 equal to the real one or one step below, never above. A real run held to too small a share of
 the GPU (num_alloc_retries > 0 or an OOM where none was meant) is "DISTURBED", not a measurement.
 --check FILE: regenerate the table and exit 1 when it differs from FILE, or when a job with
@@ -142,6 +144,19 @@ def verdict(p, r, factor, note):
     return "SILENT MISS"
 
 
+def to_add(stderr):
+    """The recording gpurec's refusal says to add, without the paths (they depend on where the corpus is)."""
+    m = re.search(r"record once more at ([0-9.e+]+)", stderr)
+    if m:
+        left = " (leaving out the recording where the job allocated differently)" if "leaving out" in stderr else ""
+        return "add a recording at %s%s" % (m.group(1), left)
+    m = re.search(r"record the job at (\S+) itself", stderr)
+    if m:
+        return "record the job at %s itself" % m.group(1)
+    m = re.search(r"record once more at a value nearer (\S+)", stderr)
+    return "add a recording nearer %s" % m.group(1) if m else "?"
+
+
 def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
     recs = dict((v, f) for f, v in recordings(a.dir, job))
     for v in sorted(recs):  # the replay alone, at recorded values
@@ -162,28 +177,42 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
               ["--at=%d" % target, "-o", pred] + ["--policy=" + p for _, _, p in SETTINGS]
         p = subprocess.run(cmd, capture_output=True, text=True)
         sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
-        if p.returncode == 3:
+        # a prediction whose uncertain sizes were checked per setting (pred_settings.c): a
+        # setting they move beyond the tolerance is refused, the others answered; each with the
+        # range the uncertain sizes' ends give its peak reserved, to the byte
+        checked = {}
+        for mm in re.finditer(r"^gpurec:   (answered|REFUSED) +(\S+): peak reserved \S+ \S+ \((.+?) with the uncertain "
+                              r"sizes at their ends, ([0-9.]+ %); ([0-9]+) in ([0-9]+)\.\.([0-9]+) bytes\)$", p.stderr, re.M):
+            checked[mm.group(2)] = (mm.group(1), "%s, moved %s" % (mm.group(3), mm.group(4)),
+                                    int(mm.group(5)), int(mm.group(6)), int(mm.group(7)))
+        if p.returncode == 3 and not checked:
             reason = p.stderr.strip().splitlines()[0].split(": ", 1)[-1].replace("|", "/")
-            out("| %s | %d | refused | all | refused: %s | - | - | refused |" % (label, target, reason))
+            out("| %s | %d | refused | all | refused: %s; %s | - | - | refused |" % (label, target, reason, to_add(p.stderr)))
             continue
-        if p.returncode != 0:
+        if p.returncode not in (0, 3):
             out("| %s | %d | - | - | error: %s | - | - | ERROR |" % (label, target, p.stderr.strip().replace("|", "/")))
             continue
         m = re.search(r"confidence ([0-9.]+)%", p.stderr)
         conf_pct = m.group(1) + " %" if m else "?"
-        # a prediction whose uncertain sizes were checked per setting (gpurec_check.c): a
-        # setting they move beyond the tolerance is refused, the others answered
-        checked = {}
-        for mm in re.finditer(r"^gpurec:   (answered|REFUSED) +(\S+): peak reserved \S+ \S+ \((.+?) with the uncertain "
-                              r"sizes at their ends, ([0-9.]+ %)\)$", p.stderr, re.M):
-            checked[mm.group(2)] = (mm.group(1), "%s, moved %s" % (mm.group(3), mm.group(4)))
         if checked:
             conf_pct = "checked"
-        peaks = replay(a.bin, pred)
+        peaks = replay(a.bin, pred) if p.returncode == 0 else {}
         for name, conf, pol in SETTINGS:
             if checked.get(pol, ("answered",))[0] == "REFUSED":
-                out("| %s | %d | refused | %s | refused: the uncertain sizes move its peak reserved beyond 1 %% (%s) | - | - "
-                    "| refused |" % (label, target, name, checked[pol][1]))
+                # refused as a figure; the range is said, and held against the real run
+                _, moved, fitted, lo, hi = checked[pol]
+                r, note = real_peak(runs, target, conf)
+                if r and not note:
+                    # a range is not a bound: it leaves out the fit's and the replay's own error
+                    # (said in the figures); a refusal, whichever side of it the real run lies
+                    v = ("refused (real in range)" if lo <= r <= hi else
+                         "refused (real %.2f %% %s its range)" % (100.0 * abs(r - (lo if r < lo else hi)) / (lo if r < lo else hi),
+                                                                   "below" if r < lo else "above"))
+                else:
+                    v = "refused"
+                out("| %s | %d | refused | %s | refused: the uncertain sizes move its peak reserved beyond 1 %% (%s; %d..%d B, "
+                    "width %.2f %%); %s | %s | - | %s |" % (label, target, name, moved, lo, hi, 100.0 * (hi - lo) / fitted,
+                                                           to_add(p.stderr), r or "-", v))
                 continue
             r, note = real_peak(runs, target, conf)
             pk = peaks.get(pol.rstrip(":"))
@@ -243,15 +272,19 @@ def figures(lines, out):
     """Issue 26's figures over the predictions (not the replays of recordings, not the largest fits): the
     share of (job, recordings, target, setting) cases answered, answered cases with a real run off by
     more than 1 %, refusals by reason."""
-    answered = refused = checked = off = 0
+    answered = refused = checked = off = ranged = inside = named = 0
     reasons = {}
     for line in lines:
         c = [x.strip() for x in line.split("|")[1:-1]]
         if len(c) != 8 or not c[1].isdigit() or "replayed" in c[0] or c[4] == "missing recording":
             continue
-        if c[7] == "refused":
+        if c[7].startswith("refused"):
+            if c[5] not in ("-", "no run"):
+                ranged += 1
+                inside += c[7] == "refused (real in range)"
             n = 3 if c[3] == "all" else 1  # a refusal for all settings stands for each of them
             refused += n
+            named += n if re.search(r"; (add a recording|record the job)", c[4]) else 0
             why = re.sub(r"[0-9.]+", "N", c[4].split(":", 2)[-1].split(";")[0].split("(")[0]).strip()[:140]
             reasons[why] = reasons.get(why, 0) + n
             continue
@@ -263,6 +296,10 @@ def figures(lines, out):
     out("\n## Figures\n")
     out("(job, recordings, target, setting) cases: %d; answered %d (%.0f %%), refused %d; answered with a real run %d, "
         "off by more than 1 %%: %d." % (total, answered, 100.0 * answered / max(total, 1), refused, checked, off))
+    out("Refused cases that name the recording to add: %d of %d." % (named, refused))
+    out("Refused cases whose uncertain sizes were checked per setting, with the range their two ends give the peak "
+        "reserved, and a real run: %d; the real run inside that range: %d. A range is not a bound (it leaves out the fit's "
+        "and the replay's own error), so it answers nothing: those cases stay refused." % (ranged, inside))
     out("")
     out("| refusal | cases |")
     out("|---|---:|")

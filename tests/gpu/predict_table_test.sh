@@ -22,6 +22,11 @@ python3 "$PT" --bin "$B" --dir "$D" --check "$D/PREDICTION.md" || { echo "FAIL: 
 fig=$(grep '^(job, recordings, target, setting) cases:' "$D/PREDICTION.md")
 answered=$(sed -n 's/.*; answered \([0-9]*\) (.*/\1/p' <<<"$fig")
 off=$(sed -n 's/.*off by more than 1 %: \([0-9]*\)\..*/\1/p' <<<"$fig")
+refused=$(sed -n 's/.*, refused \([0-9]*\);.*/\1/p' <<<"$fig")
+named=$(grep '^Refused cases that name the recording to add:' "$D/PREDICTION.md")
+[[ -n $refused && $named == "Refused cases that name the recording to add: $refused of $refused." ]] \
+  && echo "ok: every refusal names the recording to add" \
+  || { echo "FAIL: a refusal without the recording to add: ${named:-no such line} (refused: ${refused:-?})"; fails=$((fails + 1)); }
 if [[ -z $answered || -z $off || $answered -lt ${MIN_ANSWERED:-46} || $off != 0 ]]; then
   echo "FAIL: the figures: ${answered:-?} cases answered (at least ${MIN_ANSWERED:-46}), ${off:-?} off by more than 1 % (none): $fig"
   fails=$((fails + 1))

@@ -3,7 +3,7 @@
 
 A tiny training job whose truth is known: 4 weights of 1 MiB (constant), per step and layer an
 activation of 100000*b+512 bytes (affine in the batch b), attention scores of 200000*b bytes (or
-30000*b*b with quad, quadratic), a temporary of 6400*b; backward allocates a gradient per saved
+30000*b*b with quad, quadratic; 30000*b*b+200000*b with parab), a temporary of 6400*b; backward allocates a gradient per saved
 tensor. Variants: a workspace of 500000*b (or extra_size*b) only at b >= extra_at, a buffer of 300000*b held
 through the backward only at b >= late_at, a second stream, a fourth
 step, the scores from another callsite at small b (another algorithm choice), no callsites, a
@@ -11,7 +11,7 @@ failed allocation, and header changes (another job, setting, device)."""
 import sys
 
 
-def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, callsites=True, oom=False, late_at=None, extra_size=500000,
+def trace(b, steps=3, extra_at=None, quad=False, parab=False, streams=1, attn_site=None, callsites=True, oom=False, late_at=None, extra_size=500000,
           job="train.py", conf="", gpu="H100"):
     out = ["# gpumem trace, text form 1", "#capture_mode=torch", "#gpu_name=" + gpu, "#gpu_total_mem=85899345920",
            "#command_line=python %s --batch=%d" % (job, b), "#kv.PYTORCH_CUDA_ALLOC_CONF=" + conf,
@@ -49,7 +49,8 @@ def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, call
         late = []
         for _ in range(4):
             acts.append(alloc(100000 * b + 512, "model.py:20:forward"))
-            acts.append(alloc(b * b * 30000 if quad else 200000 * b, attn_site or "model.py:21:attn"))
+            acts.append(alloc(b * b * 30000 + (200000 * b if parab else 0) if quad or parab else 200000 * b,
+                              attn_site or "model.py:21:attn"))
             free(alloc(6400 * b, "model.py:22:tmp"))
         if extra_at is not None and b >= extra_at:
             free(alloc(extra_size * b, "model.py:30:workspace"))
@@ -70,6 +71,7 @@ def trace(b, steps=3, extra_at=None, quad=False, streams=1, attn_site=None, call
 SETS = {
     "affine": ([4, 8, 16, 32], {}),
     "quad": ([4, 8, 16, 32], {"quad": True}),
+    "parab": ([4, 8, 16, 32], {"parab": True}),
     "extra": ([8, 16, 32], {"extra_at": 12}),
     "late": ([8, 16, 32, 64], {"late_at": 12}),
     "ws": ([4, 8, 16], {"extra_at": 12, "extra_size": 5000}),
