@@ -30,7 +30,7 @@ rm -rf "$R" "$W"; mkdir -p "$R/cold" "$R/warm" "$R/runs" "$W"
 exec > >(tee -a "$R/log.txt") 2>&1
 echo "== predict_jax.sh $(date -u)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m pip install -q --no-index --break-system-packages "$WHEEL_DIR"/gpumem_tools-*.whl || exit 1
+python3 -m pip install -q --force-reinstall --no-deps --no-index --break-system-packages "$WHEEL_DIR"/gpumem_tools-*.whl || exit 1
 gpurec --version | head -2
 python3 -c 'import jax; print("jax", jax.__version__, jax.devices())' || exit 1
 cp "$ROOT/tests/gpu/predict_hf.py" "$W/"
