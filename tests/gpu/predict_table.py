@@ -15,6 +15,9 @@ under every setting, against the real unrecorded run at that value and setting
 (torch.cuda.max_memory_reserved). The recordings themselves are replayed too. Then the largest
 value that fits the job's emulated card, per setting: `gpurec predict --fit=CAP --other=0`
 against the real largest found by the runs (a value that fits and the next one that does not).
+The JAX job (JAX_JOBS, tests/gpu/predict_jax.sh) has JAX's settings: its real figure is memory_stats()'s
+peak_pool_bytes, and whether the run ran out of memory, which the replay's must match (a preallocated
+fraction's pool is the fraction: "fits" is its answer; "OOM MISMATCH" else).
 No GPU needed: the lead can rerun it on the build machine from the unpacked tarball.
 Verdicts (issue 19): within 1 % at 2x the largest recorded value, 3 % at 4x ("off" else); a
 refusal is acceptable (it names the recording to add; a setting the per-setting check refused shows the
