@@ -16,7 +16,7 @@
 # Then, on the device, gpurec predict from each set (2 and 3 recordings) at both targets, replayed
 # by gpureplay under the same settings, against the real runs: the summary at the end.
 # Usage (repository root, the wheel from tools/build_wheel in WHEEL_DIR, default .dev/predict):
-#   OUT=/some/dir bash tests/gpu/predict_jax.sh [WHEEL_DIR]
+#   OUT=/some/dir [FRACTIONS="0.01 0.02 0.04 0.08"] bash tests/gpu/predict_jax.sh [WHEEL_DIR]
 # Output: $OUT/predict_jax/ (cold/ and warm/ with rec.vN.zst, runs.jsonl, runs/*.log, summary.txt,
 # log.txt) and $OUT/predict_jax.tar.gz of it, packed again at the end. No new run starts after
 # $BUDGET seconds (default 420).
@@ -36,7 +36,7 @@ python3 -c 'import jax; print("jax", jax.__version__, jax.devices())' || exit 1
 cp "$ROOT/tests/gpu/predict_hf.py" "$W/"
 RECORDED="2048 4096 8192"
 TARGETS="16384 32768"
-FRACTIONS="0.02 0.04 0.08"
+FRACTIONS=${FRACTIONS:-0.02 0.04 0.08} # FRACTIONS="0.01 0.02": 0.01 of an H200 is below the job's 1.83 GB in use at 32768
 GROWTH=XLA_PYTHON_CLIENT_PREALLOCATE=false
 export R W GROWTH
 

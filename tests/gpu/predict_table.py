@@ -15,6 +15,9 @@ under every setting, against the real unrecorded run at that value and setting
 (torch.cuda.max_memory_reserved). The recordings themselves are replayed too. Then the largest
 value that fits the job's emulated card, per setting: `gpurec predict --fit=CAP --other=0`
 against the real largest found by the runs (a value that fits and the next one that does not).
+The JAX job (JAX_JOBS, tests/gpu/predict_jax.sh) has JAX's settings: its real figure is memory_stats()'s
+peak_pool_bytes, and whether the run ran out of memory, which the replay's must match (a preallocated
+fraction's pool is the fraction: "fits" is its answer; "OOM MISMATCH" else).
 No GPU needed: the lead can rerun it on the build machine from the unpacked tarball.
 Verdicts (issue 19): within 1 % at 2x the largest recorded value, 3 % at 4x ("off" else); a
 refusal is acceptable (it names the recording to add; a setting the per-setting check refused shows the
@@ -51,14 +54,43 @@ HF_JOBS = {
                "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py resnet",
                "about": "torchvision ResNet-50 training (100 classes, 128 x 128 images, SGD momentum) in the batch; plain gpurec"},
 }
-ALL_JOBS = dict(JOBS, **HF_JOBS)
+# JAX's settings (issue 26 item 3): BFC's pool grown on demand (memory_stats()'s peak_pool_bytes), and a
+# preallocated fraction of the GPU (the pool is the fraction; out of memory or not is the answer).
+JAX_SETTINGS = [("growth", "XLA_PYTHON_CLIENT_PREALLOCATE=false", "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false")] + \
+    [("fraction_%s" % f, "XLA_PYTHON_CLIENT_MEM_FRACTION=%s" % f, "jax:XLA_PYTHON_CLIENT_MEM_FRACTION=%s" % f)
+     for f in ("0.02", "0.04", "0.08")]
+# tests/gpu/predict_jax.sh's job: recorded cold (as users run it, compiling inside the recording) by plain gpurec;
+# real runs under JAX_SETTINGS at the targets (growth also at the recorded values); no largest-fit runs.
+JAX_JOBS = {
+    "jax_mlp_big": {"what": "batch", "recorded": [2048, 4096, 8192], "dir": "jax_mlp_big", "rec": "rec.v{v}.zst",
+                    "settings": JAX_SETTINGS, "runs": tuple(n for n, _, _ in JAX_SETTINGS), "fit": False,
+                    "cmd": "tests/gpu/predict_hf.py jax_mlp", "made_by": "tests/gpu/predict_jax.sh",
+                    "about": "a JAX MLP (4 x 2048, Adam-like update under jit, 3 steps) in the batch; plain gpurec, "
+                             "JAX's settings; real figures memory_stats()'s peak_pool_bytes and out of memory or not"},
+}
+ALL_JOBS = dict(JOBS, **HF_JOBS, **JAX_JOBS)
 
-FAIL_WORDS = ("SILENT MISS", "off (", "ABOVE", "TOO LOW", "DISTURBED", "NO RUN", "ERROR")
+JAX_HEAD = ["| recordings | target | confidence | setting | predicted peak pool (B), OOM | real peak_pool_bytes (B), OOM | "
+            "error % | verdict |", "|---|---:|---:|---|---:|---:|---:|---|"]
+JAX_ABOUT = ("Settings: growth is `XLA_PYTHON_CLIENT_PREALLOCATE=false` (BFC's pool grown on demand: the real figure is\n"
+             "`memory_stats()['peak_pool_bytes']`); fraction_F is `XLA_PYTHON_CLIENT_MEM_FRACTION=F` (the pool preallocated,\n"
+             "F of the GPU: the answer is whether the job runs out of memory in it, and a wrong one fails the table).\n"
+             "The recordings are cold, made as users run the job: XLA compiles inside them, and its autotuner's\n"
+             "scratch is in them and in the real runs. Recordings made after a run that filled JAX's compilation cache\n"
+             "(warm: the job's own allocations only) predict a warm run, and are not held against these cold runs\n"
+             "(docs/predict.md).\n")
+
+
+def settings_of(job):
+    return ALL_JOBS[job].get("settings", SETTINGS)
+
+FAIL_WORDS = ("SILENT MISS", "off (", "ABOVE", "TOO LOW", "DISTURBED", "NO RUN", "ERROR", "OOM MISMATCH")
 LEGACY_CASES = [((4, 8), 16), ((4, 8), 32), ((8, 16), 32), ((8, 16), 64), ((4, 8, 16), 32), ((4, 8, 16), 64)]
 
 
-def replay(bin_dir, trace):
-    cmd = [os.path.join(bin_dir, "gpureplay"), "--json"] + ["--policy=" + p for _, _, p in SETTINGS] + [trace]
+def replay(bin_dir, trace, settings=SETTINGS, ooms=None):
+    """Peak reserved per setting (device 0's line first); ooms, a dict, gets whether each ran out of memory."""
+    cmd = [os.path.join(bin_dir, "gpureplay"), "--json"] + ["--policy=" + p for _, _, p in settings] + [trace]
     p = subprocess.run(cmd, capture_output=True, text=True)
     peaks = {}
     for line in p.stdout.splitlines():
@@ -66,7 +98,9 @@ def replay(bin_dir, trace):
             r = json.loads(line)
         except ValueError:
             continue
-        peaks.setdefault(r["policy"].rstrip(":"), r["peak_reserved_bytes"])  # device 0's line first
+        peaks.setdefault(r["policy"].rstrip(":"), r["peak_reserved_bytes"])
+        if ooms is not None:
+            ooms.setdefault(r["policy"].rstrip(":"), r.get("ooms", 0) > 0)
     return peaks
 
 
@@ -116,6 +150,22 @@ def real_peak(runs, value, conf):
     return got["max_memory_reserved"], None
 
 
+def real_jax(runs, value, conf):
+    """(peak_pool_bytes, ran out of memory) of the JAX job's unrecorded run at value under conf; (None, None) if none.
+    Under a preallocated fraction running out of memory is the answer, not a disturbance."""
+    for r in runs:
+        if r["purpose"] == "scale" and r["value"] == value and r["conf"] == conf:
+            res = r.get("result") or {}
+            oom = bool(r.get("oom") or r["rc"] or res.get("oom"))
+            if res or oom:  # a run out of memory may print no result: its pool is not known
+                return res.get("peak_pool_bytes"), oom
+    return None, None
+
+
+def fits(oom):
+    return "OOM" if oom else "fits"
+
+
 def real_largest(runs, conf, step):
     """The largest value that fit the cap while value + step did not; None when the runs do not say."""
     fit, nofit = set(), set()
@@ -159,14 +209,29 @@ def to_add(stderr):
 
 def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
     recs = dict((v, f) for f, v in recordings(a.dir, job))
+    settings = settings_of(job)
+    jax = job in JAX_JOBS
+
+    def real(value, conf):
+        """(the real figure, a note that disqualifies it, the real run's OOM for a JAX job)"""
+        if jax:
+            pool, oom = real_jax(runs, value, conf)
+            return pool, None, oom
+        r, note = real_peak(runs, value, conf)
+        return r, note, None
+
+    def shown(peak, oom):
+        """a figure, and for a JAX job whether the run (or the replay) ran out of memory"""
+        return "%s, %s" % (peak or "-", fits(oom)) if jax and oom is not None else peak
     for v in sorted(recs):  # the replay alone, at recorded values
-        peaks = replay(a.bin, recs[v])
-        for name, conf, pol in SETTINGS:
-            r, note = real_peak(runs, v, conf)
+        ooms = {}
+        peaks = replay(a.bin, recs[v], settings, ooms)
+        for name, conf, pol in settings:
+            r, note, room = real(v, conf)
             p = peaks.get(pol.rstrip(":"))
             err = "%+.2f" % (100.0 * (p - r) / r) if r and p else "-"
-            out("| %d (replayed, not predicted) | %d | - | %s | %s | %s | %s | %s |" % (v, v, name, p or "-", r or "-", err,
-                                                                                 note or "-"))
+            out("| %d (replayed, not predicted) | %d | - | %s | %s | %s | %s | %s |" % (
+                v, v, name, shown(p, ooms.get(pol.rstrip(":"))) or "-", shown(r, room) or "-", err, note or "-"))
     for inputs, target in cases:
         label = ", ".join(str(b) for b in inputs)
         if not all(v in recs for v in inputs):
@@ -174,7 +239,7 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
             continue
         pred = os.path.join(work, "pred.%s.%s.at%d.zst" % (job, "_".join(map(str, inputs)), target))
         cmd = [os.path.join(a.bin, "gpurec"), "predict"] + ["%s@%d" % (recs[v], v) for v in inputs] + \
-              ["--at=%d" % target, "-o", pred] + ["--policy=" + p for _, _, p in SETTINGS]
+              ["--at=%d" % target, "-o", pred] + ["--policy=" + p for _, _, p in settings]
         p = subprocess.run(cmd, capture_output=True, text=True)
         sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
         # a prediction whose uncertain sizes were checked per setting (pred_settings.c): a
@@ -184,7 +249,7 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
         for mm in re.finditer(r"^gpurec:   (answered|REFUSED) +(\S+): peak reserved \S+ \S+ \((.+?) with the uncertain "
                               r"sizes at their ends, ([0-9.]+ %); ([0-9]+) in ([0-9]+)\.\.([0-9]+) bytes\)$", p.stderr, re.M):
             checked[mm.group(2)] = (mm.group(1), "%s, moved %s" % (mm.group(3), mm.group(4)),
-                                    int(mm.group(5)), int(mm.group(6)), int(mm.group(7)))
+                                    int(mm.group(5)), int(mm.group(6)), int(mm.group(7)), float(mm.group(4)[:-2]))
         if p.returncode == 3 and not checked:
             reason = p.stderr.strip().splitlines()[0].split(": ", 1)[-1].replace("|", "/")
             out("| %s | %d | refused | all | refused: %s; %s | - | - | refused |" % (label, target, reason, to_add(p.stderr)))
@@ -196,12 +261,13 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
         conf_pct = m.group(1) + " %" if m else "?"
         if checked:
             conf_pct = "checked"
-        peaks = replay(a.bin, pred) if p.returncode == 0 else {}
-        for name, conf, pol in SETTINGS:
+        ooms = {}
+        peaks = replay(a.bin, pred, settings, ooms) if p.returncode == 0 else {}
+        for name, conf, pol in settings:
             if checked.get(pol, ("answered",))[0] == "REFUSED":
                 # refused as a figure; the range is said, and held against the real run
-                _, moved, fitted, lo, hi = checked[pol]
-                r, note = real_peak(runs, target, conf)
+                _, moved, fitted, lo, hi, move = checked[pol]
+                r, note, room = real(target, conf)
                 if r and not note:
                     # a range is not a bound: it leaves out the fit's and the replay's own error
                     # (said in the figures); a refusal, whichever side of it the real run lies
@@ -210,21 +276,33 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
                                                                    "below" if r < lo else "above"))
                 else:
                     v = "refused"
-                out("| %s | %d | refused | %s | refused: the uncertain sizes move its peak reserved beyond 1 %% (%s; %d..%d B, "
-                    "width %.2f %%); %s | %s | - | %s |" % (label, target, name, moved, lo, hi, 100.0 * (hi - lo) / fitted,
-                                                           to_add(p.stderr), r or "-", v))
+                # refused within the tolerance: an end of the range runs out of memory (pred_settings.c)
+                why = ("the uncertain sizes move its peak reserved beyond 1 %" if move > 1.0 else
+                       "an end of the uncertain sizes' range runs out of memory")
+                out("| %s | %d | refused | %s | refused: %s (%s; %d..%d B, width %.2f %%); %s | %s | - | %s |" % (
+                    label, target, name, why, moved, lo, hi, 100.0 * (hi - lo) / fitted, to_add(p.stderr),
+                    shown(r, room) or "-", v))
                 continue
-            r, note = real_peak(runs, target, conf)
+            r, note, room = real(target, conf)
             pk = peaks.get(pol.rstrip(":"))
+            poom = ooms.get(pol.rstrip(":"))
             e = "%+.2f" % (100.0 * (pk - r) / r) if r and pk else "-"
             v = verdict(pk, r, target / max(inputs), note)
-            if not r and ran:
+            if jax and room is not None and poom is not None and room != poom:
+                # under a preallocated fraction the question is whether it fits: a wrong answer fails
+                v = "OOM MISMATCH (predicted %s, real %s)" % (fits(poom), fits(room))
+            elif jax and room and r is None:
+                v = "ok (out of memory, as predicted)"
+            if r is None and room is None and ran:
                 v = "NO RUN" if name in ALL_JOBS[job].get("runs", (name,)) else "-"
-            out("| %s | %d | %s | %s | %s | %s | %s | %s |" % (label, target, conf_pct, name, pk or "-", r or "no run", e, v))
+            out("| %s | %d | %s | %s | %s | %s | %s | %s |" % (label, target, conf_pct, name, shown(pk, poom) or "-",
+                                                               shown(r, room) or "no run", e, v))
 
 
 def fit_rows(a, job, runs, ran, out):
     j = ALL_JOBS[job]
+    if not j.get("fit", True):
+        return
     recs = recordings(a.dir, job)
     if len(recs) < 2:
         out("| %s | %d GiB | all | - | - | not yet recorded |" % (job, j["cap"]))
@@ -274,7 +352,11 @@ def figures(lines, out):
     more than 1 %, refusals by reason."""
     answered = refused = checked = off = ranged = inside = named = 0
     reasons = {}
+    nset = len(SETTINGS)  # the job's settings: the batch job's first, then each section's
     for line in lines:
+        m = re.match(r"## (\S+): ", line)
+        if m and m.group(1) in ALL_JOBS:
+            nset = len(settings_of(m.group(1)))
         c = [x.strip() for x in line.split("|")[1:-1]]
         if len(c) != 8 or not c[1].isdigit() or "replayed" in c[0] or c[4] == "missing recording":
             continue
@@ -282,7 +364,7 @@ def figures(lines, out):
             if c[5] not in ("-", "no run"):
                 ranged += 1
                 inside += c[7] == "refused (real in range)"
-            n = 3 if c[3] == "all" else 1  # a refusal for all settings stands for each of them
+            n = nset if c[3] == "all" else 1  # a refusal for all settings stands for each of them
             refused += n
             named += n if re.search(r"; (add a recording|record the job)", c[4]) else 0
             why = re.sub(r"[0-9.]+", "N", c[4].split(":", 2)[-1].split(";")[0].split("(")[0]).strip()[:140]
@@ -337,7 +419,9 @@ def main():
     out("twice in the command line (`python3 predict_hf.py hf_batch 8 out/hf_batch/rb8`), on %s, torch %s, by" %
         (he.get("device", "?"), he.get("torch", "?")))
     out("`bash tests/gpu/predict_hf_gpu.sh` (2026-11-28; its log in hf_logs/); their real runs are under the default and")
-    out("expandable segments only (max_split_128: \"no run\"), and they have no largest-fit runs. The figures at the end.\n")
+    out("expandable segments only (max_split_128: \"no run\"), and they have no largest-fit runs. The JAX job (jax_mlp_big)")
+    out("is recorded the same way by `bash tests/gpu/predict_jax.sh` (2026-11-29, its summary in jax_mlp_big/) and has")
+    out("its own settings and real figures (its section). The figures at the end.\n")
     head = ["| recordings | target | confidence | setting | predicted peak reserved (B) | real max_memory_reserved (B) | error % | verdict |",
             "|---|---:|---:|---|---:|---:|---:|---|"]
     for h in head:
@@ -350,13 +434,15 @@ def main():
         out("\n## %s: %s\n" % (job, j["about"]))
         recs = recordings(a.dir, job)
         if len(recs) < 2:
-            out("Not yet recorded (recordings at %s %s: run tests/gpu/predict_gpu.sh on a GPU)." %
-                (j["what"], ", ".join(map(str, j["recorded"]))))
+            out("Not yet recorded (recordings at %s %s: run %s on a GPU)." %
+                (j["what"], ", ".join(map(str, j["recorded"])), j.get("made_by", "tests/gpu/predict_gpu.sh")))
             continue
         jr, jran = load_runs(a.dir, job)
         out("Recorded at %s %s (`%s`); targets 2x and 4x the largest." %
             (j["what"], ", ".join(str(v) for _, v in recs), j.get("cmd", "tests/gpu/predict_jobs.py " + job)))
-        for h in head:
+        if job in JAX_JOBS:
+            out(JAX_ABOUT)
+        for h in (JAX_HEAD if job in JAX_JOBS else head):
             out(h)
         vs = [v for _, v in recs]
         top = max(vs)

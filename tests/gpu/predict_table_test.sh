@@ -82,5 +82,30 @@ grep -q "^| 16, 32 | 64 | 100.0 % | max_split_128 | .* | NO RUN |" "$C/PREDICTIO
 check "the real largest below the predicted: ABOVE" 1 "| infer_batch | 4 GiB | default | $fd | $((fd - 1)) | ABOVE |"
 { scale 32 "$p32" 3; } > "$C/gpt_batch/runs.jsonl"
 check "a run with retries: DISTURBED" 1 "| 4, 8, 16 | 32 | checked | max_split_128 | $p32 | $p32 | +0.00 | DISTURBED |"
+
+# the JAX job (its own settings): a real run that runs out of memory where the prediction fits is a
+# wrong answer and fails the table; the same runs without it pass
+J=$T/jax
+rm -rf "$J"; mkdir -p "$J/jax_mlp_big"
+cp "$D"/jax_mlp_big/*.zst "$J/jax_mlp_big/"
+python3 "$PT" --bin "$B" --dir "$J" --work "$T/wj" > "$T/j0.md" 2>/dev/null
+pg=$(grep '^| 4096, 8192 | 16384 | checked | growth |' "$T/j0.md" | cut -d'|' -f6 | tr -d ' ' | cut -d, -f1)
+pf=$(grep '^| 4096, 8192 | 16384 | checked | fraction_0.04 |' "$T/j0.md" | cut -d'|' -f6 | tr -d ' ' | cut -d, -f1)
+[[ -n $pg && -n $pf ]] || { echo "FAIL: no JAX predictions in the table: $(cat "$T/j0.md")"; exit 1; }
+jrun() { # CONF POOL OOM
+  echo "{\"run\":\"x\",\"job\":\"jax_mlp\",\"value\":16384,\"conf\":\"$1\",\"purpose\":\"scale\",\"rc\":0,\"oom\":$3,\"result\":{\"peak_pool_bytes\":$2,\"oom\":$3}}"
+}
+jcheck() { # NAME WANT_RC WANT_IN_STDERR
+  python3 "$PT" --bin "$B" --dir "$J" --work "$T/wj" > "$J/PREDICTION.md" 2>/dev/null
+  python3 "$PT" --bin "$B" --dir "$J" --check "$J/PREDICTION.md" 2> "$T/err.txt"; local rc=$?
+  if [[ $rc == "$2" && $(cat "$T/err.txt") == *"$3"* ]]; then echo "ok: $1"; else
+    echo "FAIL: $1: rc=$rc"; cat "$T/err.txt"; fails=$((fails + 1)); fi
+}
+{ jrun XLA_PYTHON_CLIENT_PREALLOCATE=false "$pg" false; jrun XLA_PYTHON_CLIENT_MEM_FRACTION=0.04 "$pf" true; } \
+  > "$J/jax_mlp_big/runs.jsonl"
+jcheck "JAX: a real run out of memory where the prediction fits" 1 \
+  "| 4096, 8192 | 16384 | checked | fraction_0.04 | $pf, fits | $pf, OOM | +0.00 | OOM MISMATCH (predicted fits, real OOM) |"
+grep -qF "| 4096, 8192 | 16384 | checked | growth | $pg, fits | $pg, fits | +0.00 | ok (within 1 %) |" "$J/PREDICTION.md" \
+  && echo "ok: JAX: growth's pool met" || { echo "FAIL: JAX growth row"; cat "$J/PREDICTION.md"; fails=$((fails + 1)); }
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
