@@ -14,6 +14,7 @@ BIN=$(realpath "$1"); GM=$(realpath "$2"); CPUS=${3:-0,1}; ROUNDS=${4:-2}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 pin() { taskset -c "$CPUS" "$@"; }
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; } # no bc on the GPU machines
 run() { # LABEL TRACE ARGS...
   local label=$1 tr=$2; shift 2
   rm -f "$W"/r.db*
@@ -23,10 +24,10 @@ run() { # LABEL TRACE ARGS...
     --db "$W/r.db" --html "$W/r.html" -j 2 "$@" >"$W/out" 2>"$W/err" || { echo "$label failed: $(tail -3 "$W/err")"; return; }
   t1=$(date +%s.%N)
   read -r u s rss <"$W/time"
-  local wall; wall=$(echo "$t1 - $t0" | bc)
-  echo "$label $(basename "$tr") $wall $(echo "$u + $s" | bc) $((rss / 1024))" >>"$W/rows"
+  local wall cpu; wall=$(calc "$t1 - $t0"); cpu=$(calc "$u + $s")
+  echo "$label $(basename "$tr") $wall $cpu $((rss / 1024))" >>"$W/rows"
   printf '%-5s %-10s wall %7.2f s  cpu(gpuanalyze, its gpureplay) %7.2f s  rss %5d MiB  %s\n' "$label" \
-    "$(basename "$tr")" "$wall" "$(echo "$u + $s" | bc)" "$((rss / 1024))" \
+    "$(basename "$tr")" "$wall" "$cpu" "$((rss / 1024))" \
     "$(grep -m1 -E 'paste:' "$W/out" | sed 's/^ *//' | cut -c1-120)"
   grep -m1 -E 'searched on|no period found|grid alone|the sweep' "$W/out" | sed 's/^ */      /' | cut -c1-160
 }
@@ -50,6 +51,6 @@ for tr in t10m.zst t100m.zst; do
     [ -z "$t" ] && continue
     name=$([ $col = 3 ] && echo "wall s" || { [ $col = 4 ] && echo "cpu s" || echo "rss MiB"; })
     printf 'median %-9s %-8s tuner %8s  grid %8s  tuner/grid %s\n' "$tr" "$name" "$t" "${g:--}" \
-      "$([ -n "$g" ] && echo "scale=3; $t / $g" | bc || echo -)"
+      "$([ -n "$g" ] && calc "$t / $g" || echo -)"
   done
 done
