@@ -22,13 +22,23 @@ typedef struct ana_added_column {
   const char *table, *column, *decl;
 } ana_added_column_t;
 extern const ana_added_column_t ana_added_columns[];
+/* ana_framework.c: a trace's framework (its framework.<name> keys; torch-mode and imported
+ * snapshots are PyTorch's), its name in the advice, whether a setting is of its family, may be
+ * the advice (pass 0: the family's own; pass 1: the fallback for an unknown framework), and
+ * the setting the job runs with when the user sets nothing. */
+typedef enum { ANA_FW_UNKNOWN, ANA_FW_PYTORCH, ANA_FW_TF, ANA_FW_JAX, ANA_FW_CUPY, ANA_FW_MIXED, ANA_FW_RMM } ana_fw_t;
+const char *ana_fw_name(ana_fw_t fw);
+ana_fw_t ana_fw_detect(ana_db_t *db, int64_t trace_id, const char *capture_mode);
+int ana_fw_in_family(ana_fw_t fw, const char *policy);
+int ana_fw_advisable(ana_fw_t fw, const char *policy, int64_t ooms, int pool, int pass);
+const char *ana_fw_default_policy(ana_fw_t fw);
 /* ana_recommend.c's choice, for choices over many traces (ana_ranks.c): may a run of policy
  * be advised for the trace (pass 0: its framework's family; pass 1: the fallback when the
  * framework is unknown); the setting a trace's job runs with by default; the bytes a run ranks
  * by (a range by its high end). */
 int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
                       int pool, int pass);
-const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode);
+const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode); /* ana_framework.c */
 /* ana_recommend_notes.c: the lines `recommend` prints about a trace before its advice. */
 void ana_rec_warn_kv(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_rec_warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id);

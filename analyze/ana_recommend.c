@@ -9,82 +9,15 @@
  * `direct` (every request to the driver) is the floor, never the advice: it trades memory for
  * a driver call per tensor. Candidates are limited to the framework the trace came from
  * (PyTorch unless its environment or command line says TensorFlow or JAX), falling back to
- * every policy when that family has no run. What it says of the trace before the advice (its
- * failure, damage, environment, frameworks): ana_recommend_notes.c. */
+ * every policy when that family has no run (the framework and its family: ana_framework.c). What
+ * it says of the trace before the advice (its failure, damage, environment, frameworks):
+ * ana_recommend_notes.c. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/ana_db_internal.h"
 #include "analyze/ana_run_fields.h"
-
-typedef enum { FW_UNKNOWN, FW_PYTORCH, FW_TF, FW_JAX, FW_CUPY, FW_MIXED, FW_RMM } framework_t;
-
-static const char *fw_name(framework_t fw) {
-  static const char *const names[] = {"unknown", "PyTorch", "TensorFlow", "JAX", "CuPy", "several frameworks", "RAPIDS RMM"};
-  return names[fw];
-}
-
-/* Which framework's words the advice is in: the trace's framework.<name> keys (gpurec writes
- * one per framework the process loaded); a torch-mode recording or an imported snapshot is
- * PyTorch's; anything else is unknown and said so (an older recording). */
-static framework_t detect_framework(ana_db_t *db, int64_t trace_id, const char *capture_mode) {
-  sqlite3_stmt *st = NULL;
-  int n = 0;
-  framework_t fw = FW_UNKNOWN;
-  if (sqlite3_prepare_v2(db->h, "SELECT key FROM trace_kv WHERE trace_id=? AND key LIKE 'framework.%'",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, trace_id);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      const char *k = (const char *)sqlite3_column_text(st, 0);
-      if (!k) continue;
-      n++;
-      if (!strcmp(k, "framework.pytorch")) fw = FW_PYTORCH;
-      else if (!strcmp(k, "framework.jax")) fw = FW_JAX;
-      else if (!strcmp(k, "framework.tensorflow")) fw = FW_TF;
-      else if (!strcmp(k, "framework.cupy")) fw = FW_CUPY;
-      else if (!strcmp(k, "framework.rmm")) fw = FW_RMM;
-    }
-    sqlite3_finalize(st);
-  }
-  if (n > 1) return FW_MIXED;
-  if (n == 0 && capture_mode && (!strcmp(capture_mode, "torch") || !strcmp(capture_mode, "torch-history")))
-    return FW_PYTORCH;
-  return fw;
-}
-
-static int in_family(framework_t fw, const char *policy) {
-  switch (fw) {
-    case FW_TF: return strncmp(policy, "tf", 2) == 0 || strncmp(policy, "bfc", 3) == 0;
-    case FW_JAX: return strncmp(policy, "jax", 3) == 0;
-    case FW_CUPY: return strncmp(policy, "cupy", 4) == 0;
-    default: return strncmp(policy, "pytorch", 7) == 0 || strncmp(policy, "async", 5) == 0;
-  }
-}
-
-/* May a run be the advice (pass 0: the framework's own family; pass 1: the fallback when the
- * framework is unknown)? The one filter `recommend` and the job-wide choice (ana_ranks.c) use. */
-static int advisable(framework_t fw, const char *policy, int64_t ooms, int pool, int pass) {
-  /* A setting that ran out of memory is never the advice, whatever it reserved. */
-  if (ooms > 0 || strcmp(policy, "direct") == 0) return 0;
-  /* JAX's platform allocator is the same floor, a driver call per buffer: not advice. */
-  if (strstr(policy, "ALLOCATOR=platform")) return 0;
-  /* The driver's pool simulated is a wide range from a model checked on four runs:
-   * shown (print_pool), not advised; a real GPU measures it. */
-  if (pool) return 0;
-  if (pass == 0) return in_family(fw, policy);
-  return fw == FW_UNKNOWN;
-}
-
-/* The setting the job runs with when the user sets nothing. */
-static const char *default_policy(framework_t fw) {
-  switch (fw) {
-    case FW_TF: return "tf";
-    case FW_JAX: return "jax";
-    case FW_CUPY: return "cupy";
-    default: return "pytorch";
-  }
-}
 
 typedef struct run_row {
   char policy[256];
@@ -115,24 +48,24 @@ typedef struct run_row {
 static int64_t rank_bytes(const run_row_t *r) { return r->range && r->high > r->reserved ? r->high : r->reserved; }
 
 /* What a BFC replay (JAX, TensorFlow) cannot know, said where it matters. */
-static void bfc_caveats(FILE *out, framework_t fw, const run_row_t *rows, int n) {
-  if (fw != FW_JAX && fw != FW_TF) return;
+static void bfc_caveats(FILE *out, ana_fw_t fw, const run_row_t *rows, int n) {
+  if (fw != ANA_FW_JAX && fw != ANA_FW_TF) return;
   int tight = 0;
   for (int i = 0; i < n; i++)
-    if (in_family(fw, rows[i].policy) && rows[i].ooms > 0) tight = 1;
-  if (fw == FW_JAX)
+    if (ana_fw_in_family(fw, rows[i].policy) && rows[i].ooms > 0) tight = 1;
+  if (fw == ANA_FW_JAX)
     fprintf(out, "  note: under a memory fraction tighter than the job's peak, XLA compiles a different "
                  "program (it rematerializes to fit); a replay of an unconstrained recording is an upper "
                  "bound there%s\n", tight ? ": a fraction that ran out of memory here may still fit" : "");
   if (tight)
     fprintf(out, "  note: when %s's BFC cannot serve a request it logs \"ran out of memory\" and waits "
                  "up to about 10 s for other frees before it fails: a run near its limit is slow before "
-                 "it is out of memory\n", fw_name(fw));
+                 "it is out of memory\n", ana_fw_name(fw));
 }
 
 /* What gpureplay --tune says of its choice: its memory, its estimated driver time with its
  * range, the smallest common GPU it fits, and how it stands against the sweep grid's best. */
-static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const run_row_t *advice,
+static void tuned_lines(FILE *out, ana_fw_t fw, const run_row_t *best, const run_row_t *advice,
                         const run_row_t *rows, int n, int64_t need, uint64_t gpu_mem, const char *ind, int partial) {
   char b1[32], b2[32];
   /* best: the tuner's choice; advice: what the lines above advise (the same, unless the
@@ -170,7 +103,7 @@ static void tuned_lines(FILE *out, framework_t fw, const run_row_t *best, const 
                  "leave headroom\n", ind);
   const run_row_t *g = NULL;
   for (int i = 0; i < n; i++)
-    if (rows[i].tune_from_grid && advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0) &&
+    if (rows[i].tune_from_grid && ana_fw_advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0) &&
         (!g || rows[i].reserved < g->reserved))
       g = &rows[i];
   if (g && g->reserved > best->reserved)
@@ -220,10 +153,10 @@ static void print_pool(FILE *out, const run_row_t *rows, int n, const char *ind)
 }
 
 /* What the HTML report draws (ana_advice_t): the same choice the text below states. */
-static void fill_advice(ana_advice_t *a, framework_t fw, const run_row_t *best, const run_row_t *dflt,
+static void fill_advice(ana_advice_t *a, ana_fw_t fw, const run_row_t *best, const run_row_t *dflt,
                         const char *dname, int64_t lower, int64_t need, uint64_t gpu_mem, int64_t device) {
   if (!a) return;
-  snprintf(a->framework, sizeof a->framework, "%s", fw_name(fw));
+  snprintf(a->framework, sizeof a->framework, "%s", ana_fw_name(fw));
   snprintf(a->default_policy, sizeof a->default_policy, "%s", dname);
   a->device = device;
   a->lower = lower;
@@ -307,16 +240,16 @@ static void unreproduced(FILE *out, const run_row_t *dflt, const char *dname, in
 /* The advice for one device's runs: the best setting of the framework, its line to paste,
  * the saving against the framework's default, the waste, what must fit. Returns the best
  * run (NULL when none is advised). ind indents the lines under a device heading. */
-static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed, const run_row_t *rows, int n,
+static const run_row_t *advise(FILE *out, ana_fw_t fw, int native, int failed, const run_row_t *rows, int n,
                                int64_t lower_trace, uint64_t gpu_mem, const char *ind, ana_advice_t *adv, int partial) {
   char b1[32], b2[32], b3[32], line[512];
   if (n == 0) return NULL;
   const run_row_t *best = NULL, *dflt = NULL;
-  for (int pass = 0; pass < 2 && !best && fw != FW_MIXED && fw != FW_RMM && !native; pass++)
+  for (int pass = 0; pass < 2 && !best && fw != ANA_FW_MIXED && fw != ANA_FW_RMM && !native; pass++)
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
-      if (!advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, pass)) continue;
-      if (pass == 1 && fw != FW_UNKNOWN) break; /* never another framework's setting */
+      if (!ana_fw_advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, pass)) continue;
+      if (pass == 1 && fw != ANA_FW_UNKNOWN) break; /* never another framework's setting */
       if (!best || rank_bytes(r) < rank_bytes(best) ||
           (rank_bytes(r) == rank_bytes(best) && r->calls < best->calls))
         best = r;
@@ -326,19 +259,19 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
    * (one key or two, as `gpuanalyze oom` names it), and the tuner's choice is said beside it. */
   const run_row_t *tuned = NULL;
   for (int i = 0; best && i < n; i++)
-    if (strcmp(rows[i].tune_role, "chosen") == 0 && advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0))
+    if (strcmp(rows[i].tune_role, "chosen") == 0 && ana_fw_advisable(fw, rows[i].policy, rows[i].ooms, rows[i].pool || rows[i].tune_pool, 0))
       tuned = &rows[i];
   if (tuned && !failed) best = tuned;
   if (tuned && failed) {
     const run_row_t *g = NULL;
     for (int i = 0; i < n; i++) {
       const run_row_t *r = &rows[i];
-      if ((r->tune_role[0] && !r->tune_from_grid) || !advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, 0)) continue;
+      if ((r->tune_role[0] && !r->tune_from_grid) || !ana_fw_advisable(fw, r->policy, r->ooms, r->pool || r->tune_pool, 0)) continue;
       if (!g || rank_bytes(r) < rank_bytes(g) || (rank_bytes(r) == rank_bytes(g) && r->calls < g->calls)) g = r;
     }
     if (g) best = g;
   }
-  const char *dname = default_policy(fw);
+  const char *dname = ana_fw_default_policy(fw);
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].policy, dname) == 0) dflt = &rows[i];
   /* A failure the replay does not reproduce: no change is needed within what it assumed, so it
@@ -367,10 +300,10 @@ static const run_row_t *advise(FILE *out, framework_t fw, int native, int failed
     print_keep_default(out, smallest, dflt, dname, ind);
     best = dflt; /* what the job keeps: its waste and needs below */
   }
-  if (!best && (fw == FW_MIXED || fw == FW_RMM || native)) return NULL;
+  if (!best && (fw == ANA_FW_MIXED || fw == ANA_FW_RMM || native)) return NULL;
   if (!best) {
-    fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == FW_UNKNOWN ? "" : " ",
-            fw == FW_UNKNOWN ? "" : fw_name(fw));
+    fprintf(out, "%s  every%s%s setting ran out of memory in replay", ind, fw == ANA_FW_UNKNOWN ? "" : " ",
+            fw == ANA_FW_UNKNOWN ? "" : ana_fw_name(fw));
     if (rows[0].capacity) fprintf(out, " within %s", gm_format_size((uint64_t)rows[0].capacity, b2, sizeof b2));
     fprintf(out, "; the job needs at least %s on the device (its live requests and external memory "
                  "together, before any allocator's overhead)\n",
@@ -493,29 +426,29 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
             gm_format_size((uint64_t)lower_trace, b1, sizeof b1));
     return;
   }
-  framework_t fw = detect_framework(db, trace_id, capture_mode);
-  if (adv) snprintf(adv->framework, sizeof adv->framework, "%s", fw_name(fw));
-  ana_rec_print_frameworks(db, out, trace_id, fw_name(fw), fw == FW_RMM, fw == FW_PYTORCH);
+  ana_fw_t fw = ana_fw_detect(db, trace_id, capture_mode);
+  if (adv) snprintf(adv->framework, sizeof adv->framework, "%s", ana_fw_name(fw));
+  ana_rec_print_frameworks(db, out, trace_id, ana_fw_name(fw), fw == ANA_FW_RMM, fw == ANA_FW_PYTORCH);
   /* A native recording of a framework holds its allocator's segments or pool blocks: a
    * replay of those through another setting predicts nothing. */
-  int native = capture_mode && !strcmp(capture_mode, "native") && fw != FW_UNKNOWN;
+  int native = capture_mode && !strcmp(capture_mode, "native") && fw != ANA_FW_UNKNOWN;
   /* An RMM log (recorder/rmm): RMM's settings are its memory resources, whose pools are not
    * modelled; the table shows the driver's allocator and pool (direct, async) instead. */
-  if (fw == FW_RMM) {
+  if (fw == ANA_FW_RMM) {
     fprintf(out, "  no setting advised: RMM's pool resources (pool, arena, binning) are not modelled; "
                  "`direct` replays cuda_memory_resource and `async` cuda_async_memory_resource\n");
     if (adv) snprintf(adv->why_none, sizeof adv->why_none, "%s", "RMM's pool resources are not modelled");
   }
   if (ana_rec_no_requests(db, out, trace_id, adv)) return;
-  if (fw == FW_MIXED || native) {
+  if (fw == ANA_FW_MIXED || native) {
     fprintf(out, "  no setting advised: %s\n",
-            fw == FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
+            fw == ANA_FW_MIXED ? "the requests of several frameworks are in one trace and the replay treats "
                              "them as one allocator's (record each framework's job alone)"
                            : "a native recording holds what the framework's allocator took from the "
                              "driver, not the program's requests (record in gpurec's default mode)");
     if (adv)
       snprintf(adv->why_none, sizeof adv->why_none, "%s",
-               fw == FW_MIXED ? "several frameworks' requests in one trace" : "a native recording holds no requests");
+               fw == ANA_FW_MIXED ? "several frameworks' requests in one trace" : "a native recording holds no requests");
   }
   /* Each device its own advice (a process's devices have an allocator each); then the job's. */
   int64_t devs[16];
@@ -551,17 +484,6 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (nd > 1 && limiting)
     fprintf(out, "  the job: device %" PRId64 " limits it (peak reserved %s under its best setting)\n",
             limiting->device, gm_format_size((uint64_t)limiting->reserved, b1, sizeof b1));
-}
-
-int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
-                      int pool, int pass) {
-  framework_t fw = detect_framework(db, trace_id, capture_mode);
-  if (fw == FW_MIXED || fw == FW_RMM || (fw != FW_UNKNOWN && capture_mode && !strcmp(capture_mode, "native"))) return 0;
-  return advisable(fw, policy, ooms, pool, pass);
-}
-
-const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode) {
-  return default_policy(detect_framework(db, trace_id, capture_mode));
 }
 
 int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high) {

@@ -99,26 +99,7 @@ static int resolve_api(void) {
   return 1;
 }
 
-/* ---- clocks and provenance ------------------------------------------------------------------ */
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The activity capture stamps callback events in CUPTI's timebase, to order them with the
- * records; the callback capture has no records, so the vDSO clock (no call into CUPTI) does. */
-static uint64_t now_raw(void) {
-  uint64_t t = 0;
-  if (inj.selftest || !inj.activity || inj.api.cuptiGetTimestamp(&t) != CUPTI_SUCCESS) t = mono_ns();
-  return t;
-}
-
-uint64_t inj_now(void *ctx) {
-  uint64_t t = now_raw();
-  return t > inj.t0 ? t - inj.t0 : 0;
-}
+/* ---- the core's hooks (the clock and the header's device: cupti_device.c) ------------------ */
 
 static const char *hook_string(void *ctx, uint32_t id) { return rec_callsites_string(inj.cs, id); }
 
@@ -126,86 +107,6 @@ static void hook_tick(void *ctx) { inj.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_
 
 static void hook_final(void *ctx) { inj.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); }
 
-/* GPU name, UUID and memory from the driver already in the process (never loaded by us). */
-static void hook_fill(void *ctx, gmt_header_t *h) {
-  rec_frameworks_fill(h);
-  /* auto mode switches every framework to per-request allocation but PyTorch, whose requests
-   * come from its own history (merged by the launcher): this trace alone holds its segments */
-  const char *m = getenv(REC_ENV_MODE);
-  if (m && strcmp(m, "auto") == 0 && h->capture_mode == GMT_CAPTURE_REQUESTS &&
-      gmt_header_framework_version(h, GMT_FW_PYTORCH))
-    h->capture_mode = GMT_CAPTURE_NATIVE;
-  char buf[256];
-  if (inj.selftest) {
-    gmt_header_set(&h->gpu_name, "selftest (no GPU)", NULL);
-    const char *usage = getenv("GPUMEM_SELFTEST_DEVMEM");
-    if (usage && *usage) gmt_header_kv_set(h, "device_usage", "sampled", NULL);
-    return;
-  }
-  char vbuf[sizeof inj.lib_path + 64];
-  snprintf(vbuf, sizeof vbuf, "%u.%u (API %u; %s)", inj.version / 10000, (inj.version / 100) % 100,
-           inj.version, inj.lib_path);
-  gmt_header_set(&h->cupti_version, vbuf, NULL);
-  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!cu) return;
-  CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(cu, "cuDeviceGet");
-  CUresult (*name)(char *, int, CUdevice) =
-      (CUresult(*)(char *, int, CUdevice))dlsym(cu, "cuDeviceGetName");
-  CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(cu, "cuDeviceGetUuid_v2");
-  if (!uuid) uuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(cu, "cuDeviceGetUuid");
-  CUresult (*mem)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))dlsym(cu, "cuDeviceTotalMem_v2");
-  CUresult (*drv)(int *) = (CUresult(*)(int *))dlsym(cu, "cuDriverGetVersion");
-  CUdevice dev;
-  int v;
-  if (drv && drv(&v) == CUDA_SUCCESS) {
-    snprintf(buf, sizeof buf, "%d.%d", v / 1000, (v % 1000) / 10);
-    gmt_header_set(&h->cuda_version, buf, NULL);
-  }
-  if (get && get(&dev, (int)atomic_load(&inj.device)) == CUDA_SUCCESS) {
-    if (name && name(buf, sizeof buf, dev) == CUDA_SUCCESS) gmt_header_set(&h->gpu_name, buf, NULL);
-    CUuuid u;
-    if (uuid && uuid(&u, dev) == CUDA_SUCCESS) {
-      const unsigned char *b = (const unsigned char *)u.bytes;
-      snprintf(buf, sizeof buf,
-               "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-               b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-               b[14], b[15]);
-      gmt_header_set(&h->gpu_uuid, buf, NULL);
-    }
-    size_t total;
-    if (mem && mem(&total, dev) == CUDA_SUCCESS) h->gpu_total_mem = total;
-  }
-  if (rec_devmem_on()) { /* DEVICE_USAGE records follow: readers look for them (SPEC.md 5.4.1) */
-    gm_err_t err;
-    gm_err_clear(&err);
-    gmt_header_kv_set(h, "device_usage", "sampled", &err);
-  }
-  uint64_t mi = atomic_load(&inj.mem_info_total);
-  if (mi) {
-    gm_err_t err;
-    gm_err_clear(&err);
-    snprintf(buf, sizeof buf, "%" PRIu64, mi);
-    gmt_header_kv_set(h, "gpu_mem_info_total", buf, &err);
-  }
-}
-
-/* cuMemGetInfo's total in a new context: the figure XLA's XLA_PYTHON_CLIENT_MEM_FRACTION and
- * PyTorch's memory fraction multiply. It can differ from cuDeviceTotalMem (by 1 MiB on an
- * H100). The context may not be current on this thread: push it for the one call. */
-void inj_note_mem_info(CUcontext ctx) {
-  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!cu) return;
-  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))dlsym(cu, "cuCtxPushCurrent_v2");
-  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))dlsym(cu, "cuCtxPopCurrent_v2");
-  CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))dlsym(cu, "cuMemGetInfo_v2");
-  if (push && pop && info && push(ctx) == CUDA_SUCCESS) {
-    size_t fr = 0, tot = 0;
-    if (info(&fr, &tot) == CUDA_SUCCESS) atomic_store(&inj.mem_info_total, (uint64_t)tot);
-    CUcontext old;
-    pop(&old);
-  }
-  dlclose(cu);
-}
 /* ---- life cycle ----------------------------------------------------------------------------- */
 
 static void at_exit(void) {
@@ -321,7 +222,7 @@ static int start_core(unsigned mode) {
   cfg.path = path;
   cfg.manifest = inj.manifest[0] ? inj.manifest : NULL;
   cfg.fill_free_sizes = !inj.activity;
-  rec_hooks_t hooks = {.fill_header = hook_fill, .now_ns = inj_now, .warn = core_warn,
+  rec_hooks_t hooks = {.fill_header = inj_fill_header, .now_ns = inj_now, .warn = core_warn,
                        .string = hook_string};
   if (!inj.selftest && inj.activity) { /* only activity records wait in CUPTI's buffers */
     hooks.tick = hook_tick;
@@ -349,7 +250,7 @@ static int start_core(unsigned mode) {
 /* GPUMEM_SELFTEST=N: N synthetic MEMORY2 records (allocs and frees on two streams) and a pool
  * trim, through the same conversion and core as a real run. */
 static void selftest(long n) {
-  inj.t0 = mono_ns();
+  inj.t0 = inj_mono_ns();
   start_callsites();
   if (!start_core(GMT_CAPTURE_SYNTHETIC)) return;
   rec_core_gpu_ready(inj.core);
@@ -362,7 +263,7 @@ static void selftest(long n) {
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     m.address = 0x7f0000000000ull + (uint64_t)(i / 2 % 64) * 0x100000ull;
     m.bytes = 512u * (uint64_t)(1 + (i / 2) % 64);
-    m.timestamp = mono_ns();
+    m.timestamp = inj_mono_ns();
     m.correlationId = (uint32_t)i + 1;
     m.isAsync = 1;
     m.streamId = 7 + (uint32_t)((i / 2) % 2);
@@ -373,7 +274,7 @@ static void selftest(long n) {
     }
   }
   const char *usage = getenv("GPUMEM_SELFTEST_DEVMEM"); /* tests: one context sample of N bytes */
-  if (usage && *usage) { /* (hook_fill's selftest branch writes kv device_usage) */
+  if (usage && *usage) { /* (inj_fill_header's selftest branch writes kv device_usage) */
     gmt_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = GMT_EV_DEVICE_USAGE;
@@ -402,7 +303,7 @@ static void selftest(long n) {
   p.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
   p.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
   p.address = 0x1000;
-  p.timestamp = mono_ns();
+  p.timestamp = inj_mono_ns();
   gmt_event_t ev;
   if (rec_cupti_convert(&p, inj.t0, &ev)) rec_core_push(inj.core, &ev);
 }
@@ -410,7 +311,7 @@ static void selftest(long n) {
 static unsigned env_mode(void) {
   const char *m = getenv(REC_ENV_MODE);
   /* auto: JAX, TF and CuPy switched, a process without a framework asks per request anyway;
-   * a PyTorch process is made native when the header is filled (hook_fill) */
+   * a PyTorch process is made native when the header is filled (inj_fill_header) */
   if (m && (strcmp(m, "requests") == 0 || strcmp(m, "auto") == 0)) return GMT_CAPTURE_REQUESTS;
   return GMT_CAPTURE_NATIVE; /* native, torch (whose CUPTI side is native), or unset */
 }
@@ -526,7 +427,7 @@ static void init_once(void) {
               inj.lib_path);
     return;
   }
-  inj.t0 = now_raw();
+  inj.t0 = inj_now_raw();
   start_callsites();
   /* the core first: CUPTI may deliver records as soon as activity is enabled */
   if (!start_core(env_mode())) return;
@@ -574,11 +475,11 @@ EXPORT int gpumem_bench_stream(int mode) { return rec_torch_stream_bench(mode); 
 EXPORT void gpumem_bench_clock(int n, double *now_ns, double *mono);
 EXPORT void gpumem_bench_clock(int n, double *now_ns, double *mono) {
   volatile uint64_t sink = 0;
-  uint64_t t0 = mono_ns();
+  uint64_t t0 = inj_mono_ns();
   for (int i = 0; i < n; i++) sink += inj_now(NULL);
-  uint64_t t1 = mono_ns();
-  for (int i = 0; i < n; i++) sink += mono_ns();
-  uint64_t t2 = mono_ns();
+  uint64_t t1 = inj_mono_ns();
+  for (int i = 0; i < n; i++) sink += inj_mono_ns();
+  uint64_t t2 = inj_mono_ns();
   (void)sink;
   *now_ns = n > 0 ? (double)(t1 - t0) / n : 0;
   *mono = n > 0 ? (double)(t2 - t1) / n : 0;

@@ -2,8 +2,8 @@
  * (on CUPTI's thread, the activity capture), driver and runtime API callbacks (on the
  * application's threads; the callback capture's fast path with per-thread caches of device and
  * stream ids), resource callbacks (contexts made and destroyed, streams destroyed), and the
- * VMM mappings whose MEMORY2 records would otherwise count twice. The library's life cycle,
- * clocks and provenance are cupti_adapter.c's. */
+ * VMM mappings whose MEMORY2 records would otherwise count twice. The library's life cycle and
+ * provenance are cupti_adapter.c's, its clock cupti_device.c's. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <glob.h>

@@ -1,5 +1,6 @@
 /* cupti_inject.h: what the injection library's files share (cupti_adapter.c: life cycle,
- * diagnostics, clocks, provenance; cupti_capture.c: CUPTI's records and callbacks). Not a
+ * diagnostics, provenance; cupti_device.c: clocks, the device in the header; cupti_capture.c:
+ * CUPTI's records and callbacks). Not a
  * public header: the library's one contract is InitializeInjection (inject.lds). */
 #ifndef CUPTI_INJECT_H
 #define CUPTI_INJECT_H
@@ -85,8 +86,15 @@ extern inj_state_t inj;
 /* cupti_adapter.c */
 /* One warning per process, then silence: the application's stderr is not ours. */
 void inj_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The events' clock: nanoseconds since inj.t0. */
+
+/* cupti_device.c */
+/* The events' clock: nanoseconds since inj.t0; the raw clocks it reads. */
 uint64_t inj_now(void *ctx);
+uint64_t inj_now_raw(void);
+uint64_t inj_mono_ns(void);
+/* The header's GPU (name, UUID, memory, driver and CUPTI versions) and capture mode (rec_hooks_t). */
+void inj_fill_header(void *ctx, gmt_header_t *h);
+/* cuMemGetInfo's total in ctx into inj.mem_info_total. */
 void inj_note_mem_info(CUcontext ctx);
 
 /* cupti_capture.c */

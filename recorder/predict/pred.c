@@ -12,7 +12,9 @@
  * and finds the predicted peak of live requested bytes and what it is made of (confidence);
  * the second, only when the prediction stands, writes the trace (to a temporary file renamed
  * at the end, so a failure leaves nothing half-written under the output's name). Whether a
- * prediction stands (its refusals) is pred_judge.c. */
+ * prediction stands (its refusals) is pred_judge.c.
+ * This file: the model (recordings loaded, checked and aligned once; predicted at any target)
+ * and pred_run; the sizing is pred_size.c, the writing pred_write.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,73 +26,6 @@
 #include "recorder/predict/pred_internal.h"
 
 #define DEFAULT_MAX_D 1000
-
-/* ---- address map: (device, address) of a live allocation -> its index ----------------------- */
-
-typedef struct amap {
-  uint64_t *key; /* 0 = empty; key = addr ^ device << 56, + 1 */
-  size_t *val;
-  size_t cap, n;
-} amap_t;
-
-static uint64_t akey(const gmt_event_t *e) { return (e->addr ^ ((uint64_t)e->device << 56)) + 1; }
-static size_t aslot(uint64_t k, size_t cap) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1); }
-
-static int amap_put(amap_t *m, uint64_t k, size_t v) {
-  if (2 * (m->n + 1) > m->cap) {
-    size_t nc = m->cap ? 2 * m->cap : 4096;
-    uint64_t *nk = calloc(nc, sizeof *nk);
-    size_t *nv = malloc(nc * sizeof *nv);
-    if (!nk || !nv) {
-      free(nk);
-      free(nv);
-      return -1;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->key[i]) continue;
-      size_t s = aslot(m->key[i], nc);
-      while (nk[s]) s = (s + 1) & (nc - 1);
-      nk[s] = m->key[i];
-      nv[s] = m->val[i];
-    }
-    free(m->key);
-    free(m->val);
-    m->key = nk;
-    m->val = nv;
-    m->cap = nc;
-  }
-  size_t s = aslot(k, m->cap);
-  while (m->key[s] && m->key[s] != k) s = (s + 1) & (m->cap - 1);
-  if (!m->key[s]) m->n++;
-  m->key[s] = k;
-  m->val[s] = v;
-  return 0;
-}
-
-static size_t amap_find(const amap_t *m, uint64_t k) {
-  if (!m->cap) return SIZE_MAX;
-  for (size_t s = aslot(k, m->cap); m->key[s]; s = (s + 1) & (m->cap - 1))
-    if (m->key[s] == k) return s;
-  return SIZE_MAX;
-}
-
-static void amap_del(amap_t *m, size_t s) { /* backward-shift deletion (linear probing) */
-  size_t mask = m->cap - 1, i = s;
-  m->key[i] = 0;
-  m->n--;
-  for (size_t j = (i + 1) & mask; m->key[j]; j = (j + 1) & mask) {
-    size_t h = aslot(m->key[j], m->cap);
-    /* move j into the hole i unless its home h lies cyclically in (i, j] */
-    if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
-      m->key[i] = m->key[j];
-      m->val[i] = m->val[j];
-      m->key[j] = 0;
-      i = j;
-    }
-  }
-}
-
-/* ---- the prediction ---------------------------------------------------------------------- */
 
 static void work_free(pred_work_t *w) {
   for (size_t j = 0; j < w->n; j++) {
@@ -116,283 +51,6 @@ static uint64_t gcd64(uint64_t a, uint64_t b) {
   return a;
 }
 
-/* The sizes an uncertain allocation may plausibly take at the target: from the smallest it
- * was at any recording (a workspace that stops growing, a buffer the job makes at every value
- * alike) to the largest of its recorded sizes, each scaled in proportion to the value (a size that
- * grows as fast as the value itself: faster than any affine law with a non-negative fixed
- * part, the mark of a tensor), or to its square where the job has sizes quadratic in the
- * value (the sequence length: attention scores), and never narrower than the fitted size. The per-setting check
- * (pred_settings.c) replays both ends: where they move a setting's peak reserved by no more
- * than its tolerance, the uncertain sizes do not matter to that setting. */
-static void plausible_range(const double *v, const uint64_t *s, size_t np, double target, uint64_t granule,
-                            int power, uint64_t fitted, uint64_t *lo, uint64_t *hi) {
-  uint64_t l = fitted, h = fitted;
-  /* a size that grew faster than the value between two recordings is scaled with its square:
-   * a polynomial of degree two with no negative term grows no faster than that (a parabola seen
-   * through two points, a workspace that grows with an image's area) */
-  for (size_t j = 0; j < np && power < 2; j++)
-    for (size_t k = 0; k < np; k++)
-      if (v[k] > v[j] && s[j] && (double)s[k] > (double)s[j] * (v[k] / v[j]) * 1.001 + (double)granule) power = 2;
-  for (size_t j = 0; j < np; j++) {
-    if (s[j] < l) l = s[j];
-    if (s[j] > h) h = s[j];
-    double scaled = (double)s[j] * pow(target / v[j], power);
-    if (scaled > 1.8e19) scaled = 1.8e19;
-    uint64_t g = granule ? granule : 1, sc = (uint64_t)ceil(scaled / (double)g - 1e-6) * g;
-    if (sc > h) h = sc;
-    if (sc && sc < l) l = sc;
-  }
-  *lo = l;
-  *hi = h;
-}
-
-/* Whether reference allocation i is made at every recording nearer the target than each
- * recording that lacks it: the job began making it at a value between those and the ones
- * nearer, and makes it towards the target (seen in the sequence length on two GPT-2 jobs:
- * 144 buffers proportional to the length at 256 and 384, none at 128; fitted through 256 and
- * 384 they give the real peak reserved at 768 to the byte). Its size is then known as well
- * as a prediction from the recordings that make it would know it (the caller asks for two of
- * them and a tensor's law through them). Where the recordings that lack it sit between the
- * ones that make it and the target, whether the job makes it at the target is not known. */
-static int made_from_near(const pred_work_t *w, size_t ref, size_t i, double target) {
-  double far_made = 0, near_lacking = INFINITY;
-  for (size_t j = 0; j < w->n; j++) {
-    double d = fabs(w->rec[j].value - target);
-    int made = j == ref || w->match[j][i] >= 0;
-    if (made && d > far_made) far_made = d;
-    if (!made && d < near_lacking) near_lacking = d;
-  }
-  return far_made < near_lacking;
-}
-
-/* Sizes of every reference allocation. */
-static gm_status_t fit_all(pred_work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res, gm_err_t *err) {
-  const pred_rec_t *R = &w->rec[ref];
-  w->size = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->size);
-  w->why = malloc(R->n_alloc ? R->n_alloc : 1);
-  w->missing_in = malloc(R->n_alloc ? R->n_alloc : 1);
-  w->lo = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->lo);
-  w->hi = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *w->hi);
-  if (!w->size || !w->why || !w->missing_in || !w->lo || !w->hi) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  double v[PRED_MAX_INPUTS];
-  uint64_t s[PRED_MAX_INPUTS];
-  int quadratic_law = 0; /* a size matched everywhere follows a quadratic law of the value */
-  for (size_t i = 0; i < R->n_alloc; i++) {
-    size_t np = 0, missing = SIZE_MAX;
-    for (size_t j = 0; j < w->n; j++) {
-      const pred_rec_t *r = &w->rec[j];
-      int64_t m = j == ref ? (int64_t)i : w->match[j][i];
-      if (m < 0) {
-        if (missing == SIZE_MAX) missing = j;
-        continue;
-      }
-      v[np] = r->value;
-      s[np++] = r->ev[r->alloc_ev[m]].size;
-    }
-    pred_fit_t f;
-    pred_fit_points(v, s, np, granule, target, &f);
-    w->size[i] = f.degree ? pred_fit_eval(&f, target, granule) : R->ev[R->alloc_ev[i]].size;
-    if (f.degree == 2) res->quadratic = 1;
-    /* a square that matters: attention scores in the sequence length, not a bent line */
-    if (f.degree == 2 && f.consistent && missing == SIZE_MAX && f.c2 > 0 && 4 * f.c2 * target * target >= (double)w->size[i])
-      quadratic_law = 1;
-    if (missing != SIZE_MAX && made_from_near(w, ref, i, target) && np >= 2 && f.consistent) {
-      /* made at every recording from some value on towards the target, its size through them
-       * a tensor's law: as certain as in a prediction from those recordings alone */
-      w->why[i] = CERTAIN;
-      res->carried++;
-      res->consistent++;
-    } else if (missing != SIZE_MAX) {
-      w->why[i] = UNMATCHED;
-      w->missing_in[i] = (uint8_t)missing;
-      res->carried++;
-      if (!f.consistent) w->size[i] = R->ev[R->alloc_ev[i]].size > w->size[i] ? R->ev[R->alloc_ev[i]].size : w->size[i];
-    } else {
-      res->matched_all++;
-      w->why[i] = f.consistent ? CERTAIN : INCONSISTENT;
-      res->consistent += f.consistent;
-      /* an inconsistent fit: never below what the reference itself asked for */
-      if (!f.consistent && w->size[i] < R->ev[R->alloc_ev[i]].size) w->size[i] = R->ev[R->alloc_ev[i]].size;
-    }
-    w->lo[i] = w->hi[i] = w->size[i];
-  }
-  /* the ranges of the uncertain sizes, once it is known whether the value has quadratic terms
-   * (a consistent quadratic fit of an allocation made in every recording) */
-  for (size_t i = 0; i < R->n_alloc; i++) {
-    if (w->why[i] == CERTAIN) continue;
-    size_t np = 0;
-    for (size_t j = 0; j < w->n; j++) {
-      int64_t m = j == ref ? (int64_t)i : w->match[j][i];
-      if (m < 0) continue;
-      v[np] = w->rec[j].value;
-      s[np++] = w->rec[j].ev[w->rec[j].alloc_ev[m]].size;
-    }
-    plausible_range(v, s, np, target, granule, quadratic_law ? 2 : 1, w->size[i], &w->lo[i], &w->hi[i]);
-  }
-  res->allocs = R->n_alloc;
-  return GM_OK;
-}
-
-/* Pass 1: the size of every output event, the predicted peak and what it is made of. */
-static gm_status_t size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_err_t *err) {
-  const pred_rec_t *R = &w->rec[ref];
-  w->ev_size = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_size);
-  w->ev_alloc = malloc((R->n_ev ? R->n_ev : 1) * sizeof *w->ev_alloc);
-  if (!w->ev_size || !w->ev_alloc) return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  if (R->n_alloc >= UINT32_MAX) return gm_err_set(err, GM_ERR_INVAL, "more than 2^32 allocations in one recording");
-  amap_t m = {0};
-  uint64_t live = 0, certain = 0, inconsistent = 0, unmatched[PRED_MAX_INPUTS] = {0}, rlive = 0;
-  size_t ai = 0;
-  gm_status_t st = GM_OK;
-  for (size_t e = 0; e < R->n_ev; e++) {
-    const gmt_event_t *ev = &R->ev[e];
-    w->ev_size[e] = ev->size;
-    w->ev_alloc[e] = UINT32_MAX;
-    if (ev->kind == GMT_EV_ALLOC) {
-      size_t i = ai++;
-      uint64_t k = akey(ev);
-      size_t old = amap_find(&m, k);
-      if (old != SIZE_MAX) { /* an address given twice: the first one's free was lost; it ends here */
-        size_t o = m.val[old];
-        uint64_t osz = w->size[o];
-        live -= osz;
-        rlive -= R->ev[R->alloc_ev[o]].size;
-        if (w->why[o] == CERTAIN) certain -= osz;
-        else if (w->why[o] == INCONSISTENT) inconsistent -= osz;
-        else unmatched[w->missing_in[o]] -= osz;
-        amap_del(&m, old);
-      }
-      if (amap_put(&m, k, i) < 0) {
-        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-        break;
-      }
-      uint64_t sz = w->size[i];
-      w->ev_size[e] = sz;
-      w->ev_alloc[e] = (uint32_t)i;
-      live += sz;
-      rlive += ev->size;
-      if (w->why[i] == CERTAIN) certain += sz;
-      else if (w->why[i] == INCONSISTENT) inconsistent += sz;
-      else unmatched[w->missing_in[i]] += sz;
-      if (rlive > res->ref_peak_live) res->ref_peak_live = rlive;
-      if (live - certain > w->uncertain_max) w->uncertain_max = live - certain;
-      if (live > w->peak) {
-        w->peak = live;
-        w->peak_certain = certain;
-        w->peak_inconsistent = inconsistent;
-        memcpy(w->peak_unmatched, unmatched, sizeof unmatched);
-      }
-    } else if (ev->kind == GMT_EV_FREE || ev->kind == GMT_EV_FREE_REQUESTED) {
-      size_t s = amap_find(&m, akey(ev));
-      if (s == SIZE_MAX) continue; /* allocated before the recording began: kept as recorded */
-      size_t i = m.val[s];
-      uint64_t sz = w->size[i];
-      w->ev_size[e] = sz;
-      w->ev_alloc[e] = (uint32_t)i;
-      if (ev->kind == GMT_EV_FREE_REQUESTED) continue;
-      live -= sz;
-      rlive -= R->ev[R->alloc_ev[i]].size;
-      if (w->why[i] == CERTAIN) certain -= sz;
-      else if (w->why[i] == INCONSISTENT) inconsistent -= sz;
-      else unmatched[w->missing_in[i]] -= sz;
-      amap_del(&m, s);
-    }
-  }
-  free(m.key);
-  free(m.val);
-  res->peak_live = w->peak;
-  res->confidence = w->peak ? (double)w->peak_certain / (double)w->peak : 1.0;
-  res->uncertain_max = w->uncertain_max;
-  res->uncertain_share = w->peak ? (double)w->uncertain_max / (double)w->peak : 0.0;
-  return st;
-}
-
-/* The output's header: the reference's, marked as predicted with its inputs. */
-static gm_status_t make_header(const pred_work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
-                               const pred_result_t *res, gmt_header_t *h, gm_err_t *err) {
-  gm_status_t s = gmt_header_copy(h, &w->rec[ref].header, err);
-  if (s < 0) return s;
-  char buf[4096], t[64];
-  size_t off = 0;
-  for (size_t j = 0; j < w->n && off < sizeof buf; j++) {
-    pred_value_text(in[j].value, t, sizeof t);
-    off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s@%s", j ? " " : "", in[j].path, t);
-  }
-  s = gmt_header_set(&h->tool, "gpurec " GM_VERSION " predict", err);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.inputs", buf, err);
-  pred_value_text(o->target, t, sizeof t);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.at", t, err);
-  pred_value_text(in[ref].value, t, sizeof t);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.reference", t, err);
-  snprintf(buf, sizeof buf, "%.4f", res->confidence);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.confidence", buf, err);
-  if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.fit", res->quadratic ? "quadratic" : "affine", err);
-  if (s == GM_OK && o->command) s = gmt_header_kv_set(h, "predicted.command", o->command, err);
-  if (s == GM_OK && o->settings_note) s = gmt_header_kv_set(h, "predicted.settings", o->settings_note, err);
-  const char *cmd = w->rec[ref].header.command_line;
-  if (s == GM_OK && cmd && *cmd) {
-    /* the job's command at the target value, where the value is written in it */
-    char masked[2048], out[2048];
-    if (pred_mask_command(cmd, w->rec[ref].value, masked, sizeof masked)) {
-      pred_value_text(o->target, t, sizeof t);
-      size_t p = 0;
-      for (const char *c = masked; *c && p + 64 < sizeof out; c++) {
-        if (c[0] == '{' && c[1] == '}') {
-          p += (size_t)snprintf(out + p, sizeof out - p, "%s", t);
-          c++;
-        } else out[p++] = *c;
-      }
-      out[p] = 0;
-      s = gmt_header_set(&h->command_line, out, err);
-    }
-  }
-  h->pid = 0;
-  return s;
-}
-
-static uint64_t variant_size(const pred_work_t *w, size_t e, pred_variant_t v) {
-  uint32_t i = w->ev_alloc[e];
-  if (v == PRED_SIZES_FITTED || i == UINT32_MAX) return w->ev_size[e];
-  return v == PRED_SIZES_LOW ? w->lo[i] : w->hi[i];
-}
-
-static gm_status_t write_out(const pred_work_t *w, size_t ref, const gmt_header_t *h, pred_variant_t variant,
-                             const char *path, pred_result_t *res, gm_err_t *err) {
-  const pred_rec_t *R = &w->rec[ref];
-  gmt_writer_t *wr;
-  gm_status_t s = gmt_writer_open(&wr, path, h, NULL, err);
-  if (s < 0) return s;
-  uint32_t ns = pred_strings_count(w->strs);
-  uint32_t *wid = calloc((size_t)ns + 1, sizeof *wid); /* shared id -> writer id */
-  if (!wid) {
-    gmt_writer_abandon(wr);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of memory");
-  }
-  enum { BATCH = 4096 };
-  gmt_event_t buf[BATCH];
-  size_t nb = 0;
-  for (size_t e = 0; e < R->n_ev && s == GM_OK; e++) {
-    gmt_event_t ev = R->ev[e];
-    ev.size = variant_size(w, e, variant);
-    if (ev.callsite) {
-      if (!wid[ev.callsite]) s = gmt_writer_intern(wr, pred_strings_get(w->strs, ev.callsite), &wid[ev.callsite], err);
-      ev.callsite = wid[ev.callsite];
-    }
-    buf[nb++] = ev;
-    if (nb == BATCH || e + 1 == R->n_ev) {
-      /* the writer puts each string into every chunk whose events use it */
-      if (s == GM_OK) s = gmt_writer_append_n(wr, buf, nb, err);
-      nb = 0;
-    }
-  }
-  free(wid);
-  if (s < 0) {
-    gmt_writer_abandon(wr);
-    return s;
-  }
-  res->events = R->n_ev;
-  return gmt_writer_close(wr, err);
-}
 
 /* ---- the model: recordings loaded, checked and aligned once; predicted at any target --------- */
 
@@ -518,8 +176,8 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   memset(w->peak_unmatched, 0, sizeof w->peak_unmatched);
   gm_status_t s = align_to(m, ref, err);
   res->dropped_other = m->dropped_other;
-  if (s == GM_OK) s = fit_all(w, ref, o->target, res->granule, res, err);
-  if (s == GM_OK) s = size_events(w, ref, res, err);
+  if (s == GM_OK) s = pred_size_fit(w, ref, o->target, res->granule, res, err);
+  if (s == GM_OK) s = pred_size_events(w, ref, res, err);
   size_t near = ref == 0 ? 1 : 0; /* the recording nearest the target after the reference */
   for (size_t j = 0; j < n; j++)
     if (j != ref && fabs(in[j].value - o->target) < fabs(in[near].value - o->target)) near = j;
@@ -573,7 +231,7 @@ gm_status_t pred_model_header(const pred_model_t *m, const pred_opts_t *o, const
                               gm_err_t *err) {
   gmt_header_init(h);
   if (!m->have_sizes) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
-  return make_header(&m->w, m->in, m->ref, o, res, h, err);
+  return pred_write_header(&m->w, m->in, m->ref, o, res, h, err);
 }
 
 const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i) {
@@ -590,12 +248,12 @@ gm_status_t pred_model_write_variant(pred_model_t *m, const pred_opts_t *o, pred
   if (!m->have_sizes && !m->checkable) return gm_err_set(err, GM_ERR_INVAL, "no prediction made");
   gmt_header_t h;
   gmt_header_init(&h);
-  gm_status_t s = make_header(&m->w, m->in, m->ref, o, res, &h, err);
+  gm_status_t s = pred_write_header(&m->w, m->in, m->ref, o, res, &h, err);
   if (s == GM_OK && v != PRED_SIZES_FITTED)
     s = gmt_header_kv_set(&h, "predicted.sizes", v == PRED_SIZES_LOW ? "low end" : "high end", err);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.partial", out_path);
-  if (s == GM_OK) s = write_out(&m->w, m->ref, &h, v, tmp, res, err);
+  if (s == GM_OK) s = pred_write_trace(&m->w, m->ref, &h, v, tmp, res, err);
   gmt_header_free(&h);
   if (s == GM_OK && rename(tmp, out_path) != 0)
     s = gm_err_set(err, GM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));

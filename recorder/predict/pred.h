@@ -41,8 +41,8 @@ typedef struct pred_opts {
 
 #define PRED_DEFAULT_MIN_CONFIDENCE 0.95
 /* Refuse when uncertain allocations hold more than this share of the predicted peak at any one
- * moment (pred.c, refuse_uncertain_off_peak, says why). Applied only at min_confidence at or
- * above the default: a lower one accepts uncertain answers. */
+ * moment (pred_judge.c, pred_refuse_uncertain_off_peak, says why). Applied only at min_confidence
+ * at or above the default: a lower one accepts uncertain answers. */
 #define PRED_MAX_UNCERTAIN_SHARE 0.01
 
 typedef struct pred_result {
@@ -73,8 +73,9 @@ typedef struct pred_result {
   /* pred_model_open: the inputs' commands differ beyond the value but run one script (pred_job.c);
    * empty otherwise. The caller shows it unless the user said --same-job. */
   char warning[GM_ERR_MSG_MAX];
-  uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share (pred.c, drift_count):
-                            any refuses (at the default --min-confidence or above) unless spanned */
+  uint64_t drift_allocs; /* allocations the two recordings nearest the target do not share
+                            (pred_judge.c, pred_drift_count): any refuses (at the default
+                            --min-confidence or above) unless spanned */
   int drift_spanned;     /* ... a third recording spans it (pred_judge.c, pred_drift_spanned): its
                             allocations are uncertain sizes, checked like the others */
 } pred_result_t;
@@ -104,7 +105,7 @@ gm_status_t pred_model_write(pred_model_t *m, const pred_opts_t *o, const char *
 /* The header of recording i (NULL past the end). */
 const gmt_header_t *pred_model_recording_header(const pred_model_t *m, size_t i);
 /* The trace with every uncertain size fitted (pred_model_write), or at the low or high end of
- * its plausible range (pred.c, plausible_range, says which range). Also after a refusal when
+ * its plausible range (pred_size.c, plausible_range, says which range). Also after a refusal when
  * res->checkable; the header then says which sizes (predicted.sizes). */
 typedef enum pred_variant { PRED_SIZES_FITTED = 0, PRED_SIZES_LOW, PRED_SIZES_HIGH } pred_variant_t;
 gm_status_t pred_model_write_variant(pred_model_t *m, const pred_opts_t *o, pred_variant_t v, const char *out_path,

@@ -91,7 +91,7 @@ void pred_fit_points(const double *v, const uint64_t *s, size_t n, uint64_t gran
 /* The fitted size at x, rounded up to the granularity, at least one granule. */
 uint64_t pred_fit_eval(const pred_fit_t *f, double x, uint64_t granule);
 
-/* ---- one prediction in progress (pred.c sizes it, pred_judge.c says whether it stands) ---- */
+/* ---- one prediction in progress (pred_size.c sizes it, pred_judge.c says whether it stands) */
 
 /* Why a reference allocation's size is what it is. */
 enum { CERTAIN = 0, UNMATCHED = 1, INCONSISTENT = 2 };
@@ -111,6 +111,18 @@ typedef struct pred_work {
   uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
   uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
 } pred_work_t;
+
+/* pred_size.c: every reference allocation's size at the target (w->size, why, lo, hi), then
+ * pass 1: every output event's size, the predicted peak and the confidence into res. */
+gm_status_t pred_size_fit(pred_work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res,
+                          gm_err_t *err);
+gm_status_t pred_size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_err_t *err);
+/* pred_write.c: the output's header (the reference's, marked as predicted with its inputs); the
+ * trace at path, the reference's events with the variant's sizes. */
+gm_status_t pred_write_header(const pred_work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,
+                              const pred_result_t *res, gmt_header_t *h, gm_err_t *err);
+gm_status_t pred_write_trace(const pred_work_t *w, size_t ref, const gmt_header_t *h, pred_variant_t variant,
+                             const char *path, pred_result_t *res, gm_err_t *err);
 
 /* The refusals (pred_judge.c): each sets res->refused with its reason and advice. */
 void pred_refuse_low_confidence(const pred_work_t *w, const pred_input_t *in, double target, double minc, size_t ref,

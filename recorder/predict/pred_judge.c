@@ -1,4 +1,4 @@
-/* pred_judge.c: whether a prediction stands, after pred.c has sized it: refused when too
+/* pred_judge.c: whether a prediction stands, after pred_size.c has sized it: refused when too
  * little of its peak is certain (--min-confidence), when the recordings drift apart (the same
  * allocations changing sizes between them), or when its uncertain sizes could move the peak; each
  * refusal says why, and the value worth recording next. */

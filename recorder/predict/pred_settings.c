@@ -1,6 +1,6 @@
 /* pred_settings.c: whether a prediction's uncertain sizes matter to a setting.
  *
- * The prediction refuses (pred.c) when allocations of unknown size hold more than 1 % of the
+ * The prediction refuses (pred_judge.c) when allocations of unknown size hold more than 1 % of the
  * predicted peak at some moment: a wrong size can move the peak reserved by about itself. But
  * whether it does depends on the setting: under the default a 200 MiB buffer of the wrong size
  * usually lands in a segment that the other tensors shape anyway, under max_split_size_mb:128

@@ -1,13 +1,13 @@
-/* snap_stream.c: the matching of a streamed recording's merge (snap_merge.c, merge_streamed)
+/* snap_stream.c: the matching of a streamed recording's merge (snap_merge_streamed.c)
  * in memory that grows with the distinct segments, never with the number of events.
  *
  * What the merge must know before it writes a byte (its header) depends on the whole recording:
  * which of CUPTI's driver calls are PyTorch's own (a cudaMalloc whose address and size are one of
  * PyTorch's segments, the cudaFree of such an allocation, a VMM call on a range PyTorch mapped:
  * left out), which are other libraries' (kept, external), how many of PyTorch's segment calls the
- * driver saw. The merge that held every event (classify and claim in snap_merge.c) decides it call
- * by call; here the first pass only counts, per (kind, address, size) and per range, and the
- * second pass decides each call again as it reads it, by the same rules:
+ * driver saw. The merge that held every event (snap_match.c) decides it call by call; here the
+ * first pass only counts, per (kind, address, size) and per range, and the second pass decides
+ * each call again as it reads it, by the same rules:
  *   - a device alloc is PyTorch's if (address, size) is one of its segments;
  *   - a device free is PyTorch's if the last alloc at its address, not freed since, was (a state
  *     per address; held merge: the last of PyTorch's allocs there, the same unless the driver

@@ -1,4 +1,4 @@
-// Tests of the merge of a long streamed recording (snap_merge.c, merge_streamed): the CUPTI side
+// Tests of the merge of a long streamed recording (snap_merge_streamed.c): the CUPTI side
 // read again from the file (what it holds is PyTorch's possible driver calls, not the recording)
 // gives the same bytes as the merge that held every CUPTI event; every request is in the merged
 // trace, in order; a cut or damaged recording merges as far as it goes and says so.

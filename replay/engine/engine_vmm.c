@@ -24,7 +24,7 @@
 #include "replay/engine/engine_internal.h"
 
 /* libbsd's RB_GENERATE_STATIC marks its functions __unused, which libbsd leaves undefined
- * (as rp_bfc_core.c does: defined only for the tree macros, last). */
+ * (as rp_bfc_state.h does: defined only for the tree macros, last). */
 #ifndef __unused
 #define __unused __attribute__((__unused__))
 #endif

@@ -48,7 +48,7 @@
  * Structures: each size class a libbsd red-black tree keyed (size, address) (mostly of one
  * chunk: the empty and one-chunk trees take a short way), a bitmap of the non-empty ones;
  * chunks in use are in a uthash table by address; chunk records are recycled through a free
- * list. */
+ * list (rp_bfc_state.h). Its figures, OOM report and invariant walker: rp_bfc_inspect.c. */
 #include "replay/policies/rp_bfc_core.h"
 
 #include <inttypes.h>
@@ -56,68 +56,7 @@
 #include <string.h>
 #include <uthash.h>
 
-/* libbsd's RB_GENERATE_STATIC marks its functions __unused, which libbsd leaves undefined
- * (a glibc struct has a member of that name); define it only for the tree macros, last. */
-#ifndef __unused
-#define __unused __attribute__((__unused__))
-#endif
-#include <bsd/sys/tree.h>
-
-#include "replay/policies/rp_bfc_vmm.h"
-#include "replay/policies/rp_sizeclass.h"
-
-typedef struct chunk chunk_t;
-typedef struct region region_t;
-
-struct chunk {
-  uint64_t addr, size;
-  chunk_t *prev, *next; /* address neighbours inside the region */
-  region_t *region;
-  int in_use;
-  int in_hash; /* in use and found by address (taken by rp_bfc_alloc, not rp_bfc_alloc_h) */
-  int bin; /* its size class (rp_sizeclass.h), -1 when not in a bin */
-  RB_ENTRY(chunk) link;
-  UT_hash_handle hh;
-};
-
-struct region {
-  uint64_t addr, size;
-  chunk_t *first;
-  region_t *prev, *next; /* creation order; by address with the VMM sub-allocator, as TF's
-                            region vector (the order only decides which region goes to
-                            the driver first in garbage collection) */
-};
-
-static int chunk_cmp(const chunk_t *a, const chunk_t *b) {
-  if (a->size != b->size) return a->size < b->size ? -1 : 1;
-  if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
-  return 0;
-}
-
-RB_HEAD(bin_tree, chunk);
-RB_GENERATE_STATIC(bin_tree, chunk, link, chunk_cmp)
-
-struct rp_bfc {
-  rp_driver_t drv;
-  rp_bfc_opts_t opts;
-  uint64_t max_frag;
-  uint64_t curr_region_bytes; /* curr_region_allocation_bytes_ */
-  uint64_t pool_bytes;        /* stats_.pool_bytes */
-  struct bin_tree bins[RP_SC_N];  /* by size class: finer than TF's bins, same order */
-  rp_sc_map_t bin_map;           /* which classes are non-empty */
-  uint64_t nbinned;
-  chunk_t *in_use; /* uthash by addr */
-  region_t *regions, *regions_tail;
-  int nregions;
-  chunk_t *spare; /* recycled chunk records, linked by next */
-  rp_policy_stats_t st;
-  int vmm;         /* sub-allocator is GpuVirtualMemAllocator: coalescing regions */
-  rp_bfc_vmm_t v;
-};
-
-static uint64_t rounded_bytes(uint64_t n) {
-  return (n + RP_BFC_MIN_ALLOC - 1) / RP_BFC_MIN_ALLOC * RP_BFC_MIN_ALLOC;
-}
+#include "replay/policies/rp_bfc_state.h"
 
 int rp_bfc_bin_for_size(uint64_t size) {
   uint64_t v = (size < RP_BFC_MIN_ALLOC ? RP_BFC_MIN_ALLOC : size) >> 8;
@@ -141,10 +80,9 @@ static void chunk_recycle(rp_bfc_t *b, chunk_t *c) {
 }
 
 /* The class of a chunk size: 256-byte units (kMinAllocationSize). */
-static inline uint32_t size_class(uint64_t size) { return rp_sc_class(size, 8); }
 
 static void bin_insert(rp_bfc_t *b, chunk_t *c) {
-  uint32_t k = size_class(c->size);
+  uint32_t k = bfc_size_class(c->size);
   struct bin_tree *t = &b->bins[k];
   c->bin = (int)k;
   if (RB_EMPTY(t)) { /* the state RB_INSERT leaves: a black root */
@@ -175,7 +113,7 @@ gm_status_t rp_bfc_new(const rp_driver_t *drv, const rp_bfc_opts_t *opts, rp_bfc
   b->max_frag = opts->max_internal_frag ? opts->max_internal_frag : RP_BFC_MAX_FRAG;
   uint64_t lim = opts->memory_limit;
   b->curr_region_bytes =
-      rounded_bytes(opts->allow_growth ? (lim < RP_BFC_GROWTH_START ? lim : RP_BFC_GROWTH_START) : lim);
+      bfc_rounded_bytes(opts->allow_growth ? (lim < RP_BFC_GROWTH_START ? lim : RP_BFC_GROWTH_START) : lim);
   for (int i = 0; i < RP_SC_N; i++) RB_INIT(&b->bins[i]);
   if (opts->sub_allocator == RP_BFC_SUB_VMM) {
     uint64_t va = opts->vmm_va_bytes;
@@ -237,7 +175,7 @@ static chunk_t *find_chunk(rp_bfc_t *b, uint64_t rounded) {
   key.size = rounded;
   key.addr = 0;
   /* the first chunk >= (rounded, 0): in rounded's class, else the least of the next class */
-  uint32_t k = size_class(rounded);
+  uint32_t k = bfc_size_class(rounded);
   chunk_t *c = rp_sc_has(&b->bin_map, k) ? RB_NFIND(bin_tree, &b->bins[k], &key) : NULL;
   if (!c) {
     k = rp_sc_next(&b->bin_map, k + 1);
@@ -343,7 +281,7 @@ static int extend(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
   while (st == GM_ERR_NOMEM) {
     /* kBackpedalFactor is a float: the product is computed in single precision. */
     float f = (float)bytes * 0.9f;
-    uint64_t back = rounded_bytes((uint64_t)f);
+    uint64_t back = bfc_rounded_bytes((uint64_t)f);
     if (back >= bytes) back = bytes - RP_BFC_MIN_ALLOC;
     bytes = back;
     if (bytes < rounded) return 0;
@@ -403,7 +341,7 @@ static int gc_free_regions(rp_bfc_t *b, uint64_t rounded, gm_err_t *err) {
 
 static gm_status_t bfc_take(rp_bfc_t *b, uint64_t size, chunk_t **out, gm_err_t *err) {
   if (size > UINT64_MAX - RP_BFC_MIN_ALLOC) size = UINT64_MAX - RP_BFC_MIN_ALLOC; /* fails below */
-  uint64_t rounded = rounded_bytes(size ? size : 1);
+  uint64_t rounded = bfc_rounded_bytes(size ? size : 1);
   chunk_t *c = find_chunk(b, rounded);
   if (!c) {
     int x = extend(b, rounded, err);
@@ -512,98 +450,5 @@ gm_status_t rp_bfc_release_all(rp_bfc_t *b, gm_err_t *err) {
   }
   /* VMM: the sub-allocator's destructor unmaps every mapping, refused frees' included. */
   if (b->vmm) return rp_bfc_vmm_release(&b->v, &b->drv, err);
-  return GM_OK;
-}
-
-const uint64_t *rp_bfc_allocated_bytes(const rp_bfc_t *b) { return &b->st.allocated_bytes; }
-
-void rp_bfc_stats(const rp_bfc_t *b, rp_policy_stats_t *out) {
-  *out = b->st;
-  out->cached_bytes = b->pool_bytes - b->st.allocated_bytes;
-}
-
-/* After a failed request: every free chunk (BFC has no streams and no size classes; a free
- * chunk at least the rounded size would have been taken, so what is left is too small), and
- * the memory limit, which a request fails against when the pool cannot be extended under it. */
-void rp_bfc_oom_report(const rp_bfc_t *b, uint64_t size, rp_oom_report_t *o) {
-  uint64_t rs = size > RP_REQUEST_MAX ? size : rounded_bytes(size);
-  o->rounded_size = rs;
-  o->allocated_bytes = b->st.allocated_bytes;
-  for (const region_t *r = b->regions; r; r = r->next)
-    for (const chunk_t *c = r->first; c; c = c->next) {
-      if (c->in_use) continue;
-      o->free_bytes += c->size;
-      o->free_blocks++;
-      if (c->size > o->largest_free) o->largest_free = c->size;
-      if (c->size < rs) {
-        o->too_small_bytes += c->size;
-        if (c->size > o->largest_too_small) o->largest_too_small = c->size;
-      }
-    }
-  o->limit_bytes = b->opts.memory_limit;
-  o->at_limit = b->pool_bytes + rs > b->opts.memory_limit;
-}
-
-uint64_t rp_bfc_pool_bytes(const rp_bfc_t *b) { return b->pool_bytes; }
-uint64_t rp_bfc_next_region_bytes(const rp_bfc_t *b) { return b->curr_region_bytes; }
-int rp_bfc_region_count(const rp_bfc_t *b) { return b->nregions; }
-uint64_t rp_bfc_vmm_mapped_bytes(const rp_bfc_t *b) { return b->v.mapped; }
-uint64_t rp_bfc_vmm_next_offset(const rp_bfc_t *b) { return b->v.next_off; }
-uint64_t rp_bfc_vmm_va_size(const rp_bfc_t *b) { return b->v.va_size; }
-uint64_t rp_bfc_vmm_va_ooms(const rp_bfc_t *b) { return b->v.va_ooms; }
-uint64_t rp_bfc_vmm_refused_frees(const rp_bfc_t *b) { return b->v.refused_frees; }
-
-#define CORRUPT(...) gm_err_set(err, GM_ERR_CORRUPT, "bfc: " __VA_ARGS__)
-
-gm_status_t rp_bfc_check(const rp_bfc_t *b, gm_err_t *err) {
-  uint64_t pool = 0, used = 0, nfree = 0, nhashed = 0;
-  int nreg = 0;
-  for (const region_t *r = b->regions; r; r = r->next) {
-    nreg++;
-    pool += r->size;
-    if (b->vmm) {
-      if (r->prev && r->prev->addr + r->prev->size > r->addr) return CORRUPT("region 0x%" PRIx64 " out of address order", r->addr);
-      if (r->prev && r->prev->addr + r->prev->size == r->addr) return CORRUPT("adjacent regions not coalesced at 0x%" PRIx64, r->addr);
-      if (!rp_bfc_vmm_tiles(&b->v, r->addr, r->size)) return CORRUPT("region 0x%" PRIx64 " is not a run of live mappings", r->addr);
-    }
-    uint64_t at = r->addr;
-    const chunk_t *prev = NULL;
-    for (const chunk_t *c = r->first; c; prev = c, c = c->next) {
-      if (c->addr != at) return CORRUPT("chunk 0x%" PRIx64 " not contiguous (expected 0x%" PRIx64 ")", c->addr, at);
-      if (c->prev != prev) return CORRUPT("chunk 0x%" PRIx64 " has a wrong prev link", c->addr);
-      if (c->region != r) return CORRUPT("chunk 0x%" PRIx64 " points at the wrong region", c->addr);
-      if (c->size == 0 || c->size % RP_BFC_MIN_ALLOC) return CORRUPT("chunk 0x%" PRIx64 " size %" PRIu64, c->addr, c->size);
-      at += c->size;
-      if (c->in_use) {
-        const chunk_t *h = NULL;
-        HASH_FIND(hh, b->in_use, &c->addr, sizeof(uint64_t), h);
-        if (c->in_hash && h != c) return CORRUPT("chunk in use 0x%" PRIx64 " missing from the address table", c->addr);
-        if (!c->in_hash && h) return CORRUPT("chunk 0x%" PRIx64 " taken by handle is in the address table", c->addr);
-        nhashed += c->in_hash;
-        if (c->bin != -1) return CORRUPT("chunk in use 0x%" PRIx64 " is in a bin", c->addr);
-        used += c->size;
-      } else {
-        if (prev && !prev->in_use) return CORRUPT("free neighbours not merged at 0x%" PRIx64, c->addr);
-        if (c->bin != (int)size_class(c->size)) return CORRUPT("chunk 0x%" PRIx64 " in class %d, size says %d", c->addr, c->bin, (int)size_class(c->size));
-        if (RB_FIND(bin_tree, (struct bin_tree *)&b->bins[c->bin], (chunk_t *)c) != c)
-          return CORRUPT("free chunk 0x%" PRIx64 " not found in its bin", c->addr);
-        nfree++;
-      }
-    }
-    if (at != r->addr + r->size) return CORRUPT("region 0x%" PRIx64 " chunks cover %" PRIu64 " of %" PRIu64 " bytes", r->addr, at - r->addr, r->size);
-  }
-  uint64_t binned = b->nbinned;
-  for (uint32_t k = 0; k < RP_SC_N; k++)
-    if (rp_sc_has(&b->bin_map, k) == RB_EMPTY(&b->bins[k])) return CORRUPT("class %u's bit says %s", k, RB_EMPTY(&b->bins[k]) ? "non-empty" : "empty");
-  if (binned != nfree) return CORRUPT("%" PRIu64 " chunks in bins, %" PRIu64 " free in regions", binned, nfree);
-  if (HASH_COUNT(b->in_use) != nhashed) return CORRUPT("address table holds %u chunks, regions %" PRIu64, HASH_COUNT(b->in_use), nhashed);
-  if (nreg != b->nregions) return CORRUPT("region count %d, list %d", b->nregions, nreg);
-  if (pool != b->pool_bytes) return CORRUPT("pool_bytes %" PRIu64 ", regions sum %" PRIu64, b->pool_bytes, pool);
-  if (used != b->st.allocated_bytes) return CORRUPT("allocated_bytes %" PRIu64 ", chunks in use sum %" PRIu64, b->st.allocated_bytes, used);
-  if (b->vmm) { /* the padded pool may pass the limit (see the header); the mappings hold it */
-    if (pool > b->v.mapped) return CORRUPT("pool %" PRIu64 " over the mapped %" PRIu64 " bytes", pool, b->v.mapped);
-    return rp_bfc_vmm_check(&b->v, err);
-  }
-  if (pool > b->opts.memory_limit) return CORRUPT("pool %" PRIu64 " over the limit %" PRIu64, pool, b->opts.memory_limit);
   return GM_OK;
 }

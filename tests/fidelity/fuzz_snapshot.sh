@@ -10,7 +10,7 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -I. \
   tests/fidelity/fuzz_snapshot.c formats/pkr.c recorder/snapshot/snap_state.c \
   recorder/snapshot/snap_import.c recorder/snapshot/snap_entry.c \
   formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c \
-  formats/gmt_writer.c base/*.c -lzstd -lm -pthread -o "$work/fuzz"
+  formats/gmt_salvage.c formats/gmt_writer.c base/*.c -lzstd -lm -pthread -o "$work/fuzz"
 mkdir -p "$work/corpus"
 cp traces/snapshots/two_streams.default.pickle "$work/corpus/"
 "$work/fuzz" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 "$work/corpus"

@@ -19,8 +19,8 @@ case $target in
   fuzz_policy_spec) srcs="$base $(ls replay/policies/*.c replay/policies/pytorch/*.c) replay/policies/testing/fake_driver.c" ;;
   fuzz_cli_numbers) srcs="$base" ;;
   fuzz_rmm) srcs="recorder/rmm/rmm_import.c formats/gmt_codec.c formats/gmt_csv.c formats/gmt_decode.c
-      formats/gmt_coverage.c formats/gmt_header_edit.c formats/gmt_frameworks.c formats/gmt_header.c formats/gmt_reader.c formats/gmt_writer.c $base" ;;
-  *) srcs="formats/gmt_codec.c formats/gmt_coverage.c formats/gmt_header_edit.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c
+      formats/gmt_coverage.c formats/gmt_header_edit.c formats/gmt_frameworks.c formats/gmt_header.c formats/gmt_reader.c formats/gmt_salvage.c formats/gmt_writer.c $base" ;;
+  *) srcs="formats/gmt_codec.c formats/gmt_coverage.c formats/gmt_header_edit.c formats/gmt_csv.c formats/gmt_decode.c formats/gmt_header.c formats/gmt_reader.c formats/gmt_salvage.c
       formats/gmt_writer.c $base" ;;
 esac
 # shellcheck disable=SC2086

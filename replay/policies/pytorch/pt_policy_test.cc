@@ -5,25 +5,51 @@
 #include <string>
 #include <vector>
 
-#include "replay/policies/pytorch/pt_fake_driver.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
+#include "replay/policies/testing/fake_driver.h"
 
 namespace {
 
 constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 
+// The fake driver's log as text ("A2048K M!20480K ..."), and the sizes of its successful
+// segment allocations and mappings in order (the segment_alloc sequence a fidelity harness sees).
+std::string LogText(const rp_fake_driver_t &f) {
+  std::string s(rp_fake_driver_log_text(&f, nullptr, 0) + 1, '\0');
+  s.resize(rp_fake_driver_log_text(&f, &s[0], s.size()));
+  return s;
+}
+// The segment the driver handed out last (its addresses only grow: the highest).
+uint64_t LastSegment(const rp_fake_driver_t &f) {
+  for (size_t i = f.nlog; i-- > 0;)
+    if (f.log[i].op == 'A' && f.log[i].ok) return f.log[i].addr;
+  return 0;
+}
+std::vector<uint64_t> SegmentAllocs(const rp_fake_driver_t &f) {
+  std::vector<uint64_t> v;
+  for (size_t i = 0; i < f.nlog; i++)
+    if ((f.log[i].op == 'A' || f.log[i].op == 'M') && f.log[i].ok) v.push_back(f.log[i].size);
+  return v;
+}
+
 struct Model {
-  FakeDriver fd;
+  rp_fake_driver_t fd;
   rp_policy_t *p = nullptr;
   const rp_policy_ops_t *ops = &rp_pytorch_ops;
 
-  Model(const char *conf, uint64_t capacity = 8 * GiB) : fd(capacity) {
+  Model(const char *conf, uint64_t capacity = 8 * GiB) {
+    rp_fake_driver_init(&fd, capacity, 2 * MiB, 0);
+    fd.keep_log = 1;
     gm_err_t e{};
     EXPECT_EQ(ops->create(conf, &fd.drv, &p, &e), GM_OK) << e.msg;
   }
   ~Model() {
     if (p) ops->destroy(p);
+    rp_fake_driver_fini(&fd);
   }
+  Model(const Model &) = delete;  // fd.drv.ctx points at fd
+  Model &operator=(const Model &) = delete;
+  const rp_fake_call_t &LastCall() const { return fd.log[fd.nlog - 1]; }
   void Check() {
     gm_err_t e{};
     ASSERT_EQ(ops->check(p, &e), GM_OK) << e.msg;
@@ -58,19 +84,19 @@ struct Model {
     ops->stats(p, &s);
     return s;
   }
-  std::string Log() { return FakeDriver::Str(fd.log); }
+  std::string Log() { return LogText(fd); }
 };
 
 TEST(PytorchPolicy, ThreeMiBGetsTwentyMiBSegmentWithSeventeenMiBRemainder) {
   Model m("");
   uint64_t a = m.Alloc(3 * MiB);
-  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{20 * MiB});
+  EXPECT_EQ(SegmentAllocs(m.fd), std::vector<uint64_t>{20 * MiB});
   EXPECT_EQ(m.Stats().allocated_bytes, 3 * MiB);
   EXPECT_EQ(m.Stats().cached_bytes, 17 * MiB);
   EXPECT_EQ(m.Stats().splits, 1u);
   uint64_t b = m.Alloc(17 * MiB);  // the remainder, at the higher address
   EXPECT_EQ(b, a + 3 * MiB);
-  EXPECT_EQ(m.fd.log.size(), 1u);
+  EXPECT_EQ(m.fd.nlog, 1u);
   m.Free(a);
   m.Free(b);
   EXPECT_EQ(m.Stats().merges, 1u);
@@ -80,7 +106,7 @@ TEST(PytorchPolicy, ThreeMiBGetsTwentyMiBSegmentWithSeventeenMiBRemainder) {
 TEST(PytorchPolicy, TenAndAHalfMiBSplitsTwelveMiBSegment) {
   Model m("");
   uint64_t a = m.Alloc(21 * MiB / 2);
-  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{12 * MiB});
+  EXPECT_EQ(SegmentAllocs(m.fd), std::vector<uint64_t>{12 * MiB});
   EXPECT_EQ(m.Stats().cached_bytes, 3 * MiB / 2);  // 1.5 MiB > 1 MiB: split off
   EXPECT_EQ(m.Alloc(3 * MiB / 2), a + 21 * MiB / 2);
   // 11 MiB: the 1 MiB remainder is not > 1 MiB, so the block is not split
@@ -95,12 +121,12 @@ TEST(PytorchPolicy, SmallRequestsShareTwoMiBSegments) {
   uint64_t a = m.Alloc(1000);
   uint64_t b = m.Alloc(1000);
   EXPECT_EQ(b, a + 1024);
-  EXPECT_EQ(m.fd.SegmentAllocs(), std::vector<uint64_t>{2 * MiB});
+  EXPECT_EQ(SegmentAllocs(m.fd), std::vector<uint64_t>{2 * MiB});
   uint64_t c = m.Alloc(MiB);  // still small pool (<= 1 MiB)
   EXPECT_EQ(c, a + 2048);
   uint64_t d = m.Alloc(MiB);  // does not fit: a new 2 MiB segment
-  EXPECT_EQ(d, m.fd.segs.rbegin()->first);
-  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
+  EXPECT_EQ(d, LastSegment(m.fd));
+  EXPECT_EQ(SegmentAllocs(m.fd), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
 }
 
 TEST(PytorchPolicy, OversizeBlocksAreNotSplitAndNotGivenToSmallRequests) {
@@ -114,14 +140,14 @@ TEST(PytorchPolicy, OversizeBlocksAreNotSplitAndNotGivenToSmallRequests) {
   m.Free(b);
   uint64_t c = m.Alloc(30 * MiB);  // below max_split: never served from an oversize block
   EXPECT_NE(c, a);
-  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{50 * MiB, 30 * MiB}));
+  EXPECT_EQ(SegmentAllocs(m.fd), (std::vector<uint64_t>{50 * MiB, 30 * MiB}));
   m.Free(c);
   // max_non_split_rounding: a 100 MiB cached block is too big for 70 MiB (100 >= 70 + 20)
   uint64_t d = m.Alloc(100 * MiB);
   m.Free(d);
   uint64_t e = m.Alloc(70 * MiB);
   EXPECT_NE(e, d);
-  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{50 * MiB, 30 * MiB, 100 * MiB, 70 * MiB}));
+  EXPECT_EQ(SegmentAllocs(m.fd), (std::vector<uint64_t>{50 * MiB, 30 * MiB, 100 * MiB, 70 * MiB}));
 }
 
 TEST(PytorchPolicy, StreamsNeverShareFreeBlocks) {
@@ -130,7 +156,7 @@ TEST(PytorchPolicy, StreamsNeverShareFreeBlocks) {
   m.Free(a);
   uint64_t b = m.Alloc(1000, 2);
   EXPECT_NE(a, b);
-  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
+  EXPECT_EQ(SegmentAllocs(m.fd), (std::vector<uint64_t>{2 * MiB, 2 * MiB}));
   EXPECT_EQ(m.Alloc(1000, 1), a);  // back on stream 1: the cached block
 }
 
@@ -184,17 +210,17 @@ TEST(PytorchPolicy, EmptyCacheFreesOnlyUnsplitSegmentsInPoolOrder) {
 TEST(PytorchPolicy, ExpandableSegmentsGrowByPagesAndUnmapOnEmptyCache) {
   Model m("expandable_segments:True", 1 * GiB);
   uint64_t a = m.Alloc(3 * MiB);
-  ASSERT_EQ(m.fd.log.size(), 2u);
+  ASSERT_EQ(m.fd.nlog, 2u);
   EXPECT_EQ(m.fd.log[0].op, 'R');  // VA for 9/8 of the device in 20 MiB pages
   EXPECT_EQ(m.fd.log[0].size, (GiB + GiB / 8 + 20 * MiB - 1) / (20 * MiB) * (20 * MiB));
   EXPECT_EQ(m.fd.log[1].op, 'M');
   EXPECT_EQ(m.fd.log[1].size, 20 * MiB);
   uint64_t b = m.Alloc(30 * MiB);  // grows the same segment by one page, right after a
   EXPECT_EQ(b, a + 3 * MiB);
-  EXPECT_EQ(m.fd.SegmentAllocs(), (std::vector<uint64_t>{20 * MiB, 20 * MiB}));
+  EXPECT_EQ(SegmentAllocs(m.fd), (std::vector<uint64_t>{20 * MiB, 20 * MiB}));
   EXPECT_EQ(m.Stats().cached_bytes, 7 * MiB);
   uint64_t c = m.Alloc(1000);  // small pool: its own segment with 2 MiB pages
-  EXPECT_EQ(m.fd.log.back().size, 2 * MiB);
+  EXPECT_EQ(m.LastCall().size, 2 * MiB);
   m.Free(a);
   m.EmptyCache();  // a's 3 MiB hold no whole page: nothing to unmap there
   EXPECT_EQ(m.fd.used, 42 * MiB);
@@ -202,9 +228,9 @@ TEST(PytorchPolicy, ExpandableSegmentsGrowByPagesAndUnmapOnEmptyCache) {
   m.Free(c);
   m.EmptyCache();  // every page unmapped, both reservations released
   EXPECT_EQ(m.fd.used, 0u);
-  EXPECT_TRUE(m.fd.vas.empty());
+  EXPECT_TRUE(rp_fake_driver_count(&m.fd, RP_FAKE_VA, nullptr) == 0);
   EXPECT_EQ(m.Stats().cached_bytes, 0u);
-  size_t n = m.fd.log.size();
+  size_t n = m.fd.nlog;
   EXPECT_EQ(m.fd.log[n - 4].op, 'U');
   EXPECT_EQ(m.fd.log[n - 4].size, 40 * MiB);
   EXPECT_EQ(m.fd.log[n - 3].op, 'X');
@@ -219,16 +245,16 @@ TEST(PytorchPolicy, ExpandableUnmapsWholeFreePagesInsideTheSegment) {
   EXPECT_EQ(m.fd.used, 100 * MiB);
   m.Free(b);  // [30, 80) free: whole pages [40, 80) can go
   m.EmptyCache();
-  EXPECT_EQ(m.fd.log.back().op, 'U');
-  EXPECT_EQ(m.fd.log.back().addr, a + 40 * MiB);
-  EXPECT_EQ(m.fd.log.back().size, 40 * MiB);
+  EXPECT_EQ(m.LastCall().op, 'U');
+  EXPECT_EQ(m.LastCall().addr, a + 40 * MiB);
+  EXPECT_EQ(m.LastCall().size, 40 * MiB);
   EXPECT_EQ(m.fd.used, 60 * MiB);
   // the hole is the lowest unmapped range: the next growth fills it
   uint64_t d = m.Alloc(45 * MiB);
   EXPECT_EQ(d, a + 30 * MiB);
-  EXPECT_EQ(m.fd.log.back().op, 'M');
-  EXPECT_EQ(m.fd.log.back().addr, a + 40 * MiB);
-  EXPECT_EQ(m.fd.log.back().size, 40 * MiB);
+  EXPECT_EQ(m.LastCall().op, 'M');
+  EXPECT_EQ(m.LastCall().addr, a + 40 * MiB);
+  EXPECT_EQ(m.LastCall().size, 40 * MiB);
   (void)c;
 }
 
@@ -284,8 +310,8 @@ TEST(PytorchPolicy, ReleaseAllReturnsEverything) {
     EXPECT_EQ(m.ops->release_all(m.p, &e), GM_OK) << e.msg;
     m.Check();
     EXPECT_EQ(m.fd.used, 0u) << conf;
-    EXPECT_TRUE(m.fd.segs.empty());
-    EXPECT_TRUE(m.fd.vas.empty());
+    EXPECT_TRUE(rp_fake_driver_segments(&m.fd, nullptr) == 0);
+    EXPECT_TRUE(rp_fake_driver_count(&m.fd, RP_FAKE_VA, nullptr) == 0);
     EXPECT_EQ(m.Stats().allocated_bytes, 0u);
     m.Alloc(5 * MiB);  // usable again
   }
@@ -293,7 +319,7 @@ TEST(PytorchPolicy, ReleaseAllReturnsEverything) {
 
 TEST(PytorchPolicy, BackendFailureStopsTheReplay) {
   Model m("");
-  m.fd.hard_error = true;
+  m.fd.cuda_error = 1;
   EXPECT_EQ(m.TryAlloc(1000), GM_ERR_CUDA);
   EXPECT_EQ(m.Stats().ooms, 0u);
 }
@@ -306,10 +332,12 @@ TEST(PytorchPolicy, SpecIsCanonical) {
 }
 
 TEST(PytorchPolicy, CreateRejectsBadConfNamingTheKey) {
-  FakeDriver fd(GiB);
+  rp_fake_driver_t fd;
+  rp_fake_driver_init(&fd, GiB, 2 * MiB, 0);
   rp_policy_t *p = nullptr;
   gm_err_t e{};
   EXPECT_EQ(rp_pytorch_ops.create("max_split_size_mb:5", &fd.drv, &p, &e), GM_ERR_INVAL);
+  rp_fake_driver_fini(&fd);
   EXPECT_EQ(p, nullptr);
   EXPECT_NE(std::string(e.msg).find("max_split_size_mb"), std::string::npos);
 }
@@ -377,8 +405,8 @@ TEST(PytorchPolicy, HandleApiServesAsTheAddressApi) {
         ASSERT_EQ(a.merges, b.merges) << op;
         ASSERT_EQ(a.ooms, b.ooms) << op;
       }
-      EXPECT_EQ(FakeDriver::Str(byaddr.fd.log), FakeDriver::Str(byhandle.fd.log));
-      EXPECT_EQ(byaddr.fd.peak, byhandle.fd.peak);
+      EXPECT_EQ(LogText(byaddr.fd), LogText(byhandle.fd));
+      EXPECT_EQ(byaddr.fd.peak_used, byhandle.fd.peak_used);
     }
   }
 }

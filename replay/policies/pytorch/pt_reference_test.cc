@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "replay/policies/pytorch/pt_fake_driver.h"
 #include "replay/policies/pytorch/rp_pytorch.h"
+#include "replay/policies/testing/fake_driver.h"
 
 namespace {
 
@@ -40,9 +40,34 @@ struct Pos {  // a block by segment and address
   uint64_t addr;
 };
 
+// The fake driver (replay/policies/testing) as both sides use it: 2 MiB pages, every call logged.
+struct Driver {
+  rp_fake_driver_t f;
+  explicit Driver(uint64_t cap) {
+    rp_fake_driver_init(&f, cap, 2 * MiB, 0);
+    f.keep_log = 1;
+  }
+  ~Driver() { rp_fake_driver_fini(&f); }
+  Driver(const Driver &) = delete;
+  Driver &operator=(const Driver &) = delete;
+  bool SameLog(const Driver &o) const {
+    if (f.nlog != o.f.nlog) return false;
+    for (size_t i = 0; i < f.nlog; i++) {
+      const rp_fake_call_t &a = f.log[i], &b = o.f.log[i];
+      if (a.op != b.op || a.addr != b.addr || a.size != b.size || a.ok != b.ok) return false;
+    }
+    return true;
+  }
+  std::string Text() const {
+    std::string s(rp_fake_driver_log_text(&f, nullptr, 0) + 1, '\0');
+    s.resize(rp_fake_driver_log_text(&f, &s[0], s.size()));
+    return s;
+  }
+};
+
 struct Ref {
   rp_pytorch_conf_t c;
-  FakeDriver fd;
+  Driver fd;
   std::vector<std::unique_ptr<RSeg>> segs;
   int64_t calls[2] = {0, 0};
   uint64_t total = 0, allocated = 0, allowed = 0;
@@ -111,7 +136,7 @@ struct Ref {
     segs.erase(std::find_if(segs.begin(), segs.end(), [&](auto &u) { return u.get() == s; }));
   }
   void Release(const Entry &e) {  // cudaFree of a whole free segment
-    fd.Free(e.s->base, e.s->size);
+    fd.f.drv.mem_free(&fd.f, e.s->base, e.s->size);
     total -= e.s->size;
     RemoveSeg(e.s);
   }
@@ -145,7 +170,7 @@ struct Ref {
   bool Map(RSeg *s, uint64_t addr, uint64_t size, bool small) {
     uint64_t off = addr - s->base, b0 = off / s->page, b1 = (off + size + s->page - 1) / s->page;
     uint64_t start = s->base + b0 * s->page, bytes = (b1 - b0) * s->page;
-    if (fd.Map(start, bytes) != GM_OK) return false;
+    if (fd.f.drv.map(&fd.f, start, bytes) != GM_OK) return false;
     size_t i = Idx(s, addr);
     RBlock blk = s->b[i];
     std::vector<RBlock> repl{{blk.addr, bytes, false, true, calls[small ? 0 : 1]}};
@@ -199,8 +224,8 @@ struct Ref {
     }
     if (!cs) {
       uint64_t page = small ? 2 * MiB : c.large_segment_size;
-      uint64_t tm = fd.drv.total_memory, va = page * ((tm + tm / 8 + page - 1) / page), base = 0;
-      fd.Reserve(va, &base);
+      uint64_t tm = fd.f.drv.total_memory, va = page * ((tm + tm / 8 + page - 1) / page), base = 0;
+      fd.f.drv.va_reserve(&fd.f, va, &base);
       auto s = std::make_unique<RSeg>(RSeg{base, va, stream, page, 0, small, true, {{base, va, false, false, 0}}});
       cs = s.get();
       ca = base;
@@ -226,7 +251,7 @@ struct Ref {
     if (limit && total + asize > allowed) return false;
     if (c.expandable_segments) return ExpandAlloc(small, stream, size, out);
     uint64_t a = 0;
-    if (fd.Alloc(asize, &a) != GM_OK) return false;
+    if (fd.f.drv.mem_alloc(&fd.f, asize, &a) != GM_OK) return false;
     segs.push_back(std::make_unique<RSeg>(RSeg{a, asize, stream, 0, 0, small, false, {{a, asize, false, true, 0}}}));
     total += asize;
     *out = {segs.back().get(), a};
@@ -259,7 +284,7 @@ struct Ref {
     uint64_t b0 = (off + s->page - 1) / s->page, b1 = (off + blk.size) / s->page;
     if (b0 >= b1) return;
     uint64_t us = s->base + b0 * s->page, un = (b1 - b0) * s->page;
-    fd.Unmap(us, un);
+    fd.f.drv.unmap(&fd.f, us, un);
     int64_t now = calls[small ? 0 : 1];
     std::vector<RBlock> repl;
     if (us > blk.addr) repl.push_back({blk.addr, us - blk.addr, false, true, now});
@@ -283,7 +308,7 @@ struct Ref {
     for (auto &e : exp) {
       Unmap(e.s, e.addr, small);
       if (e.s->b.size() == 1 && !e.s->b[0].mapped) {
-        fd.Release(e.s->base, e.s->size);
+        fd.f.drv.va_release(&fd.f, e.s->base, e.s->size);
         RemoveSeg(e.s);
       }
     }
@@ -380,10 +405,10 @@ void RunProgram(uint64_t seed, int nops) {
   rp_pytorch_conf_default(&c);
   ASSERT_EQ(rp_pytorch_conf_parse(conf, &c, nullptr), GM_OK);
   Ref ref(c, cap);
-  FakeDriver fd(cap);
+  Driver fd(cap);
   rp_policy_t *p = nullptr;
   gm_err_t e{};
-  ASSERT_EQ(rp_pytorch_ops.create(conf, &fd.drv, &p, &e), GM_OK) << e.msg;
+  ASSERT_EQ(rp_pytorch_ops.create(conf, &fd.f.drv, &p, &e), GM_OK) << e.msg;
   std::vector<uint64_t> live;
   int nstreams = 1 + (int)(r() % 3);
   for (int op = 0; op < nops; op++) {
@@ -409,7 +434,7 @@ void RunProgram(uint64_t seed, int nops) {
       }
     }
     ASSERT_EQ(rp_pytorch_ops.check(p, &e), GM_OK) << e.msg;
-    ASSERT_EQ(fd.log, ref.fd.log) << "\nmodel:     " << FakeDriver::Str(fd.log) << "\nreference: " << FakeDriver::Str(ref.fd.log);
+    ASSERT_TRUE(fd.SameLog(ref.fd)) << "\nmodel:     " << fd.Text() << "\nreference: " << ref.fd.Text();
     rp_policy_stats_t st;
     rp_pytorch_ops.stats(p, &st);
     ASSERT_EQ(st.allocated_bytes, ref.allocated);
@@ -424,17 +449,18 @@ void RunProgram(uint64_t seed, int nops) {
   g_cov.ops += (uint64_t)nops;
   g_cov.ooms += st.ooms;
   g_cov.retries += st.alloc_retries;
-  for (auto &call : fd.log) {
+  for (size_t i = 0; i < fd.f.nlog; i++) {
+    const rp_fake_call_t &call = fd.f.log[i];
     g_cov.failed_calls += !call.ok;
     g_cov.frees += call.op == 'F';
     g_cov.maps += call.op == 'M';
     g_cov.unmaps += call.op == 'U';
     g_cov.va_releases += call.op == 'X';
   }
-  if (ref.gc) g_cov.gc_frees += std::count_if(fd.log.begin(), fd.log.end(), [](const FakeCall &x) { return x.op == 'F'; });
+  if (ref.gc) g_cov.gc_frees += std::count_if(fd.f.log, fd.f.log + fd.f.nlog, [](const rp_fake_call_t &x) { return x.op == 'F'; });
   ASSERT_EQ(rp_pytorch_ops.release_all(p, &e), GM_OK) << e.msg;
-  EXPECT_EQ(fd.used, 0u);
-  EXPECT_TRUE(fd.vas.empty());
+  EXPECT_EQ(fd.f.used, 0u);
+  EXPECT_EQ(rp_fake_driver_count(&fd.f, RP_FAKE_VA, nullptr), 0);
   rp_pytorch_ops.destroy(p);
 }
 

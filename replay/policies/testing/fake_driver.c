@@ -1,6 +1,7 @@
 /* fake_driver.c: see fake_driver.h. Linear scans over a small array: tests hold few blocks. */
 #include "replay/policies/testing/fake_driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,20 @@ static gm_status_t push(rp_fake_driver_t *f, rp_fake_block_t b) {
   return GM_OK;
 }
 
+/* keep_log: one call, in order. */
+static gm_status_t note(rp_fake_driver_t *f, char op, uint64_t addr, uint64_t size, gm_status_t st) {
+  if (!f->keep_log) return st;
+  if (f->nlog == f->cap_log) {
+    size_t n = f->cap_log ? 2 * f->cap_log : 64;
+    rp_fake_call_t *nl = realloc(f->log, n * sizeof *nl);
+    if (!nl) return GM_ERR_NOMEM;
+    f->log = nl;
+    f->cap_log = n;
+  }
+  f->log[f->nlog++] = (rp_fake_call_t){op, st == GM_OK, addr, size}; /* a failed alloc: addr 0 */
+  return st;
+}
+
 /* Take `rounded` bytes of capacity, or say NOMEM. */
 static gm_status_t take(rp_fake_driver_t *f, uint64_t rounded) {
   if (f->fail_next > 0) {
@@ -53,9 +68,9 @@ static uint64_t bump(rp_fake_driver_t *f, uint64_t rounded) {
   return a;
 }
 
-static gm_status_t fk_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
-  rp_fake_driver_t *f = ctx;
+static gm_status_t fk_mem_alloc_call(rp_fake_driver_t *f, uint64_t size, uint64_t *addr) {
   f->calls.mem_alloc++;
+  if (f->cuda_error) return GM_ERR_CUDA;
   if (size == 0) return f->errors++, GM_ERR_INVAL;
   uint64_t r = round_up(size, f->drv.granularity);
   gm_status_t st = take(f, r);
@@ -66,8 +81,15 @@ static gm_status_t fk_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   return GM_OK;
 }
 
-static gm_status_t fk_mem_free(void *ctx, uint64_t addr, uint64_t size) {
+static gm_status_t fk_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   rp_fake_driver_t *f = ctx;
+  uint64_t a = 0;
+  gm_status_t st = fk_mem_alloc_call(f, size, &a);
+  if (st == GM_OK) *addr = a;
+  return note(f, 'A', a, size, st);
+}
+
+static gm_status_t fk_mem_free_call(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   f->calls.mem_free++;
   int i = find(f, addr, RP_FAKE_SEGMENT);
   if (i < 0 || f->blocks[i].size != size) return f->errors++, GM_ERR_INVAL;
@@ -76,8 +98,12 @@ static gm_status_t fk_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   return GM_OK;
 }
 
-static gm_status_t fk_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
+static gm_status_t fk_mem_free(void *ctx, uint64_t addr, uint64_t size) {
   rp_fake_driver_t *f = ctx;
+  return note(f, 'F', addr, size, fk_mem_free_call(f, addr, size));
+}
+
+static gm_status_t fk_va_reserve_call(rp_fake_driver_t *f, uint64_t size, uint64_t *addr) {
   f->calls.va_reserve++;
   if (size == 0 || size % f->drv.granularity) return f->errors++, GM_ERR_INVAL;
   rp_fake_block_t b = {bump(f, size), size, 0, RP_FAKE_VA, 0};
@@ -86,8 +112,15 @@ static gm_status_t fk_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   return GM_OK;
 }
 
-static gm_status_t fk_va_release(void *ctx, uint64_t addr, uint64_t size) {
+static gm_status_t fk_va_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   rp_fake_driver_t *f = ctx;
+  uint64_t a = 0;
+  gm_status_t st = fk_va_reserve_call(f, size, &a);
+  if (st == GM_OK) *addr = a;
+  return note(f, 'R', a, size, st);
+}
+
+static gm_status_t fk_va_release_call(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   f->calls.va_release++;
   int i = find(f, addr, RP_FAKE_VA);
   if (i < 0 || f->blocks[i].size != size) return f->errors++, GM_ERR_INVAL;
@@ -99,6 +132,11 @@ static gm_status_t fk_va_release(void *ctx, uint64_t addr, uint64_t size) {
   return GM_OK;
 }
 
+static gm_status_t fk_va_release(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  return note(f, 'X', addr, size, fk_va_release_call(f, addr, size));
+}
+
 static int inside_va(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   for (int i = 0; i < f->nblocks; i++)
     if (f->blocks[i].kind == RP_FAKE_VA && addr >= f->blocks[i].addr &&
@@ -107,9 +145,9 @@ static int inside_va(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   return 0;
 }
 
-static gm_status_t fk_map(void *ctx, uint64_t addr, uint64_t size) {
-  rp_fake_driver_t *f = ctx;
+static gm_status_t fk_map_call(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   f->calls.map++;
+  if (f->cuda_error) return GM_ERR_CUDA;
   uint64_t g = f->drv.granularity;
   if (size == 0 || size % g || addr % g || !inside_va(f, addr, size)) return f->errors++, GM_ERR_INVAL;
   for (int j = 0; j < f->nblocks; j++) /* no overlap with a mapping */
@@ -120,6 +158,11 @@ static gm_status_t fk_map(void *ctx, uint64_t addr, uint64_t size) {
   if (st < 0) return st;
   rp_fake_block_t b = {addr, size, size, RP_FAKE_MAP, 0};
   return push(f, b);
+}
+
+static gm_status_t fk_map(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  return note(f, 'M', addr, size, fk_map_call(f, addr, size));
 }
 
 /* The mapping that holds byte at, or -1. */
@@ -134,8 +177,7 @@ static int find_holding(rp_fake_driver_t *f, uint64_t at) {
  * and torch's ExpandableSegment alike), so any granule-aligned range that is mapped all
  * through may be unmapped, part of one map call or several: the mappings it cuts are split.
  * A range with a hole, or not aligned, is misuse; nothing changes then. */
-static gm_status_t fk_unmap(void *ctx, uint64_t addr, uint64_t size) {
-  rp_fake_driver_t *f = ctx;
+static gm_status_t fk_unmap_call(rp_fake_driver_t *f, uint64_t addr, uint64_t size) {
   f->calls.unmap++;
   uint64_t g = f->drv.granularity, end = addr + size;
   if (size == 0 || addr % g || size % g || end < addr) return f->errors++, GM_ERR_INVAL;
@@ -161,6 +203,11 @@ static gm_status_t fk_unmap(void *ctx, uint64_t addr, uint64_t size) {
     at = hi;
   }
   return GM_OK;
+}
+
+static gm_status_t fk_unmap(void *ctx, uint64_t addr, uint64_t size) {
+  rp_fake_driver_t *f = ctx;
+  return note(f, 'U', addr, size, fk_unmap_call(f, addr, size));
 }
 
 static gm_status_t fk_alloc_async(void *ctx, uint64_t size, uint64_t stream, uint64_t *addr) {
@@ -233,16 +280,35 @@ void rp_fake_driver_fini(rp_fake_driver_t *f) {
   free(f->blocks);
   f->blocks = NULL;
   f->nblocks = f->cap_blocks = 0;
+  free(f->log);
+  f->log = NULL;
+  f->nlog = f->cap_log = 0;
 }
 
-int rp_fake_driver_segments(const rp_fake_driver_t *f, uint64_t *bytes) {
+int rp_fake_driver_count(const rp_fake_driver_t *f, int kind, uint64_t *bytes) {
   int n = 0;
   uint64_t b = 0;
   for (int i = 0; i < f->nblocks; i++)
-    if (f->blocks[i].kind == RP_FAKE_SEGMENT) {
+    if (f->blocks[i].kind == kind) {
       n++;
       b += f->blocks[i].size;
     }
   if (bytes) *bytes = b;
   return n;
+}
+
+int rp_fake_driver_segments(const rp_fake_driver_t *f, uint64_t *bytes) {
+  return rp_fake_driver_count(f, RP_FAKE_SEGMENT, bytes);
+}
+
+size_t rp_fake_driver_log_text(const rp_fake_driver_t *f, char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  for (size_t i = 0; i < f->nlog; i++) {
+    const rp_fake_call_t *c = &f->log[i];
+    int w = snprintf(buf ? buf + (k < n ? k : n) : NULL, k < n ? n - k : 0, "%c%s%lluK ", c->op, c->ok ? "" : "!",
+                     (unsigned long long)(c->size >> 10));
+    if (w > 0) k += (size_t)w;
+  }
+  return k;
 }

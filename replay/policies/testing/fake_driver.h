@@ -9,7 +9,10 @@
  * GM_ERR_INVAL, so tests assert errors == 0.
  * The async pool (when enabled) is a model good enough for unit tests: blocks freed with
  * free_async are cached in the pool (per size, any stream) and reused by alloc_async of the
- * same rounded size; pool_trim(keep) drops cached bytes down to keep. */
+ * same rounded size; pool_trim(keep) drops cached bytes down to keep.
+ * With keep_log set, every segment and VA call is also logged in order (op, address, size,
+ * whether it succeeded), for tests that compare a policy's driver calls with a reference
+ * model's; cuda_error makes mem_alloc and map answer GM_ERR_CUDA (a backend failure). */
 #ifndef RP_FAKE_DRIVER_H
 #define RP_FAKE_DRIVER_H
 
@@ -35,6 +38,14 @@ typedef struct rp_fake_calls {
   uint64_t nomem; /* calls answered GM_ERR_NOMEM */
 } rp_fake_calls_t;
 
+/* One logged call: op 'A' mem_alloc, 'F' mem_free, 'R' va_reserve, 'X' va_release, 'M' map,
+ * 'U' unmap; addr 0 where an alloc or reserve failed. */
+typedef struct rp_fake_call {
+  char op;
+  int ok;
+  uint64_t addr, size;
+} rp_fake_call_t;
+
 typedef struct rp_fake_driver {
   rp_driver_t drv; /* pass &f.drv to the policy; drv.ctx points at this struct */
   uint64_t capacity;
@@ -46,6 +57,10 @@ typedef struct rp_fake_driver {
   uint64_t errors;
   rp_fake_block_t *blocks; /* live segments, VA ranges, mappings and pool blocks */
   int nblocks, cap_blocks;
+  int keep_log;       /* set by the test: log the segment and VA calls */
+  int cuda_error;     /* set by the test: mem_alloc and map answer GM_ERR_CUDA */
+  rp_fake_call_t *log; /* keep_log: the calls in order */
+  size_t nlog, cap_log;
 } rp_fake_driver_t;
 
 /* granularity: rounding unit of mem_alloc/map (e.g. 2 MiB; 1 for none). total_memory is set
@@ -54,6 +69,11 @@ void rp_fake_driver_init(rp_fake_driver_t *f, uint64_t capacity, uint64_t granul
 void rp_fake_driver_fini(rp_fake_driver_t *f);
 /* Segments (mem_alloc) alive now, and their asked bytes. */
 int rp_fake_driver_segments(const rp_fake_driver_t *f, uint64_t *bytes);
+/* Blocks of a kind (rp_fake_kind_t) alive now, and their asked bytes (bytes may be NULL). */
+int rp_fake_driver_count(const rp_fake_driver_t *f, int kind, uint64_t *bytes);
+/* The log as text, "A2048K M!20480K ..." (op, '!' when it failed, size in KiB), into buf
+ * (NUL-terminated, cut at n); returns the length of the whole text. */
+size_t rp_fake_driver_log_text(const rp_fake_driver_t *f, char *buf, size_t n);
 
 #ifdef __cplusplus
 }
