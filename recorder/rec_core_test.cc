@@ -76,8 +76,8 @@ uint64_t FakeNow(void *ctx) { return static_cast<FakeClock *>(ctx)->now.load(); 
 void FakeTick(void *ctx) { static_cast<FakeClock *>(ctx)->ticks++; }
 void FakeWarn(void *ctx, const char *msg) {
   auto *c = static_cast<FakeClock *>(ctx);
+  c->warning = msg; // before the count the test thread waits on (it then reads the text)
   c->warned++;
-  c->warning = msg;
 }
 void FakeFill(void *, gmt_header_t *h) { gmt_header_set(&h->gpu_name, "Fake GPU", nullptr); }
 
