@@ -130,6 +130,13 @@ static gm_status_t align_to(pred_model_t *m, size_t ref, gm_err_t *err) {
     uint64_t unaligned = 0;
     gm_status_t s = pred_align(&w->rec[ref], &w->rec[j], w->match[j], DEFAULT_MAX_D, &unaligned, err);
     if (s < 0) return s;
+  }
+  /* what a recording made in another order, paired by the law the others fix (pred_pair_law.c) */
+  uint64_t by_law = 0;
+  gm_status_t ls = pred_pair_by_law(w->rec, w->n, ref, w->match, m->granule, &by_law, err);
+  if (ls < 0) return ls;
+  for (size_t j = 0; j < w->n; j++) {
+    if (j == ref) continue;
     uint64_t paired = 0;
     for (size_t i = 0; i < w->rec[ref].n_alloc; i++) paired += w->match[j][i] >= 0;
     m->dropped_other += w->rec[j].n_alloc - paired;

@@ -76,6 +76,14 @@ int64_t pred_diff(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, in
 int64_t pred_diff_sized(const uint64_t *a, const uint64_t *as, size_t na, const uint64_t *b, const uint64_t *bs,
                         size_t nb, double k, int64_t *match, size_t max_d);
 
+/* After every other recording is aligned to rec[ref] (match[k], NULL for ref): for each
+ * recording j, the allocations the alignment left unpaired on both sides, grouped by token
+ * between the same markers, are paired by their size law where the other recordings fix it
+ * (pred_pair_law.c says when: only where the whole group pairs exactly). *paired counts the
+ * pairs added; nothing with fewer than three recordings. */
+gm_status_t pred_pair_by_law(const pred_rec_t *rec, size_t n, size_t ref, int64_t *const *match, uint64_t granule,
+                             uint64_t *paired, gm_err_t *err);
+
 /* ---- size fit ----------------------------------------------------------------------------- */
 
 typedef struct pred_fit {

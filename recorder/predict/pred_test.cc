@@ -503,6 +503,33 @@ TEST(Predict, ParseInput) {
   EXPECT_EQ(pred_parse_input("a.zst@8x", buf, sizeof buf, &in, &err), GM_ERR_INVAL);
 }
 
+// ---- allocations made in another order, paired by their size law (issue 26 item 2) ---------
+
+TEST(Predict, ScratchInAnotherOrderIsPairedByItsSizeLaw) {
+  // an autotuner's callsite-less scratch (A B A B A B C C C after the forward) comes as C C C A B
+  // A B A B at 16: the alignment pairs one run and leaves the C's unpaired, more than one
+  // candidate each; 8 and 32 fix their law (90000 b), 16's sizes are on it: paired by it, and
+  // the prediction at 64 is the real trace event for event (in 32's order)
+  std::string t8 = Csv("tune8"), r16 = Csv("tunerot16"), t32 = Csv("tune32");
+  Outcome r = Predict({{t8, 8}, {r16, 16}, {t32, 32}}, 64);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  ASSERT_FALSE(r.res.refused) << r.res.reason;
+  EXPECT_DOUBLE_EQ(r.res.confidence, 1.0);
+  EXPECT_EQ(r.res.matched_all, r.res.allocs);
+  EXPECT_EQ(KindsAndSizes(r.out), KindsAndSizes(Csv("tune64")));
+  // one of 16's C's off the law (100000 b): the group is not paired, they stay unmade at 16
+  Outcome off = Predict({{t8, 8}, {Csv("tuneoff16"), 16}, {t32, 32}}, 64);
+  ASSERT_EQ(off.st, GM_OK) << off.err.msg;
+  EXPECT_TRUE(off.res.refused);
+  EXPECT_LT(off.res.matched_all, off.res.allocs);
+  EXPECT_NE(std::string(off.res.reason).find("did not make at 16"), std::string::npos) << off.res.reason;
+  // from 16 and 32 alone no other recording fixes the law: left as the alignment leaves them
+  Outcome two = Predict({{r16, 16}, {t32, 32}}, 64);
+  ASSERT_EQ(two.st, GM_OK) << two.err.msg;
+  EXPECT_TRUE(two.res.refused);
+  EXPECT_GT(two.res.drift_allocs, 0u);
+}
+
 }  // namespace
 
 // ---- the model: loaded once, predicted at many targets (gpurec predict --fit) ---------------

@@ -12,7 +12,7 @@ import sys
 
 
 def trace(b, steps=3, extra_at=None, quad=False, parab=False, streams=1, attn_site=None, callsites=True, oom=False, late_at=None, extra_size=500000,
-          job="train.py", conf="", gpu="H100"):
+          job="train.py", conf="", gpu="H100", tune=False, tune_rotate=False, tune_off=False):
     out = ["# gpumem trace, text form 1", "#capture_mode=torch", "#gpu_name=" + gpu, "#gpu_total_mem=85899345920",
            "#command_line=python %s --batch=%d" % (job, b), "#kv.PYTORCH_CUDA_ALLOC_CONF=" + conf,
            "ts_ns,kind,device,stream,addr,size,mem_kind,callsite"]
@@ -21,6 +21,8 @@ def trace(b, steps=3, extra_at=None, quad=False, parab=False, streams=1, attn_si
     addr = [0x10000000]
 
     def cs(name):
+        if not name:  # no callsite
+            return 0
         if not callsites and ":" in name:
             return 0
         if name not in strs:
@@ -52,6 +54,12 @@ def trace(b, steps=3, extra_at=None, quad=False, parab=False, streams=1, attn_si
             acts.append(alloc(b * b * 30000 + (200000 * b if parab else 0) if quad or parab else 200000 * b,
                               attn_site or "model.py:21:attn"))
             free(alloc(6400 * b, "model.py:22:tmp"))
+        if tune:  # an autotuner's scratch after the forward, no callsite: A B A B A B C C C, held together
+            sizes = [40000 * b, 1000000] * 3 + [90000 * b] * 2 + [(100000 if tune_off else 90000) * b]
+            if tune_rotate:  # another order: C C C A B A B A B
+                sizes = sizes[6:] + sizes[:6]
+            for t in [alloc(z, "") for z in sizes]:
+                free(t)
         if extra_at is not None and b >= extra_at:
             free(alloc(extra_size * b, "model.py:30:workspace"))
         if late_at is not None and b >= late_at:
@@ -79,6 +87,9 @@ SETS = {
     "streams": ([16], {"streams": 2}),
     "algo": ([4], {"attn_site": "model.py:25:attn_math"}),
     "nocs": ([8, 16, 32], {"callsites": False}),
+    "tune": ([8, 32, 64], {"tune": True}),
+    "tunerot": ([16], {"tune": True, "tune_rotate": True}),
+    "tuneoff": ([16], {"tune": True, "tune_rotate": True, "tune_off": True}),
     "nocsextra": ([8], {"callsites": False, "extra_at": 8}),
     "oom": ([16], {"oom": True}),
     "job": ([16], {"job": "eval.py"}),
