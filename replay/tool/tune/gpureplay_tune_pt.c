@@ -313,8 +313,12 @@ static gm_status_t descend(gr_tune_ctx_t *c, space_t *s, gr_pt_point_t start, gr
  * request, by bisection between the job's lower bound and the point's own fraction. */
 static gm_status_t refine_fraction(gr_tune_ctx_t *c, gr_pt_point_t *p, int *cur, gm_err_t *err) {
   uint64_t total = c->t->device_memory;
-  int lo = (int)floor(1e6 * (double)c->t->lower_bound / (double)total), hi = p->fraction_ppm;
-  if (hi == 0 || lo >= hi) return GM_OK;
+  int hi = p->fraction_ppm;
+  /* the bound as a fraction, in double first: a bound past the device (a trace of extreme
+   * sizes, a reduced trace's device) is no int */
+  double lo_ppm = total ? floor(1e6 * (double)c->t->lower_bound / (double)total) : (double)hi;
+  if (hi == 0 || !(lo_ppm < (double)hi)) return GM_OK;
+  int lo = lo_ppm < 0 ? 0 : (int)lo_ppm;
   int step_ppm = (int)ceil(1e6 * (double)(2 * MIB) / (double)total); /* 2 MiB of the device */
   if (step_ppm < 1) step_ppm = 1;
   int k = GR_TUNE_BISECT_POINTS;
