@@ -30,9 +30,9 @@ else
 fi
 
 # PREDICT_TABLE_ONLY=1 (.bazelrc, under the sanitizers): the table above ran every tool on every
-# recording; the checker's cases below run the same tools on the same recordings 7 times more
-# (only runs.jsonl, read by Python, differs) to test predict_table.py's verdicts: the optimized
-# run keeps them.
+# recording; the checker's cases below run the same tools on copies of the same recordings
+# again, several times (only runs.jsonl, read by Python, differs) to test predict_table.py's
+# verdicts: the optimized run keeps them.
 if [[ ${PREDICT_TABLE_ONLY:-0} == 1 ]]; then
   echo "PREDICT_TABLE_ONLY: the checker's cases on made-up runs are left to the optimized run"
   echo "$fails failure(s)"
