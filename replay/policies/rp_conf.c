@@ -83,7 +83,7 @@ static gm_status_t set_value(const rp_conf_key_t *k, const char *v, void *cfg, g
     case RP_CONF_STRING:
       if (!v || !*v) return gm_err_set(err, GM_ERR_INVAL, "needs a value");
       if (strlen(v) >= RP_CONF_STR_MAX) return gm_err_set(err, GM_ERR_INVAL, "value too long: '%.40s...'", v);
-      snprintf(field, RP_CONF_STR_MAX, "%s", v);
+      memcpy(field, v, strlen(v) + 1); /* fits: checked above */
       return GM_OK;
   }
   return gm_err_set(err, GM_ERR_INVAL, "internal: unknown kind");

@@ -36,7 +36,7 @@ MiB = 1 << 20
 TIMEOUT = int(os.environ.get("HOSTILE_TIMEOUT", "120"))  # seconds before a run counts as hung
 # Distinct callsites (and RMM threads) of the bad_callsites_1m / bad_rmm_threads_1m cases: 10^6 in
 # the optimized build, where their time bounds catch anything quadratic; .bazelrc scales them
-# down under --config=asan and ubsan (they only measure size there, and 10^6 under a sanitizer
+# down under --config=san, asan and ubsan (they only measure size there, and 10^6 under a sanitizer
 # took ~8 min of CI). More than ANA_DIFF_CSV_MAX_SITES (10000), so the cut paths still run.
 CALLSITES = int(os.environ.get("HOSTILE_CALLSITES", "1000000"))
 # The size bombs ({b}/strings_bomb.zst, {b}/live_bomb.zst, results_wide.json) at 1/BOMB_SCALE of
