@@ -396,12 +396,9 @@ int gr_tune_runs_on_sim(const char *spec, uint64_t total) {
   return ok;
 }
 
-gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o, gr_tune_t *t,
-                        gm_err_t *err) {
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+void gr_tune_init(gr_tune_t *t, const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
+                  uint64_t duration_ns) {
   memset(t, 0, sizeof *t);
-  gr_tune_ctx_t c = {*cfg, lt, t, o, o->trace_events};
   /* cfg->capacity: the device the search assumes (a recorded OOM's, or --capacity); 0: none. */
   t->framework = gmt_framework_single(lt->info.frameworks);
   t->policy_name = t->framework == GMT_FW_JAX          ? "jax"
@@ -411,9 +408,17 @@ gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_
   t->device_memory = lt->info.device_memory;
   t->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : lt->info.context_bytes;
   t->capacity = cfg->capacity;
-  if (lt->n_evs > 1) t->duration_ns = lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns;
+  t->duration_ns = duration_ns;
   t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
   t->no_limits = o->no_limits;
+}
+
+gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o, gr_tune_t *t,
+                        gm_err_t *err) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  gr_tune_init(t, cfg, lt, o, lt->n_evs > 1 ? lt->evs[lt->n_evs - 1].ts_ns - lt->evs[0].ts_ns : 0);
+  gr_tune_ctx_t c = {*cfg, lt, t, o, o->trace_events};
   /* The grid first: the search must beat it, and the report says by how much. */
   const char *const *all = gr_sweep_grid_for(t->framework);
   const char *grid[64] = {NULL};

@@ -92,6 +92,10 @@ typedef struct gr_tune {
   char searched[384];      /* how: "searched on N of M events: period P ...; finalists confirmed ..." ("": whole) */
 } gr_tune_t;
 
+/* t emptied and set up for a search of lt lasting duration_ns: framework, policy family,
+ * device, context, capacity, budget (gr_tune_run's start; the reduced search's whole trace). */
+void gr_tune_init(gr_tune_t *t, const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
+                  uint64_t duration_ns);
 gm_status_t gr_tune_run(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o,
                         gr_tune_t *t, gm_err_t *err);
 void gr_tune_print(FILE *f, const gr_loaded_t *lt, const gr_tune_t *t);

@@ -29,21 +29,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* What gr_tune_run sets up before its search, for the whole trace. */
+/* What gr_tune_run sets up before its search, for the whole trace, with no point yet. */
 static void init_whole(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_tune_opts_t *o, uint64_t first_ts,
                        uint64_t last_ts, gr_tune_t *t) {
-  memset(t, 0, sizeof *t);
-  t->framework = gmt_framework_single(lt->info.frameworks);
-  t->policy_name = t->framework == GMT_FW_JAX          ? "jax"
-                    : t->framework == GMT_FW_TENSORFLOW ? "tf"
-                    : t->framework == GMT_FW_CUPY       ? "cupy"
-                                                        : "pytorch";
-  t->device_memory = lt->info.device_memory;
-  t->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : lt->info.context_bytes;
-  t->capacity = cfg->capacity;
-  t->duration_ns = last_ts > first_ts ? last_ts - first_ts : 0;
-  t->budget_s = o->budget_fraction * (double)t->duration_ns * 1e-9;
-  t->no_limits = o->no_limits;
+  gr_tune_init(t, cfg, lt, o, last_ts > first_ts ? last_ts - first_ts : 0);
   t->dflt = t->best = t->best_grid = t->chosen = -1;
 }
 
