@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/gmt_testutil.h"
 #include "replay/engine/va_model.h"
 #include "replay/tool/tune/gpureplay_tune.h"
 
@@ -29,17 +30,7 @@ constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t kDevice = 1024 * MiB;
 
 gmt_event_t ev(uint8_t kind, uint64_t ts, uint64_t addr, uint64_t size) {
-  gmt_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.ts_ns = ts;
-  e.addr = addr;
-  e.size = size;
-  e.stream = 7;
-  e.flags = 0;
-  e.mem_kind = GMT_MEM_DEVICE;
-  e.callsite = GMT_NO_STRING;
-  return e;
+  return gmt_test::Ev(kind, ts, addr, size, 7).Cs(GMT_NO_STRING);
 }
 
 struct Loaded {
