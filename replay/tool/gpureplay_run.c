@@ -43,6 +43,9 @@ typedef struct job {
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   char damage[GM_ERR_MSG_MAX];
   int has_reader_stats;
+  int dep;     /* >= 0: a placement-spread job of the point replay jobs[dep] of its pool: it
+                * waits for it, and is skipped when that one failed or used the async pool */
+  int skipped; /* set by the pool: dep said not to run */
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -53,6 +56,7 @@ typedef struct pool {
   int n;
   atomic_int next;
   atomic_int done;
+  atomic_int *fin; /* fin[i]: job i has finished (run_pool's, for dep) */
   _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
 } pool_t;
 
@@ -265,12 +269,30 @@ static void run_job(job_t *j, pool_t *p) {
   b->destroy(b);
 }
 
+/* A job with a dep was put after it, so its dep was taken first (by this thread or another):
+ * waiting for it ends. In practice it finished long before (the spread's jobs come after every
+ * point replay). */
+static void wait_dep(pool_t *p, const job_t *j) {
+  if (!p->fin) return; /* one thread, in order: done already */
+  while (!atomic_load(&p->fin[j->dep])) {
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void *worker(void *arg) {
   pool_t *p = arg;
   for (;;) {
     int i = atomic_fetch_add(&p->next, 1);
     if (i >= p->n) break;
-    run_job(&p->jobs[i], p);
+    job_t *j = &p->jobs[i];
+    if (j->dep >= 0) {
+      wait_dep(p, j);
+      const job_t *d = &p->jobs[j->dep];
+      j->skipped = d->st != GM_OK || d->res->pool_allocs;
+    }
+    if (!j->skipped) run_job(j, p);
+    if (p->fin) atomic_store(&p->fin[i], 1);
     atomic_fetch_add(&p->done, 1);
   }
   return NULL;
@@ -289,12 +311,13 @@ static void job_init(job_t *j, const gr_config_t *cfg, const char *path, const c
   j->vmm_requests = info->vmm_requests;
   j->count_other = gr_count_other(cfg, info);
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
+  j->dep = -1;
   j->res = res;
 }
 
-/* The first failed job's status and cause chain, or GM_OK. */
-static gm_status_t pool_status(const pool_t *p, gm_err_t *err) {
-  for (int i = 0; i < p->n; i++)
+/* The first failed job's status and cause chain among the first n, or GM_OK. */
+static gm_status_t pool_status(const pool_t *p, int n, gm_err_t *err) {
+  for (int i = 0; i < n; i++)
     if (p->jobs[i].st != GM_OK) {
       *err = p->jobs[i].err;
       return p->jobs[i].st;
@@ -322,8 +345,9 @@ static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const c
     return;
   }
   pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+  p->fin = calloc((size_t)n, sizeof *p->fin);
   int started = 0;
-  for (int t = 0; tids && t < threads; t++)
+  for (int t = 0; tids && p->fin && t < threads; t++)
     if (pthread_create(&tids[t], NULL, worker, p) == 0) started++;
   if (started == 0) worker(p);
   while (progress && atomic_load(&p->done) < n) {
@@ -334,6 +358,8 @@ static void run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const c
   for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
   if (progress) fprintf(stderr, "\r%*s\r", 78, "");
   free(tids);
+  free(p->fin);
+  p->fin = NULL;
 }
 
 /* Which range a policy's figure has: one that took its memory from the stream-ordered pool
@@ -417,11 +443,54 @@ static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_re
 
 /* The placement spread (issue 25): every policy the driver's placement model places again
  * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
- * model's known misses: replay/RESULTS.md), and the advice must exceed it. */
+ * model's known misses: replay/RESULTS.md), and the advice must exceed it.
+ *
+ * placement_add appends those jobs to p (room for n more), results in out[], of[k] the point
+ * replay of out[k]. known: the point replays have finished, and one that took its memory from
+ * the async pool gets no job; otherwise each job depends on its point replay, point[i] being
+ * p->jobs[i] (the same pool: they run beside the point replays, and the pool skips a job whose
+ * point replay failed or used the pool). */
+static int placement_add(const gr_config_t *cfg, pool_t *p, const job_t *point, int n, rp_result_t **res,
+                         int known, const gmt_event_t *evs, size_t n_evs, rp_result_t *out, int *of) {
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (addresses_for(cfg, point[i].spec) != RP_VA_DRIVER || (known && res[i]->pool_allocs)) continue;
+    job_t *j = &p->jobs[p->n++];
+    *j = point[i];
+    memset(&j->err, 0, sizeof j->err);
+    j->st = GM_OK;
+    j->has_reader_stats = 0;
+    j->evs = evs;
+    j->n_evs = n_evs;
+    j->bump = 1;
+    j->dep = known ? -1 : i;
+    j->skipped = 0;
+    j->res = &out[m];
+    of[m++] = i;
+  }
+  return m;
+}
+
+/* The spread's m jobs (run) into the point results. */
+static gm_status_t placement_fold(const job_t *jobs, int m, const int *of, rp_result_t **res, gm_err_t *err) {
+  for (int k = 0; k < m; k++) {
+    if (jobs[k].skipped) continue;
+    if (jobs[k].st != GM_OK) {
+      *err = jobs[k].err;
+      return gm_err_wrap(err, "placement spread (--addresses=bump)");
+    }
+    res[of[k]]->placement_bump_bytes = jobs[k].res->peak_reserved_bytes;
+    res[of[k]]->placement_checked = 1;
+    res[of[k]]->spread_ooms += jobs[k].res->ooms;
+  }
+  return GM_OK;
+}
+
+/* The spread after the point replays, in a pool of its own (the tuner's way). */
 static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                     const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                     gm_err_t *err) {
-  int n = rec->n, m = 0;
+  int n = rec->n;
   pool_t p;
   memset(&p, 0, sizeof p);
   p.jobs = calloc((size_t)n, sizeof *p.jobs);
@@ -433,32 +502,9 @@ static gm_status_t placement_spread(const gr_config_t *cfg, const pool_t *rec, r
     free(of);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
-  for (int i = 0; i < n; i++) {
-    if (addresses_for(cfg, rec->jobs[i].spec) != RP_VA_DRIVER || res[i]->pool_allocs) continue;
-    job_t *j = &p.jobs[m];
-    *j = rec->jobs[i];
-    memset(&j->err, 0, sizeof j->err);
-    j->st = GM_OK;
-    j->has_reader_stats = 0;
-    j->evs = evs;
-    j->n_evs = n_evs;
-    j->bump = 1;
-    j->res = &out[m];
-    of[m++] = i;
-  }
-  p.n = m;
+  int m = placement_add(cfg, &p, rec->jobs, n, res, 1, evs, n_evs, out, of);
   if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = GM_OK;
-  for (int k = 0; k < m && st == GM_OK; k++) {
-    if (p.jobs[k].st != GM_OK) {
-      *err = p.jobs[k].err;
-      st = gm_err_wrap(err, "placement spread (--addresses=bump)");
-      break;
-    }
-    res[of[k]]->placement_bump_bytes = out[k].peak_reserved_bytes;
-    res[of[k]]->placement_checked = 1;
-    res[of[k]]->spread_ooms += out[k].ooms;
-  }
+  gm_status_t st = placement_fold(p.jobs, m, of, res, err);
   free(p.jobs);
   free(out);
   free(of);
@@ -490,10 +536,18 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     else st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
     if (st != GM_OK) return st;
   }
+  /* The placement spread's replays run in the same pool as the point replays, after them: the
+   * second core does not wait for the last point replay before the spread starts. */
+  int spread = n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER;
   pool_t p;
   memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) {
+  p.jobs = calloc((size_t)(spread ? 2 * n : n), sizeof *p.jobs);
+  rp_result_t *out = spread ? calloc((size_t)n, sizeof *out) : NULL;
+  int *of = spread ? calloc((size_t)n, sizeof *of) : NULL;
+  if (!p.jobs || (spread && (!out || !of))) {
+    free(p.jobs);
+    free(out);
+    free(of);
     if (own_evs) free(evs);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
@@ -502,20 +556,23 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     job_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
   }
+  int m = spread ? placement_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
   run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  p.n = n; /* the point replays; the spread's jobs follow them in p.jobs */
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)
     if (p.jobs[i].has_reader_stats) {
       gr_trace_take_integrity(info, &p.jobs[i].reader_stats, p.jobs[i].damage);
       break;
     }
-  st = pool_status(&p, err);
+  st = pool_status(&p, n, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
   if (st == GM_OK && n > 0 && cfg->timing_range)
     st = timing_range(cfg, &p, res, evs, n_evs, info, err);
-  if (st == GM_OK && n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER)
-    st = placement_spread(cfg, &p, res, evs, n_evs, info, err);
+  if (st == GM_OK && spread) st = placement_fold(p.jobs + n, m, of, res, err);
+  free(out);
+  free(of);
   free(p.jobs);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
@@ -537,7 +594,7 @@ gm_status_t gr_run_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const c
     job_init(&p.jobs[i], cfg, lt->info.path, specs[i], lt->evs, lt->n_evs,
              cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
   run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
-  gm_status_t st = pool_status(&p, err);
+  gm_status_t st = pool_status(&p, p.n, err);
   free(p.jobs);
   return st;
 }
