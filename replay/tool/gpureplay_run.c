@@ -43,9 +43,11 @@ typedef struct job {
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   char damage[GM_ERR_MSG_MAX];
   int has_reader_stats;
-  int dep;     /* >= 0: a placement-spread job of the point replay jobs[dep] of its pool: it
-                * waits for it, and is skipped when that one failed or used the async pool */
-  int skipped; /* set by the pool: dep said not to run */
+  /* dep >= 0: a job of the point replay jobs[dep] of its pool (the timing range's variant
+   * range_v, or the placement spread's, role): it waits for it, then is configured from its
+   * result or skipped (range_setup, placement_wanted) */
+  int dep, role, range_v;
+  int skipped; /* set by the pool: its point replay said not to run */
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -269,9 +271,11 @@ static void run_job(job_t *j, pool_t *p) {
   b->destroy(b);
 }
 
+enum { ROLE_POINT = 0, ROLE_RANGE = 1, ROLE_SPREAD = 2 };
+static int range_setup(job_t *j, const rp_result_t *r);
+
 /* A job with a dep was put after it, so its dep was taken first (by this thread or another):
- * waiting for it ends. In practice it finished long before (the spread's jobs come after every
- * point replay). */
+ * waiting for it ends. Mostly it finished long before (gr_run_trace's order). */
 static void wait_dep(pool_t *p, const job_t *j) {
   if (!p->fin) return; /* one thread, in order: done already */
   while (!atomic_load(&p->fin[j->dep])) {
@@ -289,7 +293,9 @@ static void *worker(void *arg) {
     if (j->dep >= 0) {
       wait_dep(p, j);
       const job_t *d = &p->jobs[j->dep];
-      j->skipped = d->st != GM_OK || d->res->pool_allocs;
+      if (d->st != GM_OK) j->skipped = 1;
+      else if (j->role == ROLE_RANGE) j->skipped = !range_setup(j, d->res);
+      else j->skipped = d->res->pool_allocs != 0; /* the spread: not the async pool's */
     }
     if (!j->skipped) run_job(j, p);
     if (p->fin) atomic_store(&p->fin[i], 1);
@@ -370,74 +376,109 @@ static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
   return r->event_frees ? RP_RANGE_EVENTS : RP_RANGE_NONE;
 }
 
-/* The two other replays of every policy whose figure depends on timing (events early and
- * late, or the pool ideal and same-stream), folded into res[i] as a range. */
-static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
-                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
-                                gm_err_t *err) {
-  int n = rec->n, m = 0;
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
-  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
-  int *of = calloc((size_t)2 * n, sizeof *of), *var = calloc((size_t)2 * n, sizeof *var);
-  if (!p.jobs || !out || !of || !var) {
-    free(p.jobs);
-    free(out);
-    free(of);
-    free(var);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+/* The timing range: the two other replays of every policy whose figure depends on timing
+ * (variant 0: events early, or the pool ideal; variant 1: late, or the chunked same-stream
+ * pool), folded into res[i] as a range. A trace whose waiting frees are all requests-mode ones
+ * recorded them early already: no variant 0.
+ *
+ * range_setup configures variant j->range_v for the point result r: 0 when it has none. */
+static int range_setup(job_t *j, const rp_result_t *r) {
+  int kind = range_kind(j->cfg, r);
+  int v0 = kind == RP_RANGE_EVENTS && r->event_frees_requested == 0 ? 1 : 0;
+  if (kind == RP_RANGE_NONE || j->range_v < v0) return 0;
+  if (kind == RP_RANGE_EVENTS) j->event_timing = j->range_v == 0 ? RP_EVENTS_EARLY : RP_EVENTS_LATE;
+  else j->pool_model = j->range_v == 0 ? RP_POOL_IDEAL : RP_POOL_CHUNKS | RP_POOL_SAME_STREAM;
+  return 1;
+}
+
+/* A copy of point job pt as a job of role (its result in *res), over evs. */
+static void follow(job_t *j, const job_t *pt, int role, const gmt_event_t *evs, size_t n_evs, rp_result_t *res) {
+  *j = *pt;
+  memset(&j->err, 0, sizeof j->err);
+  j->st = GM_OK;
+  j->has_reader_stats = 0;
+  j->evs = evs;
+  j->n_evs = n_evs;
+  j->role = role;
+  j->dep = -1;
+  j->range_v = 0;
+  j->skipped = 0;
+  j->res = res;
+}
+
+/* Appends the range's jobs to p (room for 2n more), results in out[k], of[k] the point replay.
+ * known: the point results res[] are there, and only the variants they call for are added;
+ * otherwise both variants of every point replay, point[i] being p->jobs[i] (the same pool:
+ * each waits for its point replay and is configured or skipped then). */
+static int range_add(pool_t *p, const job_t *point, int n, rp_result_t **res, int known, const gmt_event_t *evs,
+                     size_t n_evs, rp_result_t *out, int *of) {
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    for (int v = 0; v < 2; v++) {
+      job_t *j = &p->jobs[p->n];
+      follow(j, &point[i], ROLE_RANGE, evs, n_evs, &out[m]);
+      j->range_v = v;
+      if (known ? !range_setup(j, res[i]) : 0) continue;
+      if (!known) j->dep = i;
+      p->n++;
+      of[m++] = i;
+    }
+  return m;
+}
+
+/* The range's m jobs (run or skipped) into the point results. */
+static gm_status_t range_fold(const gr_config_t *cfg, const job_t *jobs, int m, const int *of, int n,
+                              rp_result_t **res, gm_err_t *err) {
+  for (int i = 0; i < n; i++) {
+    res[i]->range_kind = range_kind(cfg, res[i]);
+    res[i]->range_a_bytes = res[i]->range_b_bytes = res[i]->peak_reserved_bytes;
+  }
+  for (int k = 0; k < m; k++) {
+    if (jobs[k].skipped) continue;
+    rp_result_t *r = res[of[k]];
+    if (jobs[k].st != GM_OK) {
+      *err = jobs[k].err;
+      return gm_err_wrap(err, "%s", r->range_kind == RP_RANGE_POOL ? "pool model" : "stream events");
+    }
+    r->spread_ooms += jobs[k].res->ooms;
+    if (jobs[k].range_v == 0) r->range_a_bytes = jobs[k].res->peak_reserved_bytes;
+    else {
+      r->range_b_bytes = jobs[k].res->peak_reserved_bytes;
+      r->late_mallocs = jobs[k].res->late_mallocs;
+    }
   }
   for (int i = 0; i < n; i++) {
-    int kind = range_kind(cfg, res[i]);
-    res[i]->range_kind = kind;
-    /* Variant 0 (early, ideal pool) and 1 (late, chunked same-stream pool). A trace whose
-     * waiting frees are all requests-mode ones recorded them early already: no early replay. */
-    res[i]->range_a_bytes = res[i]->range_b_bytes = res[i]->peak_reserved_bytes;
-    int v0 = kind == RP_RANGE_EVENTS && res[i]->event_frees_requested == 0 ? 1 : 0;
-    for (int v = v0; kind != RP_RANGE_NONE && v < 2; v++, m++) {
-      job_t *j = &p.jobs[m];
-      *j = rec->jobs[i];
-      memset(&j->err, 0, sizeof j->err);
-      j->st = GM_OK;
-      j->has_reader_stats = 0;
-      j->evs = evs;
-      j->n_evs = n_evs;
-      if (kind == RP_RANGE_EVENTS) j->event_timing = v == 0 ? RP_EVENTS_EARLY : RP_EVENTS_LATE;
-      else j->pool_model = v == 0 ? RP_POOL_IDEAL : RP_POOL_CHUNKS | RP_POOL_SAME_STREAM;
-      j->res = &out[m];
-      of[m] = i;
-      var[m] = v;
-    }
-  }
-  p.n = m;
-  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = GM_OK;
-  for (int k = 0; k < m && st == GM_OK; k++) {
-    if (p.jobs[k].st != GM_OK) {
-      *err = p.jobs[k].err;
-      st = gm_err_wrap(err, "%s", res[of[k]]->range_kind == RP_RANGE_POOL ? "pool model" : "stream events");
-      break;
-    }
-    rp_result_t *r = res[of[k]];
-    r->spread_ooms += out[k].ooms;
-    if (var[k] == 0) r->range_a_bytes = out[k].peak_reserved_bytes;
-    else {
-      r->range_b_bytes = out[k].peak_reserved_bytes;
-      r->late_mallocs = out[k].late_mallocs;
-    }
-  }
-  for (int i = 0; i < n && st == GM_OK; i++) {
     rp_result_t *r = res[i];
     if (r->range_kind == RP_RANGE_NONE) continue;
     uint64_t a = r->range_a_bytes, b = r->range_b_bytes, c = r->peak_reserved_bytes;
     r->range_low_bytes = a < b ? (a < c ? a : c) : (b < c ? b : c);
     r->range_high_bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
   }
+  return GM_OK;
+}
+
+/* The range after the point replays rec, in a pool of its own (the tuner's way). */
+static gm_status_t timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                gm_err_t *err) {
+  int n = rec->n;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
+  int *of = calloc((size_t)2 * n, sizeof *of);
+  if (!p.jobs || !out || !of) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int m = range_add(&p, rec->jobs, n, res, 1, evs, n_evs, out, of);
+  if (m) run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  gm_status_t st = range_fold(cfg, p.jobs, m, of, n, res, err);
   free(p.jobs);
   free(out);
   free(of);
-  free(var);
   return st;
 }
 
@@ -456,16 +497,9 @@ static int placement_add(const gr_config_t *cfg, pool_t *p, const job_t *point, 
   for (int i = 0; i < n; i++) {
     if (addresses_for(cfg, point[i].spec) != RP_VA_DRIVER || (known && res[i]->pool_allocs)) continue;
     job_t *j = &p->jobs[p->n++];
-    *j = point[i];
-    memset(&j->err, 0, sizeof j->err);
-    j->st = GM_OK;
-    j->has_reader_stats = 0;
-    j->evs = evs;
-    j->n_evs = n_evs;
+    follow(j, &point[i], ROLE_SPREAD, evs, n_evs, &out[m]);
     j->bump = 1;
-    j->dep = known ? -1 : i;
-    j->skipped = 0;
-    j->res = &out[m];
+    if (!known) j->dep = i;
     of[m++] = i;
   }
   return m;
@@ -536,15 +570,18 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     else st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
     if (st != GM_OK) return st;
   }
-  /* The placement spread's replays run in the same pool as the point replays, after them: the
-   * second core does not wait for the last point replay before the spread starts. */
-  int spread = n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER;
+  /* The timing range's and the placement spread's replays run in the same pool as the point
+   * replays, queued after them, each waiting for its own point replay: no core waits for the
+   * last point replay (or the last range replay) before the next kind starts. */
+  int range = n > 0 && cfg->timing_range;
+  int spread = range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER;
+  size_t more = (size_t)(range ? 2 * n : 0) + (size_t)(spread ? n : 0);
   pool_t p;
   memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)(spread ? 2 * n : n), sizeof *p.jobs);
-  rp_result_t *out = spread ? calloc((size_t)n, sizeof *out) : NULL;
-  int *of = spread ? calloc((size_t)n, sizeof *of) : NULL;
-  if (!p.jobs || (spread && (!out || !of))) {
+  p.jobs = calloc((size_t)n + more, sizeof *p.jobs);
+  rp_result_t *out = more ? calloc(more, sizeof *out) : NULL;
+  int *of = more ? calloc(more, sizeof *of) : NULL;
+  if (!p.jobs || (more && (!out || !of))) {
     free(p.jobs);
     free(out);
     free(of);
@@ -556,7 +593,10 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     job_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
   }
-  int m = spread ? placement_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
+  /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
+   * grids), the range's for every one, the last ones too (most are skipped at once) */
+  int ms = spread ? placement_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
+  int mr = range ? range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
   run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   p.n = n; /* the point replays; the spread's jobs follow them in p.jobs */
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
@@ -568,9 +608,8 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   st = pool_status(&p, n, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
-  if (st == GM_OK && n > 0 && cfg->timing_range)
-    st = timing_range(cfg, &p, res, evs, n_evs, info, err);
-  if (st == GM_OK && spread) st = placement_fold(p.jobs + n, m, of, res, err);
+  if (st == GM_OK && range) st = range_fold(cfg, p.jobs + n + ms, mr, of + ms, n, res, err);
+  if (st == GM_OK && spread) st = placement_fold(p.jobs + n, ms, of, res, err);
   free(out);
   free(of);
   free(p.jobs);
