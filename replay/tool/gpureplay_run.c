@@ -9,6 +9,10 @@
  * every job reads the shared array; otherwise each job opens its own reader over the file
  * (decoding costs each job again, memory stays flat). bench/replay measures both.
  *
+ * A replay whose figure has a range (gr_run_trace: the timing range, the placement spread)
+ * is a job queued behind the point replays in the same pool: it waits for its point replay,
+ * whose result says whether and how it runs, so no core idles between the kinds of replay.
+ *
  * The cuda backend runs one job at a time on the calling thread (the CUDA context is
  * current there, and latencies measured with other replays running beside are worthless). */
 #include <inttypes.h>
