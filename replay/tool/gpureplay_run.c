@@ -576,10 +576,13 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   }
   /* The timing range's and the placement spread's replays run in the same pool as the point
    * replays, queued after them, each waiting for its own point replay: no core waits for the
-   * last point replay (or the last range replay) before the next kind starts. */
+   * last point replay (or the last range replay) before the next kind starts. Only over events
+   * in memory: a replay read from the file alone on its pool decodes on a thread of its own
+   * (decode_ahead), which its followers, waiting for it, would only leave idle. */
   int range = n > 0 && cfg->timing_range;
   int spread = range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER;
-  size_t more = (size_t)(range ? 2 * n : 0) + (size_t)(spread ? n : 0);
+  int merge = evs != NULL;
+  size_t more = merge ? (size_t)(range ? 2 * n : 0) + (size_t)(spread ? n : 0) : 0;
   pool_t p;
   memset(&p, 0, sizeof p);
   p.jobs = calloc((size_t)n + more, sizeof *p.jobs);
@@ -599,8 +602,8 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   }
   /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
    * grids), the range's for every one, the last ones too (most are skipped at once) */
-  int ms = spread ? placement_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
-  int mr = range ? range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
+  int ms = merge && spread ? placement_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
+  int mr = merge && range ? range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
   run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   p.n = n; /* the point replays; the spread's jobs follow them in p.jobs */
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
@@ -612,8 +615,11 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   st = pool_status(&p, n, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
-  if (st == GM_OK && range) st = range_fold(cfg, p.jobs + n + ms, mr, of + ms, n, res, err);
-  if (st == GM_OK && spread) st = placement_fold(p.jobs + n, ms, of, res, err);
+  if (st == GM_OK && range)
+    st = merge ? range_fold(cfg, p.jobs + n + ms, mr, of + ms, n, res, err)
+               : timing_range(cfg, &p, res, evs, n_evs, info, err);
+  if (st == GM_OK && spread)
+    st = merge ? placement_fold(p.jobs + n, ms, of, res, err) : placement_spread(cfg, &p, res, evs, n_evs, info, err);
   free(out);
   free(of);
   free(p.jobs);
