@@ -10,8 +10,10 @@
  * (decoding costs each job again, memory stays flat). bench/replay measures both.
  *
  * A replay whose figure has a range (gr_run_trace: the timing range, the placement spread)
- * is a job queued behind the point replays in the same pool: it waits for its point replay,
- * whose result says whether and how it runs, so no core idles between the kinds of replay.
+ * is, over events in memory, a job queued behind the point replays in the same pool: it waits
+ * for its point replay, whose result says whether and how it runs, so no core idles between
+ * the kinds of replay. Read from the file, each kind has its pool in turn (a lone replay then
+ * decodes on a thread of its own).
  *
  * The cuda backend runs one job at a time on the calling thread (the CUDA context is
  * current there, and latencies measured with other replays running beside are worthless). */
