@@ -4,7 +4,8 @@
 # (copied out of bazel-bin). ROUNDS (default 5) rounds, old and new alternated within each:
 #   - `replay_bench speed TRACE`: CPU M events/s per setting, one core, events in memory;
 #   - `gpureplay TRACE --sweep -j2 -p pytorch:roundup_power2_divisions:2` (16 settings): wall and
-#     user+sys CPU seconds (/usr/bin/time).
+#     user+sys CPU seconds (/usr/bin/time); then the same with --event-timing=recorded (no timing
+#     range, no placement spread: the 16 point replays alone, 12 fewer than the default's 28).
 # Prints the median of each figure for old and new and new/old (events/s: > 1 is faster;
 # seconds: < 1 is faster), as a markdown table. Used for bench/RESULTS.md (issue 28 item 1).
 set -eu
@@ -23,6 +24,12 @@ for r in $(seq "$ROUNDS"); do
     read -r wall user sys < "$W/t"
     echo "$side sweep16_wall_s $wall" >> "$W/speed"
     echo "$side sweep16_cpu_s $(echo "$user + $sys" | bc)" >> "$W/speed"
+    # the same 16 settings without the timing range and the placement spread (12 more replays)
+    /usr/bin/time -f "%e %U %S" -o "$W/t" "$d/gpureplay" "$TRACE" --sweep -j2 --event-timing=recorded \
+      -p pytorch:roundup_power2_divisions:2 > /dev/null
+    read -r wall user sys < "$W/t"
+    echo "$side sweep16_nospread_wall_s $wall" >> "$W/speed"
+    echo "$side sweep16_nospread_cpu_s $(echo "$user + $sys" | bc)" >> "$W/speed"
   done
 done
 python3 - "$W/speed" "$ROUNDS" <<'PY'

@@ -26,6 +26,11 @@ typedef struct job {
   gmt_reader_stats_t reader_stats; /* what the reader found (streamed jobs) */
   char damage[GM_ERR_MSG_MAX];
   int has_reader_stats;
+  /* dep >= 0: a follower of the point replay jobs[dep] of its pool (the timing range's variant
+   * range_v, or the placement spread's, role): it waits for it, then is configured from its
+   * result or skipped (grj_range_setup; the spread skips the async pool's) */
+  int dep, role, range_v;
+  int skipped; /* set by the pool: its point replay said not to run */
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -36,6 +41,7 @@ typedef struct pool {
   int n;
   atomic_int next;
   atomic_int done;
+  atomic_int *fin; /* fin[i]: job i has finished (grj_run_pool's, for dep) */
   _Atomic uint64_t events; /* replayed so far, all jobs (progress) */
 } pool_t;
 
@@ -48,9 +54,30 @@ void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep);
 void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e);
 /* Run the pool's jobs (on cfg->jobs threads, or the calling thread); progress on stderr. */
 void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress);
-/* The first failed job's status and cause chain, or GM_OK. */
-gm_status_t grj_pool_status(const pool_t *p, gm_err_t *err);
-/* The timing range and the placement spread of the pool's results (gpureplay_run.c). */
+/* The first failed job's status and cause chain among the first n, or GM_OK. */
+gm_status_t grj_pool_status(const pool_t *p, int n, gm_err_t *err);
+/* The addresses (RP_VA_*) a policy's replay uses under cfg. */
+int grj_addresses_for(const gr_config_t *cfg, const char *spec);
+
+/* ---- the followers of the point replays (gpureplay_follow.c) ---- */
+
+enum { GRJ_POINT = 0, GRJ_RANGE = 1, GRJ_SPREAD = 2 };
+/* Configures range follower j for its point result r: 0 when r has no such variant. */
+int grj_range_setup(job_t *j, const rp_result_t *r);
+/* Append the timing range's (room for 2n more) or the spread's (n more) followers of the point
+ * jobs point[0..n) to p, results in out[], of[k] the point replay of follower k; the count.
+ * known: the point results res[] are there and only the followers they call for are added;
+ * otherwise each depends on its point replay, point[i] being p->jobs[i] (the same pool). */
+int grj_range_add(pool_t *p, const job_t *point, int n, rp_result_t **res, int known, const gmt_event_t *evs,
+                  size_t n_evs, rp_result_t *out, int *of);
+int grj_spread_add(const gr_config_t *cfg, pool_t *p, const job_t *point, int n, rp_result_t **res, int known,
+                   const gmt_event_t *evs, size_t n_evs, rp_result_t *out, int *of);
+/* The m followers jobs[0..m) (run or skipped) folded into the point results. */
+gm_status_t grj_range_fold(const gr_config_t *cfg, const job_t *jobs, int m, const int *of, int n, rp_result_t **res,
+                           gm_err_t *err);
+gm_status_t grj_spread_fold(const job_t *jobs, int m, const int *of, rp_result_t **res, gm_err_t *err);
+/* The timing range and the placement spread of the pool's results, each in a pool of its own
+ * after the point replays (the tuner's way, and a replay read from the file). */
 gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                              const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info, gm_err_t *err);
 gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,

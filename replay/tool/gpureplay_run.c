@@ -9,6 +9,12 @@
  * every job reads the shared array; otherwise each job opens its own reader over the file
  * (decoding costs each job again, memory stays flat). bench/replay measures both.
  *
+ * A replay whose figure has a range (the timing range, the placement spread:
+ * gpureplay_follow.c) is, over events in memory, a follower queued behind the point replays in
+ * the same pool: it waits for its point replay, whose result says whether and how it runs, so
+ * no core idles between the kinds of replay. Read from the file, each kind has its pool in turn
+ * (a lone replay then decodes on a thread of its own).
+ *
  * The cuda backend runs one job at a time on the calling thread (the CUDA context is
  * current there, and latencies measured with other replays running beside are worthless). */
 #include <inttypes.h>
@@ -35,7 +41,7 @@
  * not with the cuMemAlloc model). `direct` and `async` never look at addresses: a bump pointer
  * gives the same figures at a constant cost per allocation (the model is linear in what is
  * live: a million live direct allocations would take hours). */
-static int addresses_for(const gr_config_t *c, const char *spec) {
+int grj_addresses_for(const gr_config_t *c, const char *spec) {
   if (c->addresses != RP_VA_DRIVER) return c->addresses;
   size_t n = strcspn(spec, ":");
   static const char *const ascending[] = {"jax", "bfc", "prealloc", "direct", "async"};
@@ -46,7 +52,7 @@ static int addresses_for(const gr_config_t *c, const char *spec) {
 
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
-  int addresses = j->bump ? RP_VA_BUMP : addresses_for(c, j->spec);
+  int addresses = j->bump ? RP_VA_BUMP : grj_addresses_for(c, j->spec);
   if (c->cuda_ordinal >= 0) {
     rp_cuda_opts_t o = {gr_capacity_left(c->capacity, j->context_bytes), j->total_memory, c->cuda_real_addresses,
                         addresses};
@@ -254,12 +260,31 @@ static void run_job(job_t *j, pool_t *p) {
   grj_end(j, b, e);
 }
 
+/* A follower was put after its point replay, so that was taken first (by this thread or
+ * another): waiting for it ends. Mostly it finished long before (gr_run_trace's order). */
+static void wait_dep(pool_t *p, const job_t *j) {
+  if (!p->fin) return; /* one thread, in order: done already */
+  while (!atomic_load(&p->fin[j->dep])) {
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void *worker(void *arg) {
   pool_t *p = arg;
   for (;;) {
     int i = atomic_fetch_add(&p->next, 1);
     if (i >= p->n) break;
-    run_job(&p->jobs[i], p);
+    job_t *j = &p->jobs[i];
+    if (j->dep >= 0) {
+      wait_dep(p, j);
+      const job_t *d = &p->jobs[j->dep];
+      if (d->st != GM_OK) j->skipped = 1;
+      else if (j->role == GRJ_RANGE) j->skipped = !grj_range_setup(j, d->res);
+      else j->skipped = d->res->pool_allocs != 0; /* the spread: not the async pool's */
+    }
+    if (!j->skipped) run_job(j, p);
+    if (p->fin) atomic_store(&p->fin[i], 1);
     atomic_fetch_add(&p->done, 1);
   }
   return NULL;
@@ -278,12 +303,13 @@ void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *sp
   j->vmm_requests = info->vmm_requests;
   j->count_other = gr_count_other(cfg, info);
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
+  j->dep = -1;
   j->res = res;
 }
 
-/* The first failed job's status and cause chain, or GM_OK. */
-gm_status_t grj_pool_status(const pool_t *p, gm_err_t *err) {
-  for (int i = 0; i < p->n; i++)
+/* The first failed job's status and cause chain among the first n, or GM_OK. */
+gm_status_t grj_pool_status(const pool_t *p, int n, gm_err_t *err) {
+  for (int i = 0; i < n; i++)
     if (p->jobs[i].st != GM_OK) {
       *err = p->jobs[i].err;
       return p->jobs[i].st;
@@ -311,8 +337,9 @@ void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char
     return;
   }
   pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+  p->fin = calloc((size_t)n, sizeof *p->fin);
   int started = 0;
-  for (int t = 0; tids && t < threads; t++)
+  for (int t = 0; tids && p->fin && t < threads; t++)
     if (pthread_create(&tids[t], NULL, worker, p) == 0) started++;
   if (started == 0) worker(p);
   while (progress && atomic_load(&p->done) < n) {
@@ -323,135 +350,8 @@ void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char
   for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
   if (progress) fprintf(stderr, "\r%*s\r", 78, "");
   free(tids);
-}
-
-/* Which range a policy's figure has: one that took its memory from the stream-ordered pool
- * (`async`, JAX's cuda_async, ...) on the simulator, the pool model's; any other policy of a
- * trace whose frees wait on stream events, the events' (engine_events.c). */
-static int range_kind(const gr_config_t *cfg, const rp_result_t *r) {
-  if (r->pool_allocs) return cfg->cuda_ordinal < 0 ? RP_RANGE_POOL : RP_RANGE_NONE;
-  return r->event_frees ? RP_RANGE_EVENTS : RP_RANGE_NONE;
-}
-
-/* The two other replays of every policy whose figure depends on timing (events early and
- * late, or the pool ideal and same-stream), folded into res[i] as a range. */
-gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
-                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
-                                gm_err_t *err) {
-  int n = rec->n, m = 0;
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
-  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
-  int *of = calloc((size_t)2 * n, sizeof *of), *var = calloc((size_t)2 * n, sizeof *var);
-  if (!p.jobs || !out || !of || !var) {
-    free(p.jobs);
-    free(out);
-    free(of);
-    free(var);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  }
-  for (int i = 0; i < n; i++) {
-    int kind = range_kind(cfg, res[i]);
-    res[i]->range_kind = kind;
-    /* Variant 0 (early, ideal pool) and 1 (late, chunked same-stream pool). A trace whose
-     * waiting frees are all requests-mode ones recorded them early already: no early replay. */
-    res[i]->range_a_bytes = res[i]->range_b_bytes = res[i]->peak_reserved_bytes;
-    int v0 = kind == RP_RANGE_EVENTS && res[i]->event_frees_requested == 0 ? 1 : 0;
-    for (int v = v0; kind != RP_RANGE_NONE && v < 2; v++, m++) {
-      job_t *j = &p.jobs[m];
-      *j = rec->jobs[i];
-      memset(&j->err, 0, sizeof j->err);
-      j->st = GM_OK;
-      j->has_reader_stats = 0;
-      j->evs = evs;
-      j->n_evs = n_evs;
-      if (kind == RP_RANGE_EVENTS) j->event_timing = v == 0 ? RP_EVENTS_EARLY : RP_EVENTS_LATE;
-      else j->pool_model = v == 0 ? RP_POOL_IDEAL : RP_POOL_CHUNKS | RP_POOL_SAME_STREAM;
-      j->res = &out[m];
-      of[m] = i;
-      var[m] = v;
-    }
-  }
-  p.n = m;
-  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = GM_OK;
-  for (int k = 0; k < m && st == GM_OK; k++) {
-    if (p.jobs[k].st != GM_OK) {
-      *err = p.jobs[k].err;
-      st = gm_err_wrap(err, "%s", res[of[k]]->range_kind == RP_RANGE_POOL ? "pool model" : "stream events");
-      break;
-    }
-    rp_result_t *r = res[of[k]];
-    r->spread_ooms += out[k].ooms;
-    if (var[k] == 0) r->range_a_bytes = out[k].peak_reserved_bytes;
-    else {
-      r->range_b_bytes = out[k].peak_reserved_bytes;
-      r->late_mallocs = out[k].late_mallocs;
-    }
-  }
-  for (int i = 0; i < n && st == GM_OK; i++) {
-    rp_result_t *r = res[i];
-    if (r->range_kind == RP_RANGE_NONE) continue;
-    uint64_t a = r->range_a_bytes, b = r->range_b_bytes, c = r->peak_reserved_bytes;
-    r->range_low_bytes = a < b ? (a < c ? a : c) : (b < c ? b : c);
-    r->range_high_bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
-  }
-  free(p.jobs);
-  free(out);
-  free(of);
-  free(var);
-  return st;
-}
-
-/* The placement spread (issue 25): every policy the driver's placement model places again
- * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
- * model's known misses: replay/RESULTS.md), and the advice must exceed it. */
-gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
-                                    const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
-                                    gm_err_t *err) {
-  int n = rec->n, m = 0;
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  rp_result_t *out = calloc((size_t)n, sizeof *out);
-  int *of = calloc((size_t)n, sizeof *of);
-  if (!p.jobs || !out || !of) {
-    free(p.jobs);
-    free(out);
-    free(of);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  }
-  for (int i = 0; i < n; i++) {
-    if (addresses_for(cfg, rec->jobs[i].spec) != RP_VA_DRIVER || res[i]->pool_allocs) continue;
-    job_t *j = &p.jobs[m];
-    *j = rec->jobs[i];
-    memset(&j->err, 0, sizeof j->err);
-    j->st = GM_OK;
-    j->has_reader_stats = 0;
-    j->evs = evs;
-    j->n_evs = n_evs;
-    j->bump = 1;
-    j->res = &out[m];
-    of[m++] = i;
-  }
-  p.n = m;
-  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = GM_OK;
-  for (int k = 0; k < m && st == GM_OK; k++) {
-    if (p.jobs[k].st != GM_OK) {
-      *err = p.jobs[k].err;
-      st = gm_err_wrap(err, "placement spread (--addresses=bump)");
-      break;
-    }
-    res[of[k]]->placement_bump_bytes = out[k].peak_reserved_bytes;
-    res[of[k]]->placement_checked = 1;
-    res[of[k]]->spread_ooms += out[k].ooms;
-  }
-  free(p.jobs);
-  free(out);
-  free(of);
-  return st;
+  free(p->fin);
+  p->fin = NULL;
 }
 
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
@@ -479,10 +379,24 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     else st = gr_context_from_file(path, cfg->read_flags, cfg->device, info, err);
     if (st != GM_OK) return st;
   }
+  /* The timing range's and the placement spread's replays run in the same pool as the point
+   * replays, queued after them, each waiting for its own point replay: no core waits for the
+   * last point replay (or the last range replay) before the next kind starts. Only over events
+   * in memory: a replay read from the file alone on its pool decodes on a thread of its own
+   * (decode_ahead), which its followers, waiting for it, would only leave idle. */
+  int range = n > 0 && cfg->timing_range;
+  int spread = range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER;
+  int merge = evs != NULL;
+  size_t more = merge ? (size_t)(range ? 2 * n : 0) + (size_t)(spread ? n : 0) : 0;
   pool_t p;
   memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) {
+  p.jobs = calloc((size_t)n + more, sizeof *p.jobs);
+  rp_result_t *out = more ? calloc(more, sizeof *out) : NULL;
+  int *of = more ? calloc(more, sizeof *of) : NULL;
+  if (!p.jobs || (more && (!out || !of))) {
+    free(p.jobs);
+    free(out);
+    free(of);
     if (own_evs) free(evs);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
@@ -491,20 +405,29 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
   }
+  /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
+   * grids), the range's for every one, the last ones too (most are skipped at once) */
+  int ms = merge && spread ? grj_spread_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
+  int mr = merge && range ? grj_range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
   grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  p.n = n; /* the point replays; their followers come after them in p.jobs */
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)
     if (p.jobs[i].has_reader_stats) {
       gr_trace_take_integrity(info, &p.jobs[i].reader_stats, p.jobs[i].damage);
       break;
     }
-  st = grj_pool_status(&p, err);
+  st = grj_pool_status(&p, n, err);
   /* Timing-dependent figures (frees that wait on stream events, the simulated async pool):
    * the same policies again under the other timings; the range goes beside the point. */
-  if (st == GM_OK && n > 0 && cfg->timing_range)
-    st = grj_timing_range(cfg, &p, res, evs, n_evs, info, err);
-  if (st == GM_OK && n > 0 && cfg->timing_range && cfg->cuda_ordinal < 0 && cfg->addresses == RP_VA_DRIVER)
-    st = grj_placement_spread(cfg, &p, res, evs, n_evs, info, err);
+  if (st == GM_OK && range)
+    st = merge ? grj_range_fold(cfg, p.jobs + n + ms, mr, of + ms, n, res, err)
+               : grj_timing_range(cfg, &p, res, evs, n_evs, info, err);
+  if (st == GM_OK && spread)
+    st = merge ? grj_spread_fold(p.jobs + n, ms, of, res, err)
+               : grj_placement_spread(cfg, &p, res, evs, n_evs, info, err);
+  free(out);
+  free(of);
   free(p.jobs);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)

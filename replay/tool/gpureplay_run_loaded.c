@@ -102,7 +102,7 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
   gm_status_t st = GM_OK;
   if (lt->evs || (n == 1 && !caps)) {
     grj_run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
-    st = grj_pool_status(&p, err);
+    st = grj_pool_status(&p, p.n, err);
   } else { /* streamed: one decode for all */
     shared_t s;
     memset(&s, 0, sizeof s);
@@ -117,7 +117,7 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
       if (s.b[i]) grj_end(&p.jobs[i], s.b[i], s.e[i]);
     free(s.b);
     free(s.e);
-    if (st == GM_OK) st = grj_pool_status(&p, err);
+    if (st == GM_OK) st = grj_pool_status(&p, p.n, err);
   }
   free(p.jobs);
   free(cfgs);
