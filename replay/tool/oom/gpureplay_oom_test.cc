@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <jansson.h>
@@ -235,16 +236,19 @@ TEST(OomExplain, OnlyTheFrameworksOwnSettings) {
 // The limit the recorded run set itself is the OOM verdict's capacity (issue 25): PyTorch's OOM
 // message under set_per_process_memory_fraction says "N GiB allowed"; the fraction itself, where
 // the trace holds it, times the GPU's memory; without either, the note says the limit is unknown.
-std::string WriteWithKv(const char *name, const char *key, const char *value, uint64_t gpu_total) {
-  std::string path = TempPath(name);
+typedef std::vector<std::pair<const char *, const char *>> Kvs;
+
+// A one-allocation trace of a gpu_total-byte GPU whose header holds kvs.
+std::string WriteWithKvs(const std::string &name, uint64_t gpu_total, const Kvs &kvs) {
+  std::string path = TempPath(name.c_str());
   gmt_header_t h;
   gmt_header_init(&h);
   h.capture_mode = GMT_CAPTURE_SYNTHETIC;
   h.start_time_ns = 1700000000000000000ull;
   h.gpu_total_mem = gpu_total;
   gm_err_t err = {};
-  if (key) {
-    EXPECT_EQ(gmt_header_kv_set(&h, key, value, &err), GM_OK) << err.msg;
+  for (const auto &kv : kvs) {
+    EXPECT_EQ(gmt_header_kv_set(&h, kv.first, kv.second, &err), GM_OK) << err.msg;
   }
   gmt_writer_t *w = nullptr;
   EXPECT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
@@ -253,6 +257,10 @@ std::string WriteWithKv(const char *name, const char *key, const char *value, ui
   EXPECT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
   gmt_header_free(&h);
   return path;
+}
+
+std::string WriteWithKv(const char *name, const char *key, const char *value, uint64_t gpu_total) {
+  return WriteWithKvs(name, gpu_total, key ? Kvs{{key, value}} : Kvs{});
 }
 
 uint64_t CapacityFor(const std::string &path, std::string *note, int device = 0) {
@@ -289,22 +297,10 @@ TEST(OomCapacity, TheLimitTheRunSetItself) {
   // times the total is the limit to the byte; the message's 2.80 GiB is it rounded (an H200 run
   // under 0.02: 3002197606 allowed, "2.80 GiB" = 3006477107).
   {
-    std::string path = TempPath("cap_both.zst");
-    gmt_header_t h;
-    gmt_header_init(&h);
-    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
-    h.start_time_ns = 1700000000000000000ull;
-    h.gpu_total_mem = total;
-    gm_err_t err = {};
-    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction", "0.02", &err), GM_OK);
-    ASSERT_EQ(gmt_header_kv_set(&h, "gpu_mem_info_total", "150109880320", &err), GM_OK);
-    ASSERT_EQ(gmt_header_kv_set(&h, "oom.message", "CUDA out of memory. 2.80 GiB allowed; Of the allocated", &err), GM_OK);
-    gmt_writer_t *w = nullptr;
-    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
-    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
-    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
-    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
-    gmt_header_free(&h);
+    std::string path = WriteWithKvs("cap_both.zst", total,
+                                    {{"torch.per_process_memory_fraction", "0.02"},
+                                     {"gpu_mem_info_total", "150109880320"},
+                                     {"oom.message", "CUDA out of memory. 2.80 GiB allowed; Of the allocated"}});
     cap = CapacityFor(path, &note);
     EXPECT_EQ(cap, 3002197606ull);
     EXPECT_NE(note.find("set_per_process_memory_fraction(0.02)"), std::string::npos) << note;
@@ -313,22 +309,10 @@ TEST(OomCapacity, TheLimitTheRunSetItself) {
   // replayed device's own; a device the job set none for has no cap of its own, whatever the
   // plain key (the last call's) says.
   {
-    std::string path = TempPath("cap_dev.zst");
-    gmt_header_t h;
-    gmt_header_init(&h);
-    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
-    h.start_time_ns = 1700000000000000000ull;
-    h.gpu_total_mem = total;
-    gm_err_t err = {};
-    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction", "0.02", &err), GM_OK);
-    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction.1", "0.02", &err), GM_OK);
-    ASSERT_EQ(gmt_header_kv_set(&h, "torch.per_process_memory_fraction.2", "0.5", &err), GM_OK);
-    gmt_writer_t *w = nullptr;
-    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
-    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
-    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
-    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
-    gmt_header_free(&h);
+    std::string path = WriteWithKvs("cap_dev.zst", total,
+                                    {{"torch.per_process_memory_fraction", "0.02"},
+                                     {"torch.per_process_memory_fraction.1", "0.02"},
+                                     {"torch.per_process_memory_fraction.2", "0.5"}});
     cap = CapacityFor(path, &note, 1);
     EXPECT_EQ(cap, (uint64_t)(0.02 * (double)total));
     EXPECT_NE(note.find("set_per_process_memory_fraction(0.02, 1)"), std::string::npos) << note;
@@ -340,21 +324,8 @@ TEST(OomCapacity, TheLimitTheRunSetItself) {
   }
   // JAX's limit under either name (XLA_CLIENT_MEM_FRACTION is the newer), of the same total.
   for (const char *name : {"XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION"}) {
-    std::string path = TempPath(std::string("cap_") + name + ".zst");
-    gmt_header_t h;
-    gmt_header_init(&h);
-    h.capture_mode = GMT_CAPTURE_SYNTHETIC;
-    h.start_time_ns = 1700000000000000000ull;
-    h.gpu_total_mem = total;
-    gm_err_t err = {};
-    ASSERT_EQ(gmt_header_kv_set(&h, "framework.jax", "0.7.1", &err), GM_OK);
-    ASSERT_EQ(gmt_header_kv_set(&h, name, "0.25", &err), GM_OK);
-    gmt_writer_t *w = nullptr;
-    ASSERT_EQ(gmt_writer_open(&w, path.c_str(), &h, nullptr, &err), GM_OK) << err.msg;
-    std::vector<gmt_event_t> evs = {Ev(GMT_EV_ALLOC, 1000, 0x1000, 4 * MiB, 1)};
-    ASSERT_EQ(gmt_writer_append_n(w, evs.data(), evs.size(), &err), GM_OK) << err.msg;
-    ASSERT_EQ(gmt_writer_close(w, &err), GM_OK) << err.msg;
-    gmt_header_free(&h);
+    std::string path = WriteWithKvs(std::string("cap_") + name + ".zst", total,
+                                    {{"framework.jax", "0.7.1"}, {name, "0.25"}});
     cap = CapacityFor(path, &note);
     EXPECT_EQ(cap, (uint64_t)(0.25 * (double)total)) << name;
     EXPECT_NE(note.find(std::string(name) + "=0.25"), std::string::npos) << note;
