@@ -356,6 +356,32 @@ TEST(Load, InterruptedLoadLeavesDatabaseAsItWas) {
   ana_db_close(db);
 }
 
+// What `gpuanalyze recommend` prints for the database db.
+std::string RecommendText(ana_db_t *db) {
+  gm_err_t err = {};
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK) << err.msg;
+  fclose(f);
+  std::string rec(buf, len);
+  free(buf);
+  return rec;
+}
+
+// The same for a fresh database dbp loaded with the trace t and its results js.
+std::string RecommendOfFiles(const std::string &t, const std::string &js, const std::string &dbp) {
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_stats_t st = {};
+  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
+  std::string rec = RecommendText(db);
+  ana_db_close(db);
+  return rec;
+}
+
 TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
   std::string t = Unique("r") + ".zst", js = Unique("r") + ".json", dbp = Unique("res") + ".db";
   WriteTrace(t, RandomProgram(4, 1000), "python x.py", -1, 777);
@@ -375,13 +401,7 @@ TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
   ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK);
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM runs"), 3);
 
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  ASSERT_EQ(ana_recommend(db, f, &err), GM_OK);
-  fclose(f);
-  std::string rec(buf, len);
-  free(buf);
+  std::string rec = RecommendText(db);
   EXPECT_NE(rec.find("paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos) << rec;
   EXPECT_NE(rec.find("saving vs default (pytorch, 300.00 GiB): 100.00 GiB (33.3%)"), std::string::npos) << rec;
   EXPECT_NE(rec.find("waste: "), std::string::npos) << rec;
@@ -532,13 +552,7 @@ TEST(Recommend, NamesRunsWithoutTheirTraceAndJaxMisconfiguration) {
   const char *in[] = {t.c_str(), js.c_str()};
   ana_load_stats_t st = {};
   ASSERT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  ASSERT_EQ(ana_recommend(db, f, &err), GM_OK);
-  fclose(f);
-  std::string rec(buf, len);
-  free(buf);
+  std::string rec = RecommendText(db);
   EXPECT_NE(rec.find("XLA_PYTHON_CLIENT_MEM_FRACTION=.5 is ignored with XLA_PYTHON_CLIENT_ALLOCATOR=platform"),
             std::string::npos) << rec;
   EXPECT_NE(rec.find("elsewhere.zst: 2 replay runs, but the trace is not loaded"), std::string::npos) << rec;
@@ -604,21 +618,7 @@ std::string RecommendFor(const std::vector<std::pair<int64_t, int64_t>> &ranges,
   for (auto r : ranges) scaled.push_back(r.first < 0 ? r : std::make_pair(r.first * kG, r.second * kG));
   WriteFile(js, ResultsJson(t, 4242, {"pytorch", "pytorch:expandable_segments:True", "pytorch:roundup_power2_divisions:4"},
                             {300 * kG, 200 * kG, 250 * kG}, 120 * kG, false, scaled, moved_by));
-  gm_err_t err = {};
-  ana_db_t *db = nullptr;
-  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
-  const char *in[] = {t.c_str(), js.c_str()};
-  ana_load_stats_t st = {};
-  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK);
-  fclose(f);
-  std::string rec(buf, len);
-  free(buf);
-  ana_db_close(db);
-  return rec;
+  return RecommendOfFiles(t, js, dbp);
 }
 
 TEST(Recommend, ARangeRanksByItsHighEndAndIsNeverExact) {
@@ -656,21 +656,7 @@ std::string RecommendWith(const std::vector<int64_t> &reserved, const std::vecto
   WriteTrace(t, RandomProgram(7, 200), "python x.py", -1, 4343);
   WriteFile(js, ResultsJson(t, 4343, {"pytorch", "pytorch:max_split_size_mb:256"}, reserved, reserved[1] / 2, false, {},
                             "stream_events", bump));
-  gm_err_t err = {};
-  ana_db_t *db = nullptr;
-  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
-  const char *in[] = {t.c_str(), js.c_str()};
-  ana_load_stats_t st = {};
-  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK);
-  fclose(f);
-  std::string rec(buf, len);
-  free(buf);
-  ana_db_close(db);
-  return rec;
+  return RecommendOfFiles(t, js, dbp);
 }
 
 TEST(Recommend, ASavingInsideThePlacementSpreadIsNotAdvised) {
