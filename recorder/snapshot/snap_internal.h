@@ -15,6 +15,14 @@ extern "C" {
 #define SNAP_MAX_PATH 4096 /* bytes of a frame's filename searched for site-packages/ */
 #define SNAP_MAX_RECORD_KEYS 64 /* keys of one entry, frame, segment or block dict (torch: <= 12) */
 
+/* The key of the merge's uthash tables of driver calls: a kind (each table's own numbering) and
+ * two numbers, an address and a size mostly. Three words and no padding, so a key made with a
+ * compound literal hashes the same bytes wherever it was made. */
+typedef struct snap_key {
+  uint64_t addr, size, kind;
+} snap_key_t;
+#define SNAP_KEY(kind_, addr_, size_) ((snap_key_t){.addr = (addr_), .size = (size_), .kind = (kind_)})
+
 /* One event on its way to the writer, with what its string is made from (pointers into the
  * parsed pickle: nothing is copied per event, so a snapshot's events cost 88 bytes each). */
 typedef struct snap_event {

@@ -10,25 +10,16 @@
 
 #include "recorder/snapshot/snap_side.h"
 
-typedef struct seg_key {
-  uint64_t addr, size;
-  uint8_t kind; /* GMT_EV_ALLOC or GMT_EV_FREE: the CUPTI side's kind */
-} seg_key_t;
-
 /* The CUPTI events of one (kind, address, size), in time order, for the history's segment events
  * to claim one by one. */
 typedef struct snap_segq {
-  seg_key_t key;
+  snap_key_t key; /* kind: GMT_EV_ALLOC or GMT_EV_FREE (the CUPTI side's), or 0 */
   size_t *idx, n, cap, next;
   UT_hash_handle hh;
 } snap_segq_t;
 
 static snap_segq_t *q_find(snap_segq_t *h, uint8_t kind, uint64_t addr, uint64_t size) {
-  seg_key_t k;
-  memset(&k, 0, sizeof k);
-  k.addr = addr;
-  k.size = size;
-  k.kind = kind;
+  snap_key_t k = SNAP_KEY(kind, addr, size);
   snap_segq_t *q;
   HASH_FIND(hh, h, &k, sizeof k, q);
   return q;
@@ -38,9 +29,7 @@ static snap_segq_t *q_get(snap_segq_t **h, uint8_t kind, uint64_t addr, uint64_t
   snap_segq_t *q = q_find(*h, kind, addr, size);
   if (q) return q;
   if (!(q = calloc(1, sizeof *q))) return NULL;
-  q->key.addr = addr;
-  q->key.size = size;
-  q->key.kind = kind;
+  q->key = SNAP_KEY(kind, addr, size);
   HASH_ADD(hh, *h, key, sizeof q->key, q);
   return q;
 }

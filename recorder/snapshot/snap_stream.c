@@ -28,10 +28,7 @@
 
 enum { K_SEG = 0, K_ALLOC = 1, K_FREE = 2, K_VMM = 3, K_MAP = 4 };
 
-typedef struct key {
-  uint64_t addr, size;
-  uint32_t kind; /* K_*, or K_FIRST: a (device, address) whose first segment call is planned */
-} bkey_t;
+/* snap_key_t's kind: K_*, or K_FIRST: a (device, address) whose first segment call is planned */
 #define K_FIRST 5
 
 typedef struct corr {
@@ -42,7 +39,7 @@ typedef struct corr {
 /* One (kind, address, size): PyTorch's calls and the driver's, and the driver's identities
  * waiting for their claimer. */
 typedef struct kc {
-  bkey_t k;
+  snap_key_t k;
   uint64_t ntorch, ncupti, taken, queued;
   corr_t *q;
   size_t qhead, qn, qcap;
@@ -87,11 +84,7 @@ struct snap_bounded {
 };
 
 static kc_t *kc_find(kc_t *h, uint32_t kind, uint64_t addr, uint64_t size) {
-  bkey_t k;
-  memset(&k, 0, sizeof k);
-  k.addr = addr;
-  k.size = size;
-  k.kind = kind;
+  snap_key_t k = SNAP_KEY(kind, addr, size);
   kc_t *c;
   HASH_FIND(hh, h, &k, sizeof k, c);
   return c;
@@ -101,9 +94,7 @@ static kc_t *kc_get(kc_t **h, uint32_t kind, uint64_t addr, uint64_t size) {
   kc_t *c = kc_find(*h, kind, addr, size);
   if (c) return c;
   if (!(c = calloc(1, sizeof *c))) return NULL;
-  c->k.addr = addr;
-  c->k.size = size;
-  c->k.kind = kind;
+  c->k = SNAP_KEY(kind, addr, size);
   HASH_ADD(hh, *h, k, sizeof c->k, c);
   return c;
 }
