@@ -733,3 +733,53 @@ TEST(Predict, ADriftSpannedByAThirdRecordingIsAnUncertainSize) {
   EXPECT_NE(std::string(other.res.reason).find("do not make the same allocations"), std::string::npos)
       << other.res.reason;
 }
+
+// ---- laws the recordings fix beyond a tensor's (issue 26: refuse only what moves the answer) -
+
+TEST(PredFit, ThreePointsOnALineWithAFixedPartAreAKernelsLaw) {
+  // XLA's autotuner scratch on the JAX job: 32, 48, 80 MiB at batch 2048, 4096, 8192 (16 MiB
+  // plus 8 KiB a row). Through two points a fixed part that large is no tensor's law; three on
+  // one line are the kernel's own rule
+  double v2[] = {4096, 8192}, v3[] = {2048, 4096, 8192};
+  uint64_t two[] = {48ull << 20, 80ull << 20}, three[] = {32ull << 20, 48ull << 20, 80ull << 20};
+  pred_fit_t f;
+  pred_fit_points(v2, two, 2, 512, 16384, &f);
+  EXPECT_FALSE(f.consistent);
+  pred_fit_points(v3, three, 3, 512, 16384, &f);
+  EXPECT_EQ(f.degree, 1);
+  EXPECT_TRUE(f.consistent);
+  EXPECT_EQ(pred_fit_eval(&f, 16384, 512), 144ull << 20);
+  // off the line by more than a granule: a parabola, still no tensor's (the bent buffer of
+  // AGrowingSizeWithALargeFixedPartIsNoTensor stays inconsistent)
+  uint64_t bent[] = {32ull << 20, (48ull << 20) + 4096, 80ull << 20};
+  pred_fit_points(v3, bent, 3, 512, 16384, &f);
+  EXPECT_EQ(f.degree, 2);
+  EXPECT_FALSE(f.consistent);
+}
+
+TEST(Predict, AnOutlierAtTheFarthestRecordingLeavesTheNearerLaw) {
+  // the buffer is 300000 b bytes at 16 and 32, but 500000 at 8 (the job planned it otherwise
+  // there: no tensor's law joins 8 and 16). Through all three no law; through 16 and 32 the
+  // tensor's: the prediction at 64 is the job at 64, event for event, nothing uncertain
+  std::string j8 = Job(8, 500000), j16 = Job(16, 300000ull * 16), j32 = Job(32, 300000ull * 32);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 64);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  ASSERT_FALSE(r.res.refused) << r.res.reason;
+  EXPECT_EQ(r.res.near_law, 2u);  // the buffer, at each of two steps
+  EXPECT_EQ(r.res.uncertain_max, 0u);
+  EXPECT_EQ(KindsAndSizes(r.out), KindsAndSizes(Job(64, 300000ull * 64)));
+}
+
+TEST(Predict, ABendBetweenTheNearerRecordingsStaysUncertain) {
+  // the GPT-2-like job's backward buffer, scaled: proportional from 8 to 16 (2.4, 4.8 MB), then
+  // 8.85 MB at 32 (a parabola through the three turns down before 128), where a line through 16
+  // and 32 is a tensor's (a small fixed part) that overshoots. A law joins the farthest
+  // recording to the next: the change may lie between the nearer two, so the buffer stays an
+  // uncertain size, refused above 1 % of the peak
+  std::string j8 = Job(8, 2400000), j16 = Job(16, 4800000), j32 = Job(32, 8850000);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 128);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  EXPECT_EQ(r.res.near_law, 0u);
+  EXPECT_TRUE(r.res.refused);
+  EXPECT_GT(r.res.uncertain_max, 0u);
+}
