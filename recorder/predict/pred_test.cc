@@ -336,15 +336,17 @@ TEST(Predict, AllocationPresentOnlyAtLargerValuesIsCarried) {
 
 // A job whose truth is known, written as a CSV trace: 4 weights of 1 MiB, then per step a
 // transient buffer (allocated and freed before the activations) of ws bytes, then 8
-// activations of 100000 * b bytes live together (the peak of requested bytes).
-std::string Job(unsigned b, uint64_t ws) {
+// activations of 100000 * b bytes live together (the peak of requested bytes). extra: a small
+// transient workspace more per step (an allocation the job makes only at some values).
+std::string Job(unsigned b, uint64_t ws, bool extra = false) {
   std::string in = Tmp("job" + std::to_string(b) + ".csv"), out = Tmp("job" + std::to_string(b) + ".zst");
   FILE *f = fopen(in.c_str(), "w");
   EXPECT_NE(f, nullptr);
   if (!f) return out;
   fprintf(f, "# gpumem trace, text form 1\n#capture_mode=torch\n#gpu_name=H100\n#gpu_total_mem=85899345920\n"
              "#command_line=python job.py --batch=%u\nts_ns,kind,device,stream,addr,size,mem_kind,callsite\n"
-             "#string.1=model.py:1:weight\n#string.2=model.py:2:buffer\n#string.3=model.py:3:act\n", b);
+             "#string.1=model.py:1:weight\n#string.2=model.py:2:buffer\n#string.3=model.py:3:act\n"
+             "#string.4=model.py:4:extra\n", b);
   uint64_t ts = 1000, addr = 0x10000000;
   auto ev = [&](const char *kind, uint64_t a, uint64_t size, int cs) {
     fprintf(f, "%llu,%s,0,0,0x%llx,%llu,device,%d\n", (unsigned long long)ts, kind, (unsigned long long)a,
@@ -355,6 +357,10 @@ std::string Job(unsigned b, uint64_t ws) {
   for (int step = 0; step < 2; step++) {
     ev("alloc", addr, ws, 2);
     ev("free", addr, ws, 2);
+    if (extra) {
+      ev("alloc", addr, 4096, 4);
+      ev("free", addr, 4096, 4);
+    }
     uint64_t a0 = addr + 0x10000000;
     for (int i = 0; i < 8; i++) ev("alloc", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
     for (int i = 0; i < 8; i++) ev("free", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
@@ -782,4 +788,19 @@ TEST(Predict, ABendBetweenTheNearerRecordingsStaysUncertain) {
   EXPECT_EQ(r.res.near_law, 0u);
   EXPECT_TRUE(r.res.refused);
   EXPECT_GT(r.res.uncertain_max, 0u);
+}
+
+TEST(Predict, NoNearerLawWhereTheNearestTwoAllocateDifferently) {
+  // the outlier of AnOutlierAtTheFarthestRecordingLeavesTheNearerLaw, but at 32 the job makes
+  // a workspace more than at 16: it changes how it allocates between the nearest two, where a
+  // law bent between them would look straight. The buffer stays an uncertain size (refused
+  // above 1 % of the peak); the drift itself is spanned by 8 (whose buffer, 560000 bytes, is
+  // within an eighth of 32's over the square of the ratio: the alignment pairs it)
+  std::string j8 = Job(8, 560000), j16 = Job(16, 300000ull * 16), j32 = Job(32, 300000ull * 32, true);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 64);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  EXPECT_GT(r.res.drift_allocs, 0u);
+  EXPECT_TRUE(r.res.drift_spanned);
+  EXPECT_EQ(r.res.near_law, 0u);
+  EXPECT_TRUE(r.res.refused);
 }
