@@ -1,9 +1,10 @@
 /* pred_size.c: one prediction sized (pred.c's model calls it at each target). Every reference
- * allocation takes the size fitted through its partners in the other recordings (pred_fit.c),
- * with why (certain, carried from recordings that lack it, inconsistent) and, where uncertain,
- * the range of sizes it may plausibly take; then pass 1 over the reference's events: the size
- * of every output event, the predicted peak of live requested bytes and what it is made of
- * (the confidence). pred.c's opening paragraph says which allocations are carried and why. */
+ * allocation takes the size fitted through its partners in the other recordings (pred_fit.c;
+ * through the nearest of them alone where the farthest leaves their law: law_from_near), with
+ * why (certain, carried from recordings that lack it, inconsistent) and, where uncertain, the
+ * range of sizes it may plausibly take; then pass 1 over the reference's events: the size of
+ * every output event, the predicted peak of live requested bytes and what it is made of (the
+ * confidence). pred.c's opening paragraph says which allocations are carried and why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
