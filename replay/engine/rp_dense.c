@@ -1,0 +1,87 @@
+/* rp_dense.c: the engine's block map over dense address numbers (see rp_dense.h).
+ *
+ * Workload: one claim per ALLOC, one get (and a remove) per FREE, as with rp_map; the numbers
+ * are given in order of first appearance in the trace, so a trace that allocates at fresh
+ * addresses touches entries near the newest ones (where rp_map's hash spreads them over the
+ * table and its rehash walks the table again and again). */
+#include "replay/engine/rp_dense.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_CAP 1024u /* rp_map.c's */
+
+static size_t n_words(uint32_t n) { return ((size_t)n + 63) / 64; }
+
+int rp_dense_init(rp_dense_t *d, uint32_t n) {
+  memset(d, 0, sizeof *d);
+  size_t nw = n_words(n);
+  d->slots = calloc(n ? n : 1, sizeof *d->slots);
+  d->bits = calloc(nw ? nw : 1, sizeof *d->bits);
+  d->words = calloc(n_words((uint32_t)nw) ? n_words((uint32_t)nw) : 1, sizeof *d->words);
+  if (!d->slots || !d->bits || !d->words) {
+    rp_dense_free(d);
+    return -1;
+  }
+  d->n = n;
+  return 0;
+}
+
+void rp_dense_free(rp_dense_t *d) {
+  free(d->slots);
+  free(d->bits);
+  free(d->words);
+  memset(d, 0, sizeof *d);
+}
+
+rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *was_live) {
+  if (2 * (d->used + 1) > d->cap) { /* rp_map's rehash: freed keys dropped, sized from the live */
+    size_t cap = MIN_CAP;
+    while (cap < 4 * (d->live + 1)) cap *= 2;
+    d->cap = cap;
+    d->used = d->live;
+    d->epoch++;
+  }
+  rp_map_entry_t *e = &d->slots[id];
+  *was_live = e->state == 1;
+  if (e->state != 1) {
+    d->live++;
+    if (e->state != 2u * d->epoch) d->used++; /* not a slot removed in this epoch: a new one */
+    e->key = key;
+    e->state = 1;
+    uint64_t *w = &d->bits[id >> 6];
+    if (!*w) d->words[id >> 12] |= 1ull << ((id >> 6) & 63);
+    *w |= 1ull << (id & 63);
+  }
+  return e;
+}
+
+void rp_dense_remove(rp_dense_t *d, rp_map_entry_t *e) {
+  size_t id = (size_t)(e - d->slots);
+  e->state = 2u * d->epoch;
+  d->live--;
+  uint64_t *w = &d->bits[id >> 6];
+  *w &= ~(1ull << (id & 63));
+  if (!*w) d->words[id >> 12] &= ~(1ull << ((id >> 6) & 63));
+}
+
+size_t rp_dense_next_live(const rp_dense_t *d, size_t i) {
+  if (i >= d->n) return d->n;
+  size_t w = i >> 6, nw = n_words(d->n);
+  uint64_t m = d->bits[w] & (~0ull << (i & 63));
+  if (m) return (w << 6) + (size_t)__builtin_ctzll(m);
+  for (w++; w < nw;) {
+    uint64_t s = d->words[w >> 6] & (~0ull << (w & 63));
+    if (s) {
+      w = ((w >> 6) << 6) + (size_t)__builtin_ctzll(s);
+      return (w << 6) + (size_t)__builtin_ctzll(d->bits[w]);
+    }
+    w = ((w >> 6) + 1) << 6;
+  }
+  return d->n;
+}
+
+size_t rp_dense_bytes(const rp_dense_t *d) {
+  size_t nw = n_words(d->n);
+  return (size_t)d->n * sizeof *d->slots + (nw + n_words((uint32_t)nw)) * sizeof(uint64_t);
+}
