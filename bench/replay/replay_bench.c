@@ -156,7 +156,7 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
   if (rp_engine_create(ops, conf, b, &eo, &e, &err) != GM_OK) die(&err);
   const rp_addr_ids_t *ids = bench_ids && bench_ids->evs == evs && bench_ids->n == n ? bench_ids : NULL;
   double w0 = wall(), c0 = cpu();
-  if (ids && rp_engine_use_ids(e, ids->count, &err) != GM_OK) die(&err);
+  if (ids && rp_engine_use_ids(e, ids, &err) != GM_OK) die(&err);
   for (size_t i = 0; i < n; i += 4096)
     if (rp_engine_feed_ids(e, evs + i, ids ? ids->id + i : NULL, n - i < 4096 ? n - i : 4096, &err) != GM_OK)
       die(&err);

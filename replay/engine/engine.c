@@ -63,7 +63,10 @@ void rp_engine_destroy(rp_engine_t *e) {
   if (!e) return;
   if (e->pol) e->ops->destroy(e->pol);
   rp_map_free(&e->blocks);
-  rp_dense_free(&e->dense);
+  if (e->dense_home) {
+    *e->dense_home = e->dense;
+    rp_addr_ids_table_back(e->ids, e->dense_home);
+  }
   rp_map_free(&e->async_sizes);
   rp_map_free(&e->external);
   rp_vmm_free(e->vmm);
@@ -83,11 +86,14 @@ gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err) {
   return GM_OK;
 }
 
-gm_status_t rp_engine_use_ids(rp_engine_t *e, uint32_t count, gm_err_t *err) {
+gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err) {
   if (e->events || e->use_ids)
     return gm_err_set(err, GM_ERR_INVAL, "address numbers must be chosen once, before the first event");
-  if (rp_dense_init(&e->dense, count) != 0)
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block table (%u addresses)", count);
+  rp_dense_t *t = rp_addr_ids_table(ids);
+  if (!t) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block table (%u addresses)", ids->count);
+  e->dense = *t;
+  e->dense_home = t;
+  e->ids = ids;
   e->use_ids = 1;
   return GM_OK;
 }

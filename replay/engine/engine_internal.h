@@ -83,7 +83,9 @@ struct rp_engine {
   /* rp_engine_use_ids: the same map over the trace's address numbers (rp_blocks_* below pick) */
   int use_ids;
   uint32_t cur_id; /* the number of the event being replayed's address */
-  rp_dense_t dense;
+  rp_dense_t dense;            /* a copy of *dense_home, whose numbering ids gets it back at destroy */
+  rp_dense_t *dense_home;
+  const rp_addr_ids_t *ids;
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
   int external_sync;    /* rp_engine_set_external_sync */
   rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
@@ -170,6 +172,11 @@ static inline size_t rp_blocks_next(const rp_engine_t *e, size_t i) {
 static inline const rp_map_entry_t *rp_blocks_at(const rp_engine_t *e, size_t i) {
   return e->use_ids ? &e->dense.slots[i] : &e->blocks.slots[i];
 }
+
+/* engine_ids.c: a table for ids' numbers, empty (a spare kept with the numbering, or a new
+ * one; NULL: out of memory), and given back for the next replay (or freed). */
+rp_dense_t *rp_addr_ids_table(const rp_addr_ids_t *ids);
+void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t);
 
 /* The policy's block for a request: its handle where the policy hands one out (alloc_h: the
  * free then costs the policy no address lookup), else its address. What the block map keeps

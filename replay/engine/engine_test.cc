@@ -179,10 +179,12 @@ struct Replay {
   // engine_ids_test: every replay over address numbers (rp_engine_use_ids), numbered here
   // across the Feed calls of a replay in order of first appearance, as rp_addr_ids_build does.
   std::map<uint64_t, uint32_t> ids;
+  rp_addr_ids_t numbering{};  // room for the numbers (no spares kept: a table of its own)
   bool numbered = false;
   gm_status_t Feed(const std::vector<gmt_event_t> &v) {
     if (!numbered) {
-      EXPECT_EQ(rp_engine_use_ids(e, 1u << 21, &err), GM_OK) << err.msg;
+      numbering.count = 1u << 21;
+      EXPECT_EQ(rp_engine_use_ids(e, &numbering, &err), GM_OK) << err.msg;
       numbered = true;
     }
     std::vector<uint32_t> id;

@@ -6,6 +6,8 @@
  * table and its rehash walks the table again and again). */
 #include "replay/engine/rp_dense.h"
 
+#include "replay/engine/rp_bigmem.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,24 +15,30 @@
 
 static size_t n_words(uint32_t n) { return ((size_t)n + 63) / 64; }
 
+static size_t slots_bytes(uint32_t n) { return (n ? n : 1) * sizeof(rp_map_entry_t); }
+static size_t bits_bytes(uint32_t n) { return (n_words(n) ? n_words(n) : 1) * sizeof(uint64_t); }
+static size_t words_bytes(uint32_t n) {
+  size_t w = n_words((uint32_t)n_words(n));
+  return (w ? w : 1) * sizeof(uint64_t);
+}
+
 int rp_dense_init(rp_dense_t *d, uint32_t n) {
   memset(d, 0, sizeof *d);
-  size_t nw = n_words(n);
-  d->slots = calloc(n ? n : 1, sizeof *d->slots);
-  d->bits = calloc(nw ? nw : 1, sizeof *d->bits);
-  d->words = calloc(n_words((uint32_t)nw) ? n_words((uint32_t)nw) : 1, sizeof *d->words);
+  d->n = n;
+  d->slots = rp_bigmem_alloc(slots_bytes(n));
+  d->bits = rp_bigmem_alloc(bits_bytes(n));
+  d->words = rp_bigmem_alloc(words_bytes(n));
   if (!d->slots || !d->bits || !d->words) {
     rp_dense_free(d);
     return -1;
   }
-  d->n = n;
   return 0;
 }
 
 void rp_dense_free(rp_dense_t *d) {
-  free(d->slots);
-  free(d->bits);
-  free(d->words);
+  rp_bigmem_free(d->slots, slots_bytes(d->n));
+  rp_bigmem_free(d->bits, bits_bytes(d->n));
+  rp_bigmem_free(d->words, words_bytes(d->n));
   memset(d, 0, sizeof *d);
 }
 
@@ -46,7 +54,11 @@ rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *wa
   *was_live = e->state == 1;
   if (e->state != 1) {
     d->live++;
-    if (e->state != 2u * d->epoch) d->used++; /* not a slot removed in this epoch: a new one */
+    if (e->state != 2u * d->epoch) { /* not a slot removed in this epoch: a new one, zero */
+      d->used++;
+      e->a = e->b = 0;
+      e->c = 0;
+    }
     e->key = key;
     e->state = 1;
     uint64_t *w = &d->bits[id >> 6];
@@ -79,6 +91,19 @@ size_t rp_dense_next_live(const rp_dense_t *d, size_t i) {
     w = ((w >> 6) + 1) << 6;
   }
   return d->n;
+}
+
+void rp_dense_reset(rp_dense_t *d) {
+  size_t nw = n_words(d->n);
+  for (size_t s = 0; s < n_words((uint32_t)nw); s++) {
+    for (uint64_t ws = d->words[s]; ws; ws &= ws - 1) {
+      size_t w = (s << 6) + (size_t)__builtin_ctzll(ws);
+      for (uint64_t b = d->bits[w]; b; b &= b - 1) d->slots[(w << 6) + (size_t)__builtin_ctzll(b)].state = 0;
+      d->bits[w] = 0;
+    }
+    d->words[s] = 0;
+  }
+  d->cap = d->live = d->used = 0; /* the epoch goes on: what was removed before is in none */
 }
 
 size_t rp_dense_bytes(const rp_dense_t *d) {

@@ -13,7 +13,8 @@
  * slot order: the engine's walk, engine_peak.c, sorts what it collects by address).
  *
  * Memory: an entry per number (32 bytes) and two bits of walk index: it follows the trace's
- * distinct addresses, which the caller already holds the events of. */
+ * distinct addresses, which the caller already holds the events of. A table is reused from
+ * replay to replay (rp_dense_reset: no fresh pages to fault in and zero each time). */
 #ifndef RP_DENSE_H
 #define RP_DENSE_H
 
@@ -56,6 +57,9 @@ rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *wa
 void rp_dense_remove(rp_dense_t *d, rp_map_entry_t *e);
 /* The first live id at or after i, or d->n (the walk, as rp_map_next_live). */
 size_t rp_dense_next_live(const rp_dense_t *d, size_t i);
+/* Empty again, as after rp_dense_init, for another replay over the same numbers: the live
+ * entries are cleared (a walk), the rest is told apart by the epoch, which goes on. */
+void rp_dense_reset(rp_dense_t *d);
 /* Bytes the table holds. */
 size_t rp_dense_bytes(const rp_dense_t *d);
 

@@ -347,12 +347,14 @@ typedef struct rp_addr_ids {
   size_t n;
   uint32_t *id;
   uint32_t count;
+  struct rp_ids_spares *spares; /* the engines' tables, kept between replays (NULL: none kept) */
 } rp_addr_ids_t;
+/* Thread-safe once built: the replays of several threads share one numbering. */
 gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
 void rp_addr_ids_free(rp_addr_ids_t *ids);
-/* Before the first event: the events will come with their numbers (rp_engine_feed_ids), all
- * below count. */
-gm_status_t rp_engine_use_ids(rp_engine_t *e, uint32_t count, gm_err_t *err);
+/* Before the first event: the events will come with their numbers in ids (rp_engine_feed_ids;
+ * numbers below ids->count). ids must outlive the engine (it gives its table back there). */
+gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err);
 /* rp_engine_feed with ids[i] the number of evs[i]'s address (an engine set up with
  * rp_engine_use_ids takes its events only so; one that is not, only without: NULL). */
 gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,

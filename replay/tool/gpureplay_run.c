@@ -247,7 +247,7 @@ static void run_job(job_t *j, pool_t *p) {
       /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
       size_t step = j->cfg->stop_at_oom ? 8192 : 65536;
       const rp_addr_ids_t *ids = j->ids && j->ids->evs == j->evs && j->ids->n == j->n_evs ? j->ids : NULL;
-      if (ids) j->st = rp_engine_use_ids(e, ids->count, err);
+      if (ids) j->st = rp_engine_use_ids(e, ids, err);
       for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += step) {
         size_t k = j->n_evs - i < step ? j->n_evs - i : step;
         j->st = rp_engine_feed_ids(e, j->evs + i, ids ? ids->id + i : NULL, k, err);
