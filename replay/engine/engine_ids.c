@@ -5,7 +5,7 @@
  * Numbers follow the order of first appearance, and are given to the events whose address the
  * engine's block map may be asked about: allocations, frees, free_requested and the VMM events
  * (a VMM buffer's request has its event's address: engine_vmm.c). Other events get RP_NO_ID.
- * One hash probe per such event, here only (its own table, 16 bytes a slot at load <= 1/2).
+ * One hash probe per such event, here only (its own table, 16 bytes a slot).
  *
  * The engines' tables for these numbers (rp_dense_t, 32 bytes a number) are kept with the
  * numbering between replays (a few spares, taken and given back without a lock by the threads
@@ -37,56 +37,92 @@ static int names_block(unsigned kind) {
   }
 }
 
-/* The numbering's own hash table: sized once for every block event naming a new address (no
- * rehash), probed linearly; the slot of the event PREFETCH ahead is fetched while this one is
- * probed (the probes of a large trace miss the caches: their latencies overlap so). */
+/* The numbering's own hash table, probed linearly: sized for the allocations (each names at
+ * most one new address) at load <= 1/2, grown in the rare trace where frees name more; the slot
+ * of the event PREFETCH ahead is fetched while this one is probed (the probes of a large trace
+ * miss the caches: their latencies overlap so). A zero slot is empty (fresh pages: no fill). */
 typedef struct slot {
   uint64_t key;
-  uint32_t id; /* RP_NO_ID: empty */
+  uint32_t id1; /* the number + 1; 0: empty */
   uint32_t pad;
 } slot_t;
 #define PREFETCH 16
 
+typedef struct table {
+  slot_t *s;
+  size_t cap;
+  unsigned shift;
+} table_t;
+
 static inline size_t home(uint64_t key, unsigned shift) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> shift); }
+
+static slot_t *find(const table_t *t, uint64_t key) {
+  size_t j = home(key, t->shift), mask = t->cap - 1;
+  while (t->s[j].id1 && t->s[j].key != key) j = (j + 1) & mask;
+  return &t->s[j];
+}
+
+static int table_init(table_t *t, size_t want) {
+  t->cap = 1024;
+  t->shift = 64 - 10;
+  while (t->cap < 2 * want) {
+    t->cap *= 2;
+    t->shift--;
+  }
+  t->s = rp_bigmem_alloc(t->cap * sizeof *t->s);
+  return t->s ? 0 : -1;
+}
+
+static int table_grow(table_t *t) {
+  table_t n;
+  if (table_init(&n, t->cap) != 0) return -1;
+  for (size_t j = 0; j < t->cap; j++)
+    if (t->s[j].id1) *find(&n, t->s[j].key) = t->s[j];
+  rp_bigmem_free(t->s, t->cap * sizeof *t->s);
+  *t = n;
+  return 0;
+}
 
 gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err) {
   memset(out, 0, sizeof *out);
-  size_t nb = 0;
-  for (size_t i = 0; i < n; i++) nb += (size_t)names_block(evs[i].kind);
-  size_t cap = 1024;
-  unsigned shift = 64 - 10;
-  while (cap < 2 * nb) {
-    cap *= 2;
-    shift--;
-  }
+  size_t na = 0;
+  for (size_t i = 0; i < n; i++) na += evs[i].kind == GMT_EV_ALLOC || evs[i].kind == GMT_EV_VMM_MAP;
+  table_t t = {NULL, 0, 0};
   uint32_t *id = rp_bigmem_alloc((n ? n : 1) * sizeof *id);
-  slot_t *tab = rp_bigmem_alloc(cap * sizeof *tab);
   struct rp_ids_spares *sp = calloc(1, sizeof *sp);
-  if (!id || !tab || !sp || nb >= RP_NO_ID) {
-    rp_bigmem_free(id, (n ? n : 1) * sizeof *id);
-    rp_bigmem_free(tab, cap * sizeof *tab);
-    free(sp);
-    return gm_err_set(err, GM_ERR_NOMEM, nb >= RP_NO_ID ? "too many addresses to number" : "out of host memory for the address numbers");
-  }
-  for (size_t j = 0; j < cap; j++) tab[j].id = RP_NO_ID;
+  int ok = id && sp && table_init(&t, na) == 0;
   uint32_t count = 0;
-  size_t mask = cap - 1;
-  for (size_t i = 0; i < n; i++) {
-    if (i + PREFETCH < n) __builtin_prefetch(&tab[home(evs[i + PREFETCH].addr, shift)], 1);
+  for (size_t i = 0; ok && i < n; i++) {
+    if (i + PREFETCH < n) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
     if (!names_block(evs[i].kind)) {
       id[i] = RP_NO_ID;
       continue;
     }
-    uint64_t key = evs[i].addr;
-    size_t j = home(key, shift);
-    while (tab[j].id != RP_NO_ID && tab[j].key != key) j = (j + 1) & mask;
-    if (tab[j].id == RP_NO_ID) { /* load <= 1/2: an empty slot is always found */
-      tab[j].key = key;
-      tab[j].id = count++;
+    slot_t *x = find(&t, evs[i].addr);
+    if (!x->id1) {
+      if (count + 1u >= RP_NO_ID) {
+        ok = 0;
+        break;
+      }
+      if (2 * ((size_t)count + 1) > t.cap) { /* more addresses than allocations */
+        if (table_grow(&t) != 0) {
+          ok = 0;
+          break;
+        }
+        x = find(&t, evs[i].addr);
+      }
+      x->key = evs[i].addr;
+      x->id1 = ++count;
     }
-    id[i] = tab[j].id;
+    id[i] = x->id1 - 1;
   }
-  rp_bigmem_free(tab, cap * sizeof *tab);
+  if (t.s) rp_bigmem_free(t.s, t.cap * sizeof *t.s);
+  if (!ok) {
+    rp_bigmem_free(id, (n ? n : 1) * sizeof *id);
+    free(sp);
+    return gm_err_set(err, GM_ERR_NOMEM, count + 1u >= RP_NO_ID ? "too many addresses to number"
+                                                                 : "out of host memory for the address numbers");
+  }
   out->evs = evs;
   out->n = n;
   out->id = id;

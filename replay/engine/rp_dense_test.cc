@@ -2,6 +2,7 @@
 // address in the map and by the address's number in the dense table, give the same answers
 // (live or not, values, "removed since the last rehash", the live count) and the same live
 // entries in a walk. The engine's double-free count and its peak snapshot read exactly those.
+// And the numbering those numbers come from (rp_addr_ids_build) against a std::map.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "replay/engine/rp_dense.h"
+#include "replay/engine/rp_engine.h"
 #include "replay/engine/rp_map.h"
 
 namespace {
@@ -145,6 +147,49 @@ TEST(RpDense, WalkFindsLiveNumbersAcrossEmptyStretches) {
   rp_dense_remove(&d, &d.slots[4096]);
   EXPECT_EQ(rp_dense_next_live(&d, 4096), 100000u);
   rp_dense_free(&d);
+}
+
+}  // namespace
+
+namespace {
+
+gmt_event_t Event(unsigned kind, uint64_t addr) {
+  gmt_event_t e{};
+  e.kind = (uint8_t)kind;
+  e.addr = addr;
+  return e;
+}
+
+// The numbering (engine_ids.c) against a std::map: one number per distinct address among the
+// events that name a block, in order of first appearance; RP_NO_ID for the others. Frees of
+// addresses never allocated outnumber the allocations here: the table grows past its sizing.
+TEST(AddrIds, NumbersEachAddressOnceInOrderOfFirstAppearance) {
+  std::mt19937_64 rng(5);
+  std::vector<gmt_event_t> evs;
+  const unsigned kinds[] = {GMT_EV_ALLOC, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE_REQUESTED,
+                            GMT_EV_VMM_MAP, GMT_EV_SEGMENT_ALLOC, GMT_EV_EMPTY_CACHE};
+  for (int i = 0; i < 50000; i++) {
+    unsigned k = kinds[rng() % (sizeof kinds / sizeof kinds[0])];
+    uint64_t a = rng() % 3 ? 0x7f0000000000ull + 512 * (rng() % 20000) : rng();
+    evs.push_back(Event(k, a));
+  }
+  rp_addr_ids_t ids;
+  gm_err_t err{};
+  ASSERT_EQ(rp_addr_ids_build(evs.data(), evs.size(), &ids, &err), GM_OK) << err.msg;
+  std::unordered_map<uint64_t, uint32_t> want;
+  for (size_t i = 0; i < evs.size(); i++) {
+    unsigned k = evs[i].kind;
+    if (k == GMT_EV_SEGMENT_ALLOC || k == GMT_EV_EMPTY_CACHE) {
+      EXPECT_EQ(ids.id[i], RP_NO_ID) << i;
+      continue;
+    }
+    uint32_t w = want.emplace(evs[i].addr, (uint32_t)want.size()).first->second;
+    ASSERT_EQ(ids.id[i], w) << "event " << i;
+  }
+  EXPECT_EQ(ids.count, want.size());
+  EXPECT_EQ(ids.evs, evs.data());
+  EXPECT_EQ(ids.n, evs.size());
+  rp_addr_ids_free(&ids);
 }
 
 }  // namespace
