@@ -202,8 +202,8 @@ static int bench_speed(size_t n, const char *file) {
   double nc = 0;
   bench_ids = number(evs, n, getenv("REPLAY_BENCH_MAP") != NULL, &nc);
   if (bench_ids)
-    printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, once per trace)\n", "addresses numbered", (double)n / nc / 1e6,
-           nc);
+    printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, once per trace; %u addresses)\n", "addresses numbered",
+           (double)n / nc / 1e6, nc, bench_ids->count);
   double eng = replay_one(&null_ops, "", evs, n);
   const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc",
                          "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false", "tf:TF_FORCE_GPU_ALLOW_GROWTH=true", NULL};
