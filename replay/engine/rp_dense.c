@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_CAP 1024u /* rp_map.c's */
 
 static size_t n_words(uint32_t n) { return ((size_t)n + 63) / 64; }
 
@@ -40,41 +39,6 @@ void rp_dense_free(rp_dense_t *d) {
   rp_bigmem_free(d->bits, bits_bytes(d->n));
   rp_bigmem_free(d->words, words_bytes(d->n));
   memset(d, 0, sizeof *d);
-}
-
-rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *was_live) {
-  if (2 * (d->used + 1) > d->cap) { /* rp_map's rehash: freed keys dropped, sized from the live */
-    size_t cap = MIN_CAP;
-    while (cap < 4 * (d->live + 1)) cap *= 2;
-    d->cap = cap;
-    d->used = d->live;
-    d->epoch++;
-  }
-  rp_map_entry_t *e = &d->slots[id];
-  *was_live = e->state == 1;
-  if (e->state != 1) {
-    d->live++;
-    if (e->state != 2u * d->epoch) { /* not a slot removed in this epoch: a new one, zero */
-      d->used++;
-      e->a = e->b = 0;
-      e->c = 0;
-    }
-    e->key = key;
-    e->state = 1;
-    uint64_t *w = &d->bits[id >> 6];
-    if (!*w) d->words[id >> 12] |= 1ull << ((id >> 6) & 63);
-    *w |= 1ull << (id & 63);
-  }
-  return e;
-}
-
-void rp_dense_remove(rp_dense_t *d, rp_map_entry_t *e) {
-  size_t id = (size_t)(e - d->slots);
-  e->state = 2u * d->epoch;
-  d->live--;
-  uint64_t *w = &d->bits[id >> 6];
-  *w &= ~(1ull << (id & 63));
-  if (!*w) d->words[id >> 12] &= ~(1ull << ((id >> 6) & 63));
 }
 
 size_t rp_dense_next_live(const rp_dense_t *d, size_t i) {

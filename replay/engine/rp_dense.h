@@ -51,10 +51,43 @@ static inline rp_map_entry_t *rp_dense_get(const rp_dense_t *d, uint32_t id) {
 static inline int rp_dense_was_removed(const rp_dense_t *d, uint32_t id) {
   return d->cap != 0 && d->slots[id].state == 2u * d->epoch;
 }
-/* Make id (trace address key) live and return its entry; *was_live as rp_map_claim. */
-rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *was_live);
-/* Mark a live entry removed (rp_map_remove). */
-void rp_dense_remove(rp_dense_t *d, rp_map_entry_t *e);
+/* Make id (trace address key) live and return its entry; *was_live as rp_map_claim. Mark a
+ * live entry removed (rp_map_remove). Inline: once per request. */
+static inline rp_map_entry_t *rp_dense_claim(rp_dense_t *d, uint32_t id, uint64_t key, int *was_live) {
+  if (2 * (d->used + 1) > d->cap) { /* rp_map's rehash: freed keys dropped, sized from the live */
+    size_t cap = 1024; /* rp_map.c's MIN_CAP */
+    while (cap < 4 * (d->live + 1)) cap *= 2;
+    d->cap = cap;
+    d->used = d->live;
+    d->epoch++;
+  }
+  rp_map_entry_t *e = &d->slots[id];
+  *was_live = e->state == 1;
+  if (e->state != 1) {
+    d->live++;
+    if (e->state != 2u * d->epoch) { /* not a slot removed in this epoch: a new one, zero */
+      d->used++;
+      e->a = e->b = 0;
+      e->c = 0;
+    }
+    e->key = key;
+    e->state = 1;
+    uint64_t *w = &d->bits[id >> 6];
+    if (!*w) d->words[id >> 12] |= 1ull << ((id >> 6) & 63);
+    *w |= 1ull << (id & 63);
+  }
+  return e;
+}
+
+static inline void rp_dense_remove(rp_dense_t *d, rp_map_entry_t *e) {
+  size_t id = (size_t)(e - d->slots);
+  e->state = 2u * d->epoch;
+  d->live--;
+  uint64_t *w = &d->bits[id >> 6];
+  *w &= ~(1ull << (id & 63));
+  if (!*w) d->words[id >> 12] &= ~(1ull << ((id >> 6) & 63));
+}
+
 /* The first live id at or after i, or d->n (the walk, as rp_map_next_live). */
 size_t rp_dense_next_live(const rp_dense_t *d, size_t i);
 /* Empty again, as after rp_dense_init, for another replay over the same numbers: the live
