@@ -1,0 +1,313 @@
+/* stream_entry_bench.c: the streamed default's tracker body (recorder/rec_torch_entry.c) per entry,
+ * on the CPU, without PyTorch or a GPU: synthetic TraceEntry buffers (torch 2.11's layout) fed to
+ * rec_ts_entry() from 1 or 2 threads into a real recorder core (its writer thread compressing
+ * into a file), in a training step's pattern: per allocation an alloc, a free_requested and its
+ * free_completed at once (1 in 32 completed later, as after record_stream), a segment alloc and
+ * free every 64 allocations.
+ *
+ * States, one block each per round, the order rotated round by round (tests/gpu/stream_cost.py's
+ * method: this VM is loaded, so only paired differences within a round mean anything):
+ *   idle:     the tracker returns at once (REC_TS_BENCH_IGNORE): the harness's own cost;
+ *   unpaired: every entry its own ring entry (REC_TS_BENCH_UNPAIRED: the recorder before pairing);
+ *   paired:   a free_requested and the free_completed that follows it as one ring entry.
+ * Each block's figure is its threads' CPU time (CLOCK_THREAD_CPUTIME_ID) per entry fed.
+ * Printed: ns per entry added over idle (median over rounds, 95 % interval), and paired - unpaired.
+ * --evict KIB: between allocations each thread writes one word in each of 64 lines of its own
+ * KIB buffer (rotating through it), as a step's working set evicts the recorder's lines: the
+ * recorder's cost per entry then counts its cache misses too.
+ * --gap NS: and spins NS between allocations (the rest of a step's work: keeps the rate of entries
+ * within what the writer thread drains, as in a real job, ~1-2 M entries/s at most).
+ * --sites: each alloc reads a callsite from a fake 8-frame Python stack (7 library frames, then
+ * the program's), through rec_callsites_capture as in a real run; without it, a Python-less
+ * caller (no callsite).
+ * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB] [--gap NS] [--sites]
+ *        [--out FILE]   (FILE: the trace written meanwhile, removed at the end; default /tmp) */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recorder/rec_callsite.h"
+#include "recorder/rec_core.h"
+#include "recorder/rec_torch_entry.h"
+
+static uint64_t mono(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static rec_callsites_t *g_cs;
+static const char *cs_string(void *ctx, uint32_t id) { (void)ctx; return rec_callsites_string(g_cs, id); }
+static void warn(void *ctx, const char *msg) { (void)ctx; fprintf(stderr, "stream_entry_bench: recorder: %s\n", msg); }
+
+/* the calling thread's CPU time: a block's figure without the time it was preempted on this
+ * loaded machine (its cache lines lost meanwhile still count) */
+static uint64_t cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- a fake Python stack for the callsite reader ------------------------------------------- */
+
+typedef struct fcode {
+  const char *file, *name;
+  int first;
+} fcode_t;
+typedef struct fframe {
+  const fcode_t *code;
+  const struct fframe *back;
+  int lasti;
+} fframe_t;
+
+#define DEPTH 8
+static fcode_t g_codes[DEPTH];
+static fframe_t g_frames[DEPTH];
+
+static const void *f_top(void *ctx) { (void)ctx; return &g_frames[0]; }
+static const void *f_back(void *ctx, const void *f) { (void)ctx; return ((const fframe_t *)f)->back; }
+static const void *f_code(void *ctx, const void *f) { (void)ctx; return ((const fframe_t *)f)->code; }
+static int f_lasti(void *ctx, const void *f, const void *code) { (void)ctx; (void)code; return ((const fframe_t *)f)->lasti; }
+static int f_line(void *ctx, const void *code, int lasti) { (void)ctx; return ((const fcode_t *)code)->first + lasti / 2; }
+static uint64_t f_ident(void *ctx, const void *code) {
+  (void)ctx;
+  const fcode_t *c = code;
+  return (uint64_t)(uintptr_t)c->file * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)c->name ^ (uint64_t)c->first;
+}
+static int f_text(void *ctx, const void *code, char *file, size_t nf, char *name, size_t nn) {
+  (void)ctx;
+  const fcode_t *c = code;
+  snprintf(file, nf, "%s", c->file);
+  snprintf(name, nn, "%s", c->name);
+  return 1;
+}
+
+static void fake_stack(void) {
+  static const char *lib = "/usr/lib/python3/dist-packages/torch/nn/modules/module.py";
+  for (int i = 0; i < DEPTH; i++) {
+    g_codes[i] = (fcode_t){i == DEPTH - 1 ? "/home/u/train.py" : lib, "forward", 100 + 10 * i};
+    g_frames[i] = (fframe_t){&g_codes[i], i + 1 < DEPTH ? &g_frames[i + 1] : NULL, 2 * i};
+  }
+}
+
+/* ---- the load ----------------------------------------------------------------------------- */
+
+enum { IDLE, UNPAIRED, PAIRED, NSTATES };
+static const char *const state_name[NSTATES] = {"idle", "unpaired", "paired"};
+static const int state_mode[NSTATES] = {REC_TS_BENCH_IGNORE, REC_TS_BENCH_UNPAIRED, REC_TS_BENCH_FULL};
+
+typedef struct worker {
+  pthread_t th;
+  int id;
+  unsigned char *buf;
+  size_t buf_lines, at;
+  uint64_t next_addr, pending;
+  uint64_t entries; /* entries fed in the last block */
+  uint64_t cpu_ns;  /* the thread's CPU time in the last block */
+} worker_t;
+
+static struct {
+  int threads, rounds, block, evict_kib, gap_ns;
+  _Atomic int go;   /* block number the workers are to run */
+  _Atomic int done; /* workers finished with the current block */
+  worker_t w[8];
+} B;
+
+static void entry(int action, uint64_t addr, uint64_t stream, uint64_t size) {
+  unsigned char e[64];
+  memset(e, 0, sizeof e);
+  int32_t a = action;
+  memcpy(e + REC_TE_OFF_ACTION, &a, sizeof a);
+  memcpy(e + REC_TE_OFF_ADDR, &addr, sizeof addr);
+  memcpy(e + REC_TE_OFF_STREAM, &stream, sizeof stream);
+  memcpy(e + REC_TE_OFF_SIZE, &size, sizeof size);
+  rec_ts_entry(NULL, e);
+}
+
+static void one_block(worker_t *w) {
+  uint64_t stream = 0x7f0000001000ull + (uint64_t)w->id * 0x100, n = 0;
+  for (int i = 0; i < B.block; i++) {
+    uint64_t a = w->next_addr;
+    w->next_addr += 4096;
+    entry(REC_TE_ALLOC, a, stream, 4096);
+    if (w->pending) {
+      entry(REC_TE_FREE_COMPLETED, w->pending, stream, 4096);
+      w->pending = 0;
+      n++;
+    }
+    entry(REC_TE_FREE_REQUESTED, a, stream, 4096);
+    n += 2;
+    if (i % 32 == 31) {
+      w->pending = a; /* completed after the next alloc */
+    } else {
+      entry(REC_TE_FREE_COMPLETED, a, stream, 4096);
+      n++;
+    }
+    if (i % 64 == 63) {
+      entry(REC_TE_SEGMENT_ALLOC, a + (1ull << 36), stream, 2u << 20);
+      entry(REC_TE_SEGMENT_FREE, a + (1ull << 36), stream, 2u << 20);
+      n += 2;
+    }
+    for (int k = 0; k < 64 && w->buf_lines; k++) { /* a stride the prefetcher does not follow */
+      w->buf[w->at * 64] += 1;
+      w->at = (w->at + 4099) % w->buf_lines;
+    }
+    if (B.gap_ns) {
+      uint64_t until = mono(NULL) + (uint64_t)B.gap_ns;
+      while (mono(NULL) < until) {
+      }
+    }
+  }
+  w->entries = n;
+}
+
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  for (int seen = 0;;) {
+    int g;
+    while ((g = atomic_load(&B.go)) == seen) usleep(50);
+    if (g < 0) break;
+    seen = g;
+    uint64_t c0 = cpu_now();
+    one_block(w);
+    w->cpu_ns = cpu_now() - c0;
+    atomic_fetch_add(&B.done, 1);
+  }
+  return NULL;
+}
+
+/* One block in state s on every worker at once; the workers' CPU ns per entry. */
+static double run_block(int s, int *blockno) {
+  rec_ts_entry_bench(state_mode[s]);
+  atomic_store(&B.done, 0);
+  atomic_store(&B.go, ++*blockno);
+  while (atomic_load(&B.done) < B.threads) usleep(20);
+  uint64_t n = 0, cpu = 0;
+  for (int i = 0; i < B.threads; i++) {
+    n += B.w[i].entries;
+    cpu += B.w[i].cpu_ns;
+  }
+  return (double)cpu / (double)n;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* median and a 95 % interval (order statistics) */
+static void med_ci(double *v, int n, double *m, double *lo, double *hi) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  int k = (int)floor(n / 2.0 - 0.98 * sqrt((double)n));
+  if (k < 0) k = 0;
+  *m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  *lo = v[k];
+  *hi = v[n - 1 - k];
+}
+
+int main(int argc, char **argv) {
+  B.threads = 1;
+  B.rounds = 30;
+  B.block = 20000;
+  int sites = 0;
+  const char *out = "/tmp/stream_entry_bench.gmt";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) B.threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) B.rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--block") && i + 1 < argc) B.block = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--evict") && i + 1 < argc) B.evict_kib = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--gap") && i + 1 < argc) B.gap_ns = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(argv[i], "--sites")) sites = 1;
+    else {
+      fprintf(stderr, "stream_entry_bench: error: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0) {
+    fprintf(stderr, "stream_entry_bench: error: --threads 1..8, --rounds >= 3, --block >= 64\n");
+    return 2;
+  }
+  gm_err_t err;
+  gm_err_clear(&err);
+  rec_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  gmt_header_init(&cfg.header);
+  cfg.path = out;
+  rec_hooks_t hooks;
+  memset(&hooks, 0, sizeof hooks);
+  hooks.now_ns = mono;
+  hooks.string = cs_string;
+  hooks.warn = warn;
+  rec_core_t *core;
+  if (rec_core_start(&core, &cfg, &hooks, &err) < 0) {
+    fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
+    return 1;
+  }
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(core);
+  rec_callsites_t *cs = NULL;
+  if (sites) {
+    fake_stack();
+    rec_pyframes_t src = {NULL, f_top, f_back, f_code, f_lasti, f_line, f_ident, f_text};
+    if (rec_callsites_create(&cs, REC_CS_USER, &src, 0, &err) < 0) {
+      fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
+      return 1;
+    }
+  }
+  g_cs = cs;
+  rec_ts_entry_start(core, cs, mono);
+  for (int i = 0; i < B.threads; i++) {
+    worker_t *w = &B.w[i];
+    w->id = i;
+    w->next_addr = (uint64_t)(i + 1) << 40;
+    w->buf_lines = (size_t)B.evict_kib * 1024 / 64;
+    w->buf = w->buf_lines ? calloc(w->buf_lines, 64) : NULL;
+    pthread_create(&w->th, NULL, worker_main, w);
+  }
+  int blockno = 0;
+  double (*per)[NSTATES] = calloc((size_t)B.rounds, sizeof *per);
+  for (int r = -2; r < B.rounds; r++) { /* two rounds of warm-up */
+    for (int j = 0; j < NSTATES; j++) {
+      int s = (j + (r + 2)) % NSTATES;
+      double v = run_block(s, &blockno);
+      if (r >= 0) per[r][s] = v;
+    }
+  }
+  atomic_store(&B.go, -1);
+  for (int i = 0; i < B.threads; i++) pthread_join(B.w[i].th, NULL);
+  rec_ts_entry_bench(REC_TS_BENCH_FULL);
+  rec_core_stop(core);
+  rec_core_stats_t st;
+  rec_core_stats(core, &st);
+  rec_ts_entry_start(NULL, NULL, mono);
+  rec_core_destroy(core);
+  unlink(out);
+
+  double *d = calloc((size_t)B.rounds, sizeof *d), m, lo, hi;
+  for (int r = 0; r < B.rounds; r++) d[r] = per[r][IDLE];
+  med_ci(d, B.rounds, &m, &lo, &hi);
+  printf("threads=%d sites=%s evict=%dKiB gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.threads,
+         sites ? "fake8" : "none", B.evict_kib, B.gap_ns, B.rounds, B.block, m);
+  for (int s = UNPAIRED; s <= PAIRED; s++) {
+    for (int r = 0; r < B.rounds; r++) d[r] = per[r][s] - per[r][IDLE];
+    med_ci(d, B.rounds, &m, &lo, &hi);
+    printf("; %s +%.1f [%.1f, %.1f]", state_name[s], m, lo, hi);
+  }
+  for (int r = 0; r < B.rounds; r++) d[r] = per[r][PAIRED] - per[r][UNPAIRED];
+  med_ci(d, B.rounds, &m, &lo, &hi);
+  printf("; paired-unpaired %+.1f [%.1f, %.1f] ns/entry; events written %llu from %llu ring entries, lost %llu\n", m, lo, hi,
+         (unsigned long long)st.written, (unsigned long long)st.pushed, (unsigned long long)(st.ring_drops + rec_ts_entry_lost()));
+  rec_callsites_destroy(cs);
+  for (int i = 0; i < B.threads; i++) free(B.w[i].buf);
+  free(per);
+  free(d);
+  return 0;
+}

@@ -1,0 +1,159 @@
+/* rec_torch_entry.c: one entry of PyTorch's allocator trace into the recorder's ring, on the
+ * allocating thread, under PyTorch's per-device allocator lock (rec_torch_stream.c attaches it).
+ *
+ * Workload: a training step makes ~1,000-2,000 allocations, each three entries (alloc,
+ * free_requested, free_completed), a few segment entries; from the Python thread and autograd's.
+ * The cost that matters is the cache lines touched per entry while the step's own working set
+ * evicts them (bench/RESULTS.md: ~550 ns per allocation in a step against ~250 ns in a tight
+ * loop), so each entry touches: its thread's block (clock, last free, held slot), one ring slot
+ * and the ring's head, and for an alloc the callsite cache.
+ * Pairing: PyTorch frees a block without stream uses by calling the trace twice under one lock
+ * hold, free_requested then free_completed, same address, size, stream (and here the same
+ * time). The free_requested is held in the thread's slot (rec_hold.c); if the thread's next entry
+ * is that free_completed the two go into the ring as one entry (REC_F_FREE_PAIR), which the writer
+ * expands into the same two events: the file is byte for byte what two entries made. Any other
+ * next entry pushes the held one first; the writer steals one still held before it writes. */
+#include "recorder/rec_torch_entry.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "recorder/rec_tclock.h"
+
+/* The history's action -> the event kind gpurec import makes of it (snap_import.c action_kind);
+ * 0: not an event (a snapshot call). */
+static const uint8_t kind_of[REC_TE_ACTIONS] = {
+    [REC_TE_ALLOC] = GMT_EV_ALLOC,
+    [REC_TE_FREE_REQUESTED] = GMT_EV_FREE_REQUESTED,
+    [REC_TE_FREE_COMPLETED] = GMT_EV_FREE,
+    [REC_TE_SEGMENT_ALLOC] = GMT_EV_SEGMENT_ALLOC,
+    [REC_TE_SEGMENT_FREE] = GMT_EV_SEGMENT_FREE,
+    [REC_TE_SEGMENT_MAP] = GMT_EV_VMM_MAP,
+    [REC_TE_SEGMENT_UNMAP] = GMT_EV_VMM_UNMAP,
+    [REC_TE_SNAPSHOT] = 0,
+    [REC_TE_OOM] = GMT_EV_ALLOC_FAILED,
+};
+
+static struct {
+  _Atomic(rec_core_t *) core;
+  rec_callsites_t *cs; /* NULL: requests without callsites */
+  uint64_t (*now)(void *);
+  _Atomic uint64_t lost;
+  _Atomic int bench; /* REC_TS_BENCH_* */
+  pthread_key_t key; /* the thread's held slot, closed at its end */
+  int key_ok;
+} S;
+
+/* How long an allocating thread waits for room in the recorder's ring before an entry is lost:
+ * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
+#define REC_TS_MAX_WAIT_NS 100000000ull
+
+/* Per thread, in one block (a thread-local access in a shared library is a call): its clock, its
+ * last free_requested (whose free_completed, when it is the thread's next entry, takes the same
+ * time without reading the clock again) and its held slot. */
+static _Thread_local struct {
+  rec_tclock_t clock;
+  uint64_t freed_addr, freed_ts;
+  rec_hold_t *hold;
+  int no_hold; /* opening one failed: push every entry */
+} T;
+
+static void thread_end(void *hold) {
+  rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
+  if (core && hold) rec_core_hold_close(core, hold);
+}
+
+void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx)) {
+  S.now = now_ns;
+  S.cs = cs;
+  if (!S.key_ok) S.key_ok = pthread_key_create(&S.key, thread_end) == 0;
+  atomic_store_explicit(&S.core, core, memory_order_release);
+}
+
+static uint64_t entry_time(void) {
+  if (!S.now) return 0;
+  if (!REC_TCLOCK_TICKS) return S.now(NULL);
+  return rec_tclock_read(&T.clock, rec_tclock_ticks(), S.now, NULL);
+}
+
+static void push(rec_core_t *core, const gmt_event_t *ev) {
+  if (rec_core_push_batch(core, ev, 1, REC_TS_MAX_WAIT_NS))
+    atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
+}
+
+/* The thread's slot, opened on its first free_requested; NULL: push instead. */
+static rec_hold_t *thread_hold(rec_core_t *core) {
+  if (T.hold || T.no_hold) return T.hold;
+  if (!S.key_ok || !(T.hold = rec_core_hold_open(core))) {
+    T.no_hold = 1;
+    return NULL;
+  }
+  pthread_setspecific(S.key, T.hold);
+  return T.hold;
+}
+
+void rec_ts_entry(const void *functor, const void *entry) {
+  (void)functor;
+  rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
+  if (!core) return;
+  int bench = atomic_load_explicit(&S.bench, memory_order_relaxed);
+  if (bench == REC_TS_BENCH_IGNORE) return;
+  const unsigned char *te = entry;
+  int32_t action;
+  int8_t device;
+  uint64_t addr, size;
+  void *stream;
+  memcpy(&action, te + REC_TE_OFF_ACTION, sizeof action);
+  memcpy(&device, te + REC_TE_OFF_DEVICE, sizeof device);
+  memcpy(&addr, te + REC_TE_OFF_ADDR, sizeof addr);
+  memcpy(&stream, te + REC_TE_OFF_STREAM, sizeof stream);
+  memcpy(&size, te + REC_TE_OFF_SIZE, sizeof size);
+  if (action < 0 || action >= REC_TE_ACTIONS || !kind_of[action] || device < 0) return;
+  gmt_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = kind_of[action];
+  /* the thread's entry before was this block's free_requested: its time (any other entry in
+   * between, and the free_completed reads the clock) */
+  ev.ts_ns = action == REC_TE_FREE_COMPLETED && T.freed_addr == addr && addr ? T.freed_ts : entry_time();
+  T.freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
+  T.freed_ts = ev.ts_ns;
+  ev.device = (uint16_t)device;
+  ev.mem_kind = GMT_MEM_DEVICE;
+  ev.flags = GMT_F_TORCH_STREAM;
+  ev.size = size;
+  ev.stream = (uint64_t)(uintptr_t)stream;
+  ev.callsite = GMT_NO_STRING;
+  /* the request's line of code, read here on the allocating thread (rec_callsite.c: a cache
+   * lookup once the line has been seen): one event carries both, no second hook or note */
+  if (action == REC_TE_ALLOC && S.cs && bench != REC_TS_BENCH_NO_SITES) ev.callsite = rec_callsites_capture(S.cs);
+  if (action == REC_TE_OOM) {
+    ev.corr_id = addr; /* an OOM's addr_ is the device's free bytes: the merge takes it from here */
+  } else {
+    ev.addr = addr;
+  }
+  const gmt_event_t *held = T.hold ? rec_hold_take(T.hold) : NULL;
+  if (held) {
+    if (action == REC_TE_FREE_COMPLETED && held->addr == ev.addr && held->size == ev.size &&
+        held->stream == ev.stream && held->device == ev.device && held->ts_ns == ev.ts_ns) {
+      gmt_event_t pair = *held;
+      pair.flags |= REC_F_FREE_PAIR;
+      push(core, &pair);
+      return;
+    }
+    push(core, held);
+  }
+  rec_hold_t *h;
+  if (action == REC_TE_FREE_REQUESTED && addr && bench != REC_TS_BENCH_UNPAIRED && (h = thread_hold(core))) {
+    rec_hold_put(h, &ev);
+    return;
+  }
+  push(core, &ev);
+}
+
+uint64_t rec_ts_entry_lost(void) { return atomic_load(&S.lost); }
+
+int rec_ts_entry_bench(int mode) {
+  if (mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_UNPAIRED) return -1;
+  return atomic_exchange(&S.bench, mode);
+}
