@@ -10,17 +10,19 @@
  *   idle:     the tracker returns at once (REC_TS_BENCH_IGNORE): the harness's own cost;
  *   unpaired: every entry its own ring entry (REC_TS_BENCH_UNPAIRED: the recorder before pairing);
  *   paired:   a free_requested and the free_completed that follows it as one ring entry.
- * Each block's figure is its threads' CPU time (CLOCK_THREAD_CPUTIME_ID) per entry fed.
+ * Each block's figure is its threads' CPU time (CLOCK_THREAD_CPUTIME_ID) per entry fed, or with
+ * --inside the counter's time (rdtscp) around each allocation's entries only, eviction and gap
+ * left out.
  * Printed: ns per entry added over idle (median over rounds, 95 % interval), and paired - unpaired.
- * --evict KIB: between allocations each thread writes one word in each of 64 lines of its own
- * KIB buffer (rotating through it), as a step's working set evicts the recorder's lines: the
+ * --evict KIB: between allocations each thread writes one word in each of --touch (64) lines of
+ * its own KIB buffer (rotating through it), as a step's working set evicts the recorder's lines: the
  * recorder's cost per entry then counts its cache misses too.
  * --gap NS: and spins NS between allocations (the rest of a step's work: keeps the rate of entries
  * within what the writer thread drains, as in a real job, ~1-2 M entries/s at most).
  * --sites: each alloc reads a callsite from a fake 8-frame Python stack (7 library frames, then
  * the program's), through rec_callsites_capture as in a real run; without it, a Python-less
  * caller (no callsite).
- * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB] [--gap NS] [--sites]
+ * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB [--touch LINES]] [--gap NS] [--sites] [--inside]
  *        [--out FILE]   (FILE: the trace written meanwhile, removed at the end; default /tmp) */
 #include <math.h>
 #include <pthread.h>
@@ -54,6 +56,19 @@ static uint64_t cpu_now(void) {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* The counter around each allocation's entries only (the eviction between allocations is the
+ * noisiest part of a block and no part of the recorder's cost). */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static uint64_t ticks(void) {
+  unsigned aux;
+  return __rdtscp(&aux);
+}
+#else
+static uint64_t ticks(void) { return mono(NULL); }
+#endif
+static double g_ns_per_tick = 1.0;
 
 /* ---- a fake Python stack for the callsite reader ------------------------------------------- */
 
@@ -111,10 +126,11 @@ typedef struct worker {
   uint64_t next_addr, pending;
   uint64_t entries; /* entries fed in the last block */
   uint64_t cpu_ns;  /* the thread's CPU time in the last block */
+  uint64_t ticks;   /* counter ticks inside the feeding of entries in the last block */
 } worker_t;
 
 static struct {
-  int threads, rounds, block, evict_kib, gap_ns;
+  int threads, rounds, block, evict_kib, touch, gap_ns, inside;
   _Atomic int go;   /* block number the workers are to run */
   _Atomic int done; /* workers finished with the current block */
   worker_t w[8];
@@ -133,7 +149,9 @@ static void entry(int action, uint64_t addr, uint64_t stream, uint64_t size) {
 
 static void one_block(worker_t *w) {
   uint64_t stream = 0x7f0000001000ull + (uint64_t)w->id * 0x100, n = 0;
+  w->ticks = 0;
   for (int i = 0; i < B.block; i++) {
+    uint64_t t0 = ticks();
     uint64_t a = w->next_addr;
     w->next_addr += 4096;
     entry(REC_TE_ALLOC, a, stream, 4096);
@@ -155,7 +173,8 @@ static void one_block(worker_t *w) {
       entry(REC_TE_SEGMENT_FREE, a + (1ull << 36), stream, 2u << 20);
       n += 2;
     }
-    for (int k = 0; k < 64 && w->buf_lines; k++) { /* a stride the prefetcher does not follow */
+    w->ticks += ticks() - t0;
+    for (int k = 0; k < B.touch && w->buf_lines; k++) { /* a stride the prefetcher does not follow */
       w->buf[w->at * 64] += 1;
       w->at = (w->at + 4099) % w->buf_lines;
     }
@@ -189,12 +208,13 @@ static double run_block(int s, int *blockno) {
   atomic_store(&B.done, 0);
   atomic_store(&B.go, ++*blockno);
   while (atomic_load(&B.done) < B.threads) usleep(20);
-  uint64_t n = 0, cpu = 0;
+  uint64_t n = 0, cpu = 0, tk = 0;
   for (int i = 0; i < B.threads; i++) {
     n += B.w[i].entries;
     cpu += B.w[i].cpu_ns;
+    tk += B.w[i].ticks;
   }
-  return (double)cpu / (double)n;
+  return B.inside ? (double)tk * g_ns_per_tick / (double)n : (double)cpu / (double)n;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -216,6 +236,7 @@ int main(int argc, char **argv) {
   B.threads = 1;
   B.rounds = 30;
   B.block = 20000;
+  B.touch = 64;
   int sites = 0;
   const char *out = "/tmp/stream_entry_bench.gmt";
   for (int i = 1; i < argc; i++) {
@@ -224,8 +245,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--block") && i + 1 < argc) B.block = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--evict") && i + 1 < argc) B.evict_kib = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--gap") && i + 1 < argc) B.gap_ns = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--touch") && i + 1 < argc) B.touch = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--sites")) sites = 1;
+    else if (!strcmp(argv[i], "--inside")) B.inside = 1;
     else {
       fprintf(stderr, "stream_entry_bench: error: unknown argument '%s'\n", argv[i]);
       return 2;
@@ -272,6 +295,11 @@ int main(int argc, char **argv) {
     w->buf = w->buf_lines ? calloc(w->buf_lines, 64) : NULL;
     pthread_create(&w->th, NULL, worker_main, w);
   }
+  {
+    uint64_t m0 = mono(NULL), k0 = ticks();
+    usleep(100000);
+    g_ns_per_tick = (double)(mono(NULL) - m0) / (double)(ticks() - k0);
+  }
   int blockno = 0;
   double (*per)[NSTATES] = calloc((size_t)B.rounds, sizeof *per);
   for (int r = -2; r < B.rounds; r++) { /* two rounds of warm-up */
@@ -294,8 +322,8 @@ int main(int argc, char **argv) {
   double *d = calloc((size_t)B.rounds, sizeof *d), m, lo, hi;
   for (int r = 0; r < B.rounds; r++) d[r] = per[r][IDLE];
   med_ci(d, B.rounds, &m, &lo, &hi);
-  printf("threads=%d sites=%s evict=%dKiB gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.threads,
-         sites ? "fake8" : "none", B.evict_kib, B.gap_ns, B.rounds, B.block, m);
+  printf("%s threads=%d sites=%s evict=%dKiBx%d gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.inside ? "inside" : "cpu", B.threads,
+         sites ? "fake8" : "none", B.evict_kib, B.touch, B.gap_ns, B.rounds, B.block, m);
   for (int s = UNPAIRED; s <= PAIRED; s++) {
     for (int r = 0; r < B.rounds; r++) d[r] = per[r][s] - per[r][IDLE];
     med_ci(d, B.rounds, &m, &lo, &hi);
