@@ -465,7 +465,7 @@ EXPORT int gpumem_torch_stream(const char *torch_version) {
 }
 
 /* Benchmarks only (tests/gpu/rec_inproc_bench.py): what the stream's tracker does with each
- * entry (REC_TS_BENCH_*: 0 all, 1 nothing, 2 no callsite, 3 all but frees unpaired); returns the previous mode, -1 if
+ * entry (REC_TS_BENCH_*: 0 all, 1 nothing, 2 no callsite); returns the previous mode, -1 if
  * nothing is streamed. */
 EXPORT int gpumem_bench_stream(int mode);
 EXPORT int gpumem_bench_stream(int mode) { return rec_torch_stream_bench(mode); }

@@ -30,7 +30,6 @@
 #include <uthash.h>
 
 #include "recorder/rec_core.h"
-#include "recorder/rec_hold.h"
 
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
@@ -62,7 +61,6 @@ struct rec_core {
   char *path, *manifest;
   rec_hooks_t hooks;
   rec_ring_t *ring;
-  rec_holds_t holds; /* each producer thread's held event (rec_hold.c) */
   pthread_t thread;
   int thread_started;
   pthread_mutex_t mu;
@@ -143,9 +141,9 @@ static int drain(rec_core_t *c) {
     budget -= n;
     any = 1;
     if (atomic_load(&c->failed)) continue;
-    if (c->npend + 2 * n > c->cap_pend) { /* a REC_F_FREE_PAIR entry is two events */
+    if (c->npend + n > c->cap_pend) {
       size_t cap = c->cap_pend ? c->cap_pend : 8192;
-      while (cap < c->npend + 2 * n) cap *= 2;
+      while (cap < c->npend + n) cap *= 2;
       pend_t *p = realloc(c->pend, cap * sizeof *p);
       if (!p) {
         fail_now(c, "out of memory buffering events; recording stopped");
@@ -155,23 +153,12 @@ static int drain(rec_core_t *c) {
       c->cap_pend = cap;
     }
     for (size_t i = 0; i < n; i++) {
-      gmt_event_t two[2];
-      size_t k = rec_hold_expand(&c->batch[i], two);
-      for (size_t j = 0; j < k; j++) {
-        c->pend[c->npend].ev = two[j];
-        c->pend[c->npend].arrival = c->arrivals++;
-        c->npend++;
-      }
+      c->pend[c->npend].ev = c->batch[i];
+      c->pend[c->npend].arrival = c->arrivals++;
+      c->npend++;
     }
   }
   return any;
-}
-
-/* Every event the producers still hold, into the ring (rec_hold.c), before a write of the file:
- * a held event is then written no later than a pushed one. A full ring is drained and the steal
- * tried again; the caller drains what the steal pushed. */
-static void steal_held(rec_core_t *c) {
-  for (int pass = 0; pass < 8 && rec_holds_steal(&c->holds, c->ring) > 0; pass++) drain(c);
 }
 
 static int cmp_pend(const void *a, const void *b) {
@@ -344,7 +331,6 @@ static void mark_known_losses(rec_core_t *c) {
 
 static void finish(rec_core_t *c, int from_signal) {
   if (from_signal && c->hooks.final_flush) c->hooks.final_flush(c->hooks.ctx);
-  steal_held(c);
   for (int pass = 0; pass < 64 && drain(c); pass++) { /* what was pushed before the stop; threads */
   }                                                    /* pushing on (push_batch) cannot hold it */
   if (!atomic_load(&c->failed)) {
@@ -374,7 +360,6 @@ static void finish(rec_core_t *c, int from_signal) {
  * caller says the process is quiet: its interpreter has finished). */
 static void sync_now(rec_core_t *c) {
   if (c->hooks.tick && !atomic_load(&c->failed)) c->hooks.tick(c->hooks.ctx);
-  steal_held(c);
   for (int pass = 0; pass < 64 && drain(c); pass++) {
   }
   if (!c->w && !atomic_load(&c->failed) && (c->npend || atomic_load(&c->gpu_ready))) open_file(c);
@@ -415,15 +400,12 @@ static void *writer_main(void *arg) {
     if (c->w && !c->hooks.tick && c->npend >= EARLY_EMIT_EVENTS) {
       uint64_t horizon = c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) : UINT64_MAX;
       uint64_t margin = c->cfg.order_margin_ns;
-      steal_held(c);
-      drain(c);
       emit(c, horizon == UINT64_MAX ? horizon : (horizon > margin ? horizon - margin : 0));
     }
     if (now - last_tick >= c->cfg.flush_interval_ns) {
       last_tick = now;
       uint64_t horizon = c->hooks.now_ns ? c->hooks.now_ns(c->hooks.ctx) : UINT64_MAX;
       if (c->hooks.tick && !atomic_load(&c->failed)) c->hooks.tick(c->hooks.ctx);
-      steal_held(c);
       drain(c);
       if (c->w) {
         uint64_t margin = c->cfg.order_margin_ns;
@@ -470,7 +452,6 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
   }
   if ((s = gmt_header_copy(&c->cfg.header, &cfg->header, err)) < 0) goto fail;
   if ((s = rec_ring_create(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
-  rec_holds_init(&c->holds);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->start_mono = mono_ns();
@@ -478,7 +459,6 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
   if (e) {
     s = gm_err_set(err, GM_ERR_IO, "recorder: cannot start writer thread: %s", strerror(e));
     rec_ring_destroy(c->ring);
-    rec_holds_fini(&c->holds);
     goto fail_hdr;
   }
   c->thread_started = 1;
@@ -525,12 +505,6 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
     i--;
   }
   return dropped;
-}
-
-rec_hold_t *rec_core_hold_open(rec_core_t *c) { return rec_holds_open(&c->holds); }
-
-void rec_core_hold_close(rec_core_t *c, rec_hold_t *h) {
-  rec_holds_close(&c->holds, h, c->ring, &c->ring_drops);
 }
 
 void rec_core_add_dropped(rec_core_t *c, uint64_t n) { atomic_fetch_add(&c->src_drops, n); }
@@ -589,7 +563,6 @@ void rec_core_destroy(rec_core_t *c) {
   if (!c) return;
   rec_core_stop(c);
   rec_ring_destroy(c->ring);
-  rec_holds_fini(&c->holds);
   gmt_header_free(&c->cfg.header);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);

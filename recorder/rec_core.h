@@ -113,30 +113,6 @@ int rec_core_sync(rec_core_t *c, uint64_t timeout_ns);
 int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns);
 void rec_core_destroy(rec_core_t *c);
 
-/* ---- one event held back per producer thread (rec_hold.c) ------------------------------------ */
-
-/* A producer that can fold an event into the one that follows it on the same thread (PyTorch's
- * free_requested and the free_completed it makes at once, under the same lock: rec_torch_entry.c)
- * keeps the first in its thread's slot instead of pushing it, and on the thread's next event
- * either pushes one ring entry flagged REC_F_FREE_PAIR (a free_requested whose free_completed has
- * the same fields and time) or pushes the held one first. The writer thread steals whatever is
- * still held (pushes it into the ring itself) before each write to the file and at the end, so a
- * held event is written no later than a pushed one and never lost. Writer side: a ring entry
- * with REC_F_FREE_PAIR becomes its two events as it is drained, so the file is as without it.
- * A slot belongs to one thread at a time (open on its first use, close at its end). */
-typedef struct rec_hold rec_hold_t;
-#define REC_F_FREE_PAIR 0x80000000u /* in the ring only: never a trace's flag */
-/* The calling thread's slot (empty); NULL when out of memory. Slots are reused, never freed
- * before rec_core_destroy. */
-rec_hold_t *rec_core_hold_open(rec_core_t *c);
-/* The slot's thread ends: what it holds is pushed, and the slot may serve another thread. */
-void rec_core_hold_close(rec_core_t *c, rec_hold_t *h);
-/* Hold ev (the slot must be empty: call rec_hold_take first). */
-void rec_hold_put(rec_hold_t *h, const gmt_event_t *ev);
-/* Empty the slot: what it held (valid until the thread's next put), or NULL when nothing (or
- * the writer stole it: then it is already in the ring, ahead of anything the thread pushes next). */
-const gmt_event_t *rec_hold_take(rec_hold_t *h);
-
 typedef struct rec_core_stats {
   uint64_t pushed;     /* events accepted into the ring */
   uint64_t written;    /* events handed to the trace writer */

@@ -3,19 +3,11 @@
  *
  * Workload: a training step makes ~1,000-2,000 allocations, each three entries (alloc,
  * free_requested, free_completed), a few segment entries; from the Python thread and autograd's.
- * The cost that matters is the cache lines touched per entry while the step's own working set
- * evicts them (bench/RESULTS.md: ~550 ns per allocation in a step against ~250 ns in a tight
- * loop), so each entry touches: its thread's block (clock, last free, held slot), one ring slot
- * and the ring's head, and for an alloc the callsite cache.
- * Pairing: PyTorch frees a block without stream uses by calling the trace twice under one lock
- * hold, free_requested then free_completed, same address, size, stream (and here the same
- * time). The free_requested is held in the thread's slot (rec_hold.c); if the thread's next entry
- * is that free_completed the two go into the ring as one entry (REC_F_FREE_PAIR), which the writer
- * expands into the same two events: the file is byte for byte what two entries made. Any other
- * next entry pushes the held one first; the writer steals one still held before it writes. */
+ * The cost that matters is the cache lines, data and code, touched per entry while the step's
+ * own work evicts them (bench/RESULTS.md: ~550 ns per allocation in a step against ~250 ns in a
+ * tight loop). */
 #include "recorder/rec_torch_entry.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -41,33 +33,23 @@ static struct {
   uint64_t (*now)(void *);
   _Atomic uint64_t lost;
   _Atomic int bench; /* REC_TS_BENCH_* */
-  pthread_key_t key; /* the thread's held slot, closed at its end */
-  int key_ok;
 } S;
 
 /* How long an allocating thread waits for room in the recorder's ring before an entry is lost:
  * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
 #define REC_TS_MAX_WAIT_NS 100000000ull
 
-/* Per thread, in one block (a thread-local access in a shared library is a call): its clock, its
- * last free_requested (whose free_completed, when it is the thread's next entry, takes the same
- * time without reading the clock again) and its held slot. */
+/* Per thread, in one block (a thread-local access in a shared library is a call): its clock and
+ * its last free_requested, whose free_completed, when it is the thread's next entry (no
+ * stream-event wait), takes the same time without reading the clock again. */
 static _Thread_local struct {
   rec_tclock_t clock;
   uint64_t freed_addr, freed_ts;
-  rec_hold_t *hold;
-  int no_hold; /* opening one failed: push every entry */
 } T;
-
-static void thread_end(void *hold) {
-  rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
-  if (core && hold) rec_core_hold_close(core, hold);
-}
 
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx)) {
   S.now = now_ns;
   S.cs = cs;
-  if (!S.key_ok) S.key_ok = pthread_key_create(&S.key, thread_end) == 0;
   atomic_store_explicit(&S.core, core, memory_order_release);
 }
 
@@ -80,17 +62,6 @@ static uint64_t entry_time(void) {
 static void push(rec_core_t *core, const gmt_event_t *ev) {
   if (rec_core_push_batch(core, ev, 1, REC_TS_MAX_WAIT_NS))
     atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
-}
-
-/* The thread's slot, opened on its first free_requested; NULL: push instead. */
-static rec_hold_t *thread_hold(rec_core_t *core) {
-  if (T.hold || T.no_hold) return T.hold;
-  if (!S.key_ok || !(T.hold = rec_core_hold_open(core))) {
-    T.no_hold = 1;
-    return NULL;
-  }
-  pthread_setspecific(S.key, T.hold);
-  return T.hold;
 }
 
 void rec_ts_entry(const void *functor, const void *entry) {
@@ -132,28 +103,12 @@ void rec_ts_entry(const void *functor, const void *entry) {
   } else {
     ev.addr = addr;
   }
-  const gmt_event_t *held = T.hold ? rec_hold_take(T.hold) : NULL;
-  if (held) {
-    if (action == REC_TE_FREE_COMPLETED && held->addr == ev.addr && held->size == ev.size &&
-        held->stream == ev.stream && held->device == ev.device && held->ts_ns == ev.ts_ns) {
-      gmt_event_t pair = *held;
-      pair.flags |= REC_F_FREE_PAIR;
-      push(core, &pair);
-      return;
-    }
-    push(core, held);
-  }
-  rec_hold_t *h;
-  if (action == REC_TE_FREE_REQUESTED && addr && bench != REC_TS_BENCH_UNPAIRED && (h = thread_hold(core))) {
-    rec_hold_put(h, &ev);
-    return;
-  }
   push(core, &ev);
 }
 
 uint64_t rec_ts_entry_lost(void) { return atomic_load(&S.lost); }
 
 int rec_ts_entry_bench(int mode) {
-  if (mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_UNPAIRED) return -1;
+  if (mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_NO_SITES) return -1;
   return atomic_exchange(&S.bench, mode);
 }

@@ -30,19 +30,16 @@ enum { REC_TE_ALLOC, REC_TE_FREE_REQUESTED, REC_TE_FREE_COMPLETED, REC_TE_SEGMEN
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx));
 
 /* One entry (its bytes in torch 2.11's layout), on the allocating thread: one event flagged
- * GMT_F_TORCH_STREAM, the alloc's with its callsite; a free_requested whose free_completed is
- * the thread's next entry goes into the ring with it as one entry (rec_core.h, rec_hold_t).
- * The signature of a std::function's invoker (functor unused). */
+ * GMT_F_TORCH_STREAM, the alloc's with its callsite. The signature of a std::function's invoker (functor unused). */
 void rec_ts_entry(const void *functor, const void *entry);
 
 /* Entries lost so far (the recorder's ring stayed full past the wait). */
 uint64_t rec_ts_entry_lost(void);
 
 /* For benchmarks and tests (tests/gpu/stream_cost.py, through gpumem_bench_stream): what the
- * tracker does with each entry, to price each part in one process. UNPAIRED: all of it, but a
- * free_requested and its free_completed as two ring entries (the recorder before the pairing).
- * Returns the previous mode, -1 for a mode unknown. */
-enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2, REC_TS_BENCH_UNPAIRED = 3 };
+ * tracker does with each entry, to price each part in one process. Returns the previous mode,
+ * -1 for a mode unknown. */
+enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2 };
 int rec_ts_entry_bench(int mode);
 
 #ifdef __cplusplus

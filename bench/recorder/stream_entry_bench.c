@@ -7,22 +7,26 @@
  *
  * States, one block each per round, the order rotated round by round (tests/gpu/stream_cost.py's
  * method: this VM is loaded, so only paired differences within a round mean anything):
- *   idle:     the tracker returns at once (REC_TS_BENCH_IGNORE): the harness's own cost;
- *   unpaired: every entry its own ring entry (REC_TS_BENCH_UNPAIRED: the recorder before pairing);
- *   paired:   a free_requested and the free_completed that follows it as one ring entry.
+ *   idle:    the tracker returns at once (REC_TS_BENCH_IGNORE): the harness's own cost;
+ *   entries: every entry into the ring, no callsite (REC_TS_BENCH_NO_SITES);
+ *   sites:   and each alloc's callsite (REC_TS_BENCH_FULL: the streamed default; without --sites
+ *            there is no Python, as in autograd's thread: the same as entries).
  * Each block's figure is its threads' CPU time (CLOCK_THREAD_CPUTIME_ID) per entry fed, or with
  * --inside the counter's time (rdtscp) around each allocation's entries only, eviction and gap
  * left out.
- * Printed: ns per entry added over idle (median over rounds, 95 % interval), and paired - unpaired.
+ * Printed: ns per entry added over idle (median over rounds of the paired differences, 95 %
+ * interval). Old and new code are compared by running the two builds alternately.
  * --evict KIB: between allocations each thread writes one word in each of --touch (64) lines of
  * its own KIB buffer (rotating through it), as a step's working set evicts the recorder's lines: the
  * recorder's cost per entry then counts its cache misses too.
+ * --code N: and calls N of 4096 functions, each on its own line (their code evicts the recorder's
+ * code from the instruction cache and L2, as PyTorch's and Python's code does in a step).
  * --gap NS: and spins NS between allocations (the rest of a step's work: keeps the rate of entries
  * within what the writer thread drains, as in a real job, ~1-2 M entries/s at most).
  * --sites: each alloc reads a callsite from a fake 8-frame Python stack (7 library frames, then
  * the program's), through rec_callsites_capture as in a real run; without it, a Python-less
  * caller (no callsite).
- * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB [--touch LINES]] [--gap NS] [--sites] [--inside]
+ * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB [--touch LINES]] [--code N] [--gap NS] [--sites] [--inside]
  *        [--out FILE]   (FILE: the trace written meanwhile, removed at the end; default /tmp) */
 #include <math.h>
 #include <pthread.h>
@@ -112,11 +116,41 @@ static void fake_stack(void) {
   }
 }
 
+/* ---- code to evict the instruction caches with -------------------------------------------- */
+
+/* 4096 functions, each on its own 64-byte line: calling --code of them between allocations
+ * evicts the recorder's own code from L1i and L2 as a step's PyTorch and Python code does. */
+#define CF(n) static __attribute__((noinline, aligned(64))) unsigned cf##n(unsigned x) { return x * 2654435761u + (unsigned)0##n; }
+#define CR4(m, p) m(p##0) m(p##1) m(p##2) m(p##3)
+#define CF4(p) CR4(CF, p)
+#define CF16(p) CF4(p##0) CF4(p##1) CF4(p##2) CF4(p##3)
+#define CF64(p) CF16(p##0) CF16(p##1) CF16(p##2) CF16(p##3)
+#define CF256(p) CF64(p##0) CF64(p##1) CF64(p##2) CF64(p##3)
+#define CF1024(p) CF256(p##0) CF256(p##1) CF256(p##2) CF256(p##3)
+CF1024(10) CF1024(11) CF1024(12) CF1024(13)
+#define CP(n) cf##n,
+#define CP4(p) CR4(CP, p)
+#define CP16(p) CP4(p##0) CP4(p##1) CP4(p##2) CP4(p##3)
+#define CP64(p) CP16(p##0) CP16(p##1) CP16(p##2) CP16(p##3)
+#define CP256(p) CP64(p##0) CP64(p##1) CP64(p##2) CP64(p##3)
+#define CP1024(p) CP256(p##0) CP256(p##1) CP256(p##2) CP256(p##3)
+static unsigned (*const g_code[4096])(unsigned) = {CP1024(10) CP1024(11) CP1024(12) CP1024(13)};
+static _Atomic unsigned g_sink;
+
+static void evict_code(int n, unsigned *at) {
+  unsigned x = 1;
+  for (int k = 0; k < n; k++) {
+    x = g_code[*at](x);
+    *at = (*at + 1031) % 4096;
+  }
+  atomic_fetch_add_explicit(&g_sink, x, memory_order_relaxed);
+}
+
 /* ---- the load ----------------------------------------------------------------------------- */
 
-enum { IDLE, UNPAIRED, PAIRED, NSTATES };
-static const char *const state_name[NSTATES] = {"idle", "unpaired", "paired"};
-static const int state_mode[NSTATES] = {REC_TS_BENCH_IGNORE, REC_TS_BENCH_UNPAIRED, REC_TS_BENCH_FULL};
+enum { IDLE, ENTRIES, SITES, NSTATES };
+static const char *const state_name[NSTATES] = {"idle", "entries", "sites"};
+static const int state_mode[NSTATES] = {REC_TS_BENCH_IGNORE, REC_TS_BENCH_NO_SITES, REC_TS_BENCH_FULL};
 
 typedef struct worker {
   pthread_t th;
@@ -127,10 +161,11 @@ typedef struct worker {
   uint64_t entries; /* entries fed in the last block */
   uint64_t cpu_ns;  /* the thread's CPU time in the last block */
   uint64_t ticks;   /* counter ticks inside the feeding of entries in the last block */
+  unsigned code_at;
 } worker_t;
 
 static struct {
-  int threads, rounds, block, evict_kib, touch, gap_ns, inside;
+  int threads, rounds, block, evict_kib, touch, gap_ns, inside, code;
   _Atomic int go;   /* block number the workers are to run */
   _Atomic int done; /* workers finished with the current block */
   worker_t w[8];
@@ -178,6 +213,7 @@ static void one_block(worker_t *w) {
       w->buf[w->at * 64] += 1;
       w->at = (w->at + 4099) % w->buf_lines;
     }
+    if (B.code) evict_code(B.code, &w->code_at);
     if (B.gap_ns) {
       uint64_t until = mono(NULL) + (uint64_t)B.gap_ns;
       while (mono(NULL) < until) {
@@ -246,6 +282,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--evict") && i + 1 < argc) B.evict_kib = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--gap") && i + 1 < argc) B.gap_ns = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--touch") && i + 1 < argc) B.touch = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--code") && i + 1 < argc) B.code = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--sites")) sites = 1;
     else if (!strcmp(argv[i], "--inside")) B.inside = 1;
@@ -254,7 +291,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0) {
+  if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0 || B.code < 0) {
     fprintf(stderr, "stream_entry_bench: error: --threads 1..8, --rounds >= 3, --block >= 64\n");
     return 2;
   }
@@ -322,17 +359,16 @@ int main(int argc, char **argv) {
   double *d = calloc((size_t)B.rounds, sizeof *d), m, lo, hi;
   for (int r = 0; r < B.rounds; r++) d[r] = per[r][IDLE];
   med_ci(d, B.rounds, &m, &lo, &hi);
-  printf("%s threads=%d sites=%s evict=%dKiBx%d gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.inside ? "inside" : "cpu", B.threads,
-         sites ? "fake8" : "none", B.evict_kib, B.touch, B.gap_ns, B.rounds, B.block, m);
-  for (int s = UNPAIRED; s <= PAIRED; s++) {
+  printf("%s threads=%d sites=%s evict=%dKiBx%d code=%d gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.inside ? "inside" : "cpu", B.threads,
+         sites ? "fake8" : "none", B.evict_kib, B.touch, B.code, B.gap_ns, B.rounds, B.block, m);
+  for (int s = ENTRIES; s <= SITES; s++) {
     for (int r = 0; r < B.rounds; r++) d[r] = per[r][s] - per[r][IDLE];
     med_ci(d, B.rounds, &m, &lo, &hi);
-    printf("; %s +%.1f [%.1f, %.1f]", state_name[s], m, lo, hi);
+    printf("; %s %+.1f [%.1f, %.1f]", state_name[s], m, lo, hi);
   }
-  for (int r = 0; r < B.rounds; r++) d[r] = per[r][PAIRED] - per[r][UNPAIRED];
+  for (int r = 0; r < B.rounds; r++) d[r] = per[r][SITES] - per[r][ENTRIES];
   med_ci(d, B.rounds, &m, &lo, &hi);
-  printf("; paired-unpaired %+.1f [%.1f, %.1f] ns/entry; events written %llu from %llu ring entries, lost %llu\n", m, lo, hi,
-         (unsigned long long)st.written, (unsigned long long)st.pushed, (unsigned long long)(st.ring_drops + rec_ts_entry_lost()));
+  printf("; callsite %+.1f [%.1f, %.1f] ns/entry; events written %llu, lost %llu\n", m, lo, hi, (unsigned long long)st.written, (unsigned long long)(st.ring_drops + rec_ts_entry_lost()));
   rec_callsites_destroy(cs);
   for (int i = 0; i < B.threads; i++) free(B.w[i].buf);
   free(per);
