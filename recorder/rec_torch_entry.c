@@ -5,7 +5,11 @@
  * free_requested, free_completed), a few segment entries; from the Python thread and autograd's.
  * The cost that matters is the cache lines, data and code, touched per entry while the step's
  * own work evicts them (bench/RESULTS.md: ~550 ns per allocation in a step against ~250 ns in a
- * tight loop). */
+ * tight loop). So an entry's data is few lines: this file's state (one line, the kinds table
+ * in it), its thread's block (one line: clock, last free), the core's flags with the ring's
+ * address (one line), the ring's head with the slots' address (one line), its slot; and its code
+ * is one stretch: the ring's push and the clock's common case inline, the rare paths (a full
+ * ring, a calibration) out of line, the hot functions grouped by the linker (.text.hot). */
 #include "recorder/rec_torch_entry.h"
 
 #include <stdatomic.h>
@@ -13,38 +17,42 @@
 
 #include "recorder/rec_tclock.h"
 
-/* The history's action -> the event kind gpurec import makes of it (snap_import.c action_kind);
- * 0: not an event (a snapshot call). */
-static const uint8_t kind_of[REC_TE_ACTIONS] = {
-    [REC_TE_ALLOC] = GMT_EV_ALLOC,
-    [REC_TE_FREE_REQUESTED] = GMT_EV_FREE_REQUESTED,
-    [REC_TE_FREE_COMPLETED] = GMT_EV_FREE,
-    [REC_TE_SEGMENT_ALLOC] = GMT_EV_SEGMENT_ALLOC,
-    [REC_TE_SEGMENT_FREE] = GMT_EV_SEGMENT_FREE,
-    [REC_TE_SEGMENT_MAP] = GMT_EV_VMM_MAP,
-    [REC_TE_SEGMENT_UNMAP] = GMT_EV_VMM_UNMAP,
-    [REC_TE_SNAPSHOT] = 0,
-    [REC_TE_OOM] = GMT_EV_ALLOC_FAILED,
-};
-
-static struct {
+/* Read by every entry: one cache line (the kinds table in it). */
+static _Alignas(64) struct {
   _Atomic(rec_core_t *) core;
   rec_callsites_t *cs; /* NULL: requests without callsites */
   uint64_t (*now)(void *);
-  _Atomic uint64_t lost;
   _Atomic int bench; /* REC_TS_BENCH_* */
-} S;
+  /* the history's action -> the event kind gpurec import makes of it (snap_import.c
+   * action_kind); 0: not an event (a snapshot call) */
+  uint8_t kind_of[REC_TE_ACTIONS];
+  _Atomic uint64_t lost;
+} S = {.kind_of = {
+           [REC_TE_ALLOC] = GMT_EV_ALLOC,
+           [REC_TE_FREE_REQUESTED] = GMT_EV_FREE_REQUESTED,
+           [REC_TE_FREE_COMPLETED] = GMT_EV_FREE,
+           [REC_TE_SEGMENT_ALLOC] = GMT_EV_SEGMENT_ALLOC,
+           [REC_TE_SEGMENT_FREE] = GMT_EV_SEGMENT_FREE,
+           [REC_TE_SEGMENT_MAP] = GMT_EV_VMM_MAP,
+           [REC_TE_SEGMENT_UNMAP] = GMT_EV_VMM_UNMAP,
+           [REC_TE_SNAPSHOT] = 0,
+           [REC_TE_OOM] = GMT_EV_ALLOC_FAILED,
+       }};
 
 /* How long an allocating thread waits for room in the recorder's ring before an entry is lost:
  * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
 #define REC_TS_MAX_WAIT_NS 100000000ull
 
-/* Per thread, in one block (a thread-local access in a shared library is a call): its clock and
- * its last free_requested, whose free_completed, when it is the thread's next entry (no
- * stream-event wait), takes the same time without reading the clock again. */
-static _Thread_local struct {
+/* Per thread, in one cache line (a thread-local access in a shared library is a call): its
+ * clock and the address of its last free_requested, whose free_completed, when it is the
+ * thread's next entry (no stream-event wait), takes the same time without reading the clock
+ * again: the clock's last reading. */
+static _Thread_local _Alignas(64) struct {
   rec_tclock_t clock;
-  uint64_t freed_addr, freed_ts;
+  uint64_t freed_addr;
+#if !REC_TCLOCK_TICKS
+  uint64_t last; /* the last time read (the counter clock keeps its own) */
+#endif
 } T;
 
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx)) {
@@ -55,16 +63,30 @@ void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns
 
 static uint64_t entry_time(void) {
   if (!S.now) return 0;
-  if (!REC_TCLOCK_TICKS) return S.now(NULL);
-  return rec_tclock_read(&T.clock, rec_tclock_ticks(), S.now, NULL);
+#if REC_TCLOCK_TICKS
+  return rec_tclock_read_inline(&T.clock, rec_tclock_ticks(), S.now, NULL);
+#else
+  return T.last = S.now(NULL);
+#endif
+}
+
+/* The time entry_time() gave last on this thread. */
+static uint64_t last_time(void) {
+#if REC_TCLOCK_TICKS
+  return T.clock.last;
+#else
+  return T.last;
+#endif
 }
 
 static void push(rec_core_t *core, const gmt_event_t *ev) {
-  if (rec_core_push_batch(core, ev, 1, REC_TS_MAX_WAIT_NS))
+  if (rec_core_push_entry(core, ev, REC_TS_MAX_WAIT_NS))
     atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
 }
 
-void rec_ts_entry(const void *functor, const void *entry) {
+/* hot: with the core's push and the callsite's lookup in one stretch of code (.text.hot), which a
+ * step's own code evicts between allocations */
+__attribute__((hot)) void rec_ts_entry(const void *functor, const void *entry) {
   (void)functor;
   rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
   if (!core) return;
@@ -80,15 +102,14 @@ void rec_ts_entry(const void *functor, const void *entry) {
   memcpy(&addr, te + REC_TE_OFF_ADDR, sizeof addr);
   memcpy(&stream, te + REC_TE_OFF_STREAM, sizeof stream);
   memcpy(&size, te + REC_TE_OFF_SIZE, sizeof size);
-  if (action < 0 || action >= REC_TE_ACTIONS || !kind_of[action] || device < 0) return;
+  if (action < 0 || action >= REC_TE_ACTIONS || !S.kind_of[action] || device < 0) return;
   gmt_event_t ev;
   memset(&ev, 0, sizeof ev);
-  ev.kind = kind_of[action];
+  ev.kind = S.kind_of[action];
   /* the thread's entry before was this block's free_requested: its time (any other entry in
    * between, and the free_completed reads the clock) */
-  ev.ts_ns = action == REC_TE_FREE_COMPLETED && T.freed_addr == addr && addr ? T.freed_ts : entry_time();
+  ev.ts_ns = action == REC_TE_FREE_COMPLETED && T.freed_addr == addr && addr ? last_time() : entry_time();
   T.freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
-  T.freed_ts = ev.ts_ns;
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
   ev.flags = GMT_F_TORCH_STREAM;

@@ -42,6 +42,48 @@
 #include "recorder/rec_core.h"
 #include "recorder/rec_torch_entry.h"
 
+/* The recorder's functions this bench calls, per build compared: the working tree's, and with
+ * STREAM_AB (stream_entry_ab.sh) an older commit's, its symbols renamed old_* by objcopy. */
+typedef struct impl {
+  const char *name;
+  gm_status_t (*core_start)(rec_core_t **, const rec_config_t *, const rec_hooks_t *, gm_err_t *);
+  void (*gpu_ready)(rec_core_t *);
+  gm_status_t (*core_stop)(rec_core_t *);
+  void (*stats)(const rec_core_t *, rec_core_stats_t *);
+  void (*destroy)(rec_core_t *);
+  gm_status_t (*cs_create)(rec_callsites_t **, rec_cs_mode_t, const rec_pyframes_t *, unsigned, gm_err_t *);
+  void (*cs_destroy)(rec_callsites_t *);
+  const char *(*cs_string)(const rec_callsites_t *, uint32_t);
+  void (*start)(rec_core_t *, rec_callsites_t *, uint64_t (*)(void *));
+  void (*entry)(const void *, const void *);
+  int (*bench)(int);
+  uint64_t (*lost)(void);
+} impl_t;
+
+#define IMPL(name, p)                                                                          \
+  {name, p##rec_core_start, p##rec_core_gpu_ready, p##rec_core_stop, p##rec_core_stats,       \
+   p##rec_core_destroy, p##rec_callsites_create, p##rec_callsites_destroy,                    \
+   p##rec_callsites_string, p##rec_ts_entry_start, p##rec_ts_entry, p##rec_ts_entry_bench,    \
+   p##rec_ts_entry_lost}
+#ifdef STREAM_AB
+gm_status_t old_rec_core_start(rec_core_t **, const rec_config_t *, const rec_hooks_t *, gm_err_t *);
+void old_rec_core_gpu_ready(rec_core_t *);
+gm_status_t old_rec_core_stop(rec_core_t *);
+void old_rec_core_stats(const rec_core_t *, rec_core_stats_t *);
+void old_rec_core_destroy(rec_core_t *);
+gm_status_t old_rec_callsites_create(rec_callsites_t **, rec_cs_mode_t, const rec_pyframes_t *, unsigned, gm_err_t *);
+void old_rec_callsites_destroy(rec_callsites_t *);
+const char *old_rec_callsites_string(const rec_callsites_t *, uint32_t);
+void old_rec_ts_entry_start(rec_core_t *, rec_callsites_t *, uint64_t (*)(void *));
+void old_rec_ts_entry(const void *, const void *);
+int old_rec_ts_entry_bench(int);
+uint64_t old_rec_ts_entry_lost(void);
+static const impl_t impls[] = {IMPL("new", ), IMPL("old", old_)};
+#else
+static const impl_t impls[] = {IMPL("this", )};
+#endif
+#define NIMPL ((int)(sizeof impls / sizeof impls[0]))
+
 static uint64_t mono(void *ctx) {
   (void)ctx;
   struct timespec ts;
@@ -49,8 +91,12 @@ static uint64_t mono(void *ctx) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static rec_callsites_t *g_cs;
-static const char *cs_string(void *ctx, uint32_t id) { (void)ctx; return rec_callsites_string(g_cs, id); }
+static rec_callsites_t *g_cs[2];
+static const char *cs_string(void *ctx, uint32_t id) {
+  const impl_t *im = ctx;
+  int v = im == &impls[0] ? 0 : 1;
+  return im->cs_string(g_cs[v], id);
+}
 static void warn(void *ctx, const char *msg) { (void)ctx; fprintf(stderr, "stream_entry_bench: recorder: %s\n", msg); }
 
 /* the calling thread's CPU time: a block's figure without the time it was preempted on this
@@ -171,6 +217,8 @@ static struct {
   worker_t w[8];
 } B;
 
+static const impl_t *g_im; /* the variant of the current block */
+
 static void entry(int action, uint64_t addr, uint64_t stream, uint64_t size) {
   unsigned char e[64];
   memset(e, 0, sizeof e);
@@ -179,7 +227,7 @@ static void entry(int action, uint64_t addr, uint64_t stream, uint64_t size) {
   memcpy(e + REC_TE_OFF_ADDR, &addr, sizeof addr);
   memcpy(e + REC_TE_OFF_STREAM, &stream, sizeof stream);
   memcpy(e + REC_TE_OFF_SIZE, &size, sizeof size);
-  rec_ts_entry(NULL, e);
+  g_im->entry(NULL, e);
 }
 
 static void one_block(worker_t *w) {
@@ -238,9 +286,10 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* One block in state s on every worker at once; the workers' CPU ns per entry. */
-static double run_block(int s, int *blockno) {
-  rec_ts_entry_bench(state_mode[s]);
+/* One block of variant v in state s on every worker at once; the workers' ns per entry. */
+static double run_block(int v, int s, int *blockno) {
+  g_im = &impls[v];
+  for (int k = 0; k < NIMPL; k++) impls[k].bench(k == v ? state_mode[s] : REC_TS_BENCH_IGNORE);
   atomic_store(&B.done, 0);
   atomic_store(&B.go, ++*blockno);
   while (atomic_load(&B.done) < B.threads) usleep(20);
@@ -297,33 +346,36 @@ int main(int argc, char **argv) {
   }
   gm_err_t err;
   gm_err_clear(&err);
-  rec_config_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  gmt_header_init(&cfg.header);
-  cfg.path = out;
-  rec_hooks_t hooks;
-  memset(&hooks, 0, sizeof hooks);
-  hooks.now_ns = mono;
-  hooks.string = cs_string;
-  hooks.warn = warn;
-  rec_core_t *core;
-  if (rec_core_start(&core, &cfg, &hooks, &err) < 0) {
-    fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
-    return 1;
-  }
-  gmt_header_free(&cfg.header);
-  rec_core_gpu_ready(core);
-  rec_callsites_t *cs = NULL;
-  if (sites) {
-    fake_stack();
-    rec_pyframes_t src = {NULL, f_top, f_back, f_code, f_lasti, f_line, f_ident, f_text};
-    if (rec_callsites_create(&cs, REC_CS_USER, &src, 0, &err) < 0) {
+  rec_core_t *core[2];
+  if (sites) fake_stack();
+  for (int v = 0; v < NIMPL; v++) {
+    const impl_t *im = &impls[v];
+    char path[4200];
+    snprintf(path, sizeof path, "%s.%s", out, im->name);
+    rec_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    gmt_header_init(&cfg.header);
+    cfg.path = path;
+    rec_hooks_t hooks;
+    memset(&hooks, 0, sizeof hooks);
+    hooks.ctx = (void *)im;
+    hooks.now_ns = mono;
+    hooks.string = cs_string;
+    hooks.warn = warn;
+    if (im->core_start(&core[v], &cfg, &hooks, &err) < 0) {
       fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
       return 1;
     }
+    gmt_header_free(&cfg.header);
+    im->gpu_ready(core[v]);
+    g_cs[v] = NULL;
+    rec_pyframes_t src = {NULL, f_top, f_back, f_code, f_lasti, f_line, f_ident, f_text};
+    if (sites && im->cs_create(&g_cs[v], REC_CS_USER, &src, 0, &err) < 0) {
+      fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
+      return 1;
+    }
+    im->start(core[v], g_cs[v], mono);
   }
-  g_cs = cs;
-  rec_ts_entry_start(core, cs, mono);
   for (int i = 0; i < B.threads; i++) {
     worker_t *w = &B.w[i];
     w->id = i;
@@ -337,39 +389,59 @@ int main(int argc, char **argv) {
     usleep(100000);
     g_ns_per_tick = (double)(mono(NULL) - m0) / (double)(ticks() - k0);
   }
-  int blockno = 0;
-  double (*per)[NSTATES] = calloc((size_t)B.rounds, sizeof *per);
+  int blockno = 0, ncols = NIMPL * NSTATES;
+  double (*per)[2 * NSTATES] = calloc((size_t)B.rounds, sizeof *per);
   for (int r = -2; r < B.rounds; r++) { /* two rounds of warm-up */
-    for (int j = 0; j < NSTATES; j++) {
-      int s = (j + (r + 2)) % NSTATES;
-      double v = run_block(s, &blockno);
-      if (r >= 0) per[r][s] = v;
+    for (int j = 0; j < ncols; j++) {
+      int col = (j + (r + 2)) % ncols;
+      double x = run_block(col / NSTATES, col % NSTATES, &blockno);
+      if (r >= 0) per[r][col] = x;
     }
   }
   atomic_store(&B.go, -1);
   for (int i = 0; i < B.threads; i++) pthread_join(B.w[i].th, NULL);
-  rec_ts_entry_bench(REC_TS_BENCH_FULL);
-  rec_core_stop(core);
-  rec_core_stats_t st;
-  rec_core_stats(core, &st);
-  rec_ts_entry_start(NULL, NULL, mono);
-  rec_core_destroy(core);
-  unlink(out);
+  uint64_t lost = 0;
+  rec_core_stats_t st[2];
+  for (int v = 0; v < NIMPL; v++) {
+    const impl_t *im = &impls[v];
+    im->bench(REC_TS_BENCH_FULL);
+    im->core_stop(core[v]);
+    im->stats(core[v], &st[v]);
+    im->start(NULL, NULL, mono);
+    im->destroy(core[v]);
+    lost += st[v].ring_drops + im->lost();
+    char path[4200];
+    snprintf(path, sizeof path, "%s.%s", out, im->name);
+    unlink(path);
+  }
 
   double *d = calloc((size_t)B.rounds, sizeof *d), m, lo, hi;
-  for (int r = 0; r < B.rounds; r++) d[r] = per[r][IDLE];
-  med_ci(d, B.rounds, &m, &lo, &hi);
-  printf("%s threads=%d sites=%s evict=%dKiBx%d code=%d gap=%dns rounds=%d block=%d: idle %.1f ns/entry", B.inside ? "inside" : "cpu", B.threads,
-         sites ? "fake8" : "none", B.evict_kib, B.touch, B.code, B.gap_ns, B.rounds, B.block, m);
-  for (int s = ENTRIES; s <= SITES; s++) {
-    for (int r = 0; r < B.rounds; r++) d[r] = per[r][s] - per[r][IDLE];
+  printf("%s threads=%d sites=%s evict=%dKiBx%d code=%d gap=%dns rounds=%d block=%d:", B.inside ? "inside" : "cpu",
+         B.threads, sites ? "fake8" : "none", B.evict_kib, B.touch, B.code, B.gap_ns, B.rounds, B.block);
+  for (int v = 0; v < NIMPL; v++) {
+    for (int r = 0; r < B.rounds; r++) d[r] = per[r][v * NSTATES + IDLE];
     med_ci(d, B.rounds, &m, &lo, &hi);
-    printf("; %s %+.1f [%.1f, %.1f]", state_name[s], m, lo, hi);
+    printf("%s %s: idle %.1f ns/entry", v ? ";" : "", impls[v].name, m);
+    for (int s2 = ENTRIES; s2 <= SITES; s2++) {
+      for (int r = 0; r < B.rounds; r++) d[r] = per[r][v * NSTATES + s2] - per[r][v * NSTATES + IDLE];
+      med_ci(d, B.rounds, &m, &lo, &hi);
+      printf(", %s %+.1f [%.1f, %.1f]", state_name[s2], m, lo, hi);
+    }
+    for (int r = 0; r < B.rounds; r++) d[r] = per[r][v * NSTATES + SITES] - per[r][v * NSTATES + ENTRIES];
+    med_ci(d, B.rounds, &m, &lo, &hi);
+    printf(", callsite %+.1f [%.1f, %.1f]", m, lo, hi);
   }
-  for (int r = 0; r < B.rounds; r++) d[r] = per[r][SITES] - per[r][ENTRIES];
-  med_ci(d, B.rounds, &m, &lo, &hi);
-  printf("; callsite %+.1f [%.1f, %.1f] ns/entry; events written %llu, lost %llu\n", m, lo, hi, (unsigned long long)st.written, (unsigned long long)(st.ring_drops + rec_ts_entry_lost()));
-  rec_callsites_destroy(cs);
+  if (NIMPL == 2) { /* new - old, each over its own idle, paired within a round */
+    for (int s2 = ENTRIES; s2 <= SITES; s2++) {
+      for (int r = 0; r < B.rounds; r++)
+        d[r] = (per[r][s2] - per[r][IDLE]) - (per[r][NSTATES + s2] - per[r][NSTATES + IDLE]);
+      med_ci(d, B.rounds, &m, &lo, &hi);
+      printf("; new-old %s %+.1f [%.1f, %.1f]", state_name[s2], m, lo, hi);
+    }
+  }
+  printf(" ns/entry; events written %llu, lost %llu\n", (unsigned long long)(st[0].written + (NIMPL == 2 ? st[1].written : 0)),
+         (unsigned long long)lost);
+  for (int v = 0; v < NIMPL; v++) impls[v].cs_destroy(g_cs[v]);
   for (int i = 0; i < B.threads; i++) free(B.w[i].buf);
   free(per);
   free(d);
