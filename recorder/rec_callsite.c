@@ -24,6 +24,12 @@
 #include <string.h>
 #include <uthash.h>
 
+/* Hot and cold: an allocation's walk in the steady state is cache hits only, so the hit paths
+ * stay small and together (.text.hot, with the streamed entry's code) and the misses, which
+ * format text and take the mutex, are out of line. */
+#define HOT __attribute__((hot))
+#define COLD __attribute__((cold, noinline))
+
 #define MAX_DEPTH 256    /* frames walked at most */
 #define STACK_FRAMES 64  /* frames written in a stack-mode string */
 #define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
@@ -110,7 +116,7 @@ static void tcache_free(void *p) {
 
 static void tkey_make(void) { g_tkey_ok = pthread_key_create(&g_tkey, tcache_free) == 0; }
 
-static tcache_t *tcache_slow(void) {
+static COLD tcache_t *tcache_slow(void) {
   pthread_once(&g_tkey_once, tkey_make);
   tcache_t *t = calloc(1, sizeof *t);
   if (t && g_tkey_ok) pthread_setspecific(g_tkey, t);
@@ -282,11 +288,17 @@ static int same_key(const key_t_ *x, const key_t_ *y) {
   return x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
+static COLD class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t ident);
+
 /* The code object's slot, classified: library code or the program's. Cached per thread by
  * (address, identity). */
-static class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t ident) {
+static inline class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t ident) {
   class_slot_t *s = &t->cls[((uint64_t)(uintptr_t)code >> 4) % TLS_CLASS];
-  if (s->code == code && s->ident == ident && s->serial == c->serial) return s;
+  if (__builtin_expect(s->code == code && s->ident == ident && s->serial == c->serial, 1)) return s;
+  return classify_miss(c, s, code, ident);
+}
+
+static class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t ident) {
   char file[FILE_MAX], name[NAME_MAX_];
   int lib = 1; /* unreadable: not the program's frame */
   if (c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name))
@@ -312,10 +324,18 @@ static size_t frame_text(rec_callsites_t *c, const void *code, int lasti, char *
 /* Under mu: the id of key k, made by text_of() on a miss. */
 typedef size_t (*text_fn)(rec_callsites_t *c, const void *arg, char *buf, size_t n);
 
-static uint32_t lookup_or_make(rec_callsites_t *c, tcache_t *t, const key_t_ *k, text_fn make,
-                               const void *arg) {
+static COLD uint32_t lookup_miss(rec_callsites_t *c, id_slot_t *s, const key_t_ *k, text_fn make,
+                                 const void *arg);
+
+static inline uint32_t lookup_or_make(rec_callsites_t *c, tcache_t *t, const key_t_ *k, text_fn make,
+                                      const void *arg) {
   id_slot_t *s = id_slot(t, k);
-  if (s->serial == c->serial && same_key(&s->k, k)) return s->id;
+  if (__builtin_expect(s->serial == c->serial && same_key(&s->k, k), 1)) return s->id;
+  return lookup_miss(c, s, k, make, arg);
+}
+
+static uint32_t lookup_miss(rec_callsites_t *c, id_slot_t *s, const key_t_ *k, text_fn make,
+                            const void *arg) {
   atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
   pthread_mutex_lock(&c->mu);
   kentry_t *e;
@@ -349,7 +369,7 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
   return frame_text(c, f->code, f->lasti, buf, n);
 }
 
-static uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
+static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   uint64_t first_ident = 0;
@@ -426,7 +446,7 @@ static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
   return lookup_or_make(c, t, &k, make_stack, &st);
 }
 
-uint32_t rec_callsites_capture(rec_callsites_t *c) {
+HOT uint32_t rec_callsites_capture(rec_callsites_t *c) {
   if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
   tcache_t *t = tcache();
   if (!t) return 0;
