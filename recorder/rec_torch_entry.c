@@ -47,13 +47,14 @@ static _Alignas(64) struct {
  * clock and the address of its last free_requested, whose free_completed, when it is the
  * thread's next entry (no stream-event wait), takes the same time without reading the clock
  * again: the clock's last reading. */
-static _Thread_local _Alignas(64) struct {
+typedef struct thread_block {
   rec_tclock_t clock;
   uint64_t freed_addr;
 #if !REC_TCLOCK_TICKS
   uint64_t last; /* the last time read (the counter clock keeps its own) */
 #endif
-} T;
+} thread_block_t;
+static _Thread_local _Alignas(64) thread_block_t T;
 
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx)) {
   S.now = now_ns;
@@ -61,21 +62,21 @@ void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns
   atomic_store_explicit(&S.core, core, memory_order_release);
 }
 
-static uint64_t entry_time(void) {
+static uint64_t entry_time(thread_block_t *t) {
   if (!S.now) return 0;
 #if REC_TCLOCK_TICKS
-  return rec_tclock_read_inline(&T.clock, rec_tclock_ticks(), S.now, NULL);
+  return rec_tclock_read_inline(&t->clock, rec_tclock_ticks(), S.now, NULL);
 #else
-  return T.last = S.now(NULL);
+  return t->last = S.now(NULL);
 #endif
 }
 
 /* The time entry_time() gave last on this thread. */
-static uint64_t last_time(void) {
+static uint64_t last_time(const thread_block_t *t) {
 #if REC_TCLOCK_TICKS
-  return T.clock.last;
+  return t->clock.last;
 #else
-  return T.last;
+  return t->last;
 #endif
 }
 
@@ -108,8 +109,13 @@ __attribute__((hot)) void rec_ts_entry(const void *functor, const void *entry) {
   ev.kind = S.kind_of[action];
   /* the thread's entry before was this block's free_requested: its time (any other entry in
    * between, and the free_completed reads the clock) */
-  ev.ts_ns = action == REC_TE_FREE_COMPLETED && T.freed_addr == addr && addr ? last_time() : entry_time();
-  T.freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
+  /* one look-up of the thread's block: in a shared library each is a call of __tls_get_addr,
+   * which the compiler would otherwise repeat at every use rather than keep the address (4 calls
+   * per entry seen); the empty asm makes the address a value it must keep */
+  thread_block_t *t = &T;
+  __asm__("" : "+r"(t));
+  ev.ts_ns = action == REC_TE_FREE_COMPLETED && t->freed_addr == addr && addr ? last_time(t) : entry_time(t);
+  t->freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
   ev.flags = GMT_F_TORCH_STREAM;

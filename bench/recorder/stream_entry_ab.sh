@@ -8,6 +8,8 @@
 # OLD_REV must have rec_torch_entry.c (the tracker body as a library). Example (bench/RESULTS.md):
 #   bash bench/recorder/stream_entry_ab.sh 81c8ee3 --rounds 40 --block 500 --evict 32768 \
 #        --touch 2048 --code 2048 --inside --sites
+# AB_SHARED=1: each build's recorder code linked as a shared library (-fPIC), as in
+# libgpumem_inject.so, where each thread-local access is a call of __tls_get_addr.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: stream_entry_ab.sh OLD_REV [bench args]" >&2; exit 2; }
 OLD=$1
@@ -24,21 +26,33 @@ BIN=bazel-out/k8-opt/bin
 CFLAGS="-O2 -DNDEBUG -g0 -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -fno-omit-frame-pointer -ffunction-sections -fdata-sections -fstack-protector"
 mkdir -p "$W/old"
 git archive "$OLD" recorder base formats | tar -x -C "$W/old"
-objs=()
-for f in rec_core rec_devmem rec_find rec_frameworks rec_prov rec_ring rec_callsite rec_owner rec_pyframe rec_tclock rec_torch_entry; do
-  gcc $CFLAGS -iquote "$W/old" -c "$W/old/recorder/$f.c" -o "$W/o_$f.o"
-  objs+=("$W/o_$f.o")
-done
-ld -r -o "$W/old.o" "${objs[@]}"
+PIC=
+[ "${AB_SHARED:-0}" = 1 ] && PIC=-fPIC
+build() { # SRCROOT OUT.o: the recorder files of one build, relocatable
+  local objs=() f
+  for f in rec_core rec_devmem rec_find rec_frameworks rec_prov rec_ring rec_callsite rec_owner rec_pyframe rec_tclock rec_torch_entry; do
+    gcc $CFLAGS $PIC -iquote "$1" -c "$1/recorder/$f.c" -o "$2.$f.o"
+    objs+=("$2.$f.o")
+  done
+  ld -r -o "$2" "${objs[@]}"
+}
+build "$W/old" "$W/old.o"
 nm -g --defined-only "$W/old.o" | awk '{print $3" old_"$3}' >"$W/syms"
 objcopy --redefine-syms="$W/syms" "$W/old.o"
 gcc $CFLAGS -DSTREAM_AB -iquote . -c bench/recorder/stream_entry_bench.c -o "$W/ab.o"
-new=()
-for lib in rec_core rec_callsite rec_tclock rec_torch_entry; do
-  for o in "$BIN/recorder/_objs/$lib"/*.o; do [[ $o == *.pic.o ]] || new+=("$o"); done
-done
 shared=()
 for o in "$BIN"/base/_objs/base/*.o "$BIN"/formats/_objs/gmt/*.o; do [[ $o == *.pic.o ]] || shared+=("$o"); done
-gcc -o "$W/ab" "$W/ab.o" "$W/old.o" "${new[@]}" "${shared[@]}" -lzstd -lm -ldl -lpthread
+if [ -n "$PIC" ]; then
+  build . "$W/new.o"
+  gcc -shared -o "$W/libold.so" "$W/old.o" -lpthread -ldl
+  gcc -shared -o "$W/libnew.so" "$W/new.o" -lpthread -ldl
+  gcc -o "$W/ab" "$W/ab.o" -L"$W" -Wl,-rpath,"$W" -lnew -lold -Wl,--no-as-needed "${shared[@]}" -rdynamic -lzstd -lm -ldl -lpthread
+else
+  new=()
+  for lib in rec_core rec_callsite rec_tclock rec_torch_entry; do
+    for o in "$BIN/recorder/_objs/$lib"/*.o; do [[ $o == *.pic.o ]] || new+=("$o"); done
+  done
+  gcc -o "$W/ab" "$W/ab.o" "$W/old.o" "${new[@]}" "${shared[@]}" -lzstd -lm -ldl -lpthread
+fi
 echo "stream_entry_ab: new = the working tree, old = $(git rev-parse --short "$OLD")"
 "$W/ab" --out "$W/trace.gmt" "$@"
