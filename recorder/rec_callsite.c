@@ -30,6 +30,8 @@
 #define HOT __attribute__((hot))
 #define COLD __attribute__((cold, noinline))
 
+static uint64_t mix(uint64_t x);
+
 #define MAX_DEPTH 256    /* frames walked at most */
 #define STACK_FRAMES 64  /* frames written in a stack-mode string */
 #define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
@@ -61,6 +63,7 @@ struct rec_callsites {
   rec_pyframes_t src;
   int has_src;
   uint64_t serial; /* tells this table's entries in the per-thread caches from another's */
+  uint64_t serial_mix; /* mix(serial): what class slots mix their keys with */
   unsigned max_strings;
   unsigned max_keys;
   pthread_mutex_t mu;
@@ -85,15 +88,18 @@ typedef struct id_slot {
 } id_slot_t;
 
 /* Per code object: library or program, and for program code the last instruction seen and its
- * id, so a frame that allocates from the same line as last time costs one lookup. */
+ * id, so a frame that allocates from the same line as last time costs one lookup. Keyed by the
+ * code object's address and its stamp (rec_pyframes_t.stamp: fields of its first cache line), so
+ * a library frame of the walk reads that line only; the program's frame, whose id is taken, is
+ * checked against its full identity too. 32 bytes: a slot never straddles two lines. */
 typedef struct class_slot {
   const void *code;
-  uint64_t ident;
-  uint64_t serial;
-  int library;
-  int lasti;
-  uint32_t id;
+  uint64_t stamp; /* the source's stamp, mixed with the table's serial */
+  uint64_t ident; /* program code: its identity when id was cached, mixed with the serial */
+  int32_t lasti;  /* program code: the instruction id is for (-2: none yet) */
+  uint32_t id_lib; /* id << 1 | library */
 } class_slot_t;
+_Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 
 /* The per-thread caches live on the heap behind one TLS pointer (one __tls_get_addr per
  * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
@@ -189,6 +195,7 @@ gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
   c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
   c->max_keys = c->max_strings * 2;
   c->serial = atomic_fetch_add(&g_serial, 1);
+  c->serial_mix = mix(c->serial);
   /* ids 1..max_strings, plus one for "[other]" */
   c->strs = calloc((size_t)c->max_strings + 2, sizeof *c->strs);
   if (!c->strs) {
@@ -288,23 +295,23 @@ static int same_key(const key_t_ *x, const key_t_ *y) {
   return x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
-static COLD class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t ident);
+static COLD class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t key);
 
 /* The code object's slot, classified: library code or the program's. Cached per thread by
- * (address, identity). */
-static inline class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t ident) {
+ * (address, stamp). */
+static inline class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t stamp) {
   class_slot_t *s = &t->cls[((uint64_t)(uintptr_t)code >> 4) % TLS_CLASS];
-  if (__builtin_expect(s->code == code && s->ident == ident && s->serial == c->serial, 1)) return s;
-  return classify_miss(c, s, code, ident);
+  uint64_t key = stamp ^ c->serial_mix;
+  if (__builtin_expect(s->code == code && s->stamp == key, 1)) return s;
+  return classify_miss(c, s, code, key);
 }
 
-static class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t ident) {
+static class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t key) {
   char file[FILE_MAX], name[NAME_MAX_];
   int lib = 1; /* unreadable: not the program's frame */
   if (c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name))
     lib = rec_cs_is_library(file);
-  *s = (class_slot_t){.code = code, .ident = ident, .serial = c->serial, .library = lib,
-                      .lasti = -2, .id = 0};
+  *s = (class_slot_t){.code = code, .stamp = key, .ident = 0, .lasti = -2, .id_lib = (uint32_t)lib};
   return s;
 }
 
@@ -372,31 +379,30 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
 static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
-  uint64_t first_ident = 0;
   int depth = 0;
   for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
     const void *code = s->code(s->ctx, f);
     if (!code) continue;
-    uint64_t ident = s->ident(s->ctx, code);
     if (!first) {
       first = code;
       first_frame = f;
-      first_ident = ident;
     }
-    class_slot_t *cl = classify(c, t, code, ident);
-    if (cl->library) continue;
+    class_slot_t *cl = classify(c, t, code, s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code));
+    if (cl->id_lib & 1) continue;
+    uint64_t ident = s->ident(s->ctx, code);
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
-    if (cl->lasti == one.lasti && cl->id) return cl->id;
+    if (cl->lasti == one.lasti && cl->ident == (ident ^ c->serial_mix) && (cl->id_lib >> 1)) return cl->id_lib >> 1;
     key_t_ k = {(uint64_t)(uintptr_t)code, ident, one.lasti};
     uint32_t id = lookup_or_make(c, t, &k, make_one, &one);
     cl->lasti = one.lasti;
-    cl->id = id;
+    cl->ident = ident ^ c->serial_mix;
+    cl->id_lib = id << 1;
     return id;
   }
   if (!first) return 0;
   /* no frame of the program: the innermost one (a library's own work, e.g. an optimizer) */
   one_frame_t one = {first, s->lasti(s->ctx, first_frame, first)};
-  key_t_ k = {(uint64_t)(uintptr_t)first, first_ident, one.lasti};
+  key_t_ k = {(uint64_t)(uintptr_t)first, s->ident(s->ctx, first), one.lasti};
   return lookup_or_make(c, t, &k, make_one, &one);
 }
 

@@ -10,6 +10,8 @@
 #        --touch 2048 --code 2048 --inside --sites
 # AB_SHARED=1: each build's recorder code linked as a shared library (-fPIC), as in
 # libgpumem_inject.so, where each thread-local access is a call of __tls_get_addr.
+# AB_PY=1: both builds and the bench in one shared library that python3 loads
+# (stream_entry_py.py): the callsites read from real CPython frames (--python), one thread.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: stream_entry_ab.sh OLD_REV [bench args]" >&2; exit 2; }
 OLD=$1
@@ -27,7 +29,7 @@ CFLAGS="-O2 -DNDEBUG -g0 -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -fno-omit-f
 mkdir -p "$W/old"
 git archive "$OLD" recorder base formats | tar -x -C "$W/old"
 PIC=
-[ "${AB_SHARED:-0}" = 1 ] && PIC=-fPIC
+[ "${AB_SHARED:-0}" = 1 ] || [ "${AB_PY:-0}" = 1 ] && PIC=-fPIC
 build() { # SRCROOT OUT.o: the recorder files of one build, relocatable
   local objs=() f
   for f in rec_core rec_devmem rec_find rec_frameworks rec_prov rec_ring rec_callsite rec_owner rec_pyframe rec_tclock rec_torch_entry; do
@@ -39,10 +41,18 @@ build() { # SRCROOT OUT.o: the recorder files of one build, relocatable
 build "$W/old" "$W/old.o"
 nm -g --defined-only "$W/old.o" | awk '{print $3" old_"$3}' >"$W/syms"
 objcopy --redefine-syms="$W/syms" "$W/old.o"
-gcc $CFLAGS -DSTREAM_AB -iquote . -c bench/recorder/stream_entry_bench.c -o "$W/ab.o"
+gcc $CFLAGS $PIC -DSTREAM_AB ${AB_PY:+-DSTREAM_LIB} -iquote . -c bench/recorder/stream_entry_bench.c -o "$W/ab.o"
 shared=()
 for o in "$BIN"/base/_objs/base/*.o "$BIN"/formats/_objs/gmt/*.o; do [[ $o == *.pic.o ]] || shared+=("$o"); done
-if [ -n "$PIC" ]; then
+if [ "${AB_PY:-0}" = 1 ]; then
+  build . "$W/new.o"
+  pics=()
+  for o in "$BIN"/base/_objs/base/*.pic.o "$BIN"/formats/_objs/gmt/*.pic.o; do pics+=("$o"); done
+  gcc -shared -o "$W/libab.so" "$W/ab.o" "$W/old.o" "$W/new.o" "${pics[@]}" -lzstd -lm -ldl -lpthread
+  echo "stream_entry_ab: new = the working tree, old = $(git rev-parse --short "$OLD"), in python3"
+  python3 bench/recorder/stream_entry_py.py "$W/libab.so" --out "$W/trace.gmt" "$@"
+  exit
+elif [ -n "$PIC" ]; then
   build . "$W/new.o"
   gcc -shared -o "$W/libold.so" "$W/old.o" -lpthread -ldl
   gcc -shared -o "$W/libnew.so" "$W/new.o" -lpthread -ldl

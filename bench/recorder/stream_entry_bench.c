@@ -23,6 +23,8 @@
  * code from the instruction cache and L2, as PyTorch's and Python's code does in a step).
  * --gap NS: and spins NS between allocations (the rest of a step's work: keeps the rate of entries
  * within what the writer thread drains, as in a real job, ~1-2 M entries/s at most).
+ * --python (with STREAM_LIB, loaded by stream_entry_py.py): the callsites from this process's
+ * CPython (rec_pyframe.c, the real frame reader), the one worker being the calling thread.
  * --sites: each alloc reads a callsite from a fake 8-frame Python stack (7 library frames, then
  * the program's), through rec_callsites_capture as in a real run; without it, a Python-less
  * caller (no callsite).
@@ -211,7 +213,7 @@ typedef struct worker {
 } worker_t;
 
 static struct {
-  int threads, rounds, block, evict_kib, touch, gap_ns, inside, code;
+  int threads, rounds, block, evict_kib, touch, gap_ns, inside, code, python;
   _Atomic int go;   /* block number the workers are to run */
   _Atomic int done; /* workers finished with the current block */
   worker_t w[8];
@@ -290,9 +292,15 @@ static void *worker_main(void *arg) {
 static double run_block(int v, int s, int *blockno) {
   g_im = &impls[v];
   for (int k = 0; k < NIMPL; k++) impls[k].bench(k == v ? state_mode[s] : REC_TS_BENCH_IGNORE);
-  atomic_store(&B.done, 0);
-  atomic_store(&B.go, ++*blockno);
-  while (atomic_load(&B.done) < B.threads) usleep(20);
+  if (B.python) { /* the one worker is the calling thread: the one with Python frames */
+    uint64_t c0 = cpu_now();
+    one_block(&B.w[0]);
+    B.w[0].cpu_ns = cpu_now() - c0;
+  } else {
+    atomic_store(&B.done, 0);
+    atomic_store(&B.go, ++*blockno);
+    while (atomic_load(&B.done) < B.threads) usleep(20);
+  }
   uint64_t n = 0, cpu = 0, tk = 0;
   for (int i = 0; i < B.threads; i++) {
     n += B.w[i].entries;
@@ -317,7 +325,12 @@ static void med_ci(double *v, int n, double *m, double *lo, double *hi) {
   *hi = v[n - 1 - k];
 }
 
+#ifdef STREAM_LIB
+int stream_entry_bench_main(int argc, char **argv);
+int stream_entry_bench_main(int argc, char **argv) {
+#else
 int main(int argc, char **argv) {
+#endif
   B.threads = 1;
   B.rounds = 30;
   B.block = 20000;
@@ -335,10 +348,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--sites")) sites = 1;
     else if (!strcmp(argv[i], "--inside")) B.inside = 1;
+    else if (!strcmp(argv[i], "--python")) B.python = sites = 1;
     else {
       fprintf(stderr, "stream_entry_bench: error: unknown argument '%s'\n", argv[i]);
       return 2;
     }
+  }
+  if (B.python && B.threads != 1) {
+    fprintf(stderr, "stream_entry_bench: error: --python runs one worker, the calling thread\n");
+    return 2;
   }
   if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0 || B.code < 0) {
     fprintf(stderr, "stream_entry_bench: error: --threads 1..8, --rounds >= 3, --block >= 64\n");
@@ -370,6 +388,11 @@ int main(int argc, char **argv) {
     im->gpu_ready(core[v]);
     g_cs[v] = NULL;
     rec_pyframes_t src = {NULL, f_top, f_back, f_code, f_lasti, f_line, f_ident, f_text};
+    char why[256];
+    if (B.python && !rec_pyframes_cpython(&src, why, sizeof why)) {
+      fprintf(stderr, "stream_entry_bench: error: --python: %s\n", why);
+      return 1;
+    }
     if (sites && im->cs_create(&g_cs[v], REC_CS_USER, &src, 0, &err) < 0) {
       fprintf(stderr, "stream_entry_bench: error: %s\n", err.msg);
       return 1;
@@ -382,7 +405,7 @@ int main(int argc, char **argv) {
     w->next_addr = (uint64_t)(i + 1) << 40;
     w->buf_lines = (size_t)B.evict_kib * 1024 / 64;
     w->buf = w->buf_lines ? calloc(w->buf_lines, 64) : NULL;
-    pthread_create(&w->th, NULL, worker_main, w);
+    if (!B.python) pthread_create(&w->th, NULL, worker_main, w);
   }
   {
     uint64_t m0 = mono(NULL), k0 = ticks();
@@ -399,7 +422,7 @@ int main(int argc, char **argv) {
     }
   }
   atomic_store(&B.go, -1);
-  for (int i = 0; i < B.threads; i++) pthread_join(B.w[i].th, NULL);
+  for (int i = 0; i < B.threads && !B.python; i++) pthread_join(B.w[i].th, NULL);
   uint64_t lost = 0;
   rec_core_stats_t st[2];
   for (int v = 0; v < NIMPL; v++) {
@@ -417,7 +440,7 @@ int main(int argc, char **argv) {
 
   double *d = calloc((size_t)B.rounds, sizeof *d), m, lo, hi;
   printf("%s threads=%d sites=%s evict=%dKiBx%d code=%d gap=%dns rounds=%d block=%d:", B.inside ? "inside" : "cpu",
-         B.threads, sites ? "fake8" : "none", B.evict_kib, B.touch, B.code, B.gap_ns, B.rounds, B.block);
+         B.threads, B.python ? "python" : sites ? "fake8" : "none", B.evict_kib, B.touch, B.code, B.gap_ns, B.rounds, B.block);
   for (int v = 0; v < NIMPL; v++) {
     for (int r = 0; r < B.rounds; r++) d[r] = per[r][v * NSTATES + IDLE];
     med_ci(d, B.rounds, &m, &lo, &hi);
@@ -445,5 +468,6 @@ int main(int argc, char **argv) {
   for (int i = 0; i < B.threads; i++) free(B.w[i].buf);
   free(per);
   free(d);
+  fflush(stdout);
   return 0;
 }
