@@ -37,6 +37,7 @@ static uint64_t mix(uint64_t x);
 #define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
 #define TLS_IDS 512      /* per-thread cache of (key) -> id, direct mapped */
 #define TLS_CLASS 256    /* per-thread cache of code object -> library or program */
+#define TLS_DEPTH 32     /* per-thread cache of the last walk's classes by depth */
 #define MAX_BYTES (64u << 20) /* bytes of all strings at most (stack mode's are long) */
 #define FILE_MAX 512
 #define NAME_MAX_ 256
@@ -105,9 +106,18 @@ _Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
  * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
  * that would mark the whole library STATIC_TLS, and a dlopen() fails once the loader's small
  * static TLS reserve is used up by other libraries. Freed at thread exit. */
+/* The last walk's code object at each depth and its class: the next walk, through the same
+ * library functions (module.__call__, forward, ...), finds them on a few consecutive lines
+ * instead of one hashed class slot per frame. key: the class slot's key, its low bit the class. */
+typedef struct depth_slot {
+  const void *code;
+  uint64_t key;
+} depth_slot_t;
+
 typedef struct tcache {
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
+  depth_slot_t depth[TLS_DEPTH];
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
@@ -387,7 +397,12 @@ static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
       first = code;
       first_frame = f;
     }
-    class_slot_t *cl = classify(c, t, code, s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code));
+    uint64_t stamp = s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code);
+    uint64_t key = (stamp ^ c->serial_mix) | 1;
+    depth_slot_t *ds = depth < TLS_DEPTH ? &t->depth[depth] : NULL;
+    if (ds && ds->code == code && (ds->key | 1) == key && (ds->key & 1)) continue; /* library */
+    class_slot_t *cl = classify(c, t, code, stamp);
+    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1)};
     if (cl->id_lib & 1) continue;
     uint64_t ident = s->ident(s->ctx, code);
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
