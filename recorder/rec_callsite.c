@@ -14,7 +14,10 @@
  * the frame source reads frames as plain memory (see rec_pyframe.c for why that is safe).
  * Code objects freed and reallocated at the same address: keys carry the code object's
  * identity (its filename and name objects and first line, rec_pyframes_t.ident), so a new code
- * object at an old address misses instead of taking the old one's string. */
+ * object at an old address misses instead of taking the old one's string. Whether a code object
+ * is library code is cached by a cheaper stamp (rec_pyframes_t.stamp: words of its first 64
+ * bytes, which the walk reads anyway), so a library frame costs its frame's line and its code
+ * object's first line: in a training step the recorder's lines are cold at each allocation. */
 #include "recorder/rec_callsite.h"
 
 #include <pthread.h>
