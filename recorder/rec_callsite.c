@@ -14,7 +14,10 @@
  * the frame source reads frames as plain memory (see rec_pyframe.c for why that is safe).
  * Code objects freed and reallocated at the same address: keys carry the code object's
  * identity (its filename and name objects and first line, rec_pyframes_t.ident), so a new code
- * object at an old address misses instead of taking the old one's string. */
+ * object at an old address misses instead of taking the old one's string. Whether a code object
+ * is library code is cached by a cheaper stamp (rec_pyframes_t.stamp: words of its first 64
+ * bytes, which the walk reads anyway), so a library frame costs its frame's line and its code
+ * object's first line: in a training step the recorder's lines are cold at each allocation. */
 #include "recorder/rec_callsite.h"
 
 #include <pthread.h>
@@ -24,11 +27,20 @@
 #include <string.h>
 #include <uthash.h>
 
+/* Hot and cold: an allocation's walk in the steady state is cache hits only, so the hit paths
+ * stay small and together (.text.hot, with the streamed entry's code) and the misses, which
+ * format text and take the mutex, are out of line. */
+#define HOT __attribute__((hot))
+#define COLD __attribute__((cold, noinline))
+
+static uint64_t mix(uint64_t x);
+
 #define MAX_DEPTH 256    /* frames walked at most */
 #define STACK_FRAMES 64  /* frames written in a stack-mode string */
 #define STACK_TEXT 8192  /* bytes of a stack-mode string at most */
 #define TLS_IDS 512      /* per-thread cache of (key) -> id, direct mapped */
 #define TLS_CLASS 256    /* per-thread cache of code object -> library or program */
+#define TLS_DEPTH 32     /* per-thread cache of the last walk's classes by depth */
 #define MAX_BYTES (64u << 20) /* bytes of all strings at most (stack mode's are long) */
 #define FILE_MAX 512
 #define NAME_MAX_ 256
@@ -55,6 +67,7 @@ struct rec_callsites {
   rec_pyframes_t src;
   int has_src;
   uint64_t serial; /* tells this table's entries in the per-thread caches from another's */
+  uint64_t serial_mix; /* mix(serial): what class slots mix their keys with */
   unsigned max_strings;
   unsigned max_keys;
   pthread_mutex_t mu;
@@ -79,23 +92,35 @@ typedef struct id_slot {
 } id_slot_t;
 
 /* Per code object: library or program, and for program code the last instruction seen and its
- * id, so a frame that allocates from the same line as last time costs one lookup. */
+ * id, so a frame that allocates from the same line as last time costs one lookup. Keyed by the
+ * code object's address and its stamp (rec_pyframes_t.stamp: fields of its first cache line), so
+ * a library frame of the walk reads that line only; the program's frame, whose id is taken, is
+ * checked against its full identity too. 32 bytes: a slot never straddles two lines. */
 typedef struct class_slot {
   const void *code;
-  uint64_t ident;
-  uint64_t serial;
-  int library;
-  int lasti;
-  uint32_t id;
+  uint64_t stamp; /* the source's stamp, mixed with the table's serial */
+  uint64_t ident; /* program code: its identity when id was cached, mixed with the serial */
+  int32_t lasti;  /* program code: the instruction id is for (-2: none yet) */
+  uint32_t id_lib; /* id << 1 | library */
 } class_slot_t;
+_Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 
 /* The per-thread caches live on the heap behind one TLS pointer (one __tls_get_addr per
  * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
  * that would mark the whole library STATIC_TLS, and a dlopen() fails once the loader's small
  * static TLS reserve is used up by other libraries. Freed at thread exit. */
+/* The last walk's code object at each depth and its class: the next walk, through the same
+ * library functions (module.__call__, forward, ...), finds them on a few consecutive lines
+ * instead of one hashed class slot per frame. key: the class slot's key, its low bit the class. */
+typedef struct depth_slot {
+  const void *code;
+  uint64_t key;
+} depth_slot_t;
+
 typedef struct tcache {
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
+  depth_slot_t depth[TLS_DEPTH];
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
@@ -110,7 +135,7 @@ static void tcache_free(void *p) {
 
 static void tkey_make(void) { g_tkey_ok = pthread_key_create(&g_tkey, tcache_free) == 0; }
 
-static tcache_t *tcache_slow(void) {
+static COLD tcache_t *tcache_slow(void) {
   pthread_once(&g_tkey_once, tkey_make);
   tcache_t *t = calloc(1, sizeof *t);
   if (t && g_tkey_ok) pthread_setspecific(g_tkey, t);
@@ -183,6 +208,7 @@ gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
   c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
   c->max_keys = c->max_strings * 2;
   c->serial = atomic_fetch_add(&g_serial, 1);
+  c->serial_mix = mix(c->serial);
   /* ids 1..max_strings, plus one for "[other]" */
   c->strs = calloc((size_t)c->max_strings + 2, sizeof *c->strs);
   if (!c->strs) {
@@ -282,17 +308,23 @@ static int same_key(const key_t_ *x, const key_t_ *y) {
   return x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
+static COLD class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t key);
+
 /* The code object's slot, classified: library code or the program's. Cached per thread by
- * (address, identity). */
-static class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t ident) {
+ * (address, stamp). */
+static inline class_slot_t *classify(rec_callsites_t *c, tcache_t *t, const void *code, uint64_t stamp) {
   class_slot_t *s = &t->cls[((uint64_t)(uintptr_t)code >> 4) % TLS_CLASS];
-  if (s->code == code && s->ident == ident && s->serial == c->serial) return s;
+  uint64_t key = stamp ^ c->serial_mix;
+  if (__builtin_expect(s->code == code && s->stamp == key, 1)) return s;
+  return classify_miss(c, s, code, key);
+}
+
+static class_slot_t *classify_miss(rec_callsites_t *c, class_slot_t *s, const void *code, uint64_t key) {
   char file[FILE_MAX], name[NAME_MAX_];
   int lib = 1; /* unreadable: not the program's frame */
   if (c->src.text(c->src.ctx, code, file, sizeof file, name, sizeof name))
     lib = rec_cs_is_library(file);
-  *s = (class_slot_t){.code = code, .ident = ident, .serial = c->serial, .library = lib,
-                      .lasti = -2, .id = 0};
+  *s = (class_slot_t){.code = code, .stamp = key, .ident = 0, .lasti = -2, .id_lib = (uint32_t)lib};
   return s;
 }
 
@@ -312,10 +344,18 @@ static size_t frame_text(rec_callsites_t *c, const void *code, int lasti, char *
 /* Under mu: the id of key k, made by text_of() on a miss. */
 typedef size_t (*text_fn)(rec_callsites_t *c, const void *arg, char *buf, size_t n);
 
-static uint32_t lookup_or_make(rec_callsites_t *c, tcache_t *t, const key_t_ *k, text_fn make,
-                               const void *arg) {
+static COLD uint32_t lookup_miss(rec_callsites_t *c, id_slot_t *s, const key_t_ *k, text_fn make,
+                                 const void *arg);
+
+static inline uint32_t lookup_or_make(rec_callsites_t *c, tcache_t *t, const key_t_ *k, text_fn make,
+                                      const void *arg) {
   id_slot_t *s = id_slot(t, k);
-  if (s->serial == c->serial && same_key(&s->k, k)) return s->id;
+  if (__builtin_expect(s->serial == c->serial && same_key(&s->k, k), 1)) return s->id;
+  return lookup_miss(c, s, k, make, arg);
+}
+
+static uint32_t lookup_miss(rec_callsites_t *c, id_slot_t *s, const key_t_ *k, text_fn make,
+                            const void *arg) {
   atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
   pthread_mutex_lock(&c->mu);
   kentry_t *e;
@@ -349,34 +389,38 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
   return frame_text(c, f->code, f->lasti, buf, n);
 }
 
-static uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
+static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
-  uint64_t first_ident = 0;
   int depth = 0;
   for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
     const void *code = s->code(s->ctx, f);
     if (!code) continue;
-    uint64_t ident = s->ident(s->ctx, code);
     if (!first) {
       first = code;
       first_frame = f;
-      first_ident = ident;
     }
-    class_slot_t *cl = classify(c, t, code, ident);
-    if (cl->library) continue;
+    uint64_t stamp = s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code);
+    uint64_t key = (stamp ^ c->serial_mix) | 1;
+    depth_slot_t *ds = depth < TLS_DEPTH ? &t->depth[depth] : NULL;
+    if (ds && ds->code == code && (ds->key | 1) == key && (ds->key & 1)) continue; /* library */
+    class_slot_t *cl = classify(c, t, code, stamp);
+    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1)};
+    if (cl->id_lib & 1) continue;
+    uint64_t ident = s->ident(s->ctx, code);
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
-    if (cl->lasti == one.lasti && cl->id) return cl->id;
+    if (cl->lasti == one.lasti && cl->ident == (ident ^ c->serial_mix) && (cl->id_lib >> 1)) return cl->id_lib >> 1;
     key_t_ k = {(uint64_t)(uintptr_t)code, ident, one.lasti};
     uint32_t id = lookup_or_make(c, t, &k, make_one, &one);
     cl->lasti = one.lasti;
-    cl->id = id;
+    cl->ident = ident ^ c->serial_mix;
+    cl->id_lib = id << 1;
     return id;
   }
   if (!first) return 0;
   /* no frame of the program: the innermost one (a library's own work, e.g. an optimizer) */
   one_frame_t one = {first, s->lasti(s->ctx, first_frame, first)};
-  key_t_ k = {(uint64_t)(uintptr_t)first, first_ident, one.lasti};
+  key_t_ k = {(uint64_t)(uintptr_t)first, s->ident(s->ctx, first), one.lasti};
   return lookup_or_make(c, t, &k, make_one, &one);
 }
 
@@ -426,7 +470,7 @@ static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
   return lookup_or_make(c, t, &k, make_stack, &st);
 }
 
-uint32_t rec_callsites_capture(rec_callsites_t *c) {
+HOT uint32_t rec_callsites_capture(rec_callsites_t *c) {
   if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
   tcache_t *t = tcache();
   if (!t) return 0;

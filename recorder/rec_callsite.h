@@ -40,6 +40,10 @@ typedef struct rec_pyframes {
   uint64_t (*ident)(void *ctx, const void *code);
   /* filename and function name of code, NUL-terminated and truncated; 0 if unreadable */
   int (*text)(void *ctx, const void *code, char *file, size_t nfile, char *name, size_t nname);
+  /* Optional (NULL: ident): a cheaper identity from the code object's first cache line, which
+   * the walk reads anyway; it keys the library-or-program cache, so the library frames of a walk
+   * never read further into their code objects. */
+  uint64_t (*stamp)(void *ctx, const void *code);
 } rec_pyframes_t;
 
 /* The CPython of this process (dlsym in the global scope; libpython is never linked): 1 and *out

@@ -30,6 +30,7 @@
 #include <uthash.h>
 
 #include "recorder/rec_core.h"
+#include "recorder/rec_ring.h"
 
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
@@ -60,14 +61,15 @@ struct rec_core {
   rec_config_t cfg;
   char *path, *manifest;
   rec_hooks_t hooks;
-  rec_ring_t *ring;
   pthread_t thread;
   int thread_started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
 
-  /* read by every push: a cache line of their own, written only when the recording stops */
-  _Alignas(64) _Atomic int stop_req;
+  /* read by every push: a cache line of their own, written only when the recording stops (the
+   * ring's address with them: a push reads this line and the ring's head line) */
+  _Alignas(64) rec_ring_t *ring;
+  _Atomic int stop_req;
   _Atomic int done;     /* writer thread finished (closed or failed) */
   _Atomic int failed;
   _Atomic int gpu_ready;
@@ -505,6 +507,13 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
     i--;
   }
   return dropped;
+}
+
+__attribute__((hot)) int rec_core_push_entry(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns) {
+  if (!atomic_load_explicit(&c->failed, memory_order_relaxed) &&
+      !atomic_load_explicit(&c->done, memory_order_relaxed) && rec_ring_push_inline(c->ring, ev) == 0)
+    return 0;
+  return rec_core_push_batch(c, ev, 1, max_wait_ns) ? -1 : 0; /* full: wait there */
 }
 
 void rec_core_add_dropped(rec_core_t *c, uint64_t n) { atomic_fetch_add(&c->src_drops, n); }

@@ -93,6 +93,9 @@ int rec_core_push(rec_core_t *c, const gmt_event_t *ev);
 /* For a source's own delivery thread (CUPTI's buffer callback): waits up to max_wait_ns for
  * room before dropping. Returns how many were dropped. */
 size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint64_t max_wait_ns);
+/* rec_core_push_batch of one event, for a source's hot path (PyTorch's allocator trace, one call
+ * per entry): the ring's push inline, the wait out of line. 0, or -1 if it was dropped. */
+int rec_core_push_entry(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns);
 /* Records the source lost (CUPTI dropped count); they go into the next chunk. */
 void rec_core_add_dropped(rec_core_t *c, uint64_t n);
 /* The source saw a GPU context: the header can be filled now. */

@@ -40,18 +40,19 @@ typedef struct layout {
   int fr_owner;          /* offset of `owner`, -1 if none */
   size_t co_firstlineno, co_filename, co_name;
   size_t str_data;       /* sizeof(PyASCIIObject) */
+  size_t st_a, st_b, st_c; /* three immutable words in the code object's first 64 bytes (stamp) */
 } layout_t;
 
 static const layout_t layouts[] = {
     /* 3.10: Include/cpython/pystate.h, frameobject.h, code.h */
-    {10, 1, 24, 0, 1, 32, 24, 96, -1, 40, 104, 112, 48},
+    {10, 1, 24, 0, 1, 32, 24, 96, -1, 40, 104, 112, 48, 16, 48, 56}, /* argcounts, co_code, co_consts */
     /* 3.11: _ts.cframe, _PyCFrame.current_frame, _PyInterpreterFrame.{f_code,previous,prev_instr,
      * owner} (checked against /usr/include/python3.11/internal/pycore_frame.h) */
-    {11, 0, 56, 8, 0, 32, 48, 56, 69, 72, 112, 120, 48},
+    {11, 0, 56, 8, 0, 32, 48, 56, 69, 72, 112, 120, 48, 16, 24, 32}, /* ob_size, co_consts, co_names */
     /* 3.12: _PyCFrame lost use_tracing; _PyInterpreterFrame starts with f_code */
-    {12, 0, 56, 0, 0, 0, 8, 56, 70, 68, 112, 120, 40},
+    {12, 0, 56, 0, 0, 0, 8, 56, 70, 68, 112, 120, 40, 16, 24, 32},
     /* 3.13: ts->current_frame, _PyInterpreterFrame.{f_executable,previous,instr_ptr,owner} */
-    {13, 1, 72, 0, 0, 0, 8, 56, 70, 68, 112, 120, 40},
+    {13, 1, 72, 0, 0, 0, 8, 56, 70, 68, 112, 120, 40, 16, 24, 32},
 };
 
 #define OWNED_BY_CSTACK 3 /* 3.12+: a shim frame of the C stack, no code of the program */
@@ -70,7 +71,7 @@ static struct {
 
 /* ---- the source's functions ------------------------------------------------------------------ */
 
-static const void *frame_top(void *ctx) {
+__attribute__((hot)) static const void *frame_top(void *ctx) {
   if (!P.initialized()) return NULL;
   const void *ts = P.this_thread();
   if (!ts) return NULL;
@@ -79,16 +80,16 @@ static const void *frame_top(void *ctx) {
   return cf ? AT(cf, P.L.cframe_current, const void *) : NULL;
 }
 
-static const void *frame_back(void *ctx, const void *f) { return AT(f, P.L.fr_back, const void *); }
+__attribute__((hot)) static const void *frame_back(void *ctx, const void *f) { return AT(f, P.L.fr_back, const void *); }
 
-static const void *frame_code(void *ctx, const void *f) {
+__attribute__((hot)) static const void *frame_code(void *ctx, const void *f) {
   if (P.L.frame_object && TYPE_OF(f) != P.frame_type) return NULL;
   if (P.L.fr_owner >= 0 && AT(f, (size_t)P.L.fr_owner, char) == OWNED_BY_CSTACK) return NULL;
   const void *co = AT(f, P.L.fr_code, const void *);
   return co && TYPE_OF(co) == P.code_type ? co : NULL;
 }
 
-static int frame_lasti(void *ctx, const void *f, const void *code) {
+__attribute__((hot)) static int frame_lasti(void *ctx, const void *f, const void *code) {
   if (P.L.frame_object) return AT(f, P.L.fr_instr, int) * 2; /* f_lasti counts code units */
   const char *ip = AT(f, P.L.fr_instr, const char *);
   long off = ip - ((const char *)code + P.code_base);
@@ -100,11 +101,19 @@ static int frame_line(void *ctx, const void *code, int lasti) {
   return P.addr2line(code, lasti); /* < 0: the first line */
 }
 
-static uint64_t code_ident(void *ctx, const void *code) {
+__attribute__((hot)) static uint64_t code_ident(void *ctx, const void *code) {
   uint64_t fn = (uint64_t)(uintptr_t)AT(code, P.L.co_filename, const void *);
   uint64_t nm = (uint64_t)(uintptr_t)AT(code, P.L.co_name, const void *);
   uint64_t first = (uint64_t)(uint32_t)AT(code, P.L.co_firstlineno, int);
   return fn * 0x9E3779B97F4A7C15ull ^ nm * 0xC2B2AE3D27D4EB4Full ^ first;
+}
+
+/* The code object's stamp: words of its first 64 bytes (where its type, checked on every frame,
+ * already is), immutable for its life: its size and its constants' and names' tuples (3.11+),
+ * its argument counts, bytecode and constants (3.10). */
+__attribute__((hot)) static uint64_t code_stamp(void *ctx, const void *code) {
+  uint64_t a = AT(code, P.L.st_a, uint64_t), b = AT(code, P.L.st_b, uint64_t), c = AT(code, P.L.st_c, uint64_t);
+  return a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full ^ c * 0x165667B19E3779F9ull;
 }
 
 /* A str object's UTF-8 into buf: compact ASCII strings (nearly every file and function name) from
@@ -209,6 +218,6 @@ int rec_pyframes_cpython(rec_pyframes_t *out, char *why, size_t nwhy) {
   if (!probe(why, nwhy)) return 0;
   *out = (rec_pyframes_t){.top = frame_top, .back = frame_back, .code = frame_code,
                           .lasti = frame_lasti, .line = frame_line, .ident = code_ident,
-                          .text = code_text};
+                          .text = code_text, .stamp = code_stamp};
   return 1;
 }

@@ -12,20 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recorder/rec_core.h"
-
-typedef struct slot {
-  _Atomic uint64_t seq;
-  gmt_event_t ev;
-} slot_t;
-
-struct rec_ring {
-  slot_t *slots;
-  uint64_t mask;
-  /* head and tail on separate cache lines: producers hammer head, the consumer owns tail */
-  _Alignas(64) _Atomic uint64_t head;
-  _Alignas(64) uint64_t tail;
-};
+#include "recorder/rec_ring.h"
 
 gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
   size_t cap = 2;
@@ -34,7 +21,7 @@ gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
   if (!r) return gm_err_set(err, GM_ERR_NOMEM, "event ring: out of memory");
   memset(r, 0, sizeof *r);
   /* one slot per cache line (an event is 56 bytes, its sequence 8): a push touches one line */
-  _Static_assert(sizeof(slot_t) == 64, "a ring slot fills one cache line");
+  _Static_assert(sizeof(rec_slot_t) == 64, "a ring slot fills one cache line");
   r->slots = aligned_alloc(64, cap * sizeof *r->slots);
   if (!r->slots) {
     free(r);
@@ -43,6 +30,8 @@ gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
   memset(r->slots, 0, cap * sizeof *r->slots);
   for (size_t i = 0; i < cap; i++) atomic_init(&r->slots[i].seq, i);
   r->mask = cap - 1;
+  r->cslots = r->slots;
+  r->cmask = r->mask;
   atomic_init(&r->head, 0);
   r->tail = 0;
   *out = r;
@@ -59,37 +48,16 @@ size_t rec_ring_capacity(const rec_ring_t *r) { return (size_t)r->mask + 1; }
 
 uint64_t rec_ring_pushed(rec_ring_t *r) { return atomic_load_explicit(&r->head, memory_order_relaxed); }
 
-int rec_ring_push(rec_ring_t *r, const gmt_event_t *ev) {
-  uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
-  slot_t *s;
-  for (;;) {
-    s = &r->slots[pos & r->mask];
-    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-    int64_t dif = (int64_t)(seq - pos);
-    if (dif == 0) {
-      /* the slot is free for this lap: claim the position */
-      if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_relaxed,
-                                                memory_order_relaxed))
-        break;
-    } else if (dif < 0) {
-      return -1; /* the consumer has not freed this slot yet: full */
-    } else {
-      pos = atomic_load_explicit(&r->head, memory_order_relaxed);
-    }
-  }
-  s->ev = *ev;
-  atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-  return 0;
-}
+int rec_ring_push(rec_ring_t *r, const gmt_event_t *ev) { return rec_ring_push_inline(r, ev); }
 
 size_t rec_ring_pop(rec_ring_t *r, gmt_event_t *out, size_t cap) {
   size_t n = 0;
   while (n < cap) {
-    slot_t *s = &r->slots[r->tail & r->mask];
+    rec_slot_t *s = &r->cslots[r->tail & r->cmask];
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
     if (seq != r->tail + 1) break; /* empty, or a producer has claimed but not yet published */
     out[n++] = s->ev;
-    atomic_store_explicit(&s->seq, r->tail + r->mask + 1, memory_order_release);
+    atomic_store_explicit(&s->seq, r->tail + r->cmask + 1, memory_order_release);
     r->tail++;
   }
   return n;

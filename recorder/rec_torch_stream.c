@@ -24,132 +24,32 @@
  *     allocator's entry in the slot must then point into libc10_cuda.so;
  *   - the std::function is built by hand in libstdc++'s layout (the Itanium C++ ABI that torch's
  *     wheels use): 16 bytes of stored functor, a manager, an invoker. Ours stores nothing; the
- *     manager clones and destroys nothing; the invoker is on_entry. Passed by value, a
+ *     manager clones and destroys nothing; the invoker is rec_ts_entry. Passed by value, a
  *     std::function goes as the address of a temporary the caller owns;
- *   - TraceEntry is read at the offsets of torch 2.11's layout (c10/core/CachingDeviceAllocator.h:
- *     int action_, int8 device_, size_t addr_ at 8, a shared_ptr context_ at 16, void *stream_ at
- *     32, size_t size_ at 40): rec_torch_stream_known() lists the releases checked.
+ *   - TraceEntry is read at the offsets of torch 2.11's layout (rec_torch_entry.h, REC_TE_*):
+ *     rec_torch_stream_known() lists the releases checked.
  * Anything not as expected (a library not loaded, a symbol missing, no such slot, a torch not
  * listed) returns -1 with the reason, and gpurec's sitecustomize falls back to the history and
  * says so. Nothing here calls into PyTorch after the attach. */
 #include "recorder/rec_torch_stream.h"
 
-#include "recorder/rec_tclock.h"
-
 #include <dlfcn.h>
 #include <link.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-/* ---- TraceEntry (torch 2.11) ------------------------------------------------------------- */
-
-enum { TE_ALLOC, TE_FREE_REQUESTED, TE_FREE_COMPLETED, TE_SEGMENT_ALLOC, TE_SEGMENT_FREE,
-       TE_SEGMENT_MAP, TE_SEGMENT_UNMAP, TE_SNAPSHOT, TE_OOM, TE_ACTIONS };
-
-#define TE_OFF_ACTION 0
-#define TE_OFF_DEVICE 4
-#define TE_OFF_ADDR 8
-#define TE_OFF_STREAM 32
-#define TE_OFF_SIZE 40
+/* Each entry's work is rec_torch_entry.c's (rec_ts_entry: the std::function's invoker). */
 
 int rec_torch_stream_known(const char *v) {
   /* "2.11.0+cu130", "2.11.1", ...: the major.minor whose header was read */
   return v && strncmp(v, "2.11", 4) == 0 && (v[4] == 0 || v[4] == '.' || v[4] == '+');
 }
 
-/* The history's action -> the event kind gpurec import makes of it (snap_import.c action_kind);
- * 0: not an event (a snapshot call). */
-static const uint8_t kind_of[TE_ACTIONS] = {
-    [TE_ALLOC] = GMT_EV_ALLOC,
-    [TE_FREE_REQUESTED] = GMT_EV_FREE_REQUESTED,
-    [TE_FREE_COMPLETED] = GMT_EV_FREE,
-    [TE_SEGMENT_ALLOC] = GMT_EV_SEGMENT_ALLOC,
-    [TE_SEGMENT_FREE] = GMT_EV_SEGMENT_FREE,
-    [TE_SEGMENT_MAP] = GMT_EV_VMM_MAP,
-    [TE_SEGMENT_UNMAP] = GMT_EV_VMM_UNMAP,
-    [TE_SNAPSHOT] = 0,
-    [TE_OOM] = GMT_EV_ALLOC_FAILED,
-};
+static int attached;
 
-static struct {
-  _Atomic(rec_core_t *) core;
-  rec_callsites_t *cs; /* NULL: requests without callsites */
-  uint64_t (*now)(void *);
-  _Atomic uint64_t lost;
-  _Atomic int bench; /* rec_torch_stream_bench: REC_TS_BENCH_* */
-  int attached;
-} S;
+uint64_t rec_torch_stream_lost(void) { return rec_ts_entry_lost(); }
 
-/* How long an allocating thread waits for room in the recorder's ring before an entry is lost:
- * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
-#define REC_TS_MAX_WAIT_NS 100000000ull
-
-/* ---- the entries' clock: rec_tclock.c, one per thread ---------------------------------------- */
-
-/* Per thread, in one block (a thread-local access in a shared library is a call): its clock and
- * its last free_requested, whose free_completed, when it is the thread's next entry (no
- * stream-event wait), takes the same time without reading the clock again. */
-static _Thread_local struct {
-  rec_tclock_t clock;
-  uint64_t freed_addr, freed_ts;
-} T;
-
-static uint64_t entry_time(void) {
-  if (!S.now) return 0;
-  if (!REC_TCLOCK_TICKS) return S.now(NULL);
-  return rec_tclock_read(&T.clock, rec_tclock_ticks(), S.now, NULL);
-}
-
-static void on_entry(const void *functor, const void *entry) {
-  (void)functor;
-  rec_core_t *core = atomic_load_explicit(&S.core, memory_order_acquire);
-  if (!core) return;
-  int bench = atomic_load_explicit(&S.bench, memory_order_relaxed);
-  if (bench == REC_TS_BENCH_IGNORE) return;
-  const unsigned char *te = entry;
-  int32_t action;
-  int8_t device;
-  uint64_t addr, size;
-  void *stream;
-  memcpy(&action, te + TE_OFF_ACTION, sizeof action);
-  memcpy(&device, te + TE_OFF_DEVICE, sizeof device);
-  memcpy(&addr, te + TE_OFF_ADDR, sizeof addr);
-  memcpy(&stream, te + TE_OFF_STREAM, sizeof stream);
-  memcpy(&size, te + TE_OFF_SIZE, sizeof size);
-  if (action < 0 || action >= TE_ACTIONS || !kind_of[action] || device < 0) return;
-  gmt_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = kind_of[action];
-  /* the thread's entry before was this block's free_requested: its time (any other entry in
-   * between, and the free_completed reads the clock) */
-  ev.ts_ns = action == TE_FREE_COMPLETED && T.freed_addr == addr && addr ? T.freed_ts : entry_time();
-  T.freed_addr = action == TE_FREE_REQUESTED ? addr : 0;
-  T.freed_ts = ev.ts_ns;
-  ev.device = (uint16_t)device;
-  ev.mem_kind = GMT_MEM_DEVICE;
-  ev.flags = GMT_F_TORCH_STREAM;
-  ev.size = size;
-  ev.stream = (uint64_t)(uintptr_t)stream;
-  ev.callsite = GMT_NO_STRING;
-  /* the request's line of code, read here on the allocating thread (rec_callsite.c: a cache
-   * lookup once the line has been seen): one event carries both, no second hook or note */
-  if (action == TE_ALLOC && S.cs && bench != REC_TS_BENCH_NO_SITES) ev.callsite = rec_callsites_capture(S.cs);
-  if (action == TE_OOM) {
-    ev.corr_id = addr; /* an OOM's addr_ is the device's free bytes: the merge takes it from here */
-  } else {
-    ev.addr = addr;
-  }
-  if (rec_core_push_batch(core, &ev, 1, REC_TS_MAX_WAIT_NS))
-    atomic_fetch_add_explicit(&S.lost, 1, memory_order_relaxed);
-}
-
-uint64_t rec_torch_stream_lost(void) { return atomic_load(&S.lost); }
-
-int rec_torch_stream_bench(int mode) {
-  if (!S.attached || mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_NO_SITES) return -1;
-  return atomic_exchange(&S.bench, mode);
-}
+int rec_torch_stream_bench(int mode) { return attached ? rec_ts_entry_bench(mode) : -1; }
 
 /* ---- std::function<void(const TraceEntry&)>, libstdc++'s layout ---------------------------- */
 
@@ -224,7 +124,7 @@ static int find_slot(void *const *vtable, void *method) {
 
 int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx),
                             const char *torch_version, const char *c10_obj, const char *torch_obj, char *why, size_t nwhy) {
-  if (S.attached) return 0;
+  if (attached) return 0;
   if (!core) {
     snprintf(why, nwhy, "nothing is recorded");
     return -1;
@@ -265,15 +165,13 @@ int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*no
       snprintf(why, nwhy, "the allocator in use is not PyTorch's native caching allocator "
                           "(slot %d of its vtable is outside %s)", slot, fc.path);
     } else {
-      S.now = now_ns;
-      S.cs = cs;
-      atomic_store_explicit(&S.core, core, memory_order_release);
-      std_function_t fn = {{NULL, NULL}, fn_manager, on_entry};
+      rec_ts_entry_start(core, cs, now_ns);
+      std_function_t fn = {{NULL, NULL}, fn_manager, rec_ts_entry};
       void (*attach)(void *self, std_function_t *tracker);
       memcpy(&attach, &target, sizeof attach); /* a code address read from a vtable */
       attach(obj, &fn);
       if (fn.manager) fn.manager(&fn, &fn, FN_DESTROY); /* the caller's temporary, moved from or not */
-      S.attached = 1;
+      attached = 1;
       rc = 0;
     }
   }

@@ -8,6 +8,7 @@
 
 #include "recorder/rec_callsite.h"
 #include "recorder/rec_core.h"
+#include "recorder/rec_torch_entry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,10 +44,8 @@ int rec_torch_stream_attach(rec_core_t *core, rec_callsites_t *cs, uint64_t (*no
 /* Entries lost so far (the recorder's ring stayed full past the wait). */
 uint64_t rec_torch_stream_lost(void);
 
-/* For benchmarks only (tests/gpu/rec_inproc_bench.py, through gpumem_bench_stream): what the
- * tracker does with each entry, to price each part in one process. Returns the previous mode,
- * -1 if not attached or mode unknown. */
-enum { REC_TS_BENCH_FULL = 0, REC_TS_BENCH_IGNORE = 1, REC_TS_BENCH_NO_SITES = 2 };
+/* For benchmarks only (tests/gpu/stream_cost.py, through gpumem_bench_stream): rec_ts_entry_bench
+ * (REC_TS_BENCH_*), -1 if not attached. */
 int rec_torch_stream_bench(int mode);
 
 #ifdef __cplusplus
