@@ -323,7 +323,8 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
   uint64_t remaining = b->size - size;
   int small_rule = remaining >= PT_MIN_BLOCK;
   int large_rule = (size < p->conf.max_split_size) & (remaining > PT_SMALL_SIZE);
-  return (b->small | (p->conf.expandable_segments != 0)) ? small_rule : large_rule;
+  int sel = b->small | (p->conf.expandable_segments != 0);
+  return (small_rule & sel) | (large_rule & (sel ^ 1)); /* GCC makes a branch of a ?: here */
 }
 
 /* The remainder of a split (b, its front just cut off) back into its pool. When b was found in
@@ -375,9 +376,9 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
                       a.size, a.alloc_size, stream);
   }
   pt_block_t *b = a.block;
-  int split = should_split(p, b, a.size);
-  if (a.in_tree && !split) pt_free_remove(p, b);
-  if (split) {
+  if (!should_split(p, b, a.size)) {
+    if (a.in_tree) pt_free_remove(p, b);
+  } else {
     pt_block_t *nb = pt_block_new(p);
     if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
     nb->addr = b->addr;
@@ -385,7 +386,8 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     nb->stream = b->stream;
     pt_block_attach(nb, b->seg);
     nb->prev = b->prev;
-    if (nb->prev) nb->prev->next = nb;
+    pt_block_t sink, *before = nb->prev ? nb->prev : &sink; /* a select, not a branch */
+    before->next = nb;
     nb->next = b;
     b->prev = nb;
     b->addr += a.size;
@@ -402,36 +404,44 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   return GM_OK;
 }
 
-/* try_merge_blocks for free_block: as pt_try_merge, but the first free neighbour absorbed is
- * left in the free set (*slot) for b to take its place. Returns 1 if src was absorbed. */
-static uint64_t merge_keep(rp_policy_t *p, pt_block_t *dst, pt_block_t *src, pt_block_t **slot) {
-  if (!src || src->allocated || src->mapped != dst->mapped) return 0;
-  if (*slot || !src->mapped) return pt_try_merge(p, dst, src);
-  if (dst->prev == src) {
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  *slot = src;
-  return 1;
-}
+/* The neighbour a segment's end has: never free, so a merge test needs no NULL test. */
+static const pt_block_t segment_end = {.allocated = 1};
 
-/* free_block: merge with free neighbours (previous first, then next), back into the pool.
- * Most frees merge with a neighbour: the merged block (same stream, larger size than that
- * neighbour) takes the neighbour's place in the free set (pt_bins_replace: its tree node when
- * the order allows) instead of a remove and an insert. */
+/* free_block: merge with free neighbours (previous first, then next: try_merge_blocks), back
+ * into the pool. b is live, hence mapped: a neighbour merges when it is free and mapped. Both
+ * tests are computed before any branch (the next block is free in most frees of a trace, the
+ * previous in few). Most frees merge: the first neighbour absorbed (slot) is left in the free
+ * set and the merged block (same stream, larger size) takes its place there
+ * (pt_bins_replace: its tree node when the order allows) instead of a remove and an insert. */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   b->in_hash = 0; /* the address API took its node out of p->live already */
   b->allocated = 0;
   b->where = PT_IN_NONE;
   p->allocated_bytes -= b->size;
-  pt_block_t *slot = NULL;
-  p->st.merges += merge_keep(p, b, b->prev, &slot);
-  p->st.merges += merge_keep(p, b, b->next, &slot);
+  pt_block_t *pv = b->prev, *nx = b->next, *slot = NULL;
+  const pt_block_t *end = &segment_end;
+  __asm__("" : "+r"(end)); /* its fields unknown to GCC: no branch on NULL to fold them in */
+  const pt_block_t *pq = pv ? pv : end, *nq = nx ? nx : end;
+  unsigned pf = (pq->allocated == 0) & (pq->mapped == 1), nf = (nq->allocated == 0) & (nq->mapped == 1);
+  p->st.merges += pf + nf;
+  if (pf) {
+    b->addr = pv->addr;
+    b->size += pv->size;
+    b->prev = pv->prev;
+    if (b->prev) b->prev->next = b;
+    slot = pv;
+  }
+  if (nf) {
+    b->size += nx->size;
+    b->next = nx->next;
+    if (b->next) b->next->prev = b;
+    if (slot) {
+      pt_free_remove(p, nx);
+      pt_block_put(p, nx);
+    } else {
+      slot = nx;
+    }
+  }
   if (slot) {
     pt_pool_t *pool = pt_pool_of(p, slot);
     if (pt_bins_replace(&pool->free, slot, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");

@@ -62,7 +62,8 @@ static inline uint32_t pt_bins_class(uint64_t size) {
   uint64_t x = size >> 9;
   uint32_t e = 63u - (uint32_t)__builtin_clzll(x | 8u);
   uint32_t log_lin = 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
-  return x < 16 ? (uint32_t)x : log_lin;
+  uint32_t big = -(uint32_t)(x >= 16); /* a mask: GCC turns a ?: here back into a branch */
+  return (log_lin & big) | ((uint32_t)x & ~big);
 }
 
 #endif /* PT_BINS_H */
