@@ -384,7 +384,9 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     nb->addr = b->addr;
     nb->size = a.size;
     nb->stream = b->stream;
-    pt_block_attach(nb, b->seg);
+    nb->seg = b->seg; /* pt_block_attach, with b's copies of the segment's flags (no seg load) */
+    nb->small = b->small;
+    nb->expandable = b->expandable;
     nb->prev = b->prev;
     pt_block_t sink, *before = nb->prev ? nb->prev : &sink; /* a select, not a branch */
     before->next = nb;
