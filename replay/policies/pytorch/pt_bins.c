@@ -165,10 +165,20 @@ static inline int link_bin(pt_bgroup_t *g, pt_block_t *b, uint32_t k) {
   struct pt_bin_tree **roots = &g->roots[k / PT_BINS_CHUNK];
   if (!*roots && !(*roots = calloc(PT_BINS_CHUNK, sizeof **roots))) return -1; /* zeroed: empty trees */
   struct pt_bin_tree *t = bin_of(g, k);
-  if (RB_EMPTY(t)) {
+  pt_block_t *r = RB_ROOT(t);
+  if (!r) {
     RB_LEFT(b, rb) = RB_RIGHT(b, rb) = RB_PARENT(b, rb) = NULL;
     RB_COLOR(b, rb) = RB_BLACK;
     RB_ROOT(t) = b;
+  } else if (alone(r)) {
+    /* the second block of a bin, most of the rest: a red child of the (black) root, as
+     * RB_INSERT leaves it (no recolouring under a black parent); its side without a branch */
+    RB_LEFT(b, rb) = RB_RIGHT(b, rb) = NULL;
+    RB_PARENT(b, rb) = r;
+    RB_COLOR(b, rb) = RB_RED;
+    int right = (b->size > r->size) | ((b->size == r->size) & (b->addr > r->addr));
+    pt_block_t **side = right ? &RB_RIGHT(r, rb) : &RB_LEFT(r, rb);
+    *side = b;
   } else {
     RB_INSERT(pt_bin_tree, t, b);
   }
