@@ -14,6 +14,7 @@ typedef struct job {
   const char *spec;
   const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
   size_t n_evs;
+  const rp_addr_ids_t *ids; /* evs' address numbers (replayed over them when ids->evs is evs), or NULL */
   uint64_t total_memory;
   int external_sync; /* rp_engine_set_external_sync for this trace */
   int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */

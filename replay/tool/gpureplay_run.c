@@ -229,9 +229,11 @@ static void run_job(job_t *j, pool_t *p) {
     if (j->evs) {
       /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
       size_t step = j->cfg->stop_at_oom ? 8192 : 65536;
+      const rp_addr_ids_t *ids = j->ids && j->ids->evs == j->evs && j->ids->n == j->n_evs ? j->ids : NULL;
+      if (ids) j->st = rp_engine_use_ids(e, ids, err);
       for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += step) {
         size_t k = j->n_evs - i < step ? j->n_evs - i : step;
-        j->st = rp_engine_feed(e, j->evs + i, k, err);
+        j->st = rp_engine_feed_ids(e, j->evs + i, ids ? ids->id + i : NULL, k, err);
         if (p) atomic_fetch_add(&p->events, k);
         if (j->cfg->stop_at_oom && rp_engine_ooms(e)) break;
       }
@@ -286,6 +288,7 @@ void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *sp
   j->vmm_requests = info->vmm_requests;
   j->count_other = gr_count_other(cfg, info);
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
+  j->ids = NULL;
   j->dep = -1;
   j->res = res;
 }
@@ -434,9 +437,15 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
   p.n = n;
+  /* Events in memory replayed more than once: their addresses numbered once for all the
+   * replays (rp_addr_ids_t; without, host memory short, each replay hashes them itself). */
+  rp_addr_ids_t ids;
+  gm_err_t ids_err;
+  int have_ids = evs && (size_t)n + more > 1 && rp_addr_ids_build(evs, n_evs, &ids, &ids_err) == GM_OK;
   for (int i = 0; i < n; i++) {
     grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
+    if (have_ids) p.jobs[i].ids = &ids;
   }
   /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
    * grids), the range's for every one, the last ones too (most are skipped at once) */
@@ -462,6 +471,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   free(out);
   free(of);
   free(p.jobs);
+  if (have_ids) rp_addr_ids_free(&ids);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);
