@@ -14,6 +14,7 @@
  * is O(log n) in the pool size, and block structs come from a free-list (no malloc once warm). */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "replay/policies/pytorch/pt_internal.h"
 
@@ -30,14 +31,17 @@ int pt_cmp_addr(const pt_block_t *a, const pt_block_t *b) {
   return 0;
 }
 
+_Static_assert(offsetof(pt_block_t, prev) == 64 && sizeof(pt_block_t) == 128, "pt_block_t: two cache lines, the hot one first");
+
 RB_GENERATE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
 
 /* ---- block and segment structs ---- */
 
 pt_block_t *pt_block_new(rp_policy_t *p) {
   if (!p->spare) {
-    pt_slab_t *s = calloc(1, sizeof *s);
+    pt_slab_t *s = aligned_alloc(64, sizeof *s); /* sizeof is a multiple of 64 */
     if (!s) return NULL;
+    memset(s, 0, sizeof *s); /* where = PT_IN_NONE: the slab walks skip spare blocks */
     s->next = p->slabs;
     p->slabs = s;
     for (int i = 255; i >= 0; i--) {
@@ -47,22 +51,23 @@ pt_block_t *pt_block_new(rp_policy_t *p) {
   }
   pt_block_t *b = p->spare;
   p->spare = b->link;
-  /* Field by field, not memset: a 120-byte memset compiles to `rep stos`, whose start-up
-   * cost was 5 % of a replay. hh is set by HASH_ADD when the block goes live. */
+  /* Field by field, not memset: a memset of the block compiled to `rep stos`, whose start-up
+   * cost was 5 % of a replay. grp, bin, gc_base and seq are set where they mean something. */
   b->addr = b->size = b->stream = 0;
   b->rb.rbe_left = b->rb.rbe_right = b->rb.rbe_parent = NULL;
   b->rb.rbe_color = 0;
-  b->allocated = b->where = b->small = b->expandable = b->hash_oom = b->in_hash = 0;
+  b->allocated = b->where = b->small = b->expandable = b->in_hash = 0;
   b->mapped = 1;
-  b->prev = b->next = b->link = b->lprev = b->lnext = NULL;
+  b->prev = b->next = b->link = NULL;
   b->seg = NULL;
   b->grp = NULL;
-  b->gc_base = 0;
   p->n_blocks++;
   return b;
 }
 
 void pt_block_put(rp_policy_t *p, pt_block_t *b) {
+  b->where = PT_IN_NONE; /* the slab walks (release_all, check) take it for a spare */
+  b->allocated = 0;
   b->link = p->spare;
   p->spare = b;
   p->n_blocks--;
@@ -313,10 +318,13 @@ gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err) {
   return s != GM_OK ? s : release_blocks(p, &p->pools[0], err);
 }
 
+/* Both rules, then a select (the pool alternates at random): no branch. */
 static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
   uint64_t remaining = b->size - size;
-  if (b->small || p->conf.expandable_segments) return remaining >= PT_MIN_BLOCK;
-  return size < p->conf.max_split_size && remaining > PT_SMALL_SIZE;
+  int small_rule = remaining >= PT_MIN_BLOCK;
+  int large_rule = (size < p->conf.max_split_size) & (remaining > PT_SMALL_SIZE);
+  int sel = b->small | (p->conf.expandable_segments != 0);
+  return (small_rule & sel) | (large_rule & (sel ^ 1)); /* GCC makes a branch of a ?: here */
 }
 
 /* The remainder of a split (b, its front just cut off) back into its pool. When b was found in
@@ -341,10 +349,10 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   params_t a = {0};
   a.size = rp_pytorch_round_size(&p->conf, orig);
   a.stream = stream;
-  a.pool = &p->pools[a.size <= PT_SMALL_SIZE ? 0 : 1];
-  a.alloc_size = rp_pytorch_allocation_size(&p->conf, a.size);
+  a.pool = &p->pools[a.size > PT_SMALL_SIZE]; /* an index, not a branch: sizes mix both pools */
   int found = get_free_block(p, &a);
   if (!found) {
+    a.alloc_size = rp_pytorch_allocation_size(&p->conf, a.size); /* only a miss needs it */
     if (p->gc_active) {
       gm_status_t s = garbage_collect(p, err);
       if (s != GM_OK) return s;
@@ -368,17 +376,20 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
                       a.size, a.alloc_size, stream);
   }
   pt_block_t *b = a.block;
-  int split = should_split(p, b, a.size);
-  if (a.in_tree && !split) pt_free_remove(p, b);
-  if (split) {
+  if (!should_split(p, b, a.size)) {
+    if (a.in_tree) pt_free_remove(p, b);
+  } else {
     pt_block_t *nb = pt_block_new(p);
     if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
     nb->addr = b->addr;
     nb->size = a.size;
     nb->stream = b->stream;
-    pt_block_attach(nb, b->seg);
+    nb->seg = b->seg; /* pt_block_attach, with b's copies of the segment's flags (no seg load) */
+    nb->small = b->small;
+    nb->expandable = b->expandable;
     nb->prev = b->prev;
-    if (nb->prev) nb->prev->next = nb;
+    pt_block_t sink, *before = nb->prev ? nb->prev : &sink; /* a select, not a branch */
+    before->next = nb;
     nb->next = b;
     b->prev = nb;
     b->addr += a.size;
@@ -389,49 +400,50 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   }
   b->allocated = 1;
   b->where = PT_IN_LIVE;
-  b->lprev = NULL;
-  b->lnext = p->live_list;
-  if (b->lnext) b->lnext->lprev = b;
-  p->live_list = b;
+  b->seq = ++p->seq;
   p->allocated_bytes += b->size;
   *out = b;
   return GM_OK;
 }
 
-/* try_merge_blocks for free_block: as pt_try_merge, but the first free neighbour absorbed is
- * left in the free set (*slot) for b to take its place. Returns 1 if src was absorbed. */
-static uint64_t merge_keep(rp_policy_t *p, pt_block_t *dst, pt_block_t *src, pt_block_t **slot) {
-  if (!src || src->allocated || src->mapped != dst->mapped) return 0;
-  if (*slot || !src->mapped) return pt_try_merge(p, dst, src);
-  if (dst->prev == src) {
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  *slot = src;
-  return 1;
-}
+/* The neighbour a segment's end has: never free, so a merge test needs no NULL test. */
+static const pt_block_t segment_end = {.allocated = 1};
 
-/* free_block: merge with free neighbours (previous first, then next), back into the pool.
- * Most frees merge with a neighbour: the merged block (same stream, larger size than that
- * neighbour) takes the neighbour's place in the free set (pt_bins_replace: its tree node when
- * the order allows) instead of a remove and an insert. */
+/* free_block: merge with free neighbours (previous first, then next: try_merge_blocks), back
+ * into the pool. b is live, hence mapped: a neighbour merges when it is free and mapped. Both
+ * tests are computed before any branch (the next block is free in most frees of a trace, the
+ * previous in few). Most frees merge: the first neighbour absorbed (slot) is left in the free
+ * set and the merged block (same stream, larger size) takes its place there
+ * (pt_bins_replace: its tree node when the order allows) instead of a remove and an insert. */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
-  if (b->in_hash) HASH_DELETE(hh, p->live, b);
-  b->in_hash = 0;
-  if (b->lprev) b->lprev->lnext = b->lnext;
-  else p->live_list = b->lnext;
-  if (b->lnext) b->lnext->lprev = b->lprev;
+  b->in_hash = 0; /* the address API took its node out of p->live already */
   b->allocated = 0;
   b->where = PT_IN_NONE;
   p->allocated_bytes -= b->size;
-  pt_block_t *slot = NULL;
-  p->st.merges += merge_keep(p, b, b->prev, &slot);
-  p->st.merges += merge_keep(p, b, b->next, &slot);
+  pt_block_t *pv = b->prev, *nx = b->next, *slot = NULL;
+  const pt_block_t *end = &segment_end;
+  __asm__("" : "+r"(end)); /* its fields unknown to GCC: no branch on NULL to fold them in */
+  const pt_block_t *pq = pv ? pv : end, *nq = nx ? nx : end;
+  unsigned pf = (pq->allocated == 0) & (pq->mapped == 1), nf = (nq->allocated == 0) & (nq->mapped == 1);
+  p->st.merges += pf + nf;
+  if (pf) {
+    b->addr = pv->addr;
+    b->size += pv->size;
+    b->prev = pv->prev;
+    if (b->prev) b->prev->next = b;
+    slot = pv;
+  }
+  if (nf) {
+    b->size += nx->size;
+    b->next = nx->next;
+    if (b->next) b->next->prev = b;
+    if (slot) {
+      pt_free_remove(p, nx);
+      pt_block_put(p, nx);
+    } else {
+      slot = nx;
+    }
+  }
   if (slot) {
     pt_pool_t *pool = pt_pool_of(p, slot);
     if (pt_bins_replace(&pool->free, slot, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");

@@ -30,7 +30,9 @@ RB_GENERATE_STATIC(pt_bin_tree, pt_block, rb, cmp_bin)
 RB_GENERATE_STATIC(pt_group_tree, pt_bgroup, link, cmp_group)
 
 /* Alone in its bin: no tree walk (most bins hold one block). */
-static inline int alone(const pt_block_t *b) { return !RB_PARENT(b, rb) && !RB_LEFT(b, rb) && !RB_RIGHT(b, rb); }
+static inline int alone(const pt_block_t *b) {
+  return !((uintptr_t)RB_PARENT(b, rb) | (uintptr_t)RB_LEFT(b, rb) | (uintptr_t)RB_RIGHT(b, rb)); /* one branch */
+}
 
 /* Bin k of g; its root array exists (the bin is non-empty, or put made it). */
 static inline struct pt_bin_tree *bin_of(const pt_bgroup_t *g, uint32_t k) {
@@ -156,26 +158,52 @@ pt_block_t *pt_bins_next_in_stream(pt_block_t *b) {
   return k < PT_BINS_N ? RB_MIN(pt_bin_tree, bin_of(b->grp, k)) : NULL;
 }
 
-/* Into group g's bin of b's size (its root array made if need be: -1 when that fails). Most
- * bins hold one block (a remainder or a merged block usually changes bin), so the empty and
- * the one-block tree take a short way: the state RB_INSERT / RB_REMOVE would leave. */
-static int put(pt_bins_t *s, pt_bgroup_t *g, pt_block_t *b) {
-  uint32_t k = pt_bins_class(b->size);
+/* Into bin k of group g (its root array made if need be: -1 when that fails), counts left
+ * alone. Most bins hold one block (a remainder or a merged block usually changes bin), so the
+ * empty tree takes a short way: the state RB_INSERT would leave. */
+static inline int link_bin(pt_bgroup_t *g, pt_block_t *b, uint32_t k) {
   struct pt_bin_tree **roots = &g->roots[k / PT_BINS_CHUNK];
   if (!*roots && !(*roots = calloc(PT_BINS_CHUNK, sizeof **roots))) return -1; /* zeroed: empty trees */
   struct pt_bin_tree *t = bin_of(g, k);
-  if (RB_EMPTY(t)) {
+  pt_block_t *r = RB_ROOT(t);
+  if (!r) {
     RB_LEFT(b, rb) = RB_RIGHT(b, rb) = RB_PARENT(b, rb) = NULL;
     RB_COLOR(b, rb) = RB_BLACK;
     RB_ROOT(t) = b;
+  } else if (alone(r)) {
+    /* the second block of a bin, most of the rest: a red child of the (black) root, as
+     * RB_INSERT leaves it (no recolouring under a black parent); its side without a branch */
+    RB_LEFT(b, rb) = RB_RIGHT(b, rb) = NULL;
+    RB_PARENT(b, rb) = r;
+    RB_COLOR(b, rb) = RB_RED;
+    int right = (b->size > r->size) | ((b->size == r->size) & (b->addr > r->addr));
+    pt_block_t **side = right ? &RB_RIGHT(r, rb) : &RB_LEFT(r, rb);
+    *side = b;
   } else {
     RB_INSERT(pt_bin_tree, t, b);
   }
   rp_sc_set(&g->map, k);
-  g->n++;
-  s->n++;
   b->grp = g;
   b->bin = (uint16_t)k;
+  return 0;
+}
+
+/* Out of its bin, counts left alone (the one-block tree: the state RB_REMOVE would leave). */
+static inline void unlink_bin(pt_block_t *b) {
+  pt_bgroup_t *g = b->grp;
+  struct pt_bin_tree *t = bin_of(g, b->bin);
+  if (alone(b)) {
+    RB_ROOT(t) = NULL;
+    rp_sc_clear(&g->map, b->bin);
+  } else {
+    RB_REMOVE(pt_bin_tree, t, b); /* two blocks or more: the bin stays non-empty */
+  }
+}
+
+static int put(pt_bins_t *s, pt_bgroup_t *g, pt_block_t *b) {
+  if (link_bin(g, b, pt_bins_class(b->size)) != 0) return -1;
+  g->n++;
+  s->n++;
   return 0;
 }
 
@@ -194,12 +222,8 @@ int pt_bins_insert(pt_bins_t *s, pt_block_t *b) {
 
 /* Out of its bin; the group stays (the caller puts a block back or drops the group). */
 static void take_out(pt_bins_t *s, pt_block_t *b) {
-  pt_bgroup_t *g = b->grp;
-  struct pt_bin_tree *t = bin_of(g, b->bin);
-  if (alone(b)) RB_ROOT(t) = NULL;
-  else RB_REMOVE(pt_bin_tree, t, b);
-  if (RB_EMPTY(t)) rp_sc_clear(&g->map, b->bin);
-  g->n--;
+  unlink_bin(b);
+  b->grp->n--;
   s->n--;
 }
 
@@ -217,14 +241,19 @@ void pt_bins_remove(pt_bins_t *s, pt_block_t *b) {
 
 int pt_bins_shrunk(pt_bins_t *s, pt_block_t *b) {
   pt_bgroup_t *g = b->grp;
-  if (pt_bins_class(b->size) == b->bin) {
+  uint32_t k = pt_bins_class(b->size);
+  if (k == b->bin) {
     /* Its key only went down: still in order unless its predecessor in the bin now sorts
      * after it (the in-order sequence, all a search sees, is then what a move would give). */
     pt_block_t *prev = alone(b) ? NULL : RB_PREV(pt_bin_tree, bin_of(g, b->bin), b);
     if (!prev || cmp_bin(prev, b) < 0) return 0;
   }
-  take_out(s, b);
-  return put(s, g, b);
+  unlink_bin(b); /* to another bin of its group: the counts stay */
+  if (link_bin(g, b, k) == 0) return 0;
+  g->n--; /* out of memory: it left the set */
+  s->n--;
+  b->grp = NULL;
+  return -1;
 }
 
 /* b takes old's node (links and colour): the tree keeps its shape, b sits where old sat. */
@@ -240,7 +269,8 @@ static void take_node(struct pt_bin_tree *h, pt_block_t *old, pt_block_t *b) {
 
 int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b) {
   pt_bgroup_t *g = old->grp;
-  if (pt_bins_class(b->size) == old->bin) {
+  uint32_t k = pt_bins_class(b->size);
+  if (k == old->bin) {
     /* b's key is above old's: in order unless old's successor in the bin sorts before it */
     pt_block_t *succ = alone(old) ? NULL : RB_NEXT(pt_bin_tree, bin_of(g, old->bin), old);
     if (!succ || cmp_bin(b, succ) < 0) {
@@ -251,7 +281,10 @@ int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b) {
       return 0;
     }
   }
-  take_out(s, old);
+  unlink_bin(old); /* b takes its place in the counts */
   old->grp = NULL;
-  return put(s, g, b);
+  if (link_bin(g, b, k) == 0) return 0;
+  g->n--; /* out of memory: b is not in the set */
+  s->n--;
+  return -1;
 }

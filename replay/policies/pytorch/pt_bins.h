@@ -54,7 +54,16 @@ typedef struct pt_bins {
   uint64_t n;
 } pt_bins_t;
 
-/* The size class of a size (rp_sizeclass.h, units of torch's 512-byte kMinBlockSize). */
-static inline uint32_t pt_bins_class(uint64_t size) { return rp_sc_class(size, 9); }
+/* The size class of a size: rp_sc_class(size, 9) (units of torch's 512-byte kMinBlockSize),
+ * computed without a branch (sizes below and above 8 KiB alternate at random in a trace, and
+ * every search, insert and move computes a class): both forms, then a select. x | 8 keeps the
+ * shift defined for x < 8, whose result is the first form anyway (pt_bins_test compares). */
+static inline uint32_t pt_bins_class(uint64_t size) {
+  uint64_t x = size >> 9;
+  uint32_t e = 63u - (uint32_t)__builtin_clzll(x | 8u);
+  uint32_t log_lin = 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
+  uint32_t big = -(uint32_t)(x >= 16); /* a mask: GCC turns a ?: here back into a branch */
+  return (log_lin & big) | ((uint32_t)x & ~big);
+}
 
 #endif /* PT_BINS_H */

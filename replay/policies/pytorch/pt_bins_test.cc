@@ -188,6 +188,19 @@ TEST(PtBins, SizeClassIsMonotonic) {
   EXPECT_NE(pt_bins_class(1 << 20), pt_bins_class((1 << 20) + (1 << 17)));
 }
 
+// pt_bins_class is rp_sc_class(size, 9) without its branch: equal on every size (each below
+// 16 MiB in 512-byte steps and odd ones, then powers of two and their neighbours to 2^64 - 1).
+TEST(PtBins, SizeClassIsTheSharedOne) {
+  for (uint64_t sz = 0; sz < (1ull << 24); sz += 512) {
+    ASSERT_EQ(pt_bins_class(sz), rp_sc_class(sz, 9)) << sz;
+    ASSERT_EQ(pt_bins_class(sz + 511), rp_sc_class(sz + 511, 9)) << sz + 511;
+  }
+  for (int e = 24; e < 64; e++)
+    for (uint64_t sz : {(1ull << e) - 1, 1ull << e, (1ull << e) + 1, (1ull << e) + (1ull << (e - 1)) + 12345})
+      ASSERT_EQ(pt_bins_class(sz), rp_sc_class(sz, 9)) << sz;
+  EXPECT_EQ(pt_bins_class(UINT64_MAX), rp_sc_class(UINT64_MAX, 9));
+}
+
 TEST(PtBins, OneStreamAgainstModel) {
   for (uint64_t seed = 1; seed <= 60; seed++) {
     RunProgram(Program{seed, 600, {7}, 0, 40});

@@ -1,7 +1,7 @@
 /* pt_check.c: the invariant walker behind rp_pytorch_ops.check (tests call it after every op).
  *
- * Checked: every block is in exactly the structure its state says (live list and, for the
- * address API, live hash; free tree,
+ * Checked: every block is in exactly the structure its state says (live: found in the slabs,
+ * and for the address API in the live hash; free tree,
  * unmapped tree); blocks of a segment tile it exactly, in address order, with consistent
  * prev/next links; no two neighbours are both free with the same mapped state (they would
  * have merged); free/unmapped trees hold only their pool's blocks; reserved bytes (cudaMalloc
@@ -42,17 +42,29 @@ static gm_status_t check_segment(const rp_policy_t *p, const pt_block_t *head, u
 gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
   rp_policy_t *p = (rp_policy_t *)cp; /* the RB/hash iteration macros take non-const heads */
   uint64_t live = 0, live_bytes = 0, in_trees = 0;
-  pt_block_t *b, *tmp;
-  uint64_t hashed = 0;
-  for (b = p->live_list; b; b = b->lnext) {
-    if (b->where != PT_IN_LIVE || !b->allocated) FAIL("live list holds a free block 0x%" PRIx64, b->addr);
-    if (b->lnext && b->lnext->lprev != b) FAIL("live list broken after 0x%" PRIx64, b->addr);
-    live++;
-    live_bytes += b->size;
-    hashed += b->in_hash;
-  }
-  HASH_ITER(hh, p->live, b, tmp) {
+  pt_block_t *b;
+  pt_addr_t *n, *tmp;
+  uint64_t hashed = 0, spare = 0, slabs = 0;
+  for (pt_slab_t *sl = p->slabs; sl; sl = sl->next, slabs++)
+    for (int i = 0; i < 256; i++) {
+      b = &sl->blocks[i];
+      if (b->where == PT_IN_NONE) {
+        if (b->allocated) FAIL("a block in no structure is allocated 0x%" PRIx64, b->addr);
+        continue;
+      }
+      if (b->where != PT_IN_LIVE) continue;
+      if (!b->allocated) FAIL("live block 0x%" PRIx64 " not allocated", b->addr);
+      if (b->seq == 0 || b->seq > p->seq) FAIL("live block 0x%" PRIx64 " has no malloc number", b->addr);
+      live++;
+      live_bytes += b->size;
+      hashed += b->in_hash;
+    }
+  for (b = p->spare; b; b = b->link) spare++;
+  if (spare + p->n_blocks != 256 * slabs) FAIL("%" PRIu64 " spare and %" PRIu64 " used blocks in %" PRIu64 " slabs", spare, p->n_blocks, slabs);
+  HASH_ITER(hh, p->live, n, tmp) {
+    b = n->b;
     if (b->where != PT_IN_LIVE || !b->allocated || !b->in_hash) FAIL("live hash holds a free block 0x%" PRIx64, b->addr);
+    if (n->addr != b->addr) FAIL("live hash node 0x%" PRIx64 " names block 0x%" PRIx64, n->addr, b->addr);
   }
   if (HASH_COUNT(p->live) != hashed) FAIL("%u blocks in the live hash, %" PRIu64 " marked so", HASH_COUNT(p->live), hashed);
   if (live_bytes != p->allocated_bytes) FAIL("allocated bytes %" PRIu64 " != sum of live blocks %" PRIu64, p->allocated_bytes, live_bytes);
@@ -91,7 +103,11 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
     reserved += (blk)->seg->expandable ? mapped : (blk)->seg->size;                      \
     heads++;                                                                              \
   }
-  for (b = p->live_list; b; b = b->lnext) { VISIT(b) }
+  for (pt_slab_t *sl = p->slabs; sl; sl = sl->next)
+    for (int i = 0; i < 256; i++) {
+      b = &sl->blocks[i];
+      if (b->where == PT_IN_LIVE) { VISIT(b) }
+    }
   for (int i = 0; i < 2; i++) {
     for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b)) { VISIT(b) }
     RB_FOREACH(b, pt_unmapped_tree, &p->pools[i].unmapped) { VISIT(b) }

@@ -37,25 +37,34 @@
 
 typedef struct pt_seg pt_seg_t;
 
+/* Two cache lines (slabs are 64-byte aligned): the first holds what a search, an insert into
+ * a bin and a merge test read (key, tree links, state), the second the segment links and the
+ * rest. No hash handle and no live list here: the address API keeps its own nodes (pt_addr_t)
+ * and the live blocks are found by walking the slabs (release_all, check). */
 typedef struct pt_block {
-  /* first cache line: what a tree descent reads (key and links) */
   uint64_t addr, size, stream;
   RB_ENTRY(pt_block) rb;        /* in a bin of pool->free or in pool->unmapped, never both */
   uint8_t allocated, mapped;
   uint8_t where;                /* PT_IN_NONE / PT_IN_FREE / PT_IN_UNMAPPED / PT_IN_LIVE */
   uint8_t small, expandable;    /* copies of seg->is_small / seg->expandable (no seg load) */
-  uint8_t hash_oom;
   uint8_t in_hash;              /* live and found by address (taken by alloc, not alloc_h) */
-  /* the rest */
+  uint16_t bin;                 /* in pool->free: its bin in grp */
+  /* second line */
   struct pt_block *prev, *next; /* neighbours inside the segment (torch: split links) */
-  pt_bgroup_t *grp;             /* in pool->free: its stream's group and bin there */
-  uint16_t bin;
+  pt_bgroup_t *grp;             /* in pool->free: its stream's group */
   pt_seg_t *seg;
   int64_t gc_base;              /* pool's get_free_block count when (re)inserted */
   struct pt_block *link;        /* block free-list and short work lists */
-  struct pt_block *lprev, *lnext; /* every live block (p->live_list) */
-  UT_hash_handle hh;            /* live blocks by addr, those taken by alloc (not alloc_h) */
-} pt_block_t;
+  uint64_t seq;                 /* live: p->seq when malloc handed it out (release_all's order) */
+} __attribute__((aligned(64))) pt_block_t;
+
+/* A live block handed out by the address API (alloc / free by address): found by address. */
+typedef struct pt_addr {
+  uint64_t addr;
+  pt_block_t *b;
+  int hash_oom;
+  UT_hash_handle hh;
+} pt_addr_t;
 
 enum { PT_IN_NONE = 0, PT_IN_FREE = 1, PT_IN_UNMAPPED = 2, PT_IN_LIVE = 3 };
 
@@ -83,16 +92,16 @@ typedef struct pt_pool {
 } pt_pool_t;
 
 typedef struct pt_slab {
+  pt_block_t blocks[256]; /* first: 64-byte aligned (aligned_alloc) */
   struct pt_slab *next;
-  pt_block_t blocks[256];
 } pt_slab_t;
 
 struct rp_policy {
   rp_pytorch_conf_t conf;
   rp_driver_t drv;
   pt_pool_t pools[2];    /* [0] small, [1] large */
-  pt_block_t *live;      /* uthash head: the live blocks the address API handed out */
-  pt_block_t *live_list; /* every live block, however handed out (release_all, check) */
+  pt_addr_t *live;       /* uthash head: the live blocks the address API handed out */
+  uint64_t seq;          /* mallocs so far: a live block's seq orders the live blocks */
   pt_seg_t *segs;        /* all segments */
   uint64_t total_allocated_memory; /* torch's name: bytes the driver gave us */
   uint64_t allowed_max;  /* per_process_memory_fraction * total_memory */
@@ -146,7 +155,7 @@ uint64_t pt_try_merge(rp_policy_t *p, pt_block_t *dst, pt_block_t *src);
 pt_seg_t *pt_seg_new(rp_policy_t *p);
 void pt_seg_put(rp_policy_t *p, pt_seg_t *s);
 gm_status_t pt_malloc(rp_policy_t *p, uint64_t size, uint64_t stream, pt_block_t **out, gm_err_t *err);
-/* pt_malloc's block is live (in live_list) but not found by address: the address API adds
+/* pt_malloc's block is live (where PT_IN_LIVE, seq set) but not found by address: the address API adds
  * it to the hash (pt_alloc_op), the handle API does not (the engine keeps the block). */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
 gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err);

@@ -317,6 +317,27 @@ TEST(PytorchPolicy, ReleaseAllReturnsEverything) {
   }
 }
 
+// release_all unmaps the expandable segments whose first block is live in the order torch's
+// code here always used: the oldest such malloc first (the policy no longer keeps a list of its
+// live blocks; it orders them by their malloc number). Streams 2, 1, 3 each get a segment of
+// their own, in neither stream nor address order; a younger block of stream 2 is not a head.
+TEST(PytorchPolicy, ReleaseAllUnmapsLiveSegmentsOldestMallocFirst) {
+  Model m("expandable_segments:True");
+  uint64_t a2 = m.Alloc(3 * MiB, 2);
+  uint64_t a1 = m.Alloc(3 * MiB, 1);
+  uint64_t a3 = m.Alloc(3 * MiB, 3);
+  m.Alloc(3 * MiB, 2);
+  uint64_t b1 = m.Alloc(5 * MiB, 1);
+  m.Free(b1);  // a free block, not a head: the segment's order stays its head's
+  size_t mark = m.fd.nlog;
+  gm_err_t e{};
+  ASSERT_EQ(m.ops->release_all(m.p, &e), GM_OK) << e.msg;
+  std::vector<uint64_t> unmapped;
+  for (size_t i = mark; i < m.fd.nlog; i++)
+    if (m.fd.log[i].op == 'U') unmapped.push_back(m.fd.log[i].addr);
+  EXPECT_EQ(unmapped, (std::vector<uint64_t>{a2, a1, a3}));
+}
+
 TEST(PytorchPolicy, BackendFailureStopsTheReplay) {
   Model m("");
   m.fd.cuda_error = 1;

@@ -58,8 +58,11 @@ static gm_status_t pt_create(const char *conf, const rp_driver_t *drv, rp_policy
 }
 
 static void drop_all(rp_policy_t *p) {
-  HASH_CLEAR(hh, p->live);
-  p->live_list = NULL;
+  pt_addr_t *a, *tmp;
+  HASH_ITER(hh, p->live, a, tmp) {
+    HASH_DELETE(hh, p->live, a);
+    free(a);
+  }
   while (p->segs) pt_seg_put(p, p->segs);
   while (p->slabs) {
     pt_slab_t *n = p->slabs->next;
@@ -83,21 +86,34 @@ static void pt_destroy(rp_policy_t *p) {
 }
 
 static gm_status_t pt_alloc_op(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, gm_err_t *err) {
+  pt_addr_t *n = malloc(sizeof *n);
+  if (!n) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
   pt_block_t *b = NULL;
   gm_status_t s = pt_malloc(p, size, stream, &b, err);
-  if (s != GM_OK) return s;
-  b->hash_oom = 0;
-  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), b);
-  if (b->hash_oom) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  if (s != GM_OK) {
+    free(n);
+    return s;
+  }
+  n->addr = b->addr;
+  n->b = b;
+  n->hash_oom = 0;
+  HASH_ADD(hh, p->live, addr, sizeof(uint64_t), n);
+  if (n->hash_oom) {
+    free(n);
+    return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  }
   b->in_hash = 1;
   *addr = b->addr;
   return GM_OK;
 }
 
 static gm_status_t pt_free_op(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
-  pt_block_t *b = NULL;
-  HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), b);
-  if (!b) return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of unknown address 0x%" PRIx64, addr);
+  pt_addr_t *n = NULL;
+  HASH_FIND(hh, p->live, &addr, sizeof(uint64_t), n);
+  if (!n) return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of unknown address 0x%" PRIx64, addr);
+  pt_block_t *b = n->b;
+  HASH_DELETE(hh, p->live, n);
+  free(n);
   return pt_free(p, b, err);
 }
 
@@ -131,8 +147,17 @@ static gm_status_t pt_release_all(rp_policy_t *p, gm_err_t *err) {
   gm_status_t first = GM_OK;
   /* unmap the mapped runs of expandable segments: walk each segment from its head block */
   pt_block_t *heads = NULL, *b;
-  for (b = p->live_list; b; b = b->lnext)
-    if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
+  /* the live heads in the order pushing them newest malloc first gave (torch's live blocks
+   * were a list, newest first): oldest first; insertion by seq, a few expandable segments */
+  for (pt_slab_t *sl = p->slabs; sl; sl = sl->next)
+    for (int i = 0; i < 256; i++) {
+      b = &sl->blocks[i];
+      if (b->where != PT_IN_LIVE || b->prev || !b->seg->expandable) continue;
+      pt_block_t **at = &heads;
+      while (*at && (*at)->seq < b->seq) at = &(*at)->link;
+      b->link = *at;
+      *at = b;
+    }
   for (int i = 0; i < 2; i++) {
     for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b))
       if (!b->prev && b->seg->expandable) b->link = heads, heads = b;
