@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "replay/tool/gpureplay.h"
@@ -220,22 +218,6 @@ int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info) {
                                                                            : RP_OTHER_FLAGGED_MAPS;
 }
 
-/* The decoded array is written once, page by page, by the decoder: in 4 KiB pages that is a
- * fault per 73 events (a fifth of the decode's time on a million events), in the 2 MiB pages
- * the kernel gives on request (transparent huge pages, madvise mode) one per 37,000. Advice
- * only: the array stays malloc's; the whole huge pages inside it are advised before first use. */
-static void advise_huge(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)2 << 20;
-  if (bytes < 2 * huge) return;
-  uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (b > a) madvise((void *)a, b - a, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gmt_event_t **out, size_t *n,
                              gr_trace_info_t *info, gm_err_t *err) {
   gmt_reader_t *r = NULL;
@@ -245,7 +227,6 @@ gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gm
    * what auto preloading allows */
   size_t cap = hint && hint <= PRELOAD_MAX_BYTES / sizeof(gmt_event_t) ? (size_t)hint : 65536, len = 0;
   gmt_event_t *evs = malloc(cap * sizeof *evs);
-  if (evs) advise_huge(evs, cap * sizeof *evs);
   gmt_event_t more[64]; /* the array full: is there more? (the index's count is mostly exact) */
   while (evs) {
     size_t k = 0;
@@ -261,7 +242,6 @@ gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gm
       }
       evs = g;
       cap *= 2;
-      advise_huge(evs + len, (cap - len) * sizeof *evs);
       memcpy(evs + len, more, k * sizeof *evs);
     }
     if (st != GM_OK) {
