@@ -42,6 +42,7 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
   rp_map_init(&e->external);
   rp_map_init(&e->pending);
   rp_peak_init(e);
+  e->segs_overflow = e->opts.peak_only; /* no segment map, no snapshot (engine_peak.c) */
   e->first_oom_event = -1;
   e->first_oom_ts = -1;
   e->ff_event = -1;
@@ -127,7 +128,7 @@ static gm_status_t check_now(rp_engine_t *e, gm_err_t *err) {
 
 /* After every request: fold the new state into peaks, the fragmentation integral and the
  * timeline. The reserved peak itself is also tracked per driver call (engine_driver.c). */
-static void observe(rp_engine_t *e, uint64_t ts) {
+static inline void read_allocated(rp_engine_t *e) {
   if (e->pol_allocated) {
     e->allocated = *e->pol_allocated;
   } else {
@@ -135,6 +136,10 @@ static void observe(rp_engine_t *e, uint64_t ts) {
     e->ops->stats(e->pol, &s);
     e->allocated = s.allocated_bytes;
   }
+}
+
+static void observe(rp_engine_t *e, uint64_t ts) {
+  read_allocated(e);
   if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
   if (e->requested > e->peak_requested) e->peak_requested = e->requested;
   if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;
@@ -564,6 +569,11 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       return GM_OK;
   }
   if (st != GM_OK) return st;
+  if (e->opts.peak_only) {
+    if (!e->opts.check) return GM_OK;
+    read_allocated(e); /* check_now's figure */
+    return check_now(e, err);
+  }
   observe(e, ev->ts_ns);
   if (e->opts.check) return check_now(e, err);
   return GM_OK;

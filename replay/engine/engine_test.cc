@@ -160,7 +160,7 @@ struct Replay {
   gm_err_t err{};
   Replay(const rp_policy_ops_t &ops, uint64_t capacity = 0, int check = 1, const char *conf = "",
          int external_sync = 0, int serve_failed = 0, int vmm_requests = 0, int event_timing = 0,
-         uint64_t late_mallocs = 0) {
+         uint64_t late_mallocs = 0, int peak_only = 0) {
     rp_sim_opts_t so{};
     so.capacity = capacity;
     EXPECT_EQ(rp_sim_backend_create(&so, &b, &err), GM_OK);
@@ -172,6 +172,7 @@ struct Replay {
     eo.vmm_requests = vmm_requests;
     eo.event_timing = event_timing;
     eo.late_mallocs = late_mallocs;
+    eo.peak_only = peak_only;
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
     EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
@@ -1112,6 +1113,61 @@ TEST(Engine, PeakSnapshotSplitsTheWasteAndMapsSegments) {
   }
   EXPECT_EQ(live, p.requested_bytes);
   EXPECT_EQ(blocks, 2u);
+}
+
+// A follower replay (a placement spread's, a timing range's) wants the reserved peak, the OOMs
+// and the event figures only: with peak_only those are the full replay's (the policy makes the
+// same calls), on random programs under a capacity, with and without the check; what only
+// observation gives (allocated peak, fragmentation, timeline, the peak's snapshot) is not kept.
+TEST(Engine, PeakOnlyKeepsTheFollowersFiguresOfTheFullReplay) {
+  for (unsigned seed = 1; seed <= 20; seed++) {
+    std::vector<gmt_event_t> v;
+    std::vector<uint64_t> live;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+    auto next = [&x]() { return x = x * 6364136223846793005ull + 1442695040888963407ull, x >> 33; };
+    for (uint64_t i = 0; i < 3000; i++) {
+      if (!live.empty() && next() % 100 < 45) {
+        size_t k = next() % live.size();
+        v.push_back(Fr(i, live[k]));
+        live[k] = live.back();
+        live.pop_back();
+      } else if (next() % 100 < 2) {
+        v.push_back(Ev(GMT_EV_EMPTY_CACHE, i, 0, 0, 0));
+      } else {
+        uint64_t addr = 0x10000 + i * 0x100;
+        v.push_back(A(i, addr, (next() % 6 + 1) * (MiB / 2)));
+        live.push_back(addr);
+      }
+    }
+    for (const rp_policy_ops_t *ops : {&kDirect, &kCache}) {
+      int check = seed % 2;
+      Replay full(*ops, 40 * MiB, check), lean(*ops, 40 * MiB, check, "", 0, 0, 0, 0, 0, /*peak_only=*/1);
+      ASSERT_EQ(full.Feed(v), GM_OK) << full.err.msg;
+      ASSERT_EQ(lean.Feed(v), GM_OK) << lean.err.msg;
+      full.Finish();
+      lean.Finish();
+      EXPECT_EQ(lean.r->peak_reserved_bytes, full.r->peak_reserved_bytes) << seed;
+      EXPECT_EQ(lean.r->ooms, full.r->ooms) << seed;
+      EXPECT_EQ(lean.r->late_mallocs, full.r->late_mallocs);
+      EXPECT_EQ(lean.r->event_frees, full.r->event_frees);
+      EXPECT_EQ(lean.r->device_alloc_calls, full.r->device_alloc_calls);
+      EXPECT_EQ(lean.r->end_reserved_bytes, full.r->end_reserved_bytes);
+      EXPECT_EQ(lean.r->allocs, full.r->allocs);
+      EXPECT_EQ(lean.r->frees, full.r->frees);
+      EXPECT_GT(full.r->peak_allocated_bytes, 0u);
+      EXPECT_TRUE(full.r->peak.valid);
+      EXPECT_GT(full.r->timeline_n, 0u);
+      EXPECT_EQ(lean.r->peak_allocated_bytes, 0u);
+      EXPECT_FALSE(lean.r->peak.valid);
+      EXPECT_EQ(lean.r->timeline_n, 0u);
+    }
+  }
+}
+
+TEST(Engine, PeakOnlyStillChecksThePolicy) {
+  Replay run(kDirect, 0, /*check=*/1, "lie", 0, 0, 0, 0, 0, /*peak_only=*/1);
+  EXPECT_EQ(run.Feed({A(0, 0x1000, 100)}), GM_ERR_CORRUPT);
+  EXPECT_NE(std::string(run.err.msg).find("allocated 0 < live requested 100"), std::string::npos) << run.err.msg;
 }
 
 TEST(Engine, PeakSnapshotKeepsTheLaterFullerMomentAtTheSamePeak) {

@@ -161,18 +161,8 @@ gmt_event_t Event(unsigned kind, uint64_t addr) {
 }
 
 // The numbering (engine_ids.c) against a std::map: one number per distinct address among the
-// events that name a block, in order of first appearance; RP_NO_ID for the others. Frees of
-// addresses never allocated outnumber the allocations here: the table grows past its sizing.
-TEST(AddrIds, NumbersEachAddressOnceInOrderOfFirstAppearance) {
-  std::mt19937_64 rng(5);
-  std::vector<gmt_event_t> evs;
-  const unsigned kinds[] = {GMT_EV_ALLOC, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE_REQUESTED,
-                            GMT_EV_VMM_MAP, GMT_EV_SEGMENT_ALLOC, GMT_EV_EMPTY_CACHE};
-  for (int i = 0; i < 50000; i++) {
-    unsigned k = kinds[rng() % (sizeof kinds / sizeof kinds[0])];
-    uint64_t a = rng() % 3 ? 0x7f0000000000ull + 512 * (rng() % 20000) : rng();
-    evs.push_back(Event(k, a));
-  }
+// events that name a block, in order of first appearance; RP_NO_ID for the others.
+void CheckNumbering(const std::vector<gmt_event_t> &evs) {
   rp_addr_ids_t ids;
   gm_err_t err{};
   ASSERT_EQ(rp_addr_ids_build(evs.data(), evs.size(), &ids, &err), GM_OK) << err.msg;
@@ -190,6 +180,41 @@ TEST(AddrIds, NumbersEachAddressOnceInOrderOfFirstAppearance) {
   EXPECT_EQ(ids.evs, evs.data());
   EXPECT_EQ(ids.n, evs.size());
   rp_addr_ids_free(&ids);
+}
+
+// Frees of addresses never allocated outnumber the allocations here: the table grows past its
+// sizing.
+TEST(AddrIds, NumbersEachAddressOnceInOrderOfFirstAppearance) {
+  std::mt19937_64 rng(5);
+  std::vector<gmt_event_t> evs;
+  const unsigned kinds[] = {GMT_EV_ALLOC, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE, GMT_EV_FREE_REQUESTED,
+                            GMT_EV_VMM_MAP, GMT_EV_SEGMENT_ALLOC, GMT_EV_EMPTY_CACHE};
+  for (int i = 0; i < 50000; i++) {
+    unsigned k = kinds[rng() % (sizeof kinds / sizeof kinds[0])];
+    uint64_t a = rng() % 3 ? 0x7f0000000000ull + 512 * (rng() % 20000) : rng();
+    evs.push_back(Event(k, a));
+  }
+  CheckNumbering(evs);
+}
+
+// Long traces, where the table is sized from the first 65,536 events when they were mostly
+// fresh addresses: a fresh address per allocation throughout; fresh at first then reused (the
+// sizing too large); few fresh at first then a fresh one per event (too small: it grows on);
+// a few thousand addresses reused throughout (no sizing).
+TEST(AddrIds, LongTracesWhateverTheirFirstEventsSuggest) {
+  const size_t n = 400000;
+  for (int pattern = 0; pattern < 4; pattern++) {
+    std::mt19937_64 rng(11 + pattern);
+    std::vector<gmt_event_t> evs;
+    for (size_t i = 0; i < n; i++) {
+      uint64_t fresh = 0x7f0000000000ull + 512 * i, reused = 0x7e0000000000ull + 512 * (rng() % 3000);
+      bool use_fresh = pattern == 0 ? rng() % 2 : pattern == 1 ? i < 100000 : pattern == 2 ? i > 150000 : false;
+      unsigned k = rng() % 16 == 0 ? GMT_EV_SEGMENT_ALLOC : rng() % 2 ? GMT_EV_ALLOC : GMT_EV_FREE;
+      evs.push_back(Event(k, use_fresh ? fresh : reused));
+    }
+    SCOPED_TRACE(pattern);
+    CheckNumbering(evs);
+  }
 }
 
 }  // namespace

@@ -146,6 +146,12 @@ typedef struct rp_engine_opts {
   const struct rp_policy_tap *tap;
   /* Optional: told of what the policy does, as it does it (NULL: nobody). */
   const struct rp_engine_observer *observer;
+  /* 1: only the figures a follower replay reports are wanted (a placement spread's or timing
+   * range's replay: the reserved peak, the OOMs, the event figures): the per-request
+   * observation (allocated and requested peaks, fragmentation, timeline) and the peak's
+   * snapshot with its segment map are not kept, and the result's fields that come from them
+   * are zero. The policy's and the driver's calls, hence those figures, are the same. */
+  int peak_only;
 } rp_engine_opts_t;
 
 /* What a policy did, reported as it happens, with `event`: the index (from 0) of the event

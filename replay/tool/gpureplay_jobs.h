@@ -40,6 +40,8 @@ typedef struct job {
 typedef struct pool {
   job_t *jobs;
   int n;
+  const int *order; /* the order jobs are taken in (order[k]: the k-th), or NULL: jobs[0..n) in turn;
+                       a follower after its point replay */
   atomic_int next;
   atomic_int done;
   atomic_int *fin; /* fin[i]: job i has finished (grj_run_pool's, for dep) */

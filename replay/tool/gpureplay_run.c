@@ -204,6 +204,7 @@ void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
   if (j->st != GM_OK) return;
   rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
                          j->vmm_requests, j->event_timing, j->cfg->late_mallocs, j->count_other};
+  eo.peak_only = j->role != GRJ_POINT; /* a follower: its fold reads the peak, OOMs and event figures only */
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   *bp = b;
@@ -258,8 +259,9 @@ static void wait_dep(pool_t *p, const job_t *j) {
 static void *worker(void *arg) {
   pool_t *p = arg;
   for (;;) {
-    int i = atomic_fetch_add(&p->next, 1);
-    if (i >= p->n) break;
+    int k = atomic_fetch_add(&p->next, 1);
+    if (k >= p->n) break;
+    int i = p->order ? p->order[k] : k;
     job_t *j = &p->jobs[i];
     if (j->dep >= 0) {
       wait_dep(p, j);
@@ -390,6 +392,28 @@ gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_r
   return st;
 }
 
+/* The order a sweep's pool takes its n point replays and their ms spread followers in (then
+ * the range's, as queued), so that the two cores finish together: the costly replays first,
+ * the cheap ones last to fill the tail. What a replay costs follows its policy's placement:
+ * a driver-placed one (PyTorch's settings: the placement model's work on top of the policy's)
+ * and `direct` (a driver call per request) cost the most, their spread replays (a bump
+ * pointer) less, the bump-placed policies (XLA's BFC and its models) least. A follower stays
+ * after its point replay: spread followers follow driver-placed point replays only. */
+static int costly(const gr_config_t *cfg, const char *spec) {
+  return grj_addresses_for(cfg, spec) == RP_VA_DRIVER || (!strncmp(spec, "direct", 6) && (!spec[6] || spec[6] == ':'));
+}
+
+static const int *cost_order(const gr_config_t *cfg, const pool_t *p, int n, int ms, int *order) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (costly(cfg, p->jobs[i].spec)) order[k++] = i;
+  for (int i = n; i < n + ms; i++) order[k++] = i;
+  for (int i = 0; i < n; i++)
+    if (!costly(cfg, p->jobs[i].spec)) order[k++] = i;
+  for (int i = n + ms; i < p->n; i++) order[k++] = i;
+  return order;
+}
+
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
@@ -451,7 +475,11 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
    * grids), the range's for every one, the last ones too (most are skipped at once) */
   int ms = merge && spread ? grj_spread_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
   int mr = merge && range ? grj_range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
+  int *order = ms ? malloc((size_t)p.n * sizeof *order) : NULL;
+  if (order) p.order = cost_order(cfg, &p, n, ms, order);
   grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
+  free(order);
+  p.order = NULL;
   p.n = n; /* the point replays; their followers come after them in p.jobs */
   /* The trace's integrity, from the decode-once pass or from a streamed job's reader. */
   for (int i = 0; !want_preload && i < n; i++)

@@ -227,16 +227,23 @@ gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gm
    * what auto preloading allows */
   size_t cap = hint && hint <= PRELOAD_MAX_BYTES / sizeof(gmt_event_t) ? (size_t)hint : 65536, len = 0;
   gmt_event_t *evs = malloc(cap * sizeof *evs);
+  gmt_event_t more[64]; /* the array full: is there more? (the index's count is mostly exact) */
   while (evs) {
-    if (len == cap) {
+    size_t k = 0;
+    int full = len == cap;
+    st = gmt_reader_next_batch(r, full ? more : evs + len, full ? sizeof more / sizeof more[0] : cap - len, &k, err);
+    if (st == GM_END) break;
+    if (st == GM_OK && full) {
       gmt_event_t *g = realloc(evs, 2 * cap * sizeof *evs);
-      if (!g) break;
+      if (!g) { /* not a shorter trace: the error below */
+        free(evs);
+        evs = NULL;
+        break;
+      }
       evs = g;
       cap *= 2;
+      memcpy(evs + len, more, k * sizeof *evs);
     }
-    size_t k = 0;
-    st = gmt_reader_next_batch(r, evs + len, cap - len, &k, err);
-    if (st == GM_END) break;
     if (st != GM_OK) {
       gm_err_wrap(err, "cannot read '%s'", path);
       free(evs);
