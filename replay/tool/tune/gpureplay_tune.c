@@ -352,6 +352,44 @@ static gm_status_t front(gr_tune_ctx_t *c, int *ord, int m, gm_err_t *err) {
   return GM_OK;
 }
 
+/* The points the choice below spreads whatever their spreads find, spread together (one pool:
+ * the cores replay them side by side, not one point's few replays at a time): the first of
+ * ord (point_before) that each pick takes, the default, and the front of point figures walked
+ * from the fastest (a worst case is never below its point figure, so the front walk's bar is
+ * never below this one's: each point under this bar is under that one too). The choice then
+ * spreads what else it needs, one at a time, as before; what it finds is the same. */
+static gm_status_t prespread(gr_tune_ctx_t *c, const int *ord, int m, gm_err_t *err) {
+  const gr_tune_t *t = c->t;
+  int *idx = malloc((size_t)(m + 2) * sizeof *idx), *byt = malloc((size_t)(m + 1) * sizeof *byt), n = 0;
+  if (!idx || !byt) {
+    free(idx);
+    free(byt);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int got[3] = {0, 0, 0};
+  for (int k = 0; k < m; k++) {
+    const gr_tune_point_t *p = &t->pts[ord[k]];
+    int take = !got[PICK_ALL] || (!got[PICK_GRID] && p->from_grid) || (!got[PICK_BUDGET] && p->time_mid_s <= t->budget_s);
+    got[PICK_ALL] = 1;
+    got[PICK_GRID] |= p->from_grid;
+    got[PICK_BUDGET] |= p->time_mid_s <= t->budget_s;
+    if (take) idx[n++] = ord[k];
+  }
+  memcpy(byt, ord, (size_t)m * sizeof *byt);
+  sort_by(t, byt, m, time_before);
+  uint64_t least = UINT64_MAX;
+  for (int k = 0; k < m; k++)
+    if (t->pts[byt[k]].peak_reserved < least) {
+      least = t->pts[byt[k]].peak_reserved;
+      idx[n++] = byt[k];
+    }
+  if (t->dflt >= 0 && t->pts[t->dflt].ok) idx[n++] = t->dflt;
+  gm_status_t st = gr_tune_spread(c, idx, n, err); /* a point twice is spread once */
+  free(idx);
+  free(byt);
+  return st;
+}
+
 /* The choice (issue 25): candidates are compared on their worst case (timing range, placement
  * spread, a predicted trace's uncertain sizes), then their point figure, then driver calls;
  * the search before stepped on point figures. The chosen point is advised over the default
@@ -365,7 +403,8 @@ static gm_status_t choose(gr_tune_ctx_t *c, gm_err_t *err) {
   for (int i = 0; i < t->n; i++)
     if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
   sort_by(t, ord, m, point_before);
-  gm_status_t st = pick(c, ord, m, PICK_ALL, &t->best, err);
+  gm_status_t st = prespread(c, ord, m, err);
+  if (st == GM_OK) st = pick(c, ord, m, PICK_ALL, &t->best, err);
   if (st == GM_OK) st = pick(c, ord, m, PICK_GRID, &t->best_grid, err);
   if (st == GM_OK) st = pick(c, ord, m, PICK_BUDGET, &t->chosen, err);
   if (st == GM_OK) st = front(c, ord, m, err);
