@@ -210,7 +210,8 @@ gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x,
  * 2 MiB units, 0: none): where a search over a reduced trace found it; it and one step below
  * are tried first, and when they bracket it that is the answer (the bisection assumes fitting
  * is monotone in the capacity, so it would end there too). */
-static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm_err_t *err) {
+static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, uint64_t no, uint64_t yes,
+                         gm_err_t *err) {
   if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
   if (p->ok && p->peak_reserved == 0) {
     /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
@@ -227,6 +228,9 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm
   double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
   if (lo >= 1) lo -= 1;
   int fits = 0;
+  /* capacities already replayed (2 MiB units, 0: none): `no` ran out of memory, `yes` did not */
+  if (no && (double)no > lo && (double)no < hi) lo = (double)no;
+  if (yes && (double)yes > lo && (double)yes <= hi) hi = (double)yes, fits = 1;
   if (hint > 1 && (double)hint > lo && (double)hint <= hi) {
     double x[2] = {(double)(hint - 1), (double)hint};
     int f[2];
@@ -259,10 +263,17 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm
   return st;
 }
 
-gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) { return needs(c, p, 0, err); }
+gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
+  return needs(c, p, 0, 0, 0, err);
+}
 
 gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err) {
-  return needs(c, p, hint_bytes >> 21, err);
+  return needs(c, p, hint_bytes >> 21, 0, 0, err);
+}
+
+gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
+                                       gm_err_t *err) {
+  return needs(c, p, 0, no_bytes >> 21, yes_bytes >> 21, err);
 }
 
 /* ---- the choice ---------------------------------------------------------------------------- */

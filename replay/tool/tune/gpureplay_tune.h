@@ -232,6 +232,10 @@ gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *spec, const double *x
 gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err);
 /* The same, trying first where a search on a reduced trace found it (a multiple of 2 MiB). */
 gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err);
+/* The same, with capacities already replayed (multiples of 2 MiB; 0: none): no_bytes ran out of
+ * memory, yes_bytes did not (the bisection starts between them). */
+gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
+                                       gm_err_t *err);
 /* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
 

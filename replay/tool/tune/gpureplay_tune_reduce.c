@@ -215,8 +215,9 @@ static gm_status_t plan_probes(gr_tune_ctx_t *rc, probe_t *pr, int *np, gm_err_t
 
 /* The points the report shows with a capacity: the default, the best, the chosen, the grid's.
  * A point whose probes bracket its capacity has it (the bisection, which assumes fitting is
- * monotone in the capacity, would end there); the others are bisected on the whole trace from
- * where the reduced trace needs them. */
+ * monotone in the capacity, would end there); one whose probes both ran out of memory (or both
+ * fit) is bisected on the whole trace above (below) them, as the bisection from the hint would
+ * after replaying them again; the others from where the reduced trace needs them. */
 static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t *pr, int np, gm_err_t *err) {
   gr_tune_t *t = c->t;
   int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
@@ -225,9 +226,18 @@ static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t
     if (show[i] < 0) continue;
     gr_tune_point_t *p = &t->pts[show[i]];
     if (p->needs_bytes || p->needs_above || p->needs_none) continue;
-    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2)
-      if (strcmp(pr[k].spec, p->spec) == 0 && pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+    uint64_t no = 0, yes = 0; /* what the probes found, where they do not bracket it */
+    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2) {
+      if (strcmp(pr[k].spec, p->spec) != 0) continue;
+      if (pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+      else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap; /* it needs more on the whole trace */
+      else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap; /* ... or less */
+    }
     if (p->needs_bytes) continue;
+    if (no || yes) {
+      st = gr_tune_point_needs_within(c, p, no, yes, err);
+      continue;
+    }
     uint64_t hint = 0;
     int k = rc ? gr_tune_find(rc->t, p->spec) : -1;
     if (k >= 0) { /* where the reduced trace needs it: cheap to find, tried first */
