@@ -81,8 +81,9 @@ static int ranked(const gr_tune_t *r, int grid_only, int *ord) {
 
 /* The reduced trace separates q from lead, which it ranks first: q's figure is above lead's
  * worst case by more than a difference the advice acts on (gm_advice_floor). Such a runner-up
- * is confirmed only when the first round leaves the choice open: the whole trace moves a
- * point's figure by far less than that (the warm-up and every kind of step are in both). */
+ * is confirmed only when the first round leaves the choice open: the reduced ranking is what
+ * picked the finalists in the first place (every point outside them is left on it), and the
+ * runners-up are there for near ties, which the whole trace may reorder. */
 static int separated(const gr_tune_point_t *lead, const gr_tune_point_t *q) {
   uint64_t w = gr_tune_worst(lead);
   return lead->ok && q->ok && w != UINT64_MAX && q->peak_reserved > w && q->peak_reserved - w > gm_advice_floor(w);
