@@ -29,22 +29,31 @@
  * cores replay them together). */
 typedef gm_status_t (*fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err);
 
+/* A round's k points spread over (lo, hi), and the interval they leave. */
+static void round_points(double lo, double hi, int k, double *x) {
+  for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+}
+
+static void narrow(const double *x, const int *fits, int k, double *lo, double *hi) {
+  double nlo = *lo, nhi = *hi;
+  for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
+    if (fits[i]) nhi = x[i];
+  for (int i = 0; i < k; i++)
+    if (!fits[i] && x[i] < nhi) nlo = x[i];
+  *lo = nlo;
+  *hi = nhi;
+}
+
 static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double lo, double hi, double tol,
                           double *out, gm_err_t *err) {
   int k = GR_TUNE_BISECT_POINTS;
   while (hi - lo > tol) {
     double x[8];
     int fits[8];
-    for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+    round_points(lo, hi, k, x);
     gm_status_t st = fn(c, arg, x, k, fits, err);
     if (st != GM_OK) return st;
-    double nlo = lo, nhi = hi;
-    for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
-      if (fits[i]) nhi = x[i];
-    for (int i = 0; i < k; i++)
-      if (!fits[i] && x[i] < nhi) nlo = x[i];
-    lo = nlo;
-    hi = nhi;
+    narrow(x, fits, k, &lo, &hi);
   }
   *out = hi;
   return GM_OK;
@@ -245,12 +254,22 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, ui
     else lo = x[1];
   }
   for (int tries = 0; tries < 6 && !fits; tries++) {
-    gm_status_t st = gr_tune_cap_fits(c, p->spec, &hi, 1, &fits, err);
+    /* hi, and the bisection's first round below it, together: when hi fits (its unlimited peak
+     * does), that round is the bisection's own (the same points, one round sooner: no round
+     * of one replay alone, no decode of a streamed trace for it) */
+    double x[1 + GR_TUNE_BISECT_POINTS];
+    int f[1 + GR_TUNE_BISECT_POINTS], k = hi - lo > 1.0 ? GR_TUNE_BISECT_POINTS : 0;
+    x[0] = hi;
+    round_points(lo, hi, k, x + 1);
+    gm_status_t st = gr_tune_cap_fits(c, p->spec, x, 1 + k, f, err);
     if (st != GM_OK) return st;
-    if (!fits) {
+    if (!f[0]) {
       lo = hi;
       hi *= 2;
+      continue;
     }
+    fits = 1;
+    narrow(x + 1, f + 1, k, &lo, &hi);
   }
   if (!fits) {
     p->needs_above = 1;
