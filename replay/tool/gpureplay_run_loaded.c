@@ -163,7 +163,7 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
     m2 = grj_spread_add(&c, &p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out + m1, of + m1);
   if (st == GM_OK && p.n) {
     gm_err_t je;
-    gm_status_t rs = run_jobs(&c, lt, &p, 0, err);
+    gm_status_t rs = run_jobs(&c, lt, &p, cfg->progress, err); /* a streamed pass says how far it is */
     if (rs != GM_OK && grj_pool_status(&p, p.n, &je) == GM_OK) st = rs; /* the file's; a job's: its fold says */
   }
   if (st == GM_OK) st = grj_range_fold(&c, p.jobs, m1, of, n, res, err);
