@@ -9,7 +9,10 @@
  * chosen point, its best two, the grid's best two, the default) are replayed over the whole
  * trace, the choice is made again over those whole-trace figures, and each shown point's
  * capacity is confirmed on the whole trace (the capacity the reduced trace gave, and 2 MiB
- * below it: fits, does not).
+ * below it: fits, does not; else bisected there).
+ * What it replays of the whole trace (each replay of 10^8 events is seconds): the finalists in
+ * two rounds, the runners-up the reduced figures put clearly behind their leader only when the
+ * first round's smallest point is over the time budget (finalists(), settled()).
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
