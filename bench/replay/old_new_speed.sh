@@ -44,7 +44,12 @@ for line in open(sys.argv[1]):
 print("| figure (median of %s, old/new alternated) | old | new | new / old |" % sys.argv[2])
 print("|---|---:|---:|---:|")
 for name in order:
-    o, n = statistics.median(rows[("old", name)]), statistics.median(rows[("new", name)])
     unit = "s" if name.endswith("_s") else "M ev/s"
+    if ("old", name) not in rows or ("new", name) not in rows:  # a figure one build has not
+        side = "old" if ("old", name) in rows else "new"
+        v = "%.2f %s" % (statistics.median(rows[(side, name)]), unit)
+        print("| %s | %s | %s | - |" % (name, v if side == "old" else "-", v if side == "new" else "-"))
+        continue
+    o, n = statistics.median(rows[("old", name)]), statistics.median(rows[("new", name)])
     print("| %s | %.2f %s | %.2f %s | %.2f |" % (name, o, unit, n, unit, n / o if o else float("nan")))
 PY

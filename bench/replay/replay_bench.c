@@ -11,6 +11,8 @@
  *                                    the engine with the no-op policy)
  *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
+ *   REPLAY_BENCH_MAP set in the environment: the engine's block map keyed by address (the
+ *   streamed replay's) where events in memory are replayed over their address numbers
  *   replay_bench ratio EVENTS ROUNDS MAX [SPEC]
  *                                    the regression check CI runs (replay_speed_ratio_test):
  *                                    SPEC (pytorch) and the reference, `direct`, alternated on
@@ -126,6 +128,21 @@ static void write_trace(const char *path, const gmt_event_t *evs, size_t n) {
 }
 
 static int quiet; /* replay_one prints nothing (ratio mode prints its own lines) */
+/* The events' address numbers (rp_addr_ids_build, once per set of events, as gpureplay does for
+ * events in memory), or NULL: the engine's block map keyed by address. */
+static const rp_addr_ids_t *bench_ids;
+
+/* bench_ids for evs (built once; CPU seconds into *secs), unless map: NULL. */
+static const rp_addr_ids_t *number(const gmt_event_t *evs, size_t n, int map, double *secs) {
+  static rp_addr_ids_t ids;
+  gm_err_t err;
+  *secs = 0;
+  if (map) return NULL;
+  double c0 = cpu();
+  if (rp_addr_ids_build(evs, n, &ids, &err) != GM_OK) die(&err);
+  *secs = cpu() - c0;
+  return &ids;
+}
 
 /* Replay evs with one policy on the simulator; prints and returns CPU events/s. */
 static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt_event_t *evs,
@@ -137,9 +154,12 @@ static double replay_one(const rp_policy_ops_t *ops, const char *conf, const gmt
   if (rp_sim_backend_create(&so, &b, &err) != GM_OK) die(&err);
   rp_engine_opts_t eo = {-1, 0, 0, 0, 0, RP_EVENTS_RECORDED, 0};
   if (rp_engine_create(ops, conf, b, &eo, &e, &err) != GM_OK) die(&err);
+  const rp_addr_ids_t *ids = bench_ids && bench_ids->evs == evs && bench_ids->n == n ? bench_ids : NULL;
   double w0 = wall(), c0 = cpu();
+  if (ids && rp_engine_use_ids(e, ids, &err) != GM_OK) die(&err);
   for (size_t i = 0; i < n; i += 4096)
-    if (rp_engine_feed(e, evs + i, n - i < 4096 ? n - i : 4096, &err) != GM_OK) die(&err);
+    if (rp_engine_feed_ids(e, evs + i, ids ? ids->id + i : NULL, n - i < 4096 ? n - i : 4096, &err) != GM_OK)
+      die(&err);
   double c = cpu() - c0, w = wall() - w0;
   rp_result_t *r = malloc(sizeof *r);
   if (!r || rp_engine_finish(e, r, &err) != GM_OK) die(&err);
@@ -179,6 +199,11 @@ static int bench_speed(size_t n, const char *file) {
   if (!file) unlink(path);
   printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU)\n", "reference: trace decode (reader)",
          (double)got / dc / 1e6, dc);
+  double nc = 0;
+  bench_ids = number(evs, n, getenv("REPLAY_BENCH_MAP") != NULL, &nc);
+  if (bench_ids)
+    printf("  %-36s %8.2f M events/s CPU  (%6.3f s CPU, once per trace; %u addresses)\n", "addresses numbered",
+           (double)n / nc / 1e6, nc, bench_ids->count);
   double eng = replay_one(&null_ops, "", evs, n);
   const char *specs[] = {"direct", "pytorch", "pytorch:expandable_segments:True", "bfc:growth", "prealloc",
                          "jax:XLA_PYTHON_CLIENT_PREALLOCATE=false", "tf:TF_FORCE_GPU_ALLOW_GROWTH=true", NULL};
@@ -208,6 +233,8 @@ static int bench_one(const char *file, const char *spec, int reps) {
     fprintf(stderr, "replay_bench: unknown policy '%s'\n", name);
     return 1;
   }
+  double nc = 0;
+  bench_ids = number(evs, n, getenv("REPLAY_BENCH_MAP") != NULL, &nc);
   for (int i = 0; i < reps; i++) replay_one(ops, spec[l] == ':' ? spec + l + 1 : "", evs, n);
   free(evs);
   return 0;
@@ -352,6 +379,8 @@ static int bench_ratio(size_t n, int rounds, double max, const char *spec) {
   double *ratio = malloc((size_t)rounds * sizeof *ratio);
   if (!ratio) out_of_memory();
   quiet = 1;
+  double nc = 0;
+  bench_ids = number(evs, n, getenv("REPLAY_BENCH_MAP") != NULL, &nc);
   replay_one(ref, "", evs, n); /* warm-up: page in the events, grow the heap */
   printf("ratio: %s against direct, %zu events (bench/synth dynamic model), %d rounds, CPU time\n", spec,
          n, rounds);

@@ -58,6 +58,7 @@ typedef struct pred_result {
   uint64_t matched_all;     /* ... matched in every recording */
   uint64_t consistent;      /* ... and with a consistent fit */
   uint64_t carried;         /* ... present in only some recordings, carried by their rule */
+  uint64_t near_law;        /* ... matched everywhere, sized by the law of the recordings nearest the target */
   uint64_t dropped_other;   /* allocations of other recordings the reference does not have */
   uint64_t peak_live;       /* predicted peak of live requested bytes */
   uint64_t uncertain_max;   /* the most live bytes of uncertain allocations at any moment */

@@ -257,6 +257,10 @@ int pred_cli_main(int argc, char **argv) {
             res.quadratic ? "affine or quadratic" : "affine", (unsigned long long)res.carried,
             gm_format_size(res.peak_live, b1, sizeof b1), gm_format_size(res.ref_peak_live, b2, sizeof b2),
             in[res.reference].value, cfg.output);
+    if (res.near_law)
+      fprintf(stderr, "gpurec: %llu of them follow a law only through the recordings nearest %s (the farthest leaves "
+                      "it: the job sized %s otherwise there) and are sized by that law\n",
+              (unsigned long long)res.near_law, cfg.at, res.near_law == 1 ? "it" : "them");
     if (res.dropped_other)
       fprintf(stderr, "gpurec: %llu allocation%s of the other recordings %s no partner at %.15g and %s left out "
                       "(the job makes %s only at their values)\n",

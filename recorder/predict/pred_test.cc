@@ -336,15 +336,17 @@ TEST(Predict, AllocationPresentOnlyAtLargerValuesIsCarried) {
 
 // A job whose truth is known, written as a CSV trace: 4 weights of 1 MiB, then per step a
 // transient buffer (allocated and freed before the activations) of ws bytes, then 8
-// activations of 100000 * b bytes live together (the peak of requested bytes).
-std::string Job(unsigned b, uint64_t ws) {
+// activations of 100000 * b bytes live together (the peak of requested bytes). extra: a small
+// transient workspace more per step (an allocation the job makes only at some values).
+std::string Job(unsigned b, uint64_t ws, bool extra = false) {
   std::string in = Tmp("job" + std::to_string(b) + ".csv"), out = Tmp("job" + std::to_string(b) + ".zst");
   FILE *f = fopen(in.c_str(), "w");
   EXPECT_NE(f, nullptr);
   if (!f) return out;
   fprintf(f, "# gpumem trace, text form 1\n#capture_mode=torch\n#gpu_name=H100\n#gpu_total_mem=85899345920\n"
              "#command_line=python job.py --batch=%u\nts_ns,kind,device,stream,addr,size,mem_kind,callsite\n"
-             "#string.1=model.py:1:weight\n#string.2=model.py:2:buffer\n#string.3=model.py:3:act\n", b);
+             "#string.1=model.py:1:weight\n#string.2=model.py:2:buffer\n#string.3=model.py:3:act\n"
+             "#string.4=model.py:4:extra\n", b);
   uint64_t ts = 1000, addr = 0x10000000;
   auto ev = [&](const char *kind, uint64_t a, uint64_t size, int cs) {
     fprintf(f, "%llu,%s,0,0,0x%llx,%llu,device,%d\n", (unsigned long long)ts, kind, (unsigned long long)a,
@@ -355,6 +357,10 @@ std::string Job(unsigned b, uint64_t ws) {
   for (int step = 0; step < 2; step++) {
     ev("alloc", addr, ws, 2);
     ev("free", addr, ws, 2);
+    if (extra) {
+      ev("alloc", addr, 4096, 4);
+      ev("free", addr, 4096, 4);
+    }
     uint64_t a0 = addr + 0x10000000;
     for (int i = 0; i < 8; i++) ev("alloc", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
     for (int i = 0; i < 8; i++) ev("free", a0 + (uint64_t)i * 0x10000000, 100000ull * b, 3);
@@ -732,4 +738,69 @@ TEST(Predict, ADriftSpannedByAThirdRecordingIsAnUncertainSize) {
   ASSERT_TRUE(other.res.refused);
   EXPECT_NE(std::string(other.res.reason).find("do not make the same allocations"), std::string::npos)
       << other.res.reason;
+}
+
+// ---- laws the recordings fix beyond a tensor's (issue 26: refuse only what moves the answer) -
+
+TEST(PredFit, ThreePointsOnALineWithAFixedPartAreAKernelsLaw) {
+  // XLA's autotuner scratch on the JAX job: 32, 48, 80 MiB at batch 2048, 4096, 8192 (16 MiB
+  // plus 8 KiB a row). Through two points a fixed part that large is no tensor's law; three on
+  // one line are the kernel's own rule
+  double v2[] = {4096, 8192}, v3[] = {2048, 4096, 8192};
+  uint64_t two[] = {48ull << 20, 80ull << 20}, three[] = {32ull << 20, 48ull << 20, 80ull << 20};
+  pred_fit_t f;
+  pred_fit_points(v2, two, 2, 512, 16384, &f);
+  EXPECT_FALSE(f.consistent);
+  pred_fit_points(v3, three, 3, 512, 16384, &f);
+  EXPECT_EQ(f.degree, 1);
+  EXPECT_TRUE(f.consistent);
+  EXPECT_EQ(pred_fit_eval(&f, 16384, 512), 144ull << 20);
+  // off the line by more than a granule: a parabola, still no tensor's (the bent buffer of
+  // AGrowingSizeWithALargeFixedPartIsNoTensor stays inconsistent)
+  uint64_t bent[] = {32ull << 20, (48ull << 20) + 4096, 80ull << 20};
+  pred_fit_points(v3, bent, 3, 512, 16384, &f);
+  EXPECT_EQ(f.degree, 2);
+  EXPECT_FALSE(f.consistent);
+}
+
+TEST(Predict, AnOutlierAtTheFarthestRecordingLeavesTheNearerLaw) {
+  // the buffer is 300000 b bytes at 16 and 32, but 500000 at 8 (the job planned it otherwise
+  // there: no tensor's law joins 8 and 16). Through all three no law; through 16 and 32 the
+  // tensor's: the prediction at 64 is the job at 64, event for event, nothing uncertain
+  std::string j8 = Job(8, 500000), j16 = Job(16, 300000ull * 16), j32 = Job(32, 300000ull * 32);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 64);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  ASSERT_FALSE(r.res.refused) << r.res.reason;
+  EXPECT_EQ(r.res.near_law, 2u);  // the buffer, at each of two steps
+  EXPECT_EQ(r.res.uncertain_max, 0u);
+  EXPECT_EQ(KindsAndSizes(r.out), KindsAndSizes(Job(64, 300000ull * 64)));
+}
+
+TEST(Predict, ABendBetweenTheNearerRecordingsStaysUncertain) {
+  // the GPT-2-like job's backward buffer, scaled: proportional from 8 to 16 (2.4, 4.8 MB), then
+  // 8.85 MB at 32 (a parabola through the three turns down before 128), where a line through 16
+  // and 32 is a tensor's (a small fixed part) that overshoots. A law joins the farthest
+  // recording to the next: the change may lie between the nearer two, so the buffer stays an
+  // uncertain size, refused above 1 % of the peak
+  std::string j8 = Job(8, 2400000), j16 = Job(16, 4800000), j32 = Job(32, 8850000);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 128);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  EXPECT_EQ(r.res.near_law, 0u);
+  EXPECT_TRUE(r.res.refused);
+  EXPECT_GT(r.res.uncertain_max, 0u);
+}
+
+TEST(Predict, NoNearerLawWhereTheNearestTwoAllocateDifferently) {
+  // the outlier of AnOutlierAtTheFarthestRecordingLeavesTheNearerLaw, but at 32 the job makes
+  // a workspace more than at 16: it changes how it allocates between the nearest two, where a
+  // law bent between them would look straight. The buffer stays an uncertain size (refused
+  // above 1 % of the peak); the drift itself is spanned by 8 (whose buffer, 560000 bytes, is
+  // within an eighth of 32's over the square of the ratio: the alignment pairs it)
+  std::string j8 = Job(8, 560000), j16 = Job(16, 300000ull * 16), j32 = Job(32, 300000ull * 32, true);
+  Outcome r = Predict({{j8, 8}, {j16, 16}, {j32, 32}}, 64);
+  ASSERT_EQ(r.st, GM_OK) << r.err.msg;
+  EXPECT_GT(r.res.drift_allocs, 0u);
+  EXPECT_TRUE(r.res.drift_spanned);
+  EXPECT_EQ(r.res.near_law, 0u);
+  EXPECT_TRUE(r.res.refused);
 }

@@ -63,6 +63,10 @@ void rp_engine_destroy(rp_engine_t *e) {
   if (!e) return;
   if (e->pol) e->ops->destroy(e->pol);
   rp_map_free(&e->blocks);
+  if (e->dense_home) {
+    *e->dense_home = e->dense;
+    rp_addr_ids_table_back(e->ids, e->dense_home);
+  }
   rp_map_free(&e->async_sizes);
   rp_map_free(&e->external);
   rp_vmm_free(e->vmm);
@@ -82,8 +86,20 @@ gm_status_t rp_engine_set_external_sync(rp_engine_t *e, int on, gm_err_t *err) {
   return GM_OK;
 }
 
+gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err) {
+  if (e->events || e->use_ids)
+    return gm_err_set(err, GM_ERR_INVAL, "address numbers must be chosen once, before the first event");
+  rp_dense_t *t = rp_addr_ids_table(ids);
+  if (!t) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block table (%u addresses)", ids->count);
+  e->dense = *t;
+  e->dense_home = t;
+  e->ids = ids;
+  e->use_ids = 1;
+  return GM_OK;
+}
+
 size_t rp_engine_host_bytes(const rp_engine_t *e) {
-  return sizeof *e + rp_map_bytes(&e->blocks) + rp_map_bytes(&e->async_sizes) +
+  return sizeof *e + rp_map_bytes(&e->blocks) + rp_dense_bytes(&e->dense) + rp_map_bytes(&e->async_sizes) +
          rp_map_bytes(&e->external) + rp_map_bytes(&e->pending) + e->cap_held * 3 * sizeof(uint64_t);
 }
 
@@ -183,13 +199,13 @@ static gm_status_t do_free(rp_engine_t *e, rp_map_entry_t *m, gm_err_t *err) {
     e->served -= m->b;
   }
   e->requested -= m->b;
-  rp_map_remove(&e->blocks, m);
+  rp_blocks_remove(e, m);
   return st;
 }
 
 static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   int was_live = 0;
-  rp_map_entry_t *m = rp_map_claim(&e->blocks, ev->addr, &was_live);
+  rp_map_entry_t *m = rp_blocks_claim(e, ev->addr, &was_live);
   if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
   if (was_live) {
     /* The recorder missed a free: treat the new alloc as implying it (the slot stays). */
@@ -440,9 +456,9 @@ static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed,
       return st;
     }
   }
-  rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
+  rp_map_entry_t *m = rp_blocks_get(e, ev->addr);
   if (!m) {
-    if (rp_map_was_removed(&e->blocks, ev->addr) || rp_map_was_removed(&e->external, ev->addr))
+    if (rp_blocks_was_removed(e, ev->addr) || rp_map_was_removed(&e->external, ev->addr))
       e->skipped.double_free++;
     else e->skipped.unknown_free++;
     return GM_OK;
@@ -553,9 +569,20 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   return GM_OK;
 }
 
-gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err) {
+gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,
+                               gm_err_t *err) {
+  if (!ids != !e->use_ids)
+    return gm_err_set(err, GM_ERR_INVAL, ids ? "address numbers given to an engine not set up for them (rp_engine_use_ids)"
+                                             : "events without their address numbers (rp_engine_use_ids)");
   if (e->t_start == 0) e->t_start = rp_engine_now_s();
   for (size_t i = 0; i < n; i++) {
+    if (ids) {
+      e->cur_id = ids[i];
+      /* a number out of range is only harmless on an event that names no block */
+      if (e->cur_id >= e->dense.n && e->cur_id != RP_NO_ID)
+        return gm_err_set(err, GM_ERR_INVAL, "event %" PRIu64 ": address number %u out of range (%u)", e->events,
+                          e->cur_id, e->dense.n);
+    }
     gm_status_t st = one(e, &evs[i], err);
     if (st != GM_OK) {
       if (e->b->last_error[0] && err) {
@@ -568,4 +595,8 @@ gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_
     e->events++;
   }
   return GM_OK;
+}
+
+gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err) {
+  return rp_engine_feed_ids(e, evs, NULL, n, err);
 }

@@ -109,7 +109,7 @@ gm_status_t rp_events_free_requested(rp_engine_t *e, const gmt_event_t *ev, int 
   *now = 0;
   gm_status_t st = commit(e, err);
   if (st != GM_OK) return st;
-  if (!rp_map_get(&e->blocks, ev->addr)) return GM_OK; /* its free will count the anomaly */
+  if (!rp_blocks_get(e, ev->addr)) return GM_OK; /* its free will count the anomaly */
   e->req_valid = 1;
   e->req_addr = ev->addr;
   e->req_allocs = e->allocs;
@@ -135,7 +135,7 @@ static gm_status_t hold(rp_engine_t *e, rp_map_entry_t *m, uint64_t due, gm_err_
   e->n_held++;
   e->requested -= m->b;
   e->frees++;
-  rp_map_remove(&e->blocks, m);
+  rp_blocks_remove(e, m);
   return GM_OK;
 }
 
@@ -174,7 +174,7 @@ gm_status_t rp_events_free(rp_engine_t *e, const gmt_event_t *ev, int *done, gm_
   if (e->opts.event_timing != RP_EVENTS_LATE) return GM_OK;
   uint64_t k = e->opts.late_mallocs ? e->opts.late_mallocs : 1;
   if (e->allocs >= since + k) return GM_OK; /* the recorded free is later already */
-  rp_map_entry_t *m = rp_map_get(&e->blocks, ev->addr);
+  rp_map_entry_t *m = rp_blocks_get(e, ev->addr);
   if (!m) return GM_OK;
   *done = 1;
   return hold(e, m, since + k, err);

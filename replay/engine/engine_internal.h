@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "replay/engine/rp_engine.h"
+#include "replay/engine/rp_dense.h"
 #include "replay/engine/rp_map.h"
 
 #ifdef __cplusplus
@@ -79,6 +80,12 @@ struct rp_engine {
   rp_engine_opts_t opts;
   int device;
   rp_map_t blocks;      /* trace addr -> (policy block: rp_pol_alloc, requested size) */
+  /* rp_engine_use_ids: the same map over the trace's address numbers (rp_blocks_* below pick) */
+  int use_ids;
+  uint32_t cur_id; /* the number of the event being replayed's address */
+  rp_dense_t dense;            /* a copy of *dense_home, whose numbering ids gets it back at destroy */
+  rp_dense_t *dense_home;
+  const rp_addr_ids_t *ids;
   rp_map_t async_sizes; /* alloc_async addr -> size (reserved accounting of `async`) */
   int external_sync;    /* rp_engine_set_external_sync */
   rp_vmm_t *vmm;        /* opts.vmm_requests: live VMM reservations (engine_vmm.c) */
@@ -136,6 +143,40 @@ struct rp_engine {
   uint64_t snap_elements; /* blocks + segments it walked */
   int segs_overflow;      /* more than SEG_MAX segments: not followed, no snapshot */
 };
+
+/* The block map (trace address -> policy block, requested size, stream): rp_map keyed by the
+ * address, or under rp_engine_use_ids the dense table indexed by the address's number. Every
+ * lookup is of the address of the event being replayed (a VMM event's request has its
+ * address), so the number is e->cur_id. */
+static inline rp_map_entry_t *rp_blocks_get(rp_engine_t *e, uint64_t addr) {
+  return e->use_ids ? rp_dense_get(&e->dense, e->cur_id) : rp_map_get(&e->blocks, addr);
+}
+static inline rp_map_entry_t *rp_blocks_claim(rp_engine_t *e, uint64_t addr, int *was_live) {
+  return e->use_ids ? rp_dense_claim(&e->dense, e->cur_id, addr, was_live)
+                    : rp_map_claim(&e->blocks, addr, was_live);
+}
+static inline void rp_blocks_remove(rp_engine_t *e, rp_map_entry_t *m) {
+  if (e->use_ids) rp_dense_remove(&e->dense, m);
+  else rp_map_remove(&e->blocks, m);
+}
+static inline int rp_blocks_was_removed(rp_engine_t *e, uint64_t addr) {
+  return e->use_ids ? rp_dense_was_removed(&e->dense, e->cur_id) : rp_map_was_removed(&e->blocks, addr);
+}
+static inline size_t rp_blocks_live(const rp_engine_t *e) { return e->use_ids ? e->dense.live : e->blocks.live; }
+/* The walk over the live entries: for (i = rp_blocks_next(e, 0); i < rp_blocks_end(e); i =
+ * rp_blocks_next(e, i + 1)) rp_blocks_at(e, i) (in slot or number order: sort what it finds). */
+static inline size_t rp_blocks_end(const rp_engine_t *e) { return e->use_ids ? e->dense.n : e->blocks.cap; }
+static inline size_t rp_blocks_next(const rp_engine_t *e, size_t i) {
+  return e->use_ids ? rp_dense_next_live(&e->dense, i) : rp_map_next_live(&e->blocks, i);
+}
+static inline const rp_map_entry_t *rp_blocks_at(const rp_engine_t *e, size_t i) {
+  return e->use_ids ? &e->dense.slots[i] : &e->blocks.slots[i];
+}
+
+/* engine_ids.c: a table for ids' numbers, empty (a spare kept with the numbering, or a new
+ * one; NULL: out of memory), and given back for the next replay (or freed). */
+rp_dense_t *rp_addr_ids_table(const rp_addr_ids_t *ids);
+void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t);
 
 /* The policy's block for a request: its handle where the policy hands one out (alloc_h: the
  * free then costs the policy no address lookup), else its address. What the block map keeps

@@ -129,7 +129,7 @@ static void add_span(rp_snap_seg_t *o, uint64_t off, uint64_t len) {
 static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   size_t ns = 0, nb = 0;
   seg_rec_t *sg = malloc(sizeof *sg * (e->segs.live + 1));
-  blk_rec_t *bl = malloc(sizeof *bl * (e->blocks.live + 1));
+  blk_rec_t *bl = malloc(sizeof *bl * (rp_blocks_live(e) + 1));
   seg_rec_t **bysize = NULL;
   void *tmp = NULL;
   if (!sg || !bl) goto out; /* host memory short: no snapshot, the replay goes on */
@@ -147,8 +147,8 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   }
   /* Not every reserved byte is a segment the engine saw (the driver's pool): no split. */
   if (total != e->reserved) goto out;
-  for (size_t i = rp_map_next_live(&e->blocks, 0); i < e->blocks.cap; i = rp_map_next_live(&e->blocks, i + 1)) {
-    const rp_map_entry_t *m = &e->blocks.slots[i];
+  for (size_t i = rp_blocks_next(e, 0); i < rp_blocks_end(e); i = rp_blocks_next(e, i + 1)) {
+    const rp_map_entry_t *m = rp_blocks_at(e, i);
     if (m->a == RP_NO_BLOCK) continue;
     bl[nb].addr = rp_pol_addr(e, m->a);
     bl[nb].size = m->b;
@@ -264,7 +264,7 @@ void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
   if (e->snap && e->snap->valid && since * SNAP_PER_EVENT < e->snap_elements)
     return; /* stays pending */
   e->snap_events = e->events;
-  e->snap_elements = (uint64_t)(e->blocks.live + e->segs.live);
+  e->snap_elements = (uint64_t)(rp_blocks_live(e) + e->segs.live);
   take(e, e->events, ts);
   e->snap_pending = 0; /* taken, or not possible (no segments seen) */
 }

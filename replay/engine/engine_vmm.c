@@ -123,7 +123,7 @@ gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, gmt_event_t *re
         return GM_OK;
       }
       if (r) r->mapped_whole = 0;
-      else if (!rp_map_get(&e->blocks, ev->addr)) { /* in no reservation, no buffer there */
+      else if (!rp_blocks_get(e, ev->addr)) { /* in no reservation, no buffer there */
         e->skipped.vmm_unmap_unmapped++;
         return GM_OK;
       }

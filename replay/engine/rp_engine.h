@@ -336,6 +336,29 @@ gm_status_t rp_engine_create(const rp_policy_ops_t *ops, const char *conf, rp_ba
 /* Replay n events. Fails only when the backend fails (not on OOM, not on anomalies) or,
  * with opts.check, when the policy's invariants break. */
 gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err);
+/* The trace's addresses as dense numbers, resolved once per trace: an engine set up with
+ * rp_engine_use_ids indexes an array by number where it would probe a hash map by address
+ * each event, with the same results; the replays of one set of events share the numbering.
+ * id[i] numbers evs[i]'s address (RP_NO_ID: an event whose address the engine never looks up);
+ * numbers are < count. */
+#define RP_NO_ID UINT32_MAX
+typedef struct rp_addr_ids {
+  const gmt_event_t *evs; /* the events numbered (a caller checks it has the same ones) */
+  size_t n;
+  uint32_t *id;
+  uint32_t count;
+  struct rp_ids_spares *spares; /* the engines' tables, kept between replays (NULL: none kept) */
+} rp_addr_ids_t;
+/* Thread-safe once built: the replays of several threads share one numbering. */
+gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
+void rp_addr_ids_free(rp_addr_ids_t *ids);
+/* Before the first event: the events will come with their numbers in ids (rp_engine_feed_ids;
+ * numbers below ids->count). ids must outlive the engine (it gives its table back there). */
+gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err);
+/* rp_engine_feed with ids[i] the number of evs[i]'s address (an engine set up with
+ * rp_engine_use_ids takes its events only so; one that is not, only without: NULL). */
+gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,
+                               gm_err_t *err);
 /* Read synchronous device allocations (no GMT_F_ASYNC) and their frees as external memory
  * (counted apart, never fed to the policy; see above). Call before the first feed: afterwards
  * it would split one trace between two readings, and returns GM_ERR_INVAL. */

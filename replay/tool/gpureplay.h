@@ -135,6 +135,7 @@ typedef struct gr_loaded {
   gr_trace_info_t info;
   gmt_event_t *evs;
   size_t n_evs;
+  rp_addr_ids_t ids; /* evs' address numbers, shared by its replays (ids.id NULL: none) */
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);

@@ -4,13 +4,32 @@
  * pointer). What each runs depends on its point replay's result: either they are queued behind
  * the point replays in the same pool, each waiting for its own (gr_run_trace over events in
  * memory; the pool configures or skips them: grj_range_setup), or they run in a pool of their
- * own once the point results are known (a replay read from the file, the tuner). */
+ * own once the point results are known (a replay read from the file, the tuner:
+ * gpureplay_run.c's grj_timing_range and grj_placement_spread). Which placement a policy's
+ * replay uses (grj_addresses_for) is here too: the spread is what it decides. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "replay/tool/gpureplay.h"
 #include "replay/tool/gpureplay_jobs.h"
 #include "replay/engine/va_model.h"
+
+/* The driver's placement is what the framework really gets: cuMemAlloc segments as the model
+ * (va_model.h) places them, for the policies whose decisions depend on where a segment is
+ * (PyTorch's and CuPy's best fit break ties by address, TF's BFC). XLA's BFC (`jax`, and `bfc`
+ * / `prealloc` which model it) takes its regions as VMM maps in one reserved range, in
+ * ascending order: a bump pointer is that placement (traces/recorded/jax is exact with it and
+ * not with the cuMemAlloc model). `direct` and `async` never look at addresses: a bump pointer
+ * gives the same figures at a constant cost per allocation (the model is linear in what is
+ * live: a million live direct allocations would take hours). */
+int grj_addresses_for(const gr_config_t *c, const char *spec) {
+  if (c->addresses != RP_VA_DRIVER) return c->addresses;
+  size_t n = strcspn(spec, ":");
+  static const char *const ascending[] = {"jax", "bfc", "prealloc", "direct", "async"};
+  for (size_t i = 0; i < sizeof ascending / sizeof ascending[0]; i++)
+    if (strlen(ascending[i]) == n && !strncmp(spec, ascending[i], n)) return RP_VA_BUMP;
+  return RP_VA_DRIVER;
+}
 
 /* Which range a policy's figure has: one that took its memory from the stream-ordered pool
  * (`async`, JAX's cuda_async, ...) on the simulator, the pool model's; any other policy of a
@@ -101,31 +120,6 @@ gm_status_t grj_range_fold(const gr_config_t *cfg, const job_t *jobs, int m, con
   return GM_OK;
 }
 
-/* The range after the point replays rec, in a pool of its own (the tuner's way). */
-gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
-                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
-                                gm_err_t *err) {
-  int n = rec->n;
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
-  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
-  int *of = calloc((size_t)2 * n, sizeof *of);
-  if (!p.jobs || !out || !of) {
-    free(p.jobs);
-    free(out);
-    free(of);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  }
-  int m = grj_range_add(&p, rec->jobs, n, res, 1, evs, n_evs, out, of);
-  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = grj_range_fold(cfg, p.jobs, m, of, n, res, err);
-  free(p.jobs);
-  free(out);
-  free(of);
-  return st;
-}
-
 /* The placement spread (issue 25): every policy the driver's placement model places again
  * under a bump pointer; what the peak moves by is part of what the replay cannot tell (the
  * model's known misses: replay/RESULTS.md), and the advice must exceed it.
@@ -162,29 +156,4 @@ gm_status_t grj_spread_fold(const job_t *jobs, int m, const int *of, rp_result_t
     res[of[k]]->spread_ooms += jobs[k].res->ooms;
   }
   return GM_OK;
-}
-
-/* The spread after the point replays, in a pool of its own (the tuner's way). */
-gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
-                                    const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
-                                    gm_err_t *err) {
-  int n = rec->n;
-  pool_t p;
-  memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  rp_result_t *out = calloc((size_t)n, sizeof *out);
-  int *of = calloc((size_t)n, sizeof *of);
-  if (!p.jobs || !out || !of) {
-    free(p.jobs);
-    free(out);
-    free(of);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  }
-  int m = grj_spread_add(cfg, &p, rec->jobs, n, res, 1, evs, n_evs, out, of);
-  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
-  gm_status_t st = grj_spread_fold(p.jobs, m, of, res, err);
-  free(p.jobs);
-  free(out);
-  free(of);
-  return st;
 }

@@ -14,6 +14,7 @@ typedef struct job {
   const char *spec;
   const gmt_event_t *evs; /* preloaded events, or NULL: read the file */
   size_t n_evs;
+  const rp_addr_ids_t *ids; /* evs' address numbers (replayed over them when ids->evs is evs), or NULL */
   uint64_t total_memory;
   int external_sync; /* rp_engine_set_external_sync for this trace */
   int vmm_requests;  /* rp_engine_opts_t.vmm_requests for this trace */
@@ -56,10 +57,11 @@ void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e);
 void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress);
 /* The first failed job's status and cause chain among the first n, or GM_OK. */
 gm_status_t grj_pool_status(const pool_t *p, int n, gm_err_t *err);
-/* The addresses (RP_VA_*) a policy's replay uses under cfg. */
-int grj_addresses_for(const gr_config_t *cfg, const char *spec);
 
 /* ---- the followers of the point replays (gpureplay_follow.c) ---- */
+
+/* The addresses (RP_VA_*) a policy's replay uses under cfg. */
+int grj_addresses_for(const gr_config_t *cfg, const char *spec);
 
 enum { GRJ_POINT = 0, GRJ_RANGE = 1, GRJ_SPREAD = 2 };
 /* Configures range follower j for its point result r: 0 when r has no such variant. */
@@ -77,7 +79,7 @@ gm_status_t grj_range_fold(const gr_config_t *cfg, const job_t *jobs, int m, con
                            gm_err_t *err);
 gm_status_t grj_spread_fold(const job_t *jobs, int m, const int *of, rp_result_t **res, gm_err_t *err);
 /* The timing range and the placement spread of the pool's results, each in a pool of its own
- * after the point replays (the tuner's way, and a replay read from the file). */
+ * after the point replays (the tuner's way, and a replay read from the file; gpureplay_run.c). */
 gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                              const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info, gm_err_t *err);
 gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,

@@ -33,23 +33,6 @@
 #define BATCH 4096
 
 
-/* The driver's placement is what the framework really gets: cuMemAlloc segments as the model
- * (va_model.h) places them, for the policies whose decisions depend on where a segment is
- * (PyTorch's and CuPy's best fit break ties by address, TF's BFC). XLA's BFC (`jax`, and `bfc`
- * / `prealloc` which model it) takes its regions as VMM maps in one reserved range, in
- * ascending order: a bump pointer is that placement (traces/recorded/jax is exact with it and
- * not with the cuMemAlloc model). `direct` and `async` never look at addresses: a bump pointer
- * gives the same figures at a constant cost per allocation (the model is linear in what is
- * live: a million live direct allocations would take hours). */
-int grj_addresses_for(const gr_config_t *c, const char *spec) {
-  if (c->addresses != RP_VA_DRIVER) return c->addresses;
-  size_t n = strcspn(spec, ":");
-  static const char *const ascending[] = {"jax", "bfc", "prealloc", "direct", "async"};
-  for (size_t i = 0; i < sizeof ascending / sizeof ascending[0]; i++)
-    if (strlen(ascending[i]) == n && !strncmp(spec, ascending[i], n)) return RP_VA_BUMP;
-  return RP_VA_DRIVER;
-}
-
 static gm_status_t make_backend(const job_t *j, rp_backend_t **b, gm_err_t *err) {
   const gr_config_t *c = j->cfg;
   int addresses = j->bump ? RP_VA_BUMP : grj_addresses_for(c, j->spec);
@@ -246,9 +229,11 @@ static void run_job(job_t *j, pool_t *p) {
     if (j->evs) {
       /* A capacity probe (stop_at_oom) needs only whether an OOM happens: it ends at the first. */
       size_t step = j->cfg->stop_at_oom ? 8192 : 65536;
+      const rp_addr_ids_t *ids = j->ids && j->ids->evs == j->evs && j->ids->n == j->n_evs ? j->ids : NULL;
+      if (ids) j->st = rp_engine_use_ids(e, ids, err);
       for (size_t i = 0; i < j->n_evs && j->st == GM_OK; i += step) {
         size_t k = j->n_evs - i < step ? j->n_evs - i : step;
-        j->st = rp_engine_feed(e, j->evs + i, k, err);
+        j->st = rp_engine_feed_ids(e, j->evs + i, ids ? ids->id + i : NULL, k, err);
         if (p) atomic_fetch_add(&p->events, k);
         if (j->cfg->stop_at_oom && rp_engine_ooms(e)) break;
       }
@@ -303,6 +288,7 @@ void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *sp
   j->vmm_requests = info->vmm_requests;
   j->count_other = gr_count_other(cfg, info);
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
+  j->ids = NULL;
   j->dep = -1;
   j->res = res;
 }
@@ -354,6 +340,56 @@ void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char
   p->fin = NULL;
 }
 
+/* The range after the point replays rec, in a pool of its own (the tuner's way). */
+gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                gm_err_t *err) {
+  int n = rec->n;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)2 * n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)2 * n, sizeof *out);
+  int *of = calloc((size_t)2 * n, sizeof *of);
+  if (!p.jobs || !out || !of) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int m = grj_range_add(&p, rec->jobs, n, res, 1, evs, n_evs, out, of);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  gm_status_t st = grj_range_fold(cfg, p.jobs, m, of, n, res, err);
+  free(p.jobs);
+  free(out);
+  free(of);
+  return st;
+}
+
+/* The spread after the point replays, in a pool of its own (the tuner's way). */
+gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
+                                    const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
+                                    gm_err_t *err) {
+  int n = rec->n;
+  pool_t p;
+  memset(&p, 0, sizeof p);
+  p.jobs = calloc((size_t)n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)n, sizeof *out);
+  int *of = calloc((size_t)n, sizeof *of);
+  if (!p.jobs || !out || !of) {
+    free(p.jobs);
+    free(out);
+    free(of);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int m = grj_spread_add(cfg, &p, rec->jobs, n, res, 1, evs, n_evs, out, of);
+  if (m) grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, info->path, cfg->progress);
+  gm_status_t st = grj_spread_fold(p.jobs, m, of, res, err);
+  free(p.jobs);
+  free(out);
+  free(of);
+  return st;
+}
+
 gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info_t *info,
                          rp_result_t **res, gm_err_t *err) {
   memset(info, 0, sizeof *info);
@@ -401,9 +437,15 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
   p.n = n;
+  /* Events in memory replayed more than once: their addresses numbered once for all the
+   * replays (rp_addr_ids_t; without, host memory short, each replay hashes them itself). */
+  rp_addr_ids_t ids;
+  gm_err_t ids_err;
+  int have_ids = evs && (size_t)n + more > 1 && rp_addr_ids_build(evs, n_evs, &ids, &ids_err) == GM_OK;
   for (int i = 0; i < n; i++) {
     grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
+    if (have_ids) p.jobs[i].ids = &ids;
   }
   /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
    * grids), the range's for every one, the last ones too (most are skipped at once) */
@@ -429,6 +471,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   free(out);
   free(of);
   free(p.jobs);
+  if (have_ids) rp_addr_ids_free(&ids);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);

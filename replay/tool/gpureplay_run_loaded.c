@@ -123,6 +123,7 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
     }
     grj_init(&p.jobs[i], &cfgs[i], lt->info.path, specs[i], lt->evs, lt->n_evs,
              cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
+    if (lt->ids.id) p.jobs[i].ids = &lt->ids;
   }
   gm_status_t st = run_jobs(cfg, lt, &p, cfg->progress, err);
   free(p.jobs);
@@ -153,6 +154,7 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   for (int i = 0; st == GM_OK && i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
     grj_init(&rec.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
              c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
+    if (lt->ids.id) p.jobs[i].ids = &lt->ids;
     res[i]->spread_ooms = 0;
   }
   /* the timing range's replays and the placement spread's in one pool (one decode of a

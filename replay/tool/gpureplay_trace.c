@@ -346,6 +346,8 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   lt->total_memory = gr_trace_device_memory(cfg, info);
   st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
   if (st == GM_OK && info->has_context) gr_context_from_events(lt->evs, lt->n_evs, cfg->device, info);
+  gm_err_t ids_err; /* without (host memory short) each replay hashes the addresses itself */
+  if (st == GM_OK && rp_addr_ids_build(lt->evs, lt->n_evs, &lt->ids, &ids_err) != GM_OK) memset(&lt->ids, 0, sizeof lt->ids);
   return st;
 }
 
@@ -366,6 +368,7 @@ void gr_loaded_note_failure(gr_loaded_t *lt, const rp_result_t *r0) {
 }
 
 void gr_loaded_free(gr_loaded_t *lt) {
+  rp_addr_ids_free(&lt->ids);
   free(lt->evs);
   lt->evs = NULL;
   lt->n_evs = 0;

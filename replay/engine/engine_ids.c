@@ -1,0 +1,165 @@
+/* engine_ids.c: the trace's addresses numbered densely, once per trace (rp_addr_ids_build), so
+ * that each replay of it (a sweep's 28) indexes an array by number (rp_dense.h) where it would
+ * probe a hash map by address per event.
+ *
+ * Numbers follow the order of first appearance, and are given to the events whose address the
+ * engine's block map may be asked about: allocations, frees, free_requested and the VMM events
+ * (a VMM buffer's request has its event's address: engine_vmm.c). Other events get RP_NO_ID.
+ * One hash probe per such event, here only (its own table, 16 bytes a slot).
+ *
+ * The engines' tables for these numbers (rp_dense_t, 32 bytes a number) are kept with the
+ * numbering between replays (a few spares, taken and given back without a lock by the threads
+ * that replay): a table of fresh pages cost each replay more in page faults than its probes. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/engine/engine_internal.h"
+#include "replay/engine/rp_bigmem.h"
+
+#define SPARES 8
+struct rp_ids_spares {
+  _Atomic(rp_dense_t *) t[SPARES];
+};
+
+static int names_block(unsigned kind) {
+  switch (kind) {
+    case GMT_EV_ALLOC:
+    case GMT_EV_FREE:
+    case GMT_EV_FREE_REQUESTED:
+    case GMT_EV_VMM_RESERVE:
+    case GMT_EV_VMM_MAP:
+    case GMT_EV_VMM_UNMAP:
+    case GMT_EV_VMM_RELEASE:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* The numbering's own hash table, probed linearly, doubled at load 1/2: it follows the
+ * distinct addresses (a training trace reuses a few thousand; sizing it for the allocations made
+ * a 10 M-event trace fault in 256 MiB for 2,000 addresses); the slot of the event PREFETCH ahead
+ * is fetched while this one is probed (the probes of a table larger than the caches miss: their
+ * latencies overlap so). A zero slot is empty (fresh pages: no fill). */
+typedef struct slot {
+  uint64_t key;
+  uint32_t id1; /* the number + 1; 0: empty */
+  uint32_t pad;
+} slot_t;
+#define PREFETCH 16
+
+typedef struct table {
+  slot_t *s;
+  size_t cap;
+  unsigned shift;
+} table_t;
+
+static inline size_t home(uint64_t key, unsigned shift) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> shift); }
+
+static slot_t *find(const table_t *t, uint64_t key) {
+  size_t j = home(key, t->shift), mask = t->cap - 1;
+  while (t->s[j].id1 && t->s[j].key != key) j = (j + 1) & mask;
+  return &t->s[j];
+}
+
+static int table_init(table_t *t, size_t want) {
+  t->cap = 1024;
+  t->shift = 64 - 10;
+  while (t->cap < 2 * want) {
+    t->cap *= 2;
+    t->shift--;
+  }
+  t->s = rp_bigmem_alloc(t->cap * sizeof *t->s);
+  return t->s ? 0 : -1;
+}
+
+static int table_grow(table_t *t) {
+  table_t n;
+  if (table_init(&n, t->cap) != 0) return -1;
+  for (size_t j = 0; j < t->cap; j++)
+    if (t->s[j].id1) *find(&n, t->s[j].key) = t->s[j];
+  rp_bigmem_free(t->s, t->cap * sizeof *t->s);
+  *t = n;
+  return 0;
+}
+
+gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err) {
+  memset(out, 0, sizeof *out);
+  table_t t = {NULL, 0, 0};
+  uint32_t *id = rp_bigmem_alloc((n ? n : 1) * sizeof *id);
+  struct rp_ids_spares *sp = calloc(1, sizeof *sp);
+  int ok = id && sp && table_init(&t, 0) == 0;
+  uint32_t count = 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    if (i + PREFETCH < n) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
+    if (!names_block(evs[i].kind)) {
+      id[i] = RP_NO_ID;
+      continue;
+    }
+    slot_t *x = find(&t, evs[i].addr);
+    if (!x->id1) {
+      if (count + 1u >= RP_NO_ID) {
+        ok = 0;
+        break;
+      }
+      if (2 * ((size_t)count + 1) > t.cap) {
+        if (table_grow(&t) != 0) {
+          ok = 0;
+          break;
+        }
+        x = find(&t, evs[i].addr);
+      }
+      x->key = evs[i].addr;
+      x->id1 = ++count;
+    }
+    id[i] = x->id1 - 1;
+  }
+  if (t.s) rp_bigmem_free(t.s, t.cap * sizeof *t.s);
+  if (!ok) {
+    rp_bigmem_free(id, (n ? n : 1) * sizeof *id);
+    free(sp);
+    return gm_err_set(err, GM_ERR_NOMEM, count + 1u >= RP_NO_ID ? "too many addresses to number"
+                                                                 : "out of host memory for the address numbers");
+  }
+  out->evs = evs;
+  out->n = n;
+  out->id = id;
+  out->count = count;
+  out->spares = sp;
+  return GM_OK;
+}
+
+void rp_addr_ids_free(rp_addr_ids_t *ids) {
+  for (int i = 0; ids->spares && i < SPARES; i++) {
+    rp_dense_t *t = atomic_exchange(&ids->spares->t[i], NULL);
+    if (t) rp_dense_free(t);
+    free(t);
+  }
+  free(ids->spares);
+  rp_bigmem_free(ids->id, (ids->n ? ids->n : 1) * sizeof *ids->id);
+  memset(ids, 0, sizeof *ids);
+}
+
+rp_dense_t *rp_addr_ids_table(const rp_addr_ids_t *ids) {
+  for (int i = 0; ids->spares && i < SPARES; i++) {
+    rp_dense_t *t = atomic_exchange(&ids->spares->t[i], NULL);
+    if (t) return t; /* reset when given back */
+  }
+  rp_dense_t *t = malloc(sizeof *t);
+  if (t && rp_dense_init(t, ids->count) != 0) {
+    free(t);
+    t = NULL;
+  }
+  return t;
+}
+
+void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t) {
+  rp_dense_reset(t);
+  for (int i = 0; ids->spares && i < SPARES; i++) {
+    rp_dense_t *none = NULL;
+    if (atomic_compare_exchange_strong(&ids->spares->t[i], &none, t)) return;
+  }
+  rp_dense_free(t);
+  free(t);
+}
