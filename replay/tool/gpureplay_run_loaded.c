@@ -154,7 +154,7 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   for (int i = 0; st == GM_OK && i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
     grj_init(&rec.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
              c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
-    if (lt->ids.id) p.jobs[i].ids = &lt->ids;
+    if (lt->ids.id) rec.jobs[i].ids = &lt->ids; /* the followers copy it */
     res[i]->spread_ooms = 0;
   }
   /* the timing range's replays and the placement spread's in one pool (one decode of a
