@@ -161,6 +161,11 @@ typedef struct ana_load_opts {
    * timeline), no event rows: what views over hundreds of ranks read (`gpuanalyze ranks`).
    * The trace's row says events_loaded = 0 and its event range is empty. */
   int summary_only;
+  /* Called inside the transaction before the first results file is read (NULL: none): the
+   * results may still be in the making while the traces before them load (`gpuanalyze report`
+   * loads the trace while gpureplay replays it); an error rolls the load back. */
+  gm_status_t (*results_ready)(void *ctx, gm_err_t *err);
+  void *results_ctx;
 } ana_load_opts_t;
 
 typedef struct ana_load_stats {

@@ -66,28 +66,38 @@ int ana_cli_need_db(const char *path) {
   return 1;
 }
 
-/* Run argv[0] with argv; its stdout goes to our stderr on a terminal (progress for a person),
+/* Start argv[0] with argv; its stdout goes to our stderr on a terminal (progress for a person),
  * else nowhere: our stdout carries only the recommendation. Its stderr passes through. */
-int ana_cli_run_tool(char *const *argv, gm_err_t *err) {
+int ana_cli_start_tool(char *const *argv, pid_t *pid, gm_err_t *err) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (isatty(STDERR_FILENO)) posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
   else posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawn(pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return gm_err_set(err, GM_ERR_IO, "cannot run '%s': %s", argv[0], strerror(rc));
+  return GM_OK;
+}
+
+/* Wait for the tool started as pid (argv0: its path, for the message). */
+int ana_cli_wait_tool(const char *argv0, pid_t pid, gm_err_t *err) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return gm_err_set(err, GM_ERR_IO, "waitpid: %s", strerror(errno));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     /* Its own error line is already on stderr: say only which step failed. */
-    const char *base = strrchr(argv[0], '/');
-    return gm_err_set(err, GM_ERR_IO, "%s failed (%s %d)", base ? base + 1 : argv[0],
+    const char *base = strrchr(argv0, '/');
+    return gm_err_set(err, GM_ERR_IO, "%s failed (%s %d)", base ? base + 1 : argv0,
                       WIFEXITED(status) ? "exit status" : "signal",
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   }
   return GM_OK;
+}
+
+int ana_cli_run_tool(char *const *argv, gm_err_t *err) {
+  pid_t pid;
+  int rc = ana_cli_start_tool(argv, &pid, err);
+  return rc < 0 ? rc : ana_cli_wait_tool(argv[0], pid, err);
 }
 
 uint64_t ana_cli_default_jobs(void) {

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "analyze/ana.h"
 #include "analyze/ana_diff.h"
@@ -44,7 +45,10 @@ unsigned ana_cli_read_flags(const config_t *c);
 int ana_cli_wait_ms(const config_t *c);
 int ana_cli_need_db(const char *path);
 uint64_t ana_cli_default_jobs(void);
+/* Run argv[0] with argv and wait for it (start, then wait: ana_cli.c says where its output goes). */
 int ana_cli_run_tool(char *const *argv, gm_err_t *err);
+int ana_cli_start_tool(char *const *argv, pid_t *pid, gm_err_t *err);
+int ana_cli_wait_tool(const char *argv0, pid_t pid, gm_err_t *err);
 ana_load_opts_t ana_cli_load_opts(const config_t *c);
 void ana_cli_end_progress(void);
 /* gpureplay run whose stdout is read (oom, diff, report's "why it ran out"): ana_cmd_oom_diff.c. */

@@ -21,8 +21,9 @@
 
 extern char **environ;
 
-static int run_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
-                     int always, int limits, int strict, uint64_t capacity, gm_err_t *err) {
+/* gpureplay over the trace, started (*pid; wait with ana_cli_wait_tool). */
+static int start_sweep(const char *gpureplay, const char *trace, const char *json, uint64_t jobs, int tune,
+                       int always, int limits, int strict, uint64_t capacity, pid_t *pid, gm_err_t *err) {
   char j[32], cap[48];
   snprintf(j, sizeof j, "--jobs=%" PRIu64, jobs);
   snprintf(cap, sizeof cap, "--capacity=%" PRIu64, capacity);
@@ -36,7 +37,33 @@ static int run_sweep(const char *gpureplay, const char *trace, const char *json,
   /* The report's advice holds no limit tuned to the edge of this one recording (--limits). */
   if (tune && !limits) argv[n++] = "--no-limits";
   argv[n] = NULL;
-  return ana_cli_run_tool(argv, err);
+  return ana_cli_start_tool(argv, pid, err);
+}
+
+/* The replay in the making while the trace loads (ana_load_opts_t.results_ready). */
+typedef struct sweep_run {
+  const char *gpureplay, *trace;
+  pid_t pid;  /* 0: none running */
+  int failed; /* it ran and failed */
+} sweep_run_t;
+
+static gm_status_t sweep_wait(void *ctx, gm_err_t *err) {
+  sweep_run_t *r = ctx;
+  if (!r->pid) return GM_OK;
+  pid_t pid = r->pid;
+  r->pid = 0;
+  if (ana_cli_wait_tool(r->gpureplay, pid, err) >= 0) return GM_OK;
+  r->failed = 1;
+  return gm_err_wrap(err, "cannot replay '%s'", r->trace);
+}
+
+static void remove_db(const char *db) {
+  static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+  for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+    char p[PATH_MAX + 16];
+    snprintf(p, sizeof p, "%s%s", db, sfx[i]);
+    unlink(p);
+  }
 }
 
 static int newer_than(const char *a, const char *b) {
@@ -149,6 +176,7 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
                   runs, trace, c->db, c->db);
     return 0;
   }
+  sweep_run_t run = {replay, trace, 0, 0};
   if (found) {
     /* .json: the loader tells results files from traces by their extension. */
     snprintf(json, sizeof json, "%s/gpuanalyze-XXXXXX.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -162,26 +190,31 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
     if (isatty(STDERR_FILENO))
       ana_cli_say(c->tune_now ? "tuning %s: gpureplay --tune searches the allocator settings (the sweep's grid and past it; a long trace on its steady state), %" PRIu64 " at once ..."
                   : "replaying %s under gpureplay's sweep of allocator settings, %" PRIu64 " at once ...", trace, jobs);
-    if (run_sweep(replay, trace, json, jobs, c->tune_now, c->tune, c->limits, c->strict, c->capacity, &err) < 0) {
+    if (start_sweep(replay, trace, json, jobs, c->tune_now, c->tune, c->limits, c->strict, c->capacity, &run.pid,
+                    &err) < 0) {
       unlink(json);
       gm_err_wrap(&err, "cannot replay '%s'", trace);
+      return ana_cli_fail(&err);
+    }
+    /* A database made afresh goes once the replay has succeeded: waited for here; otherwise the
+     * trace loads while it replays (the load's transaction waits for its results, and rolls
+     * back if it fails: the database as it was) */
+    if (fresh && sweep_wait(&run, &err) < 0) {
+      unlink(json);
       return ana_cli_fail(&err);
     }
   } else {
     gm_log(GM_LOG_WARN, "gpureplay not found (beside gpuanalyze, $GPUREPLAY, PATH): reporting the trace without a policy sweep");
   }
   if (fresh) {
-    static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
-    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
-      char p[PATH_MAX + 16];
-      snprintf(p, sizeof p, "%s%s", c->db, sfx[i]);
-      unlink(p);
-    }
+    remove_db(c->db);
     ana_cli_say("%s changed since %s was made: made it afresh", trace, c->db);
     existed = 0;
   }
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) {
+    gm_err_t rerr;
+    if (sweep_wait(&run, &rerr) < 0) err = rerr; /* what went wrong first, as before the overlap */
     if (*json) unlink(json);
     return ana_cli_fail(&err);
   }
@@ -190,14 +223,24 @@ static int report_load(config_t *c, const char *trace, int may_renew, int alone)
   /* the report reads per-trace summaries (ana_load_peak.c), never events: none are stored
    * (`gpuanalyze load` stores them, for SQL) */
   o.summary_only = 1;
+  if (run.pid) {
+    o.results_ready = sweep_wait;
+    o.results_ctx = &run;
+    o.progress = NULL; /* gpureplay's progress is the one on the terminal */
+  }
   ana_load_stats_t st = {0};
   gm_status_t s = ana_db_load(db, inputs, *json ? 2 : 1, &o, &st, &err);
+  if (run.pid) { /* the trace failed to load: the replay ends on its own; its failure is said first */
+    gm_err_t rerr;
+    if (sweep_wait(&run, &rerr) < 0) err = rerr;
+  }
   ana_cli_end_progress();
   /* the new runs replace the trace's older ones; noted for the next report to reuse */
   if (s >= 0 && *json && (*hash || (s = ana_trace_hash(trace, hash, sizeof hash, &err)) >= 0))
     s = ana_replay_key_put(db, hash, st.results_id, &want, &err);
   if (*json) unlink(json);
   ana_db_close(db);
+  if (s < 0 && run.failed && !existed) remove_db(c->db); /* made for the load, which rolled back: as if never */
   if (s < 0) return ana_cli_fail(&err);
   if (alone) ana_cli_say("wrote %s (the database: the trace and its replays; %s)", c->db, existed ? "added to it" : "new");
   else ana_cli_say("wrote %s (the database: %s and its replays; %s)", c->db, trace, existed ? "added to it" : "new");

@@ -194,8 +194,11 @@ gm_status_t ana_db_load(ana_db_t *db, const char *const *inputs, int n, const an
   clock_gettime(CLOCK_MONOTONIC, &t0);
   gm_status_t s = ana_exec(db, "BEGIN IMMEDIATE", err);
   if (s < 0) return is_busy(db->h) ? s : gm_err_wrap(err, "cannot start a transaction on '%s'", db->path);
+  int ready = !o || !o->results_ready;
   for (int i = 0; i < n && s >= 0; i++) {
     /* Results files are JSON; everything else must be a trace (the reader says if not). */
+    if (ends_with(inputs[i], ".json") && !ready && (s = o->results_ready(o->results_ctx, err)) >= 0) ready = 1;
+    if (s < 0) break;
     if (ends_with(inputs[i], ".json")) s = ana_load_results(db, inputs[i], st, err);
     else s = ana_load_trace(db, inputs[i], o, st, err);
   }

@@ -382,6 +382,48 @@ std::string RecommendOfFiles(const std::string &t, const std::string &js, const 
   return rec;
 }
 
+// gpuanalyze report loads the trace while gpureplay writes its results: results_ready is
+// called once, after the trace and before the results file (written only then here); its
+// error rolls the whole load back, the trace too.
+struct Ready {
+  std::string js, body;
+  int calls = 0;
+  bool fail = false;
+};
+gm_status_t ReadyWrite(void *ctx, gm_err_t *err) {
+  Ready *r = static_cast<Ready *>(ctx);
+  r->calls++;
+  if (r->fail) return gm_err_set(err, GM_ERR_IO, "gpureplay failed (exit status 1)");
+  WriteFile(r->js, r->body);
+  return GM_OK;
+}
+
+TEST(Load, ResultsReadyIsAwaitedBeforeTheResultsAndItsErrorRollsBack) {
+  std::string t = Unique("w") + ".zst", js = Unique("w") + ".json", dbp = Unique("wait") + ".db";
+  WriteTrace(t, RandomProgram(4, 1000), "python x.py", -1, 777);
+  Ready r{js, ResultsJson(t, 777, {"pytorch", "direct"}, {300 * kG, 150 * kG}, 120 * kG)};
+  WriteFile(js, "not yet");  // what a results file holds before gpureplay has written it
+  gm_err_t err = {};
+  ana_db_t *db = nullptr;
+  ASSERT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
+  const char *in[] = {t.c_str(), js.c_str()};
+  ana_load_opts_t o = {};
+  o.results_ready = ReadyWrite;
+  o.results_ctx = &r;
+  ana_load_stats_t st = {};
+  r.fail = true;
+  EXPECT_LT(ana_db_load(db, in, 2, &o, &st, &err), 0);
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_STREQ(err.msg, "gpureplay failed (exit status 1)");
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM traces"), 0);
+  r.fail = false;
+  ASSERT_EQ(ana_db_load(db, in, 2, &o, &st, &err), GM_OK) << err.msg;
+  EXPECT_EQ(r.calls, 2);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM traces"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) FROM v_runs WHERE trace_id IS NOT NULL"), 2);
+  ana_db_close(db);
+}
+
 TEST(Load, ResultsJoinTracesAndKeepUnknownKeys) {
   std::string t = Unique("r") + ".zst", js = Unique("r") + ".json", dbp = Unique("res") + ".db";
   WriteTrace(t, RandomProgram(4, 1000), "python x.py", -1, 777);

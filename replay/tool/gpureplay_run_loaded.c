@@ -77,6 +77,31 @@ static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *p
   return st;
 }
 
+/* The pool's jobs over lt: its events in memory (cfg->jobs threads take a job each), or the
+ * file decoded once for all (run_shared). */
+static gm_status_t run_jobs(const gr_config_t *cfg, const gr_loaded_t *lt, pool_t *p, int progress, gm_err_t *err) {
+  if (lt->evs || (p->n == 1 && !p->jobs[0].cfg->stop_at_oom)) {
+    grj_run_pool(cfg, p, lt->n_evs ? lt->n_evs : lt->info.events_in_index, lt->info.path, 0); /* the tuner says its own progress */
+    return grj_pool_status(p, p->n, err);
+  }
+  gm_status_t st = GM_OK;
+  shared_t s;
+  memset(&s, 0, sizeof s);
+  s.jobs = p->jobs;
+  s.n = p->n;
+  s.b = calloc((size_t)p->n, sizeof *s.b);
+  s.e = calloc((size_t)p->n, sizeof *s.e);
+  if (!s.b || !s.e) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  for (int i = 0; st == GM_OK && i < p->n; i++) grj_start(&p->jobs[i], &s.b[i], &s.e[i]);
+  if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, progress, lt->info.events_in_index, err);
+  for (int i = 0; s.b && s.e && i < p->n; i++)
+    if (s.b[i]) grj_end(&p->jobs[i], s.b[i], s.e[i]);
+  free(s.b);
+  free(s.e);
+  if (st == GM_OK) st = grj_pool_status(p, p->n, err);
+  return st;
+}
+
 gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs,
                                const uint64_t *caps, int n, rp_result_t **res, gm_err_t *err) {
   pool_t p;
@@ -100,26 +125,7 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
              cfg->device_memory ? cfg->device_memory : lt->total_memory, &lt->info, res[i]);
     if (lt->ids.id) p.jobs[i].ids = &lt->ids;
   }
-  gm_status_t st = GM_OK;
-  if (lt->evs || (n == 1 && !caps)) {
-    grj_run_pool(cfg, &p, lt->n_evs, lt->info.path, 0); /* the tuner says its own progress */
-    st = grj_pool_status(&p, p.n, err);
-  } else { /* streamed: one decode for all */
-    shared_t s;
-    memset(&s, 0, sizeof s);
-    s.jobs = p.jobs;
-    s.n = n;
-    s.b = calloc((size_t)n, sizeof *s.b);
-    s.e = calloc((size_t)n, sizeof *s.e);
-    if (!s.b || !s.e) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-    for (int i = 0; st == GM_OK && i < n; i++) grj_start(&p.jobs[i], &s.b[i], &s.e[i]);
-    if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, cfg->progress, lt->info.events_in_index, err);
-    for (int i = 0; s.b && s.e && i < n; i++)
-      if (s.b[i]) grj_end(&p.jobs[i], s.b[i], s.e[i]);
-    free(s.b);
-    free(s.e);
-    if (st == GM_OK) st = grj_pool_status(&p, p.n, err);
-  }
+  gm_status_t st = run_jobs(cfg, lt, &p, cfg->progress, err);
   free(p.jobs);
   free(cfgs);
   return st;
@@ -136,20 +142,37 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   if (n <= 0 || !cfg->timing_range) return GM_OK;
   gr_config_t c = *cfg;
   c.progress = 0; /* the tuner says its own progress */
-  pool_t p;
+  pool_t rec, p;
+  memset(&rec, 0, sizeof rec);
   memset(&p, 0, sizeof p);
-  p.jobs = calloc((size_t)n, sizeof *p.jobs);
-  if (!p.jobs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  p.n = n;
-  for (int i = 0; i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
-    grj_init(&p.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
+  rec.jobs = calloc((size_t)n, sizeof *rec.jobs);
+  p.jobs = calloc((size_t)3 * n, sizeof *p.jobs);
+  rp_result_t *out = calloc((size_t)3 * n, sizeof *out);
+  int *of = calloc((size_t)3 * n, sizeof *of);
+  gm_status_t st = rec.jobs && p.jobs && out && of ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  rec.n = n;
+  for (int i = 0; st == GM_OK && i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
+    grj_init(&rec.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
              c.device_memory ? c.device_memory : lt->total_memory, &lt->info, res[i]);
-    if (lt->ids.id) p.jobs[i].ids = &lt->ids;
+    if (lt->ids.id) rec.jobs[i].ids = &lt->ids; /* the followers copy it */
     res[i]->spread_ooms = 0;
   }
-  gm_status_t st = grj_timing_range(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
+  /* the timing range's replays and the placement spread's in one pool (one decode of a
+   * streamed trace for all; in memory, the cores take them side by side) */
+  int m1 = 0, m2 = 0;
+  if (st == GM_OK) m1 = grj_range_add(&p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out, of);
   if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
-    st = grj_placement_spread(&c, &p, res, lt->evs, lt->n_evs, &lt->info, err);
+    m2 = grj_spread_add(&c, &p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out + m1, of + m1);
+  if (st == GM_OK && p.n) {
+    gm_err_t je;
+    gm_status_t rs = run_jobs(&c, lt, &p, cfg->progress, err); /* a streamed pass says how far it is */
+    if (rs != GM_OK && grj_pool_status(&p, p.n, &je) == GM_OK) st = rs; /* the file's; a job's: its fold says */
+  }
+  if (st == GM_OK) st = grj_range_fold(&c, p.jobs, m1, of, n, res, err);
+  if (st == GM_OK) st = grj_spread_fold(p.jobs + m1, m2, of + m1, res, err);
+  free(rec.jobs);
   free(p.jobs);
+  free(out);
+  free(of);
   return st;
 }

@@ -29,22 +29,31 @@
  * cores replay them together). */
 typedef gm_status_t (*fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err);
 
+/* A round's k points spread over (lo, hi), and the interval they leave. */
+static void round_points(double lo, double hi, int k, double *x) {
+  for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+}
+
+static void narrow(const double *x, const int *fits, int k, double *lo, double *hi) {
+  double nlo = *lo, nhi = *hi;
+  for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
+    if (fits[i]) nhi = x[i];
+  for (int i = 0; i < k; i++)
+    if (!fits[i] && x[i] < nhi) nlo = x[i];
+  *lo = nlo;
+  *hi = nhi;
+}
+
 static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double lo, double hi, double tol,
                           double *out, gm_err_t *err) {
   int k = GR_TUNE_BISECT_POINTS;
   while (hi - lo > tol) {
     double x[8];
     int fits[8];
-    for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+    round_points(lo, hi, k, x);
     gm_status_t st = fn(c, arg, x, k, fits, err);
     if (st != GM_OK) return st;
-    double nlo = lo, nhi = hi;
-    for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
-      if (fits[i]) nhi = x[i];
-    for (int i = 0; i < k; i++)
-      if (!fits[i] && x[i] < nhi) nlo = x[i];
-    lo = nlo;
-    hi = nhi;
+    narrow(x, fits, k, &lo, &hi);
   }
   *out = hi;
   return GM_OK;
@@ -210,7 +219,8 @@ gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x,
  * 2 MiB units, 0: none): where a search over a reduced trace found it; it and one step below
  * are tried first, and when they bracket it that is the answer (the bisection assumes fitting
  * is monotone in the capacity, so it would end there too). */
-static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm_err_t *err) {
+static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, uint64_t no, uint64_t yes,
+                         gm_err_t *err) {
   if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
   if (p->ok && p->peak_reserved == 0) {
     /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
@@ -227,6 +237,9 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm
   double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
   if (lo >= 1) lo -= 1;
   int fits = 0;
+  /* capacities already replayed (2 MiB units, 0: none): `no` ran out of memory, `yes` did not */
+  if (no && (double)no > lo && (double)no < hi) lo = (double)no;
+  if (yes && (double)yes > lo && (double)yes <= hi) hi = (double)yes, fits = 1;
   if (hint > 1 && (double)hint > lo && (double)hint <= hi) {
     double x[2] = {(double)(hint - 1), (double)hint};
     int f[2];
@@ -241,12 +254,22 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm
     else lo = x[1];
   }
   for (int tries = 0; tries < 6 && !fits; tries++) {
-    gm_status_t st = gr_tune_cap_fits(c, p->spec, &hi, 1, &fits, err);
+    /* hi, and the bisection's first round below it, together: when hi fits (its unlimited peak
+     * does), that round is the bisection's own (the same points, one round sooner: no round
+     * of one replay alone, no decode of a streamed trace for it) */
+    double x[1 + GR_TUNE_BISECT_POINTS];
+    int f[1 + GR_TUNE_BISECT_POINTS], k = hi - lo > 1.0 ? GR_TUNE_BISECT_POINTS : 0;
+    x[0] = hi;
+    round_points(lo, hi, k, x + 1);
+    gm_status_t st = gr_tune_cap_fits(c, p->spec, x, 1 + k, f, err);
     if (st != GM_OK) return st;
-    if (!fits) {
+    if (!f[0]) {
       lo = hi;
       hi *= 2;
+      continue;
     }
+    fits = 1;
+    narrow(x + 1, f + 1, k, &lo, &hi);
   }
   if (!fits) {
     p->needs_above = 1;
@@ -259,10 +282,17 @@ static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, gm
   return st;
 }
 
-gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) { return needs(c, p, 0, err); }
+gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
+  return needs(c, p, 0, 0, 0, err);
+}
 
 gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err) {
-  return needs(c, p, hint_bytes >> 21, err);
+  return needs(c, p, hint_bytes >> 21, 0, 0, err);
+}
+
+gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
+                                       gm_err_t *err) {
+  return needs(c, p, 0, no_bytes >> 21, yes_bytes >> 21, err);
 }
 
 /* ---- the choice ---------------------------------------------------------------------------- */
@@ -352,6 +382,44 @@ static gm_status_t front(gr_tune_ctx_t *c, int *ord, int m, gm_err_t *err) {
   return GM_OK;
 }
 
+/* The points the choice below spreads whatever their spreads find, spread together (one pool:
+ * the cores replay them side by side, not one point's few replays at a time): the first of
+ * ord (point_before) that each pick takes, the default, and the front of point figures walked
+ * from the fastest (a worst case is never below its point figure, so the front walk's bar is
+ * never below this one's: each point under this bar is under that one too). The choice then
+ * spreads what else it needs, one at a time, as before; what it finds is the same. */
+static gm_status_t prespread(gr_tune_ctx_t *c, const int *ord, int m, gm_err_t *err) {
+  const gr_tune_t *t = c->t;
+  int *idx = malloc((size_t)(m + 2) * sizeof *idx), *byt = malloc((size_t)(m + 1) * sizeof *byt), n = 0;
+  if (!idx || !byt) {
+    free(idx);
+    free(byt);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  }
+  int got[3] = {0, 0, 0};
+  for (int k = 0; k < m; k++) {
+    const gr_tune_point_t *p = &t->pts[ord[k]];
+    int take = !got[PICK_ALL] || (!got[PICK_GRID] && p->from_grid) || (!got[PICK_BUDGET] && p->time_mid_s <= t->budget_s);
+    got[PICK_ALL] = 1;
+    got[PICK_GRID] |= p->from_grid;
+    got[PICK_BUDGET] |= p->time_mid_s <= t->budget_s;
+    if (take) idx[n++] = ord[k];
+  }
+  memcpy(byt, ord, (size_t)m * sizeof *byt);
+  sort_by(t, byt, m, time_before);
+  uint64_t least = UINT64_MAX;
+  for (int k = 0; k < m; k++)
+    if (t->pts[byt[k]].peak_reserved < least) {
+      least = t->pts[byt[k]].peak_reserved;
+      idx[n++] = byt[k];
+    }
+  if (t->dflt >= 0 && t->pts[t->dflt].ok) idx[n++] = t->dflt;
+  gm_status_t st = gr_tune_spread(c, idx, n, err); /* a point twice is spread once */
+  free(idx);
+  free(byt);
+  return st;
+}
+
 /* The choice (issue 25): candidates are compared on their worst case (timing range, placement
  * spread, a predicted trace's uncertain sizes), then their point figure, then driver calls;
  * the search before stepped on point figures. The chosen point is advised over the default
@@ -365,7 +433,8 @@ static gm_status_t choose(gr_tune_ctx_t *c, gm_err_t *err) {
   for (int i = 0; i < t->n; i++)
     if (t->pts[i].ok && !t->pts[i].pool && family(t, t->pts[i].spec)) ord[m++] = i;
   sort_by(t, ord, m, point_before);
-  gm_status_t st = pick(c, ord, m, PICK_ALL, &t->best, err);
+  gm_status_t st = prespread(c, ord, m, err);
+  if (st == GM_OK) st = pick(c, ord, m, PICK_ALL, &t->best, err);
   if (st == GM_OK) st = pick(c, ord, m, PICK_GRID, &t->best_grid, err);
   if (st == GM_OK) st = pick(c, ord, m, PICK_BUDGET, &t->chosen, err);
   if (st == GM_OK) st = front(c, ord, m, err);

@@ -59,6 +59,9 @@ typedef struct gr_tune_opts {
   int no_limits;           /* search no hard limits (memory fractions, CuPy's limit): --no-limits */
   int reduce;              /* gr_tune_reduce_t: --tune-reduce */
   uint64_t trace_events;   /* events of the whole trace when the search runs on a reduced one (0: lt's) */
+  int confirm_all;         /* a reduced search: every finalist on the whole trace, even those the reduced
+                            * figures rank clearly behind while the smallest is within the budget
+                            * (gpureplay_tune_reduce.c; what the tests compare the shortcut with) */
 } gr_tune_opts_t;
 
 typedef struct gr_tune {
@@ -229,8 +232,23 @@ gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *spec, const double *x
 gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err);
 /* The same, trying first where a search on a reduced trace found it (a multiple of 2 MiB). */
 gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err);
+/* The same, with capacities already replayed (multiples of 2 MiB; 0: none): no_bytes ran out of
+ * memory, yes_bytes did not (the bisection starts between them). */
+gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
+                                       gm_err_t *err);
 /* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
+
+/* Phase timings on stderr under GPUREPLAY_TUNE_TIMES (gpureplay_tune_times.c): mark prints the
+ * wall and CPU seconds since the last mark (or start) and the replays run since (replays: the
+ * running total). */
+typedef struct gr_tune_times {
+  int on;
+  double wall, cpu;
+  uint64_t replays;
+} gr_tune_times_t;
+void gr_tune_times_start(gr_tune_times_t *tt);
+void gr_tune_times_mark(gr_tune_times_t *tt, const char *phase, uint64_t replays);
 
 #ifdef __cplusplus
 }

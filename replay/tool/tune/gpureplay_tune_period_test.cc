@@ -163,4 +163,125 @@ TEST(TunePeriod, ReducedSearchKeepsTheAdvice) {
   gr_period_free(&p);
 }
 
+// A reduced search over v, its finalists confirmed on the whole trace in rounds (the shortcut:
+// runners-up the reduced figures separate left out while the smallest is within the budget) or
+// all at once (confirm_all).
+struct Reduced {
+  gr_loaded_t lt;
+  gr_config_t cfg;
+  gr_period_t p;
+  gr_tune_t t;
+  gm_status_t st;
+  gm_err_t err;
+  Reduced(std::vector<gmt_event_t> &v, double budget, int confirm_all) {
+    memset(&lt, 0, sizeof lt);
+    memset(&cfg, 0, sizeof cfg);
+    memset(&t, 0, sizeof t);
+    lt.info.path = "synthetic";
+    lt.info.frameworks = GMT_FW_PYTORCH;
+    lt.info.device_memory = kDevice;
+    lt.total_memory = kDevice;
+    lt.evs = v.data();
+    lt.n_evs = v.size();
+    cfg.cuda_ordinal = -1;
+    cfg.jobs = 2;
+    cfg.serve_failed = 1;
+    cfg.device_memory = kDevice;
+    cfg.timing_range = 1;
+    gr_tune_opts_t o = {GR_TUNE_SEARCH, budget, 1, 1, GR_REDUCE_ALWAYS, 0, confirm_all};
+    st = gr_period_scan_events(v.data(), v.size(), &p, &err);
+    if (st == GM_OK && !p.found) st = gm_err_set(&err, GM_ERR_INVAL, "no period: %s", p.why);
+    gr_loaded_t rl = lt;
+    rl.evs = p.evs;
+    rl.n_evs = p.n_evs;
+    if (st == GM_OK) st = gr_tune_run_reduced(&cfg, &lt, &rl, &p, &o, &t, NULL, &err);
+  }
+  ~Reduced() {
+    gr_tune_free(&t);
+    gr_period_free(&p);
+  }
+  const gr_tune_point_t *at(int i) const { return i >= 0 ? &t.pts[i] : nullptr; }
+};
+
+// Every figure of a point the advice names: the same in both.
+void ExpectSamePoint(const gr_tune_point_t *a, const gr_tune_point_t *b, const char *what) {
+  ASSERT_EQ(a == nullptr, b == nullptr) << what;
+  if (!a) return;
+  EXPECT_STREQ(a->spec, b->spec) << what;
+  EXPECT_EQ(a->peak_reserved, b->peak_reserved) << what;
+  EXPECT_EQ(a->alloc_calls, b->alloc_calls) << what;
+  EXPECT_EQ(a->free_calls, b->free_calls) << what;
+  EXPECT_EQ(a->worst_bytes, b->worst_bytes) << what;
+  EXPECT_EQ(a->best_bytes, b->best_bytes) << what;
+  EXPECT_EQ(a->needs_bytes, b->needs_bytes) << what;
+  EXPECT_EQ(a->needs_above, b->needs_above) << what;
+}
+
+void ExpectSameAdvice(const Reduced &s, const Reduced &a) {
+  ExpectSamePoint(s.at(s.t.chosen), a.at(a.t.chosen), "chosen");
+  ExpectSamePoint(s.at(s.t.best), a.at(a.t.best), "best");
+  ExpectSamePoint(s.at(s.t.best_grid), a.at(a.t.best_grid), "best of the grid");
+  ExpectSamePoint(s.at(s.t.dflt), a.at(a.t.dflt), "default");
+  EXPECT_EQ(s.t.keep_default, a.t.keep_default);
+  EXPECT_EQ(s.t.lower_bound, a.t.lower_bound);
+  // what the shortcut confirmed is a part of what all confirm, with the same figures
+  EXPECT_LE(s.t.n, a.t.n);
+  for (int i = 0; i < s.t.n; i++) {
+    int k = gr_tune_find(&a.t, s.t.pts[i].spec);
+    ASSERT_GE(k, 0) << s.t.pts[i].spec << ": confirmed by the shortcut alone";
+    EXPECT_EQ(s.t.pts[i].peak_reserved, a.t.pts[k].peak_reserved) << s.t.pts[i].spec;
+  }
+}
+
+// Training with the weights' optimizer state: steps of kinds A and B as training() and a third
+// kind C every `rare`-th step that holds a large temporary across the step boundary's frees.
+std::vector<gmt_event_t> training3(int steps, int rare) {
+  std::vector<gmt_event_t> v = training(steps, 7);
+  uint64_t ts = v.back().ts_ns;
+  for (int s = 0; s < steps / rare; s++) {
+    v.push_back(ev(GMT_EV_MARKER, ts += 1000, 0, (uint64_t)(steps + s)));
+    uint64_t a1 = 0x3000000000ull, a2 = 0x3100000000ull;
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a1, 700 * MiB + (uint64_t)(s % 3) * 3 * MiB));
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a2, 13 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a1, 700 * MiB + (uint64_t)(s % 3) * 3 * MiB));
+    v.push_back(ev(GMT_EV_ALLOC, ts += 10, a1, 900 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a2, 13 * MiB));
+    v.push_back(ev(GMT_EV_FREE, ts += 10, a1, 900 * MiB));
+  }
+  return v;
+}
+
+// The shortcut (runners-up the steady state separates left out while the smallest is within
+// the budget) gives the advice of confirming every finalist, on traces of known structure and
+// budgets that do and do not settle the choice in the first round.
+TEST(TuneReduced, ShortcutGivesTheAdviceOfConfirmingEveryFinalist) {
+  std::vector<std::vector<gmt_event_t>> traces = {training(700, 7), training3(900, 5)};
+  for (size_t k = 0; k < traces.size(); k++)
+    for (double budget : {0.01, 1e6}) {
+      SCOPED_TRACE("trace " + std::to_string(k) + ", budget " + std::to_string(budget));
+      Reduced s(traces[k], budget, 0), a(traces[k], budget, 1);
+      ASSERT_EQ(s.st, GM_OK) << s.err.msg;
+      ASSERT_EQ(a.st, GM_OK) << a.err.msg;
+      ExpectSameAdvice(s, a);
+      // a budget every point meets settles the choice in the first round, one none meets (the
+      // recorded durations here are microseconds) takes the second: both paths taken
+      if (budget > 1) EXPECT_LT(s.t.n, a.t.n) << s.t.searched;
+      else EXPECT_NE(std::string(s.t.searched).find("in two rounds"), std::string::npos) << s.t.searched;
+    }
+}
+
+// A budget nothing meets: the first round cannot settle the choice, the second confirms the
+// rest, and the points are those of confirming all at once, in the same order.
+TEST(TuneReduced, AnUnsettledChoiceConfirmsEveryFinalist) {
+  std::vector<gmt_event_t> v = training3(900, 5);
+  Reduced s(v, 1e-12, 0), a(v, 1e-12, 1);
+  ASSERT_EQ(s.st, GM_OK) << s.err.msg;
+  ASSERT_EQ(a.st, GM_OK) << a.err.msg;
+  ExpectSameAdvice(s, a);
+  ASSERT_EQ(s.t.n, a.t.n);
+  for (int i = 0; i < s.t.n; i++) EXPECT_STREQ(s.t.pts[i].spec, a.t.pts[i].spec) << i;
+  for (int i = 0; i < s.t.n_front && i < a.t.n_front; i++) EXPECT_EQ(s.t.front[i], a.t.front[i]) << i;
+  EXPECT_EQ(s.t.n_front, a.t.n_front);
+}
+
 } // namespace

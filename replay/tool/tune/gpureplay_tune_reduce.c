@@ -9,7 +9,10 @@
  * chosen point, its best two, the grid's best two, the default) are replayed over the whole
  * trace, the choice is made again over those whole-trace figures, and each shown point's
  * capacity is confirmed on the whole trace (the capacity the reduced trace gave, and 2 MiB
- * below it: fits, does not).
+ * below it: fits, does not; else bisected there).
+ * What it replays of the whole trace (each replay of 10^8 events is seconds): the finalists in
+ * two rounds, the runners-up the reduced figures put clearly behind their leader only when the
+ * first round's smallest point is over the time budget (finalists(), settled()).
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
@@ -21,7 +24,7 @@
 
 #include "replay/tool/tune/gpureplay_tune.h"
 
-enum { MAX_FINALISTS = 12, TOP_BEST = 2, TOP_GRID = 2, MAX_PROBES = 4 };
+enum { MAX_FINALISTS = 12, MAX_SPECS = 64, TOP_BEST = 2, TOP_GRID = 2, MAX_PROBES = 4 };
 
 static double now_s(void) {
   struct timespec ts;
@@ -36,14 +39,27 @@ static void init_whole(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_t
   t->dflt = t->best = t->best_grid = t->chosen = -1;
 }
 
-static int in_list(const char *const *sp, int n, const char *s) {
-  for (int i = 0; i < n; i++)
-    if (strcmp(sp[i], s) == 0) return 1;
-  return 0;
-}
+/* The finalists, in the order the whole trace's points are kept (the choice's ties go to the
+ * earlier): each is confirmed in the first round, or only when the first round's choice is not
+ * settled (first[i] == 0). */
+typedef struct finals {
+  const char *sp[MAX_SPECS]; /* MAX_FINALISTS of a reduced search; the grid's, without a period */
+  int first[MAX_SPECS];
+  int grid[MAX_SPECS];
+  rp_result_t *res[MAX_SPECS]; /* its whole-trace replay, once confirmed */
+  int n;
+} finals_t;
 
-static void add_spec(const char **sp, int *n, const char *s) {
-  if (*n < MAX_FINALISTS && !in_list(sp, *n, s)) sp[(*n)++] = s;
+static void add_spec(finals_t *f, const char *s, int first) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->sp[i], s) == 0) {
+      f->first[i] |= first;
+      return;
+    }
+  if (f->n < MAX_FINALISTS) {
+    f->first[f->n] = first;
+    f->sp[f->n++] = s;
+  }
 }
 
 /* The reduced search's own family points, best first (gr_tune_better). */
@@ -66,6 +82,46 @@ static int ranked(const gr_tune_t *r, int grid_only, int *ord) {
   return m;
 }
 
+/* The reduced trace separates q from lead, which it ranks first: q's figure is above lead's
+ * worst case by more than a difference the advice acts on (gm_advice_floor). Such a runner-up
+ * is confirmed only when the first round leaves the choice open: the reduced ranking is what
+ * picked the finalists in the first place (every point outside them is left on it), and the
+ * runners-up are there for near ties, which the whole trace may reorder. */
+static int separated(const gr_tune_point_t *lead, const gr_tune_point_t *q) {
+  uint64_t w = gr_tune_worst(lead);
+  return lead->ok && q->ok && w != UINT64_MAX && q->peak_reserved > w && q->peak_reserved - w > gm_advice_floor(w);
+}
+
+/* The finalists of the reduced search rt: its default, chosen and best, the best two of the
+ * grid and of the search, its front up to the chosen point and one past it (the whole trace's
+ * times may move the choice along the front by one: a faster point past it only if the chosen
+ * one's time goes over the budget). In the first round all but the runners-up the reduced
+ * figures separate from their leader (all of them with all). */
+static gm_status_t finalists(const gr_tune_t *rt, int all, finals_t *f, gm_err_t *err) {
+  int *ord = malloc(((size_t)rt->n + 1) * sizeof *ord);
+  if (!ord) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  memset(f, 0, sizeof *f);
+  if (rt->dflt >= 0) add_spec(f, rt->pts[rt->dflt].spec, 1);
+  if (rt->chosen >= 0) add_spec(f, rt->pts[rt->chosen].spec, 1);
+  if (rt->best >= 0) add_spec(f, rt->pts[rt->best].spec, 1);
+  for (int g = 1; g >= 0; g--) { /* the grid's, then the search's */
+    int m = ranked(rt, g, ord);
+    for (int i = 0; i < m && i < (g ? TOP_GRID : TOP_BEST); i++)
+      add_spec(f, rt->pts[ord[i]].spec, all || i == 0 || !separated(&rt->pts[ord[0]], &rt->pts[ord[i]]));
+  }
+  for (int i = 0; i < rt->n_front; i++) { /* by memory: front[0] is the least */
+    const gr_tune_point_t *lead = &rt->pts[rt->front[0]];
+    add_spec(f, rt->pts[rt->front[i]].spec, all || i == 0 || !separated(lead, &rt->pts[rt->front[i]]));
+    if (i > 0 && rt->front[i - 1] == rt->chosen) break;
+  }
+  free(ord);
+  for (int i = 0; i < f->n; i++) {
+    int k = gr_tune_find(rt, f->sp[i]);
+    f->grid[i] = k >= 0 && rt->pts[k].from_grid;
+  }
+  return GM_OK;
+}
+
 /* A capacity tried on the whole trace beside the finalists: fits or not. */
 typedef struct probe {
   const char *spec;
@@ -73,17 +129,21 @@ typedef struct probe {
   int fits;
 } probe_t;
 
-/* Replays specs over the whole trace into t's points (t->pts[i] for specs[i]) and *res, and
- * the probes in the same pass (one decode of a streamed trace for all). */
-static gm_status_t confirm(gr_tune_ctx_t *c, const char *const *specs, int n, const int *from_grid, probe_t *pr,
-                           int np, rp_result_t ***res_out, gm_err_t *err) {
+/* One round over the whole trace: the finalists of the round (f->first[i] == round == 1) not
+ * yet confirmed replayed, and the probes, in one pass (one decode of a streamed trace for all);
+ * then t's points are f's confirmed ones in f's order (a point confirmed before keeps what its
+ * spread found). */
+static gm_status_t confirm(gr_tune_ctx_t *c, finals_t *f, int round, probe_t *pr, int np, gm_err_t *err) {
   gr_tune_t *t = c->t;
-  const char *all[MAX_FINALISTS + 2 * MAX_PROBES];
-  uint64_t caps[MAX_FINALISTS + 2 * MAX_PROBES];
-  for (int i = 0; i < n; i++) {
-    all[i] = specs[i];
-    caps[i] = 0;
-  }
+  const char *all[MAX_SPECS + 2 * MAX_PROBES];
+  uint64_t caps[MAX_SPECS + 2 * MAX_PROBES];
+  int of[MAX_SPECS], n = 0;
+  for (int i = 0; i < f->n; i++)
+    if (!f->res[i] && f->first[i] == (round == 1)) {
+      of[n] = i;
+      caps[n] = 0;
+      all[n++] = f->sp[i];
+    }
   for (int i = 0; i < np; i++) {
     all[n + i] = pr[i].spec;
     caps[n + i] = pr[i].cap;
@@ -94,24 +154,48 @@ static gm_status_t confirm(gr_tune_ctx_t *c, const char *const *specs, int n, co
   gm_status_t st = gr_tune_alloc_results(n + np, &res, err);
   if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, all, caps, n + np, res, err);
   t->replays += (uint64_t)(n + np);
-  if (st == GM_OK && !(t->pts = calloc((size_t)n + 1, sizeof *t->pts)))
-    st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  if (st == GM_OK && !(t->front = calloc((size_t)n + 1, sizeof *t->front)))
-    st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  for (int i = 0; st == GM_OK && i < n; i++) {
-    gr_tune_point_t *p = &t->pts[t->n++];
-    snprintf(p->spec, sizeof p->spec, "%s", specs[i]);
-    p->from_grid = from_grid[i];
-    gr_tune_point_set(t, p, res[i]);
-  }
   for (int i = 0; st == GM_OK && i < np; i++) pr[i].fits = res[n + i]->ooms == 0;
-  t->cap = t->n;
+  for (int i = 0; st == GM_OK && i < n; i++) {
+    f->res[of[i]] = res[i];
+    res[i] = NULL;
+  }
+  gr_tune_free_results(res, n + np);
+  gr_tune_point_t *pts = st == GM_OK ? calloc((size_t)f->n + 1, sizeof *pts) : NULL;
+  int *fr = st == GM_OK ? calloc((size_t)f->n + 1, sizeof *fr) : NULL;
+  if (st == GM_OK && (!pts || !fr)) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   if (st != GM_OK) {
-    gr_tune_free_results(res, n + np);
+    free(pts);
+    free(fr);
     return st;
   }
-  *res_out = res;
+  int m = 0;
+  for (int i = 0; i < f->n; i++) {
+    if (!f->res[i]) continue;
+    gr_tune_point_t *p = &pts[m++];
+    int k = gr_tune_find(t, f->sp[i]);
+    if (k >= 0) {
+      *p = t->pts[k];
+      continue;
+    }
+    snprintf(p->spec, sizeof p->spec, "%s", f->sp[i]);
+    p->from_grid = f->grid[i];
+    gr_tune_point_set(t, p, f->res[i]);
+  }
+  free(t->pts);
+  free(t->front);
+  t->pts = pts;
+  t->front = fr;
+  t->n = t->cap = m;
+  t->n_front = 0;
+  t->dflt = gr_tune_find(t, t->policy_name);
   return GM_OK;
+}
+
+/* The first round settles the choice when the safest point is within the time budget: a
+ * faster point (the front past it, left for the second round) could be chosen only over a
+ * point over budget. */
+static int settled(const gr_tune_t *t) {
+  return t->best >= 0 && t->chosen == t->best && t->pts[t->best].time_mid_s <= t->budget_s;
 }
 
 /* The probes of a point's capacity: where the reduced trace needs it, and 2 MiB below. */
@@ -135,8 +219,9 @@ static gm_status_t plan_probes(gr_tune_ctx_t *rc, probe_t *pr, int *np, gm_err_t
 
 /* The points the report shows with a capacity: the default, the best, the chosen, the grid's.
  * A point whose probes bracket its capacity has it (the bisection, which assumes fitting is
- * monotone in the capacity, would end there); the others are bisected on the whole trace from
- * where the reduced trace needs them. */
+ * monotone in the capacity, would end there); one whose probes both ran out of memory (or both
+ * fit) is bisected on the whole trace above (below) them, as the bisection from the hint would
+ * after replaying them again; the others from where the reduced trace needs them. */
 static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t *pr, int np, gm_err_t *err) {
   gr_tune_t *t = c->t;
   int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
@@ -145,9 +230,18 @@ static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t
     if (show[i] < 0) continue;
     gr_tune_point_t *p = &t->pts[show[i]];
     if (p->needs_bytes || p->needs_above || p->needs_none) continue;
-    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2)
-      if (strcmp(pr[k].spec, p->spec) == 0 && pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+    uint64_t no = 0, yes = 0; /* what the probes found, where they do not bracket it */
+    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2) {
+      if (strcmp(pr[k].spec, p->spec) != 0) continue;
+      if (pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+      else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap; /* it needs more on the whole trace */
+      else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap; /* ... or less */
+    }
     if (p->needs_bytes) continue;
+    if (no || yes) {
+      st = gr_tune_point_needs_within(c, p, no, yes, err);
+      continue;
+    }
     uint64_t hint = 0;
     int k = rc ? gr_tune_find(rc->t, p->spec) : -1;
     if (k >= 0) { /* where the reduced trace needs it: cheap to find, tried first */
@@ -164,6 +258,8 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
                                 const gr_period_t *per, const gr_tune_opts_t *o, gr_tune_t *t, gr_results_t *rs,
                                 gm_err_t *err) {
   double t0 = now_s();
+  gr_tune_times_t tt;
+  gr_tune_times_start(&tt);
   /* 1. the search, on the reduced trace; capacities there only when asked for below */
   gr_tune_opts_t ro = *o;
   ro.capacity = 0;
@@ -177,66 +273,69 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
     gr_tune_free(&rt);
     return st;
   }
+  gr_tune_times_mark(&tt, "search on the reduced trace", rt.replays);
   /* 2. the finalists */
-  const char *sp[MAX_FINALISTS];
-  int n = 0, grid[MAX_FINALISTS];
-  int *ord = malloc(((size_t)rt.n + 1) * sizeof *ord);
-  if (!ord) {
+  finals_t f;
+  st = finalists(&rt, o->confirm_all, &f, err);
+  if (st != GM_OK) {
     gr_tune_free(&rt);
-    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    return st;
   }
-  if (rt.dflt >= 0) add_spec(sp, &n, rt.pts[rt.dflt].spec);
-  if (rt.chosen >= 0) add_spec(sp, &n, rt.pts[rt.chosen].spec);
-  if (rt.best >= 0) add_spec(sp, &n, rt.pts[rt.best].spec);
-  int m = ranked(&rt, 1, ord);
-  for (int i = 0; i < m && i < TOP_GRID; i++) add_spec(sp, &n, rt.pts[ord[i]].spec);
-  m = ranked(&rt, 0, ord);
-  for (int i = 0; i < m && i < TOP_BEST; i++) add_spec(sp, &n, rt.pts[ord[i]].spec);
-  /* the front up to the chosen point and one past it: the whole trace's times may move the
-   * choice along the front by one (a faster point past it only if the chosen one's time goes
-   * over the budget); the rest of the front is shown by the reduced search only */
-  for (int i = 0; i < rt.n_front; i++) {
-    add_spec(sp, &n, rt.pts[rt.front[i]].spec);
-    if (i > 0 && rt.front[i - 1] == rt.chosen) break;
-  }
-  free(ord);
-  for (int i = 0; i < n; i++) {
-    int k = gr_tune_find(&rt, sp[i]);
-    grid[i] = k >= 0 && rt.pts[k].from_grid;
-  }
-  /* 3. the finalists over the whole trace, and the choice made again on those figures */
+  /* 3. the finalists over the whole trace, and the choice made again on those figures: those
+   * the reduced figures leave in the race first, the rest only if that choice is not settled */
   init_whole(cfg, lt, o, per->first_ts, per->last_ts, t);
   t->events = per->events;
   t->search_events = red->n_evs;
   gr_tune_ctx_t c = {*cfg, lt, t, o, per->events};
   gr_tune_ctx_t rc = {*cfg, red, &rt, &ro, per->events};
+  int n1 = 0;
+  for (int i = 0; i < f.n; i++) n1 += f.first[i];
   if (cfg->progress)
-    fprintf(stderr, "\rgpureplay: %s: confirming %d finalists on the whole trace ...   ", lt->info.path, n);
-  rp_result_t **res = NULL;
+    fprintf(stderr, "\rgpureplay: %s: confirming %d finalists on the whole trace ...   ", lt->info.path, n1);
   probe_t pr[2 * MAX_PROBES];
-  int np = 0;
+  int np = 0, rounds = 1;
   if (o->capacity) st = plan_probes(&rc, pr, &np, err);
-  int n_conf = n + np;
-  if (st == GM_OK) st = confirm(&c, sp, n, grid, pr, np, &res, err);
-  if (st == GM_OK) {
-    t->dflt = gr_tune_find(t, t->policy_name);
-    st = gr_tune_choose(&c, err); /* worst cases spread on the whole trace */
-    if (st == GM_OK && o->capacity) st = capacities(&c, &rc, pr, np, err);
+  gr_tune_times_mark(&tt, "capacities on the reduced", rt.replays);
+  if (st == GM_OK) st = confirm(&c, &f, 1, pr, np, err);
+  gr_tune_times_mark(&tt, "confirm on the whole", rt.replays + t->replays);
+  if (st == GM_OK) st = gr_tune_choose(&c, err); /* worst cases spread on the whole trace */
+  gr_tune_times_mark(&tt, "choice (spread) on the whole", rt.replays + t->replays);
+  if (st == GM_OK && n1 < f.n && !settled(t)) {
+    rounds = 2;
+    if (cfg->progress)
+      fprintf(stderr, "\rgpureplay: %s: confirming %d more finalists on the whole trace ...   ", lt->info.path,
+              f.n - n1);
+    st = confirm(&c, &f, 2, NULL, 0, err);
+    if (st == GM_OK) st = gr_tune_choose(&c, err);
+    gr_tune_times_mark(&tt, "second round on the whole", rt.replays + t->replays);
   }
+  if (st == GM_OK && o->capacity) st = capacities(&c, &rc, pr, np, err);
+  gr_tune_times_mark(&tt, "capacities on the whole", rt.replays + t->replays);
   if (st == GM_OK) {
     t->replays += rt.replays;
     t->rounds = rt.rounds;
     snprintf(t->method_buf, sizeof t->method_buf, "%s", rt.method ? rt.method : "the grid only");
     t->method = t->method_buf;
-    snprintf(t->searched, sizeof t->searched,
-             "searched on %zu of %" PRIu64 " events: period %" PRIu64 " events found at event %" PRIu64
-             " (%" PRIu64 " steps, %d distinct; %" PRIu64 " kept); %d finalists confirmed on the whole trace",
-             red->n_evs, per->events, per->period, per->warmup, per->steps, per->phases, per->kept_steps, n);
+    int w = snprintf(t->searched, sizeof t->searched,
+                     "searched on %zu of %" PRIu64 " events: period %" PRIu64 " events found at event %" PRIu64
+                     " (%" PRIu64 " steps, %d distinct; %" PRIu64 " kept); %d finalists confirmed on the whole trace",
+                     red->n_evs, per->events, per->period, per->warmup, per->steps, per->phases, per->kept_steps,
+                     t->n);
+    if (w > 0 && (size_t)w < sizeof t->searched && t->n < f.n)
+      snprintf(t->searched + w, sizeof t->searched - (size_t)w,
+               " (%d more ranked clearly behind on the steady state, not needed: the smallest is within the budget)",
+               f.n - t->n);
+    else if (w > 0 && (size_t)w < sizeof t->searched && rounds == 2)
+      snprintf(t->searched + w, sizeof t->searched - (size_t)w, " (in two rounds)");
     t->seconds = now_s() - t0;
   }
   if (cfg->progress) fprintf(stderr, "\r%*s\r", 78, "");
-  if (st == GM_OK && rs) st = gr_tune_results_have(cfg, lt, t, res, rs, err);
-  gr_tune_free_results(res, n_conf);
+  rp_result_t *have[MAX_SPECS];
+  for (int i = 0, k = 0; i < f.n; i++)
+    if (f.res[i]) have[k++] = f.res[i];
+  if (st == GM_OK && rs) st = gr_tune_results_have(cfg, lt, t, have, rs, err);
+  gr_tune_times_mark(&tt, "results", rt.replays + t->replays);
+  for (int i = 0; i < f.n; i++) free(f.res[i]);
   gr_tune_free(&rt);
   return st;
 }
@@ -248,18 +347,16 @@ gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   t->events = per->events;
   t->search_events = t->events;
   const char *const *all = gr_sweep_grid_for(t->framework);
-  const char *sp[64];
-  int grid[64], n = 0;
-  for (int i = 0; all[i] && n < 64; i++)
+  finals_t f;
+  memset(&f, 0, sizeof f);
+  for (int i = 0; all[i] && f.n < MAX_SPECS; i++)
     if (gr_tune_runs_on_sim(all[i], t->device_memory)) {
-      grid[n] = 1;
-      sp[n++] = all[i];
+      f.grid[f.n] = f.first[f.n] = 1;
+      f.sp[f.n++] = all[i];
     }
   gr_tune_ctx_t c = {*cfg, lt, t, o, t->events};
-  rp_result_t **res = NULL;
-  gm_status_t st = confirm(&c, sp, n, grid, NULL, 0, &res, err);
+  gm_status_t st = confirm(&c, &f, 1, NULL, 0, err);
   if (st == GM_OK) {
-    t->dflt = gr_tune_find(t, t->policy_name);
     st = gr_tune_choose(&c, err);
     /* no capacity bisection: a dozen passes over a trace this long (the sweep has none either) */
   }
@@ -271,7 +368,9 @@ gm_status_t gr_tune_run_grid(const gr_config_t *cfg, const gr_loaded_t *lt, cons
              t->events, per->why[0] ? per->why : "no step repeats");
     t->seconds = now_s() - t0;
   }
-  if (st == GM_OK && rs) st = gr_tune_results_have(cfg, lt, t, res, rs, err);
-  gr_tune_free_results(res, n);
+  rp_result_t *have[MAX_SPECS];
+  for (int i = 0; i < f.n; i++) have[i] = f.res[i];
+  if (st == GM_OK && rs) st = gr_tune_results_have(cfg, lt, t, have, rs, err);
+  for (int i = 0; i < f.n; i++) free(f.res[i]);
   return st;
 }

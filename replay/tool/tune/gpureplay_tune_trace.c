@@ -82,14 +82,18 @@ static gm_status_t plan_long(const gr_config_t *cfg, const gr_tune_opts_t *to, c
   const char *lb = getenv("GPUREPLAY_TEST_TUNE_LOAD_BYTES");
   int load = events * sizeof(gmt_event_t) <= (lb && *lb ? strtoull(lb, NULL, 10) : kLoadBytes);
   gm_status_t st;
+  gr_tune_times_t tt;
+  gr_tune_times_start(&tt);
   if (load) {
     if (cfg->progress) fprintf(stderr, "\rgpureplay: %s: decoding ...   ", path);
     st = gr_trace_load(cfg, path, lt, err);
+    gr_tune_times_mark(&tt, "decode", 0);
     if (st == GM_OK) st = gr_period_scan_events(lt->evs, lt->n_evs, per, err);
   } else {
     st = gr_trace_open_streamed(cfg, path, lt, err);
     if (st == GM_OK) st = gr_period_scan_file(path, cfg->read_flags, cfg->progress, per, err);
   }
+  gr_tune_times_mark(&tt, "period scan", 0);
   if (st != GM_OK) return st;
   if (per->found) *how = HOW_REDUCED;
   else if (to->reduce == GR_REDUCE_AUTO && per->events > GR_TUNE_FULL_EVENTS) *how = HOW_GRID;
