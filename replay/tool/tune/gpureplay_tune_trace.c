@@ -122,7 +122,6 @@ gm_status_t gr_tune_trace(const gr_config_t *cfg, const gr_tune_opts_t *to, cons
   int how = HOW_FULL;
   if (to->reduce == GR_REDUCE_ALWAYS || (to->reduce == GR_REDUCE_AUTO && events > GR_TUNE_REDUCE_EVENTS)) {
     st = plan_long(cfg, to, path, events, &lt, &per, &how, err);
-    if (getenv("GR_DEBUG")) fprintf(stderr, "period: found %d why '%s' events %llu warmup %llu steps %llu period %llu phases %d kept %llu n_evs %zu\n", per.found, per.why, (unsigned long long)per.events, (unsigned long long)per.warmup, (unsigned long long)per.steps, (unsigned long long)per.period, per.phases, (unsigned long long)per.kept_steps, per.n_evs);
     if (st == GM_OK && how != HOW_REDUCED && cfg->progress)
       fprintf(stderr, "\rgpureplay: %s: no training step found (%s)\n", path, per.why);
     if (st == GM_OK) warn_damaged(path, &lt);
