@@ -72,8 +72,7 @@ void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) 
  * bytes every key shares (the high bytes of addresses). A peak that keeps rising (a policy
  * that takes a segment for every large request) takes a snapshot every few thousand events,
  * and qsort's comparator calls were then 40 % of the replay. Keys are unique (addresses of
- * live blocks and segments) or the sort is stable where they tie (sizes, see take()), so the
- * order is the one a comparison sort gives. tmp holds n records. */
+ * live blocks and segments), so the order is the one a comparison sort gives. tmp holds n records. */
 #define RADIX_SORT(name, type, KEY)                                                   \
   static void name(type *a, type *tmp, size_t n) {                                     \
     size_t count[8][256];                                                              \
@@ -102,11 +101,47 @@ void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) 
 
 #define SEG_ADDR(r) ((r).addr)
 #define BLK_ADDR(r) ((r).addr)
-#define SIZE_DESC(r) (~(r)->size) /* largest first; ties keep their (address) order */
 RADIX_SORT(sort_segs_by_addr, seg_rec_t, SEG_ADDR)
 RADIX_SORT(sort_blks_by_addr, blk_rec_t, BLK_ADDR)
-typedef seg_rec_t *seg_ptr_t;
-RADIX_SORT(sort_segs_by_size_desc, seg_ptr_t, SIZE_DESC)
+
+/* The map's segments: the RP_SNAP_SEGS largest, ties taken in address order (what the first
+ * RP_SNAP_SEGS of a stable sort by descending size would be). The k-th largest size comes from
+ * a min-heap of the k largest seen (most segments are smaller than its root: one compare);
+ * then every larger segment is chosen, and the first segments of exactly that size fill the
+ * rest. A full sort here was a sixth of a snapshot's time. sg is in address order; n > k. */
+static void choose_largest(seg_rec_t *sg, size_t n, size_t k) {
+  uint64_t h[RP_SNAP_SEGS];
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v = sg[i].size;
+    if (m < k) { /* push, sift up */
+      size_t c = m++;
+      while (c && h[(c - 1) / 2] > v) {
+        h[c] = h[(c - 1) / 2];
+        c = (c - 1) / 2;
+      }
+      h[c] = v;
+    } else if (v > h[0]) { /* replace the root, sift down */
+      size_t c = 0;
+      for (;;) {
+        size_t l = 2 * c + 1, s = c;
+        uint64_t sv = v;
+        if (l < k && h[l] < sv) s = l, sv = h[l];
+        if (l + 1 < k && h[l + 1] < sv) s = l + 1;
+        if (s == c) break;
+        h[c] = h[s];
+        c = s;
+      }
+      h[c] = v;
+    }
+  }
+  uint64_t thr = h[0];
+  size_t room = k;
+  for (size_t i = 0; i < n; i++)
+    if (sg[i].size > thr) sg[i].chosen = 1, room--;
+  for (size_t i = 0; i < n && room; i++)
+    if (sg[i].size == thr) sg[i].chosen = 1, room--;
+}
 
 /* A live block's range into its segment's spans: touching or near (a gap under 1/512 of the
  * segment) ranges merge; past RP_SNAP_SPANS the last span grows to cover it. */
@@ -130,7 +165,6 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   size_t ns = 0, nb = 0;
   seg_rec_t *sg = malloc(sizeof *sg * (e->segs.live + 1));
   blk_rec_t *bl = malloc(sizeof *bl * (rp_blocks_live(e) + 1));
-  seg_rec_t **bysize = NULL;
   void *tmp = NULL;
   if (!sg || !bl) goto out; /* host memory short: no snapshot, the replay goes on */
   uint64_t total = 0;
@@ -154,7 +188,7 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
     bl[nb].size = m->b;
     nb++;
   }
-  /* one scratch buffer for the three sorts (the largest of them) */
+  /* one scratch buffer for the two sorts (the largest of them) */
   size_t scratch = sizeof *sg * ns > sizeof *bl * nb ? sizeof *sg * ns : sizeof *bl * nb;
   if (!(tmp = malloc(scratch + 1))) goto out;
   sort_segs_by_addr(sg, (seg_rec_t *)tmp, ns);
@@ -203,10 +237,7 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   p->segments_in_use = used;
   /* The map: the largest segments, shown in address order. */
   if (ns > RP_SNAP_SEGS) {
-    if (!(bysize = malloc(sizeof *bysize * ns))) goto out;
-    for (size_t i = 0; i < ns; i++) bysize[i] = &sg[i]; /* in address order */
-    sort_segs_by_size_desc(bysize, (seg_rec_t **)tmp, ns);
-    for (size_t i = 0; i < RP_SNAP_SEGS; i++) bysize[i]->chosen = 1;
+    choose_largest(sg, ns, RP_SNAP_SEGS);
   } else {
     for (size_t i = 0; i < ns; i++) sg[i].chosen = 1;
   }
@@ -232,7 +263,6 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   e->snap_pending = 0;
 out:
   free(tmp);
-  free(bysize);
   free(sg);
   free(bl);
 }
