@@ -9,12 +9,13 @@
  * segments = the rest of reserved. Contiguous mapped pages are one segment (an expandable
  * segment); cudaMalloc segments stay apart even when the simulator's addresses touch.
  *
- * Cost: a snapshot walks the live blocks and segments (and sorts them). A peak can move at
+ * Cost: a snapshot walks the live blocks and segments into a buffer; the sorts and the split
+ * are made once, at the end, for the moment no later snapshot replaced. A peak can move at
  * every request (`direct`, a growing arena), so a snapshot waits until half as many events as
  * the last one walked elements (blocks and segments) have passed since it: it stays
  * pending and is taken at a later request while reserved is still at the peak (a caching
  * allocator stays there), or at the end of the replay if reserved is still there (a trace that
- * only grows). Walked elements then total about 4 per event (plus the sorts). A peak that moves
+ * only grows). Walked elements then total about 4 per event. A peak that moves
  * at every request (a block and a segment each: `direct`) and is left before the replay ends
  * gets its snapshot from at least half way up; the snapshot says which reserved figure it
  * describes. */
