@@ -138,6 +138,7 @@ struct rp_engine {
    * the snapshot at the reserved peak. */
   rp_map_t segs;
   rp_peak_snapshot_t *snap;
+  struct rp_peak_raw *raw[2]; /* the pending moment, not yet built into snap; a spare */
   int snap_pending;     /* the peak moved since the last snapshot */
   uint64_t snap_events;  /* e->events at the last snapshot */
   uint64_t snap_elements; /* blocks + segments it walked */

@@ -9,12 +9,13 @@
  * segments = the rest of reserved. Contiguous mapped pages are one segment (an expandable
  * segment); cudaMalloc segments stay apart even when the simulator's addresses touch.
  *
- * Cost: a snapshot walks the live blocks and segments (and sorts them). A peak can move at
+ * Cost: a snapshot walks the live blocks and segments into a buffer; the sorts and the split
+ * are made once, at the end, for the moment no later snapshot replaced. A peak can move at
  * every request (`direct`, a growing arena), so a snapshot waits until half as many events as
  * the last one walked elements (blocks and segments) have passed since it: it stays
  * pending and is taken at a later request while reserved is still at the peak (a caching
  * allocator stays there), or at the end of the replay if reserved is still there (a trace that
- * only grows). Walked elements then total about 4 per event (plus the sorts). A peak that moves
+ * only grows). Walked elements then total about 4 per event. A peak that moves
  * at every request (a block and a segment each: `direct`) and is left before the replay ends
  * gets its snapshot from at least half way up; the snapshot says which reserved figure it
  * describes. */
@@ -34,6 +35,18 @@ typedef struct blk_rec {
   uint64_t addr, size;
 } blk_rec_t;
 
+/* A moment's live segments and blocks as the maps hold them (slot order), with the engine's
+ * figures then: what a snapshot is built from. Taking one is a walk of the maps; the sorts and
+ * the split wait until no later moment replaces it (build(), at the end of the replay), as the
+ * budget's snapshots of a rising peak are each replaced by the next. Buffers only grow. */
+struct rp_peak_raw {
+  seg_rec_t *sg;
+  blk_rec_t *bl;
+  size_t ns, nb, cap_s, cap_b;
+  uint64_t event, ts, reserved, allocated;
+  int full; /* holds a moment not yet built */
+};
+
 /* Past this many live segments (a policy that takes a segment per request: `direct`) the map
  * would cost as much host memory as the engine's own block map: segments are no longer
  * followed and there is no snapshot (its split is trivial there: no segment holds two blocks). */
@@ -44,6 +57,7 @@ static void seg_overflow(rp_engine_t *e) {
   rp_map_free(&e->segs);
   rp_map_init(&e->segs);
   if (e->snap) e->snap->valid = 0;
+  if (e->raw[0]) e->raw[0]->full = 0;
 }
 
 void rp_peak_seg_add(rp_engine_t *e, uint64_t addr, uint64_t size, int page) {
@@ -72,8 +86,7 @@ void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) 
  * bytes every key shares (the high bytes of addresses). A peak that keeps rising (a policy
  * that takes a segment for every large request) takes a snapshot every few thousand events,
  * and qsort's comparator calls were then 40 % of the replay. Keys are unique (addresses of
- * live blocks and segments) or the sort is stable where they tie (sizes, see take()), so the
- * order is the one a comparison sort gives. tmp holds n records. */
+ * live blocks and segments), so the order is the one a comparison sort gives. tmp holds n records. */
 #define RADIX_SORT(name, type, KEY)                                                   \
   static void name(type *a, type *tmp, size_t n) {                                     \
     size_t count[8][256];                                                              \
@@ -102,11 +115,47 @@ void rp_peak_seg_remove(rp_engine_t *e, uint64_t addr, uint64_t size, int page) 
 
 #define SEG_ADDR(r) ((r).addr)
 #define BLK_ADDR(r) ((r).addr)
-#define SIZE_DESC(r) (~(r)->size) /* largest first; ties keep their (address) order */
 RADIX_SORT(sort_segs_by_addr, seg_rec_t, SEG_ADDR)
 RADIX_SORT(sort_blks_by_addr, blk_rec_t, BLK_ADDR)
-typedef seg_rec_t *seg_ptr_t;
-RADIX_SORT(sort_segs_by_size_desc, seg_ptr_t, SIZE_DESC)
+
+/* The map's segments: the RP_SNAP_SEGS largest, ties taken in address order (what the first
+ * RP_SNAP_SEGS of a stable sort by descending size would be). The k-th largest size comes from
+ * a min-heap of the k largest seen (most segments are smaller than its root: one compare);
+ * then every larger segment is chosen, and the first segments of exactly that size fill the
+ * rest. A full sort here was a sixth of a snapshot's time. sg is in address order; n > k. */
+static void choose_largest(seg_rec_t *sg, size_t n, size_t k) {
+  uint64_t h[RP_SNAP_SEGS];
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v = sg[i].size;
+    if (m < k) { /* push, sift up */
+      size_t c = m++;
+      while (c && h[(c - 1) / 2] > v) {
+        h[c] = h[(c - 1) / 2];
+        c = (c - 1) / 2;
+      }
+      h[c] = v;
+    } else if (v > h[0]) { /* replace the root, sift down */
+      size_t c = 0;
+      for (;;) {
+        size_t l = 2 * c + 1, s = c;
+        uint64_t sv = v;
+        if (l < k && h[l] < sv) s = l, sv = h[l];
+        if (l + 1 < k && h[l + 1] < sv) s = l + 1;
+        if (s == c) break;
+        h[c] = h[s];
+        c = s;
+      }
+      h[c] = v;
+    }
+  }
+  uint64_t thr = h[0];
+  size_t room = k;
+  for (size_t i = 0; i < n; i++)
+    if (sg[i].size > thr) sg[i].chosen = 1, room--;
+  for (size_t i = 0; i < n && room; i++)
+    if (sg[i].size == thr) sg[i].chosen = 1, room--;
+}
 
 /* A live block's range into its segment's spans: touching or near (a gap under 1/512 of the
  * segment) ranges merge; past RP_SNAP_SPANS the last span grows to cover it. */
@@ -126,13 +175,29 @@ static void add_span(rp_snap_seg_t *o, uint64_t off, uint64_t len) {
   o->n_spans++;
 }
 
+static int grow(void **p, size_t *cap, size_t n, size_t size) {
+  if (n <= *cap) return 1;
+  size_t c = *cap ? *cap : 64;
+  while (c < n) c *= 2;
+  void *q = realloc(*p, c * size);
+  if (!q) return 0;
+  *p = q;
+  *cap = c;
+  return 1;
+}
+
+/* The moment into the spare record; it becomes the pending one unless not every reserved byte
+ * is a segment the engine saw (then the last moment stays, as a failed snapshot kept it). */
 static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
+  for (int k = 0; k < 2; k++)
+    if (!e->raw[k] && !(e->raw[k] = calloc(1, sizeof *e->raw[k]))) return; /* host memory short */
+  struct rp_peak_raw *r = e->raw[1];
+  if (!grow((void **)&r->sg, &r->cap_s, e->segs.live + 1, sizeof *r->sg) ||
+      !grow((void **)&r->bl, &r->cap_b, rp_blocks_live(e) + 1, sizeof *r->bl))
+    return; /* host memory short: no snapshot, the replay goes on */
+  seg_rec_t *sg = r->sg;
+  blk_rec_t *bl = r->bl;
   size_t ns = 0, nb = 0;
-  seg_rec_t *sg = malloc(sizeof *sg * (e->segs.live + 1));
-  blk_rec_t *bl = malloc(sizeof *bl * (rp_blocks_live(e) + 1));
-  seg_rec_t **bysize = NULL;
-  void *tmp = NULL;
-  if (!sg || !bl) goto out; /* host memory short: no snapshot, the replay goes on */
   uint64_t total = 0;
   /* The live entries in slot order, found by the maps' bytes (most slots of a block map
    * are empty or freed: walking them was most of a snapshot's time). */
@@ -146,7 +211,7 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
     ns++;
   }
   /* Not every reserved byte is a segment the engine saw (the driver's pool): no split. */
-  if (total != e->reserved) goto out;
+  if (total != e->reserved) return;
   for (size_t i = rp_blocks_next(e, 0); i < rp_blocks_end(e); i = rp_blocks_next(e, i + 1)) {
     const rp_map_entry_t *m = rp_blocks_at(e, i);
     if (m->a == RP_NO_BLOCK) continue;
@@ -154,7 +219,29 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
     bl[nb].size = m->b;
     nb++;
   }
-  /* one scratch buffer for the three sorts (the largest of them) */
+  r->ns = ns;
+  r->nb = nb;
+  r->event = event;
+  r->ts = ts;
+  r->reserved = e->reserved;
+  r->allocated = e->allocated;
+  r->full = 1;
+  e->raw[1] = e->raw[0];
+  e->raw[0] = r;
+  e->raw[1]->full = 0;
+  e->snap_pending = 0;
+}
+
+/* The pending moment into e->snap: the split and the segment map. */
+static void build(rp_engine_t *e) {
+  struct rp_peak_raw *r = e->raw[0];
+  if (!r || !r->full) return;
+  r->full = 0;
+  seg_rec_t *sg = r->sg;
+  blk_rec_t *bl = r->bl;
+  size_t ns = r->ns, nb = r->nb;
+  void *tmp = NULL;
+  /* one scratch buffer for the two sorts (the largest of them) */
   size_t scratch = sizeof *sg * ns > sizeof *bl * nb ? sizeof *sg * ns : sizeof *bl * nb;
   if (!(tmp = malloc(scratch + 1))) goto out;
   sort_segs_by_addr(sg, (seg_rec_t *)tmp, ns);
@@ -186,27 +273,24 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
   rp_peak_snapshot_t *p = e->snap;
   memset(p, 0, sizeof *p);
   p->valid = 1;
-  p->event = event;
-  p->ts_ns = ts;
-  p->reserved_bytes = e->reserved;
-  p->allocated_bytes = e->allocated;
+  p->event = r->event;
+  p->ts_ns = r->ts;
+  p->reserved_bytes = r->reserved;
+  p->allocated_bytes = r->allocated;
   p->requested_bytes = served;
   /* Blocks held for stream events are allocated but in no trace entry: clamp so the three
    * parts always add up to reserved - live requested. */
-  uint64_t waste = e->reserved > served ? e->reserved - served : 0;
-  p->rounding_bytes = e->allocated > served ? e->allocated - served : 0;
+  uint64_t waste = r->reserved > served ? r->reserved - served : 0;
+  p->rounding_bytes = r->allocated > served ? r->allocated - served : 0;
   if (p->rounding_bytes > waste) p->rounding_bytes = waste;
-  p->free_in_segments_bytes = in_use > e->allocated ? in_use - e->allocated : 0;
+  p->free_in_segments_bytes = in_use > r->allocated ? in_use - r->allocated : 0;
   if (p->free_in_segments_bytes > waste - p->rounding_bytes) p->free_in_segments_bytes = waste - p->rounding_bytes;
   p->cached_segments_bytes = waste - p->rounding_bytes - p->free_in_segments_bytes;
   p->segments = ns;
   p->segments_in_use = used;
   /* The map: the largest segments, shown in address order. */
   if (ns > RP_SNAP_SEGS) {
-    if (!(bysize = malloc(sizeof *bysize * ns))) goto out;
-    for (size_t i = 0; i < ns; i++) bysize[i] = &sg[i]; /* in address order */
-    sort_segs_by_size_desc(bysize, (seg_rec_t **)tmp, ns);
-    for (size_t i = 0; i < RP_SNAP_SEGS; i++) bysize[i]->chosen = 1;
+    choose_largest(sg, ns, RP_SNAP_SEGS);
   } else {
     for (size_t i = 0; i < ns; i++) sg[i].chosen = 1;
   }
@@ -229,12 +313,8 @@ static void take(rp_engine_t *e, uint64_t event, uint64_t ts) {
       add_span(o, off, len);
     }
   }
-  e->snap_pending = 0;
 out:
   free(tmp);
-  free(bysize);
-  free(sg);
-  free(bl);
 }
 
 void rp_peak_init(rp_engine_t *e) {
@@ -245,6 +325,13 @@ void rp_peak_free(rp_engine_t *e) {
   rp_map_free(&e->segs);
   free(e->snap);
   e->snap = NULL;
+  for (int k = 0; k < 2; k++) {
+    if (!e->raw[k]) continue;
+    free(e->raw[k]->sg);
+    free(e->raw[k]->bl);
+    free(e->raw[k]);
+    e->raw[k] = NULL;
+  }
 }
 
 void rp_peak_finish(rp_engine_t *e, uint64_t ts) {
@@ -253,6 +340,7 @@ void rp_peak_finish(rp_engine_t *e, uint64_t ts) {
     take(e, e->events ? e->events - 1 : 0, ts); /* the state after the last event */
     e->snap_pending = 0;
   }
+  build(e);
 }
 
 void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
@@ -261,7 +349,8 @@ void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts) {
     return;
   }
   uint64_t since = e->events - e->snap_events;
-  if (e->snap && e->snap->valid && since * SNAP_PER_EVENT < e->snap_elements)
+  int have = (e->raw[0] && e->raw[0]->full) || (e->snap && e->snap->valid);
+  if (have && since * SNAP_PER_EVENT < e->snap_elements)
     return; /* stays pending */
   e->snap_events = e->events;
   e->snap_elements = (uint64_t)(rp_blocks_live(e) + e->segs.live);

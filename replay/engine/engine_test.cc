@@ -1197,6 +1197,40 @@ TEST(Engine, PeakSnapshotIsBoundedOnAGrowingDirectTrace) {
   EXPECT_EQ(run.r->peak.rounding_bytes, 0u);
 }
 
+TEST(Engine, PeakSnapshotMapsTheLargestSegmentsTiesInAddressOrder) {
+  // fakecache: a segment per live request, rounded up to the MiB, so segments tie on size;
+  // each block's request is unique (its live bytes name it). The map holds the RP_SNAP_SEGS
+  // largest, ties taken in address order (here the order of the requests): what the first
+  // RP_SNAP_SEGS of a stable sort by descending size give.
+  Replay run(kCache);
+  std::vector<gmt_event_t> v;
+  std::vector<std::pair<uint64_t, uint64_t>> segs; // (MiB-rounded size, request)
+  for (uint64_t i = 0; i < 300; i++) {
+    uint64_t mibs = 1 + (i * 7919) % 4, req = mibs * MiB - 64 * (i + 1);
+    v.push_back(A(i, 0x100000 + i * 64, req));
+    segs.push_back({mibs * MiB, req});
+  }
+  ASSERT_EQ(run.Feed(v), GM_OK);
+  run.Finish();
+  const rp_peak_snapshot_t &p = run.r->peak;
+  ASSERT_TRUE(p.valid);
+  ASSERT_EQ(p.n_segs, (size_t)RP_SNAP_SEGS);
+  std::vector<size_t> order(segs.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return segs[a].first > segs[b].first; });
+  std::vector<size_t> chosen(order.begin(), order.begin() + RP_SNAP_SEGS);
+  std::sort(chosen.begin(), chosen.end()); // request order
+  std::vector<uint64_t> want, got;
+  for (size_t i : chosen) want.push_back(segs[i].second);
+  for (size_t i = 0; i < p.n_segs; i++) {
+    if (i) {
+      EXPECT_LT(p.seg[i - 1].addr, p.seg[i].addr);
+    }
+    got.push_back(p.seg[i].live_bytes);
+  }
+  EXPECT_EQ(got, want);
+}
+
 TEST(Engine, PeakSnapshotOfAPeakLeftEarlyIsAtLeastHalfWayUp) {
   // The same growth, then everything freed: the peak's last moments were not paid for; the
   // snapshot comes from an earlier peak, at least half the last, and says which.
