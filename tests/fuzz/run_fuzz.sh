@@ -1,7 +1,7 @@
 #!/bin/sh
 # run_fuzz.sh TARGET [SECONDS]: builds tests/fuzz/TARGET.c with the library it fuzzes under clang's
 # libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer and fuzzes it for a bounded
-# time (SECONDS, else FUZZ_SECONDS, else 20), seeded from traces/valid and traces/invalid
+# time (SECONDS, else FUZZ_SECONDS, else 12), seeded from traces/valid and traces/invalid
 # (trace targets) or tests/fuzz/corpus/TARGET (policy specs, CLI numbers, RMM logs). By hand, longer:
 #   FUZZ_SECONDS=120 tests/fuzz/run_fuzz.sh fuzz_policy_spec   (from the repository root)
 # Needs the Debian packages clang and libclang-rt-14-dev (tools/setup installs them).
@@ -42,5 +42,5 @@ case $target in
 esac
 cd "$work"
 # -detect_leaks stays on; the reader is given its whole memory budget of 2 GiB.
-exec "./$target" -max_total_time="${2:-${FUZZ_SECONDS:-20}}" -timeout=10 -rss_limit_mb=2048 \
+exec "./$target" -max_total_time="${2:-${FUZZ_SECONDS:-12}}" -timeout=10 -rss_limit_mb=2048 \
   -print_final_stats=1 corpus
