@@ -727,18 +727,6 @@ namespace {
 std::vector<std::string> g_warnings;
 void Collect(void *, const char *msg) { g_warnings.push_back(msg); }
 
-std::string Rec(ana_db_t *db) {
-  char *buf = nullptr;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  gm_err_t err = {};
-  EXPECT_EQ(ana_recommend(db, f, &err), GM_OK) << err.msg;
-  fclose(f);
-  std::string rec(buf, len);
-  free(buf);
-  return rec;
-}
-
 }  // namespace
 
 // The tuner's path (gpureplay --tune's results: its "chosen" point is the advice): the same
@@ -756,15 +744,7 @@ std::string RecommendTuned(const std::vector<int64_t> &bump, const std::string &
                             "stream_events", bump,
                             {"{\"role\":\"default\",\"from_grid\":true" + note + "}",
                              "{\"role\":\"chosen\",\"from_grid\":false" + note + chosen_worst + "}"}));
-  gm_err_t err = {};
-  ana_db_t *db = nullptr;
-  EXPECT_EQ(ana_db_open(&db, dbp.c_str(), &err), GM_OK);
-  const char *in[] = {t.c_str(), js.c_str()};
-  ana_load_stats_t st = {};
-  EXPECT_EQ(ana_db_load(db, in, 2, nullptr, &st, &err), GM_OK) << err.msg;
-  std::string rec = Rec(db);
-  ana_db_close(db);
-  return rec;
+  return RecommendOfFiles(t, js, dbp);
 }
 
 TEST(Recommend, ASavingInsideThePlacementSpreadIsNotAdvisedOnTheTunerPath) {
@@ -874,9 +854,9 @@ TEST(Salvage, DamagedTraceLoadsWhatIsLeftMarkedPartialAndStrictRefuses) {
                                "be read, marked partial"),
             std::string::npos)
       << g_warnings[0];
-  EXPECT_NE(Rec(db).find("warning: PARTIAL: the trace is damaged (1 damaged chunk skipped, 1000 events lost)"),
+  EXPECT_NE(RecommendText(db).find("warning: PARTIAL: the trace is damaged (1 damaged chunk skipped, 1000 events lost)"),
             std::string::npos)
-      << Rec(db);
+      << RecommendText(db);
   ana_db_close(db);
 }
 
