@@ -118,24 +118,30 @@ TEST(TunePeriod, ARecordedFailureIsSearchedWhole) {
   EXPECT_NE(std::string(p.why).find("failed"), std::string::npos) << p.why;
 }
 
+// The events v held as the tuner's decoded trace of a kDevice GPU (PyTorch's), and a config
+// that replays them on the simulator on two threads.
+void LoadedOf(std::vector<gmt_event_t> &v, gr_loaded_t *lt, gr_config_t *cfg) {
+  memset(lt, 0, sizeof *lt);
+  memset(cfg, 0, sizeof *cfg);
+  lt->info.path = "synthetic";
+  lt->info.frameworks = GMT_FW_PYTORCH;
+  lt->info.device_memory = kDevice;
+  lt->total_memory = kDevice;
+  lt->evs = v.data();
+  lt->n_evs = v.size();
+  cfg->cuda_ordinal = -1;
+  cfg->jobs = 2;
+  cfg->serve_failed = 1;
+  cfg->device_memory = kDevice;
+}
+
 // The search on the reduced trace gives the full search's advice, every figure of it from
 // whole-trace replays.
 TEST(TunePeriod, ReducedSearchKeepsTheAdvice) {
   std::vector<gmt_event_t> v = training(700, 7);
   gr_loaded_t lt;
   gr_config_t cfg;
-  memset(&lt, 0, sizeof lt);
-  memset(&cfg, 0, sizeof cfg);
-  lt.info.path = "synthetic";
-  lt.info.frameworks = GMT_FW_PYTORCH;
-  lt.info.device_memory = kDevice;
-  lt.total_memory = kDevice;
-  lt.evs = v.data();
-  lt.n_evs = v.size();
-  cfg.cuda_ordinal = -1;
-  cfg.jobs = 2;
-  cfg.serve_failed = 1;
-  cfg.device_memory = kDevice;
+  LoadedOf(v, &lt, &cfg);
   gr_tune_opts_t o = {GR_TUNE_SEARCH, 0.01, 1, 1, GR_REDUCE_ALWAYS, 0};
   gr_tune_t full, red;
   gm_err_t err;
@@ -174,19 +180,8 @@ struct Reduced {
   gm_status_t st;
   gm_err_t err;
   Reduced(std::vector<gmt_event_t> &v, double budget, int confirm_all) {
-    memset(&lt, 0, sizeof lt);
-    memset(&cfg, 0, sizeof cfg);
     memset(&t, 0, sizeof t);
-    lt.info.path = "synthetic";
-    lt.info.frameworks = GMT_FW_PYTORCH;
-    lt.info.device_memory = kDevice;
-    lt.total_memory = kDevice;
-    lt.evs = v.data();
-    lt.n_evs = v.size();
-    cfg.cuda_ordinal = -1;
-    cfg.jobs = 2;
-    cfg.serve_failed = 1;
-    cfg.device_memory = kDevice;
+    LoadedOf(v, &lt, &cfg);
     cfg.timing_range = 1;
     gr_tune_opts_t o = {GR_TUNE_SEARCH, budget, 1, 1, GR_REDUCE_ALWAYS, 0, confirm_all};
     st = gr_period_scan_events(v.data(), v.size(), &p, &err);
