@@ -345,6 +345,12 @@ static void finish(rec_core_t *c, int from_signal) {
   if (c->w) {
     gm_err_t err;
     gm_err_clear(&err);
+    if (gmt_writer_seal(c->w, &err) < 0) { /* the disk filled at the very end: said as any other */
+      char msg[GM_ERR_MSG_MAX + 64];
+      snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
+      fail_now(c, msg); /* cuts back to the last whole chunk, marks it, closes */
+      return;
+    }
     uint64_t bytes = gmt_writer_bytes(c->w);
     if (gmt_writer_close(c->w, &err) < 0) {
       c->w = NULL;
