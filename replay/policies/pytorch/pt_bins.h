@@ -7,7 +7,7 @@
  * group PT_BINS_N bins by size class (rp_sizeclass.h: 16 exact classes of 512 bytes, then 8
  * per power of two; monotonic in the size, so every block of an earlier bin is smaller), a
  * bitmap of the non-empty bins, and in each bin a red-black tree ordered by (size, address)
- * through the block's own links. A search is its size's bin (on the 1 M-event synthetic
+ * through the block's own links, its least block kept beside the root. A search is its size's bin (on the 1 M-event synthetic
  * trace most bins hold one block), else the least block of the next non-empty bin (a bit
  * scan), else of the next group: the same block the single (stream, size, address) tree
  * gave, without its ~log2(n) dependent loads. The price: a block whose size changes (a
@@ -30,19 +30,27 @@
 
 #define PT_BINS_N RP_SC_N
 
-#define PT_BINS_CHUNK 64 /* bins per lazily allocated array of tree roots */
+#define PT_BINS_CHUNK 64 /* bins per lazily allocated array of bins */
 
 struct pt_block;
 RB_HEAD(pt_bin_tree, pt_block);
+
+/* A bin: its tree and its least block (NULL when empty), kept beside the root so that a
+ * search that lands on the bin takes the least block without walking the tree's left spine
+ * (most searches take the least block of the next non-empty bin). */
+typedef struct pt_bin {
+  struct pt_bin_tree tree;
+  struct pt_block *min;
+} pt_bin_t;
 
 typedef struct pt_bgroup {
   uint64_t stream;
   uint64_t n;
   rp_sc_map_t map; /* which bins are non-empty */
   RB_ENTRY(pt_bgroup) link; /* in pt_bins_t.groups, by stream */
-  /* bin k's tree is roots[k / 64][k % 64]; an array is allocated with its first block, so a
-   * stream with a few free blocks costs a few hundred bytes, not every bin's root */
-  struct pt_bin_tree *roots[PT_BINS_N / PT_BINS_CHUNK];
+  /* bin k is bins[k / 64][k % 64]; an array is allocated with its first block, so a stream
+   * with a few free blocks costs a kilobyte or two, not every bin */
+  pt_bin_t *bins[PT_BINS_N / PT_BINS_CHUNK];
 } pt_bgroup_t;
 
 RB_HEAD(pt_group_tree, pt_bgroup);

@@ -138,6 +138,9 @@ pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b);
 pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b);
 /* b (in the set) had its key lowered in place (same stream): back in order. */
 int pt_bins_shrunk(pt_bins_t *s, pt_block_t *b);
+/* The bins against their trees (bits, least blocks, groups and counts): NULL, or what is
+ * wrong. O(n + bins); for tests and the check op. */
+const char *pt_bins_verify(const pt_bins_t *s);
 /* b (not in the set; old's stream, a key above old's) takes old's place; old leaves.
  * Both: 0, or -1 when host memory ran out (a bin's root array). */
 int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b);
