@@ -425,8 +425,8 @@ static inline __attribute__((always_inline)) gm_status_t malloc_block(rp_policy_
     nb->small = b->small;
     nb->expandable = b->expandable;
     nb->prev = b->prev;
-    pt_block_t sink, *before = nb->prev ? nb->prev : &sink; /* a select, not a branch */
-    before->next = nb;
+    pt_block_t **link = nb->prev ? &nb->prev->next : &p->sink; /* a select, not a branch */
+    *link = nb;
     nb->next = b;
     b->prev = nb;
     b->addr += a.size;

@@ -73,6 +73,12 @@ void pt_bins_group_drop(pt_bins_t *s, pt_bgroup_t *g) {
   group_free(g);
 }
 
+pt_block_t *pt_bins_nfind(pt_bin_t *bin, uint64_t size) {
+  pt_block_t key; /* only the compared fields */
+  key.size = size, key.addr = 0;
+  return RB_NFIND(pt_bin_tree, &bin->tree, &key);
+}
+
 /* The least block of the first non-empty group from g on (NULL when none). */
 static pt_block_t *first_from(const pt_bins_t *s, pt_bgroup_t *g) {
   for (; g; g = RB_NEXT(pt_group_tree, (struct pt_group_tree *)&s->groups, g))

@@ -35,6 +35,9 @@ RB_PROTOTYPE(pt_bin_tree, pt_block, rb, pt_bins_cmp)
 pt_bgroup_t *pt_bins_group_find(pt_bins_t *s, uint64_t stream);
 pt_bgroup_t *pt_bins_group_new(pt_bins_t *s, uint64_t stream);
 void pt_bins_group_drop(pt_bins_t *s, pt_bgroup_t *g);
+/* The first block of a bin >= (size, 0), NULL when none (out of line: its key on the stack
+ * would be a 64-byte aligned block, and a stack realigned in every malloc). */
+pt_block_t *pt_bins_nfind(pt_bin_t *bin, uint64_t size);
 
 /* Alone in its bin: no tree walk (most bins hold one block). One branch. */
 PT_INLINE int pt_bins_alone(const pt_block_t *b) {
@@ -111,9 +114,7 @@ PT_INLINE pt_block_t *pt_bins_lower_in_stream(pt_bins_t *s, uint64_t stream, uin
     pt_block_t *m = bin->min;
     if (m->size >= size) return m; /* (size, 0) <= (m->size, m->addr): the least block is it */
     if (!pt_bins_alone(m)) {
-      pt_block_t key; /* only the compared fields */
-      key.size = size, key.addr = 0;
-      pt_block_t *b = RB_NFIND(pt_bin_tree, &bin->tree, &key);
+      pt_block_t *b = pt_bins_nfind(bin, size);
       if (b) return b;
     }
   }

@@ -112,6 +112,7 @@ struct rp_policy {
   uint64_t n_blocks, n_segs;
   rp_policy_stats_t st;
   pt_block_t *spare;     /* free-list of block structs */
+  pt_block_t *sink;      /* written where a split's front has no block before it (a select) */
   pt_slab_t *slabs;
   char spec[1024];
 };
