@@ -63,15 +63,15 @@ typedef struct pt_bins {
 } pt_bins_t;
 
 /* The size class of a size: rp_sc_class(size, 9) (units of torch's 512-byte kMinBlockSize),
- * computed without a branch (sizes below and above 8 KiB alternate at random in a trace, and
- * every search, insert and move computes a class): both forms, then a select. x | 8 keeps the
- * shift defined for x < 8, whose result is the first form anyway (pt_bins_test compares). */
+ * without its branch (sizes below and above 8 KiB alternate at random in a trace, and every
+ * search, insert and move computes a class). With x = size / 512 and e = log2(x | 8) (>= 3),
+ * x >> (e - 3) is x's top four bits (8..15: the class within the octave, plus 8) and the
+ * octaves before e hold 8 classes each: 8 (e - 3) + (x >> (e - 3)). For x < 16, e is 3 and
+ * that is x itself, the exact classes (pt_bins_test compares every form). */
 static inline uint32_t pt_bins_class(uint64_t size) {
   uint64_t x = size >> 9;
-  uint32_t e = 63u - (uint32_t)__builtin_clzll(x | 8u);
-  uint32_t log_lin = 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
-  uint32_t big = -(uint32_t)(x >= 16); /* a mask: GCC turns a ?: here back into a branch */
-  return (log_lin & big) | ((uint32_t)x & ~big);
+  uint32_t sh = 60u - (uint32_t)__builtin_clzll(x | 8u); /* e - 3 */
+  return 8u * sh + (uint32_t)(x >> sh);
 }
 
 #endif /* PT_BINS_H */
