@@ -66,14 +66,15 @@ struct rec_core {
   pthread_mutex_t mu;
   pthread_cond_t cv;
 
-  /* read by every push: a cache line of their own, written only when the recording stops (the
-   * ring's address with them: a push reads this line and the ring's head line) */
-  _Alignas(64) rec_ring_t *ring;
-  _Atomic int stop_req;
+  /* read by every push: a cache line of their own, written only when the recording stops; the
+   * ring's head line right after it, in place (not behind a pointer on this line): a push's two
+   * loads of the core are independent, so a cold push waits for one miss here, not two in a row */
+  _Alignas(64) _Atomic int stop_req;
   _Atomic int done;     /* writer thread finished (closed or failed) */
   _Atomic int failed;
   _Atomic int gpu_ready;
   _Atomic int sync_req; /* rec_core_sync: write everything pushed so far, then clear */
+  rec_ring_t ring;
   /* counters the writer updates as it goes (pushes are counted by the ring's head) */
   _Alignas(64) _Atomic uint64_t written, ring_drops, src_drops, file_bytes;
   char fail_msg[512];
@@ -139,7 +140,7 @@ static void fail_now(rec_core_t *c, const char *msg) {
 static int drain(rec_core_t *c) {
   int any = 0;
   size_t n, budget = c->cfg.ring_events; /* then back to flushing, however busy the ring */
-  while (budget && (n = rec_ring_pop(c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
+  while (budget && (n = rec_ring_pop(&c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
     budget -= n;
     any = 1;
     if (atomic_load(&c->failed)) continue;
@@ -453,14 +454,14 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
     goto fail;
   }
   if ((s = gmt_header_copy(&c->cfg.header, &cfg->header, err)) < 0) goto fail;
-  if ((s = rec_ring_create(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
+  if ((s = rec_ring_init(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->start_mono = mono_ns();
   int e = pthread_create(&c->thread, NULL, writer_main, c);
   if (e) {
     s = gm_err_set(err, GM_ERR_IO, "recorder: cannot start writer thread: %s", strerror(e));
-    rec_ring_destroy(c->ring);
+    rec_ring_fini(&c->ring);
     goto fail_hdr;
   }
   c->thread_started = 1;
@@ -479,7 +480,7 @@ int rec_core_push(rec_core_t *c, const gmt_event_t *ev) {
   if (atomic_load_explicit(&c->failed, memory_order_relaxed) ||
       atomic_load_explicit(&c->stop_req, memory_order_relaxed))
     return -1;
-  if (rec_ring_push(c->ring, ev) < 0) {
+  if (rec_ring_push(&c->ring, ev) < 0) {
     atomic_fetch_add_explicit(&c->ring_drops, 1, memory_order_relaxed);
     return -1;
   }
@@ -494,7 +495,7 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
       dropped += n - i;
       break;
     }
-    if (rec_ring_push(c->ring, &evs[i]) == 0) continue;
+    if (rec_ring_push(&c->ring, &evs[i]) == 0) continue;
     /* ring full: this is the source's own thread, so it may wait for the writer a little */
     uint64_t now = mono_ns();
     if (!deadline) deadline = now + max_wait_ns;
@@ -511,7 +512,7 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
 
 __attribute__((hot)) int rec_core_push_entry(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns) {
   if (!atomic_load_explicit(&c->failed, memory_order_relaxed) &&
-      !atomic_load_explicit(&c->done, memory_order_relaxed) && rec_ring_push_inline(c->ring, ev) == 0)
+      !atomic_load_explicit(&c->done, memory_order_relaxed) && rec_ring_push_inline(&c->ring, ev) == 0)
     return 0;
   return rec_core_push_batch(c, ev, 1, max_wait_ns) ? -1 : 0; /* full: wait there */
 }
@@ -571,7 +572,7 @@ int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns) {
 void rec_core_destroy(rec_core_t *c) {
   if (!c) return;
   rec_core_stop(c);
-  rec_ring_destroy(c->ring);
+  rec_ring_fini(&c->ring);
   gmt_header_free(&c->cfg.header);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
@@ -585,7 +586,7 @@ void rec_core_destroy(rec_core_t *c) {
 
 void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st) {
   rec_core_t *m = (rec_core_t *)c;
-  st->pushed = rec_ring_pushed(m->ring);
+  st->pushed = rec_ring_pushed(&m->ring);
   st->written = atomic_load(&m->written);
   st->ring_drops = atomic_load(&m->ring_drops);
   st->src_drops = atomic_load(&m->src_drops);
