@@ -64,6 +64,8 @@ typedef struct sentry {
 
 struct rec_callsites {
   rec_cs_mode_t mode;
+  int has_lay;        /* src.layout was given: lay is its copy */
+  rec_pylayout_t lay; /* beside the mode and the serial: what a walk reads of the table */
   rec_pyframes_t src;
   int has_src;
   uint64_t serial; /* tells this table's entries in the per-thread caches from another's */
@@ -115,12 +117,14 @@ _Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 typedef struct depth_slot {
   const void *code;
   uint64_t key;
+  const void *frame; /* the frame it was read from: prefetched by the next walk */
 } depth_slot_t;
 
 typedef struct tcache {
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
   depth_slot_t depth[TLS_DEPTH];
+  int walked; /* depth slots the last walk wrote */
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
@@ -204,6 +208,10 @@ gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
   if (src) {
     c->src = *src;
     c->has_src = 1;
+    if (src->layout) {
+      c->lay = *src->layout;
+      c->has_lay = 1;
+    }
   }
   c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
   c->max_keys = c->max_strings * 2;
@@ -389,23 +397,66 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
   return frame_text(c, f->code, f->lasti, buf, n);
 }
 
-static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
+/* A frame's fields, read through the table's copy of the source's layout (lay: the frames as
+ * plain memory, no call) or its functions; lay is a constant in each of capture_user's two
+ * copies, so the layout's copy has no call per frame. */
+#define AT(p, off, type) (*(type const *)((const char *)(p) + (off)))
+
+static inline const void *fr_back(const rec_callsites_t *c, int lay, const void *f) {
+  return lay ? AT(f, c->lay.fr_back, const void *) : c->src.back(c->src.ctx, f);
+}
+
+static inline const void *fr_code(const rec_callsites_t *c, int lay, const void *f) {
+  if (!lay) return c->src.code(c->src.ctx, f);
+  if (c->lay.fr_owner >= 0 && AT(f, (size_t)c->lay.fr_owner, char) == c->lay.owner_shim) return NULL;
+  const void *co = AT(f, c->lay.fr_code, const void *);
+  return co && AT(co, 8, const void *) == c->lay.code_type ? co : NULL;
+}
+
+static inline uint64_t code_stamp(const rec_callsites_t *c, int lay, const void *code) {
+  if (lay) return rec_pystamp(AT(code, c->lay.st_a, uint64_t), AT(code, c->lay.st_b, uint64_t),
+                              AT(code, c->lay.st_c, uint64_t));
+  return c->src.stamp ? c->src.stamp(c->src.ctx, code) : c->src.ident(c->src.ctx, code);
+}
+
+/* The lines the last walk read, asked for at once before this walk starts: a walk is a chain
+ * of dependent loads (the thread state, then each frame's caller) whose lines a training step
+ * evicts between allocations, so cold it waits for one miss per frame in a row; the next walk
+ * mostly goes through the same frames at the same addresses (the same call chain on the same
+ * frame stack), so with their lines requested together the misses overlap. A prefetch never
+ * faults: a frame since freed costs nothing but the request. */
+static inline void prefetch_walk(const rec_callsites_t *c, const tcache_t *t, int lay) {
+  for (int d = 0; d < t->walked; d++) {
+    const char *f = t->depth[d].frame, *co = t->depth[d].code;
+    __builtin_prefetch(lay ? f + c->lay.fr_back : f);
+    if (lay) __builtin_prefetch(f + c->lay.fr_code);
+    __builtin_prefetch(co + 8);
+  }
+}
+
+static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_callsites_t *c, tcache_t *t, int lay) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   int depth = 0;
-  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
-    const void *code = s->code(s->ctx, f);
+  prefetch_walk(c, t, lay);
+  t->walked = 0;
+  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = fr_back(c, lay, f), depth++) {
+    const void *code = fr_code(c, lay, f);
     if (!code) continue;
     if (!first) {
       first = code;
       first_frame = f;
     }
-    uint64_t stamp = s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code);
+    uint64_t stamp = code_stamp(c, lay, code);
     uint64_t key = (stamp ^ c->serial_mix) | 1;
     depth_slot_t *ds = depth < TLS_DEPTH ? &t->depth[depth] : NULL;
+    if (ds) {
+      ds->frame = f;
+      t->walked = depth + 1;
+    }
     if (ds && ds->code == code && (ds->key | 1) == key && (ds->key & 1)) continue; /* library */
     class_slot_t *cl = classify(c, t, code, stamp);
-    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1)};
+    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1), f};
     if (cl->id_lib & 1) continue;
     uint64_t ident = s->ident(s->ctx, code);
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
@@ -422,6 +473,10 @@ static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   one_frame_t one = {first, s->lasti(s->ctx, first_frame, first)};
   key_t_ k = {(uint64_t)(uintptr_t)first, s->ident(s->ctx, first), one.lasti};
   return lookup_or_make(c, t, &k, make_one, &one);
+}
+
+static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
+  return c->has_lay ? capture_user_with(c, t, 1) : capture_user_with(c, t, 0);
 }
 
 /* ---- stack mode ----------------------------------------------------------------------------- */
