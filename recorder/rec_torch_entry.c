@@ -23,11 +23,13 @@ static _Alignas(64) struct {
   rec_callsites_t *cs; /* NULL: requests without callsites */
   uint64_t (*now)(void *);
   _Atomic int bench; /* REC_TS_BENCH_* */
+  _Atomic int entry_ticks; /* 1: the entry's time_ is the counter (checked); 0: read it here */
   /* the history's action -> the event kind gpurec import makes of it (snap_import.c
    * action_kind); 0: not an event (a snapshot call) */
   uint8_t kind_of[REC_TE_ACTIONS];
   _Atomic uint64_t lost;
-} S = {.kind_of = {
+} S = {.entry_ticks = REC_TCLOCK_TICKS,
+       .kind_of = {
            [REC_TE_ALLOC] = GMT_EV_ALLOC,
            [REC_TE_FREE_REQUESTED] = GMT_EV_FREE_REQUESTED,
            [REC_TE_FREE_COMPLETED] = GMT_EV_FREE,
@@ -50,6 +52,7 @@ static _Alignas(64) struct {
 typedef struct thread_block {
   rec_tclock_t clock;
   uint64_t freed_addr;
+  uint32_t checks; /* entries since this thread last checked an entry's counter reading */
 #if !REC_TCLOCK_TICKS
   uint64_t last; /* the last time read (the counter clock keeps its own) */
 #endif
@@ -62,11 +65,37 @@ void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns
   atomic_store_explicit(&S.core, core, memory_order_release);
 }
 
-static uint64_t entry_time(thread_block_t *t) {
+/* The counter reading an entry carries is PyTorch's own __rdtsc() of a moment before: the same
+ * clock as ours, read once instead of twice (an rdtsc is ~25-40 cycles of the entry's ~100). Each
+ * thread checks it against its own reading on its first entry and every 256th after: a reading
+ * from the future, from more than ~5 s before, or 0 (a torch built without C10_RDTSC stores
+ * nanoseconds since 1970 there; another layout, something else) turns it off for every thread
+ * for good, and the entry takes the counter's own reading. */
+#define CHECK_EVERY 256
+#define CHECK_MAX_AGE (1ull << 34) /* ticks: ~5.7 s at 3 GHz */
+
+static __attribute__((cold, noinline)) uint64_t check_tick(uint64_t tick) {
+  uint64_t own = rec_tclock_ticks();
+  if (tick == 0 || tick > own || own - tick > CHECK_MAX_AGE) {
+    atomic_store_explicit(&S.entry_ticks, 0, memory_order_relaxed);
+    return own;
+  }
+  return tick;
+}
+
+static uint64_t entry_time(thread_block_t *t, const unsigned char *te) {
   if (!S.now) return 0;
 #if REC_TCLOCK_TICKS
-  return rec_tclock_read_inline(&t->clock, rec_tclock_ticks(), S.now, NULL);
+  uint64_t tick;
+  if (atomic_load_explicit(&S.entry_ticks, memory_order_relaxed)) {
+    memcpy(&tick, te + REC_TE_OFF_TIME, sizeof tick);
+    if (__builtin_expect(t->checks++ % CHECK_EVERY == 0, 0)) tick = check_tick(tick);
+  } else {
+    tick = rec_tclock_ticks();
+  }
+  return rec_tclock_read_inline(&t->clock, tick, S.now, NULL);
 #else
+  (void)te;
   return t->last = S.now(NULL);
 #endif
 }
@@ -114,7 +143,7 @@ __attribute__((hot)) void rec_ts_entry(const void *functor, const void *entry) {
    * per entry seen); the empty asm makes the address a value it must keep */
   thread_block_t *t = &T;
   __asm__("" : "+r"(t));
-  ev.ts_ns = action == REC_TE_FREE_COMPLETED && t->freed_addr == addr && addr ? last_time(t) : entry_time(t);
+  ev.ts_ns = action == REC_TE_FREE_COMPLETED && t->freed_addr == addr && addr ? last_time(t) : entry_time(t, te);
   t->freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
@@ -134,6 +163,8 @@ __attribute__((hot)) void rec_ts_entry(const void *functor, const void *entry) {
 }
 
 uint64_t rec_ts_entry_lost(void) { return atomic_load(&S.lost); }
+
+int rec_ts_entry_own_ticks(void) { return atomic_load(&S.entry_ticks); }
 
 int rec_ts_entry_bench(int mode) {
   if (mode < REC_TS_BENCH_FULL || mode > REC_TS_BENCH_NO_SITES) return -1;

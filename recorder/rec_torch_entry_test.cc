@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 #include <unistd.h>
 
 #include <map>
@@ -35,8 +38,17 @@ uint64_t Mono(void *) {
 }
 
 struct Entry {
-  unsigned char b[64];
+  unsigned char b[80];
 };
+
+// The CPU's counter, as record_trace stores it in each entry (0 where there is none).
+uint64_t Ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
 
 Entry Te(int action, int device, uint64_t addr, uint64_t stream, uint64_t size) {
   Entry e;
@@ -51,7 +63,13 @@ Entry Te(int action, int device, uint64_t addr, uint64_t stream, uint64_t size) 
   return e;
 }
 
-void Feed(const Entry &e) { rec_ts_entry(nullptr, e.b); }
+// An entry as PyTorch hands it over: stamped with the counter just before (tick: that reading).
+void FeedAt(const Entry &e, uint64_t tick) {
+  Entry c = e;
+  memcpy(c.b + REC_TE_OFF_TIME, &tick, sizeof tick);
+  rec_ts_entry(nullptr, c.b);
+}
+void Feed(const Entry &e) { FeedAt(e, Ticks()); }
 
 // A training step's pattern on one thread, from a seeded generator: allocations, frees whose
 // completion follows at once (most), frees completed later (record_stream: other entries in
@@ -245,5 +263,59 @@ TEST(TorchEntry, NothingIsPushedWhenIgnoring) {
   ASSERT_EQ(evs.size(), 1u);
   EXPECT_EQ(evs[0].addr, 0x2000u);
 }
+
+#if defined(__x86_64__)
+void Spin(uint64_t ns) {
+  for (uint64_t t0 = Mono(nullptr); Mono(nullptr) - t0 < ns;) {
+  }
+}
+
+// The entry's own counter reading is its time: an entry stamped 100 us after the one before, fed
+// 300 us after it, is 100 us later in the trace (the tracker's own reading would say 300).
+TEST(TorchEntry, TheEntrysCounterReadingIsItsTime) {
+  Recording rec("entry_ticks.gmt");
+  std::thread th([] {
+    for (int i = 0; i < 4; i++) {  // the clock's rate, from readings >10 us apart
+      Feed(Te(REC_TE_SEGMENT_ALLOC, 0, 0x100000u * (i + 1), 7, 2u << 20));
+      Spin(50000);
+    }
+    Spin(1200000);  // past the calibration's interval: the next entry is a calibration point
+    uint64_t m0 = Mono(nullptr), t0 = Ticks();
+    FeedAt(Te(REC_TE_ALLOC, 0, 0x1000, 7, 512), t0);
+    Spin(300000);
+    double per_ns = (double)(Ticks() - t0) / (double)(Mono(nullptr) - m0);
+    FeedAt(Te(REC_TE_ALLOC, 0, 0x2000, 7, 512), t0 + (uint64_t)(100000 * per_ns));
+  });
+  th.join();
+  auto evs = rec.Finish();
+  ASSERT_EQ(evs.size(), 6u);
+  ASSERT_EQ(evs[4].addr, 0x1000u);
+  ASSERT_EQ(evs[5].addr, 0x2000u);
+  double dt = (double)(evs[5].ts_ns - evs[4].ts_ns);
+  EXPECT_GT(dt, 70000.0);
+  EXPECT_LT(dt, 130000.0) << "the time is the entry's reading, not the tracker's";
+  EXPECT_EQ(rec_ts_entry_own_ticks(), 1);
+}
+
+// A reading that is not the counter's (0, a time since 1970, one from the future) turns the
+// entries' readings off for good: every entry then takes the tracker's own, still in order.
+// Last in this file: the switch is the process's.
+TEST(TorchEntry, ZzAReadingNotTheCountersTurnsThemOff) {
+  Recording rec("entry_badticks.gmt");
+  std::thread th([] {  // a new thread checks its first entry
+    FeedAt(Te(REC_TE_ALLOC, 0, 0x1000, 7, 512), Ticks() + (1ull << 40));
+    for (int i = 0; i < 300; i++) FeedAt(Te(REC_TE_ALLOC, 0, 0x2000 + 0x1000u * i, 7, 512), 0);
+  });
+  th.join();
+  EXPECT_EQ(rec_ts_entry_own_ticks(), 0);
+  auto evs = rec.Finish();
+  ASSERT_EQ(evs.size(), 301u);
+  for (size_t i = 1; i < evs.size(); i++) {
+    EXPECT_GE(evs[i].ts_ns, evs[i - 1].ts_ns);
+    EXPECT_EQ(evs[i].addr, 0x2000u + 0x1000u * (i - 1));
+  }
+  EXPECT_LT(evs.back().ts_ns - evs.front().ts_ns, 1000000000ull) << "times from the tracker's own readings";
+}
+#endif
 
 }  // namespace
