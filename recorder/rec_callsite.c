@@ -117,14 +117,12 @@ _Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 typedef struct depth_slot {
   const void *code;
   uint64_t key;
-  const void *frame; /* the frame it was read from: prefetched by the next walk */
 } depth_slot_t;
 
 typedef struct tcache {
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
   depth_slot_t depth[TLS_DEPTH];
-  int walked; /* depth slots the last walk wrote */
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
@@ -419,27 +417,10 @@ static inline uint64_t code_stamp(const rec_callsites_t *c, int lay, const void 
   return c->src.stamp ? c->src.stamp(c->src.ctx, code) : c->src.ident(c->src.ctx, code);
 }
 
-/* The lines the last walk read, asked for at once before this walk starts: a walk is a chain
- * of dependent loads (the thread state, then each frame's caller) whose lines a training step
- * evicts between allocations, so cold it waits for one miss per frame in a row; the next walk
- * mostly goes through the same frames at the same addresses (the same call chain on the same
- * frame stack), so with their lines requested together the misses overlap. A prefetch never
- * faults: a frame since freed costs nothing but the request. */
-static inline void prefetch_walk(const rec_callsites_t *c, const tcache_t *t, int lay) {
-  for (int d = 0; d < t->walked; d++) {
-    const char *f = t->depth[d].frame, *co = t->depth[d].code;
-    __builtin_prefetch(lay ? f + c->lay.fr_back : f);
-    if (lay) __builtin_prefetch(f + c->lay.fr_code);
-    __builtin_prefetch(co + 8);
-  }
-}
-
 static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_callsites_t *c, tcache_t *t, int lay) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   int depth = 0;
-  prefetch_walk(c, t, lay);
-  t->walked = 0;
   for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = fr_back(c, lay, f), depth++) {
     const void *code = fr_code(c, lay, f);
     if (!code) continue;
@@ -450,13 +431,9 @@ static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_call
     uint64_t stamp = code_stamp(c, lay, code);
     uint64_t key = (stamp ^ c->serial_mix) | 1;
     depth_slot_t *ds = depth < TLS_DEPTH ? &t->depth[depth] : NULL;
-    if (ds) {
-      ds->frame = f;
-      t->walked = depth + 1;
-    }
     if (ds && ds->code == code && (ds->key | 1) == key && (ds->key & 1)) continue; /* library */
     class_slot_t *cl = classify(c, t, code, stamp);
-    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1), f};
+    if (ds) *ds = (depth_slot_t){code, (key & ~1ull) | (cl->id_lib & 1)};
     if (cl->id_lib & 1) continue;
     uint64_t ident = s->ident(s->ctx, code);
     one_frame_t one = {code, s->lasti(s->ctx, f, code)};
