@@ -29,17 +29,16 @@ enum { REC_TE_ALLOC, REC_TE_FREE_REQUESTED, REC_TE_FREE_COMPLETED, REC_TE_SEGMEN
 #define REC_TE_OFF_TIME 64
 #define REC_TE_BYTES 72 /* what is read of an entry */
 
-/* From now on rec_ts_entry() pushes into core (NULL: ignores entries), on now_ns's clock, each
- * alloc with its callsite from cs (NULL: none). Once, before the first entry. */
+/* From now on rec_ts_entry() pushes into core (NULL: ignores entries), each alloc with its
+ * callsite from cs (NULL: none). Times: on x86-64 the entry's counter reading, which the core
+ * puts on its hooks.now_ns clock (REC_TS_TICKS); elsewhere now_ns read per entry. Once, before
+ * the first entry. */
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx));
 
-/* One entry (its bytes in torch 2.11's layout), on the allocating thread: one event flagged
- * GMT_F_TORCH_STREAM, the alloc's with its callsite. The signature of a std::function's invoker (functor unused). */
+/* One entry (its bytes in torch 2.11's layout, time_ included), on the allocating thread: one
+ * event flagged GMT_F_TORCH_STREAM, the alloc's with its callsite. The signature of a
+ * std::function's invoker (functor unused). */
 void rec_ts_entry(const void *functor, const void *entry);
-
-/* 1 while entries' own counter readings (time_) are taken as their times, 0 once one failed the
- * check (rec_torch_entry.c: then the tracker reads the counter itself, from then on). */
-int rec_ts_entry_own_ticks(void);
 
 /* Entries lost so far (the recorder's ring stayed full past the wait). */
 uint64_t rec_ts_entry_lost(void);
