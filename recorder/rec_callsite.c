@@ -107,10 +107,6 @@ typedef struct class_slot {
 } class_slot_t;
 _Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 
-/* The per-thread caches live on the heap behind one TLS pointer (one __tls_get_addr per
- * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
- * that would mark the whole library STATIC_TLS, and a dlopen() fails once the loader's small
- * static TLS reserve is used up by other libraries. Freed at thread exit. */
 /* The last walk's code object at each depth and its class: the next walk, through the same
  * library functions (module.__call__, forward, ...), finds them on a few consecutive lines
  * instead of one hashed class slot per frame. key: the class slot's key, its low bit the class. */
@@ -119,34 +115,88 @@ typedef struct depth_slot {
   uint64_t key;
 } depth_slot_t;
 
+/* The per-thread caches live on the heap. A thread finds its own without the loader where it can
+ * (x86-64): in a library the driver dlopen()s, a thread-local access is a call of
+ * __tls_get_addr, whose code and data a training step evicts between allocations. So a
+ * direct-mapped table keyed by the thread pointer (%fs:0: the thread's own control block, unique
+ * among live threads) points at caches, each holding its owner's thread pointer: a slot whose
+ * cache is another thread's is a miss, then the thread-local pointer (one __tls_get_addr, as
+ * everywhere else) finds this thread's cache and the slot is retaken if its owner has ended or
+ * belongs elsewhere. Caches of ended threads are recycled, never freed, so a slot never points
+ * at freed memory; their entries stay valid for any thread (keyed by table serial and code).
+ * Not initial-exec TLS: that would mark the whole library STATIC_TLS, and a dlopen() fails once
+ * the loader's small static TLS reserve is used up by other libraries. */
 typedef struct tcache {
+  _Atomic uintptr_t owner; /* the thread pointer of the thread using it; 0: its thread ended */
+  depth_slot_t depth[TLS_DEPTH];
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
-  depth_slot_t depth[TLS_DEPTH];
+  struct tcache *next_free;
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
 static pthread_key_t g_tkey;
 static pthread_once_t g_tkey_once = PTHREAD_ONCE_INIT;
 static int g_tkey_ok;
+static pthread_mutex_t g_free_mu = PTHREAD_MUTEX_INITIALIZER;
+static tcache_t *g_free; /* caches of ended threads */
+
+#if defined(__x86_64__)
+#define BY_TP 256
+static _Atomic(tcache_t *) g_by_tp[BY_TP];
+static inline uintptr_t thread_pointer(void) {
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+static inline unsigned tp_slot(uintptr_t tp) { return (unsigned)((tp * 0x9E3779B97F4A7C15ull) >> 56) % BY_TP; }
+#endif
 
 static void tcache_free(void *p) {
-  free(p);
+  tcache_t *t = p;
+  atomic_store_explicit(&t->owner, 0, memory_order_release);
+  pthread_mutex_lock(&g_free_mu);
+  t->next_free = g_free;
+  g_free = t;
+  pthread_mutex_unlock(&g_free_mu);
   t_cache = NULL;
 }
 
 static void tkey_make(void) { g_tkey_ok = pthread_key_create(&g_tkey, tcache_free) == 0; }
 
 static COLD tcache_t *tcache_slow(void) {
-  pthread_once(&g_tkey_once, tkey_make);
-  tcache_t *t = calloc(1, sizeof *t);
-  if (t && g_tkey_ok) pthread_setspecific(g_tkey, t);
-  return t_cache = t;
+  tcache_t *t = t_cache;
+  if (!t) {
+    pthread_once(&g_tkey_once, tkey_make);
+    pthread_mutex_lock(&g_free_mu);
+    if ((t = g_free)) g_free = t->next_free;
+    pthread_mutex_unlock(&g_free_mu);
+    if (!t && !(t = calloc(1, sizeof *t))) return NULL;
+    if (g_tkey_ok) pthread_setspecific(g_tkey, t);
+    t_cache = t;
+  }
+#if defined(__x86_64__)
+  uintptr_t tp = thread_pointer();
+  atomic_store_explicit(&t->owner, tp, memory_order_relaxed);
+  unsigned h = tp_slot(tp);
+  tcache_t *cur = atomic_load_explicit(&g_by_tp[h], memory_order_acquire);
+  uintptr_t other = cur ? atomic_load_explicit(&cur->owner, memory_order_relaxed) : 0;
+  if (!cur || cur == t || !other || tp_slot(other) != h) /* else a live thread's: it keeps it */
+    atomic_store_explicit(&g_by_tp[h], t, memory_order_release);
+#endif
+  return t;
 }
 
 static inline tcache_t *tcache(void) {
+#if defined(__x86_64__)
+  uintptr_t tp = thread_pointer();
+  tcache_t *t = atomic_load_explicit(&g_by_tp[tp_slot(tp)], memory_order_acquire);
+  if (__builtin_expect(t && atomic_load_explicit(&t->owner, memory_order_relaxed) == tp, 1)) return t;
+  return tcache_slow();
+#else
   tcache_t *t = t_cache;
   return __builtin_expect(t != NULL, 1) ? t : tcache_slow();
+#endif
 }
 
 /* ---- modes ------------------------------------------------------------------------------- */

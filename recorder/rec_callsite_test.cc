@@ -298,6 +298,37 @@ TEST(Callsite, ThreadsShareStringsNotFrames) {
   rec_callsites_destroy(c);
 }
 
+// Threads that end and threads that start (their control blocks, which key the per-thread caches,
+// reused by the C library): every capture is its own thread's line, round after round, and a
+// table's entries never leak into another table's captures.
+TEST(Callsite, ThreadsComingAndGoingKeepTheirOwnFrames) {
+  rec_callsites_t *c = Make(REC_CS_USER), *d = Make(REC_CS_USER);
+  Code k{"/home/u/w.py", "work", 100, 6};
+  for (int round = 0; round < 40; round++) {
+    std::vector<std::thread> th;
+    std::vector<std::string> got(6), got_d(6);
+    for (int t = 0; t < 6; t++) {
+      th.emplace_back([&, t] {
+        Frame f{&k, 10 * ((round + t) % 7), nullptr};  // line 100 + (round + t) % 7
+        t_top = &f;
+        for (int i = 0; i < 200; i++) got[t] = Str(c, rec_callsites_capture(c));
+        f.lasti = 10 * ((round + t + 1) % 7);
+        got_d[t] = Str(d, rec_callsites_capture(d));
+        t_top = nullptr;
+      });
+    }
+    for (auto &x : th) x.join();
+    for (int t = 0; t < 6; t++) {
+      ASSERT_EQ(got[t], "/home/u/w.py:" + std::to_string(100 + (round + t) % 7) + ":work")
+          << "round " << round << " thread " << t;
+      ASSERT_EQ(got_d[t], "/home/u/w.py:" + std::to_string(100 + (round + t + 1) % 7) + ":work")
+          << "round " << round << " thread " << t;
+    }
+  }
+  rec_callsites_destroy(c);
+  rec_callsites_destroy(d);
+}
+
 // ---- the walk through a layout (CPython 3.11+'s frames as plain memory) ------------------------
 // Frames and code objects laid out as memory, with offsets of their own, read through the source's
 // functions by one table and through its layout by another: every stack's callsite must be the
