@@ -38,16 +38,16 @@
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
 #define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
-/* A source without a tick hook (the callback capture) pushes every event at once, stamped just
- * before: the writer may then write what is older than now - margin at any time. Doing so
- * whenever this many events wait, instead of only every flush interval, keeps each sort and
- * compression pass short, so the single writer thread is back draining the ring before it
- * fills (a 0.5 s pass at ~2 M events/s took long enough to overflow a 65536-event ring). */
 /* REC_TS_TICKS: readings of both clocks kept for the conversion; a counter reading older than the
  * oldest kept (its event waited in the ring through that many drains) is placed on that oldest
  * interval's line, extended back. */
 #define TICK_SAMPLES 64
 #define TICK_SKEW 65536 /* counter ticks (~20 us) two cores' counters may differ by */
+/* A source without a tick hook (the callback capture) pushes every event at once, stamped just
+ * before: the writer may then write what is older than now - margin at any time. Doing so
+ * whenever this many events wait, instead of only every flush interval, keeps each sort and
+ * compression pass short, so the single writer thread is back draining the ring before it
+ * fills (a 0.5 s pass at ~2 M events/s took long enough to overflow a 65536-event ring). */
 #ifndef EARLY_EMIT_EVENTS
 #define EARLY_EMIT_EVENTS 32768
 #endif
@@ -162,14 +162,14 @@ static inline uint64_t counter(void) {
 }
 
 /* One reading of both clocks (the counter's the mean of one before and one after now_ns), kept
- * if both went forward since the last. */
-static void tick_sample(rec_core_t *c) {
-  if (!c->hooks.now_ns || !REC_HAVE_TICKS) return;
+ * if both went forward since the last. Returns the counter as read last. */
+static uint64_t tick_sample(rec_core_t *c) {
+  if (!c->hooks.now_ns || !REC_HAVE_TICKS) return 0;
   uint64_t t0 = counter(), ns = c->hooks.now_ns(c->hooks.ctx), t1 = counter();
   uint64_t tick = t0 + (t1 - t0) / 2;
   if (c->smp_n) {
     unsigned last = (c->smp_next + TICK_SAMPLES - 1) % TICK_SAMPLES;
-    if (tick <= c->smp[last].tick || ns < c->smp[last].ns) return;
+    if (tick <= c->smp[last].tick || ns < c->smp[last].ns) return t1;
   } else {
     c->tick_start = tick;
   }
@@ -177,6 +177,7 @@ static void tick_sample(rec_core_t *c) {
   c->smp[c->smp_next].ns = ns;
   c->smp_next = (c->smp_next + 1) % TICK_SAMPLES;
   if (c->smp_n < TICK_SAMPLES) c->smp_n++;
+  return t1;
 }
 
 /* ns on the line through readings a and b (a.tick < b.tick) at tick, never below 0 */
@@ -195,14 +196,15 @@ static uint64_t bad_tick(rec_core_t *c, uint64_t ns) {
 }
 
 /* The time of counter reading tick, between the two kept readings around it (every event of a
- * batch was pushed before the reading taken after the batch's pop, so none is newer). */
-static uint64_t tick_to_ns(rec_core_t *c, uint64_t tick) {
+ * batch was pushed before the reading taken after the batch's pop, so none is newer; now: the
+ * counter read then, which a reading not kept (a clock that did not go forward) still bounds). */
+static uint64_t tick_to_ns(rec_core_t *c, uint64_t tick, uint64_t now) {
   if (!c->smp_n) return 0; /* no now_ns: no clock to put it on */
   unsigned newest = (c->smp_next + TICK_SAMPLES - 1) % TICK_SAMPLES;
   unsigned oldest = (c->smp_next + TICK_SAMPLES - c->smp_n) % TICK_SAMPLES;
   /* the counters of two cores may differ by a little: so little is clamped, not wrong */
   if (tick > c->smp[newest].tick)
-    return tick - c->smp[newest].tick <= TICK_SKEW ? c->smp[newest].ns : bad_tick(c, c->smp[newest].ns);
+    return tick <= now + TICK_SKEW ? c->smp[newest].ns : bad_tick(c, c->smp[newest].ns);
   if (tick < c->tick_start)
     return c->tick_start - tick <= TICK_SKEW ? c->smp[oldest].ns : bad_tick(c, c->smp[oldest].ns);
   unsigned nx = newest;
@@ -223,9 +225,9 @@ static void batch_times(rec_core_t *c, gmt_event_t *ev, size_t n) {
   size_t i = 0;
   while (i < n && !(ev[i].ts_ns & REC_TS_TICKS)) i++;
   if (i == n) return;
-  tick_sample(c);
+  uint64_t now = tick_sample(c);
   for (; i < n; i++)
-    if (ev[i].ts_ns & REC_TS_TICKS) ev[i].ts_ns = tick_to_ns(c, ev[i].ts_ns & ~REC_TS_TICKS);
+    if (ev[i].ts_ns & REC_TS_TICKS) ev[i].ts_ns = tick_to_ns(c, ev[i].ts_ns & ~REC_TS_TICKS, now);
 }
 
 static int drain(rec_core_t *c) {

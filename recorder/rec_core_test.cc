@@ -942,6 +942,42 @@ TEST(RecCore, CounterReadingsGoOntoTheClock) {
   EXPECT_LT(std::llabs(off[off.size() / 2]), 2000) << "the median event within 2 us of the clock";
   EXPECT_GT(off[off.size() / 100], -2000) << "not after the moment its counter was read";
 }
+
+// A clock that goes back (its readings then not kept) is no fault of the producers' counter
+// readings: they are clamped to the last reading kept, not counted as bad, and nothing is
+// replaced.
+TEST(RecCore, ACounterReadingPastAClockThatWentBackIsNotBad) {
+  FakeClock clk;
+  clk.now = 10000000000ull;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  const std::string path = TmpPath("ticks_clock_back.zst");
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  gm_err_t err;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  clk.now = 5000000000ull;  // back by 5 s
+  for (int i = 0; i < 100; i++) {
+    gmt_event_t e = Ev(GMT_EV_ALLOC, 0, 0x1000u + 64u * i, 64);
+    e.ts_ns = __rdtsc() | REC_TS_TICKS;
+    ASSERT_EQ(rec_core_push_entry(c, &e, 1000000000ull), 0);
+    if (i % 10 == 0) usleep(1000);
+  }
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_stats_t st;
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.bad_ticks, 0u);
+  rec_core_destroy(c);
+  auto got = ReadAll(path);
+  ASSERT_EQ(got.size(), 100u);
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_EQ(got[i].ts_ns, 10000000000ull) << "the last reading kept";
+    EXPECT_EQ(got[i].addr, 0x1000u + 64u * i) << "in push order";
+  }
+}
 #endif
 
 }  // namespace
