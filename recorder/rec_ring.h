@@ -23,7 +23,7 @@ struct rec_ring {
   _Alignas(64) _Atomic uint64_t head;
   rec_slot_t *slots;
   uint64_t mask;
-  int prefetchw; /* the CPU has PREFETCHW (else the next slot is prefetched for reading) */
+  int prefetchw; /* the CPU has PREFETCHW (else the slot ahead is prefetched for reading) */
   _Alignas(64) uint64_t tail;
   rec_slot_t *cslots; /* the consumer's copies */
   uint64_t cmask;
