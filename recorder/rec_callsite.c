@@ -467,11 +467,12 @@ static inline uint64_t code_stamp(const rec_callsites_t *c, int lay, const void 
   return c->src.stamp ? c->src.stamp(c->src.ctx, code) : c->src.ident(c->src.ctx, code);
 }
 
-static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_callsites_t *c, tcache_t *t, int lay) {
+static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_callsites_t *c, tcache_t *t, const void *top,
+                                                                      int lay) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   int depth = 0;
-  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = fr_back(c, lay, f), depth++) {
+  for (const void *f = top; f && depth < MAX_DEPTH; f = fr_back(c, lay, f), depth++) {
     const void *code = fr_code(c, lay, f);
     if (!code) continue;
     if (!first) {
@@ -502,8 +503,8 @@ static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_call
   return lookup_or_make(c, t, &k, make_one, &one);
 }
 
-static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
-  return c->has_lay ? capture_user_with(c, t, 1) : capture_user_with(c, t, 0);
+static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t, const void *top) {
+  return c->has_lay ? capture_user_with(c, t, top, 1) : capture_user_with(c, t, top, 0);
 }
 
 /* ---- stack mode ----------------------------------------------------------------------------- */
@@ -526,14 +527,14 @@ static size_t make_stack(rec_callsites_t *c, const void *arg, char *buf, size_t 
   return off;
 }
 
-static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
+static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t, const void *top) {
   const rec_pyframes_t *s = &c->src;
   stack_t_ st;
   st.n = 0;
   st.more = 0;
   uint64_t h1 = 0x243F6A8885A308D3ull, h2 = 0x13198A2E03707344ull;
   int depth = 0;
-  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
+  for (const void *f = top; f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
     const void *code = s->code(s->ctx, f);
     if (!code) continue;
     if (st.n == STACK_FRAMES) {
@@ -554,9 +555,12 @@ static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
 
 HOT uint32_t rec_callsites_capture(rec_callsites_t *c) {
   if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
+  /* a thread without Python frames (autograd's, in a backward pass) needs no cache */
+  const void *top = c->src.top(c->src.ctx);
+  if (!top) return 0;
   tcache_t *t = tcache();
   if (!t) return 0;
-  return c->mode == REC_CS_STACK ? capture_stack(c, t) : capture_user(c, t);
+  return c->mode == REC_CS_STACK ? capture_stack(c, t, top) : capture_user(c, t, top);
 }
 
 uint32_t rec_callsites_owner(rec_callsites_t *c, uint32_t py, const void *self) {
