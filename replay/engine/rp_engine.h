@@ -330,6 +330,8 @@ typedef struct rp_result {
   uint64_t tl_ts[RP_TIMELINE_MAX], tl_reserved[RP_TIMELINE_MAX], tl_allocated[RP_TIMELINE_MAX],
       tl_requested[RP_TIMELINE_MAX];
   rp_peak_snapshot_t peak; /* the memory at the reserved peak (see above) */
+  /* What a policy's same_run reads of this run (rp_policy.h); not part of the results. */
+  rp_run_facts_t facts;
 } rp_result_t;
 
 typedef struct rp_engine rp_engine_t;

@@ -248,9 +248,9 @@ static void run_job(job_t *j, pool_t *p) {
 
 /* A follower was put after its point replay, so that was taken first (by this thread or
  * another): waiting for it ends. Mostly it finished long before (gr_run_trace's order). */
-static void wait_dep(pool_t *p, const job_t *j) {
+void grj_wait(pool_t *p, int i) {
   if (!p->fin) return; /* one thread, in order: done already */
-  while (!atomic_load(&p->fin[j->dep])) {
+  while (!atomic_load(&p->fin[i])) {
     struct timespec ts = {0, 100 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -264,13 +264,13 @@ static void *worker(void *arg) {
     int i = p->order ? p->order[k] : k;
     job_t *j = &p->jobs[i];
     if (j->dep >= 0) {
-      wait_dep(p, j);
+      grj_wait(p, j->dep);
       const job_t *d = &p->jobs[j->dep];
       if (d->st != GM_OK) j->skipped = 1;
       else if (j->role == GRJ_RANGE) j->skipped = !grj_range_setup(j, d->res);
       else j->skipped = d->res->pool_allocs != 0; /* the spread: not the async pool's */
     }
-    if (!j->skipped) run_job(j, p);
+    if (!j->skipped && !(j->lead > 0 && grj_same_copy(p, j))) run_job(j, p);
     if (p->fin) atomic_store(&p->fin[i], 1);
     atomic_fetch_add(&p->done, 1);
   }
@@ -292,6 +292,7 @@ void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *sp
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
   j->ids = NULL;
   j->dep = -1;
+  j->lead = 0;
   j->res = res;
 }
 
@@ -403,13 +404,24 @@ static int costly(const gr_config_t *cfg, const char *spec) {
   return grj_addresses_for(cfg, spec) == RP_VA_DRIVER || (!strncmp(spec, "direct", 6) && (!spec[6] || spec[6] == ':'));
 }
 
+static int take(int *order, int k, const pool_t *p, int from, int to, int led) {
+  for (int i = from; i < to; i++)
+    if (!p->jobs[i].lead == !led) order[k++] = i;
+  return k;
+}
+
+/* Jobs with a lead (gpureplay_same.c) go after those of their kind without, leads among
+ * them: when taken, their lead has finished (or is the last to finish) and most are copies. */
 static const int *cost_order(const gr_config_t *cfg, const pool_t *p, int n, int ms, int *order) {
   int k = 0;
-  for (int i = 0; i < n; i++)
-    if (costly(cfg, p->jobs[i].spec)) order[k++] = i;
-  for (int i = n; i < n + ms; i++) order[k++] = i;
-  for (int i = 0; i < n; i++)
-    if (!costly(cfg, p->jobs[i].spec)) order[k++] = i;
+  for (int led = 0; led < 2; led++)
+    for (int i = 0; i < n; i++)
+      if (costly(cfg, p->jobs[i].spec) && !p->jobs[i].lead == !led) order[k++] = i;
+  k = take(order, k, p, n, n + ms, 0);
+  k = take(order, k, p, n, n + ms, 1);
+  for (int led = 0; led < 2; led++)
+    for (int i = 0; i < n; i++)
+      if (!costly(cfg, p->jobs[i].spec) && !p->jobs[i].lead == !led) order[k++] = i;
   for (int i = n + ms; i < p->n; i++) order[k++] = i;
   return order;
 }
@@ -475,8 +487,13 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
    * grids), the range's for every one, the last ones too (most are skipped at once) */
   int ms = merge && spread ? grj_spread_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
   int mr = merge && range ? grj_range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
-  int *order = ms ? malloc((size_t)p.n * sizeof *order) : NULL;
+  /* settings that may replay as an earlier one does wait for it and copy its result */
+  grj_same_leads(cfg, &p, n, ms, of);
+  int led = 0;
+  for (int i = 0; i < p.n; i++) led |= p.jobs[i].lead != 0;
+  int *order = ms || led ? malloc((size_t)p.n * sizeof *order) : NULL;
   if (order) p.order = cost_order(cfg, &p, n, ms, order);
+  else if (led) grj_same_leads(cfg, &p, 0, 0, NULL); /* no order: no copies */
   grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   free(order);
   p.order = NULL;
