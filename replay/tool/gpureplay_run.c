@@ -437,14 +437,22 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   size_t n_evs = 0;
   int want_preload = gr_trace_wants_preload(cfg, path, info), own_evs = 0;
   const gr_decoded_t *dec = cfg->decoded;
+  /* Events in memory replayed more than once: their addresses numbered once for all the
+   * replays, beside the decode (rp_addr_ids_t; none, host memory short: each replay hashes them
+   * itself). */
+  rp_addr_ids_t own_ids;
+  memset(&own_ids, 0, sizeof own_ids);
+  const rp_addr_ids_t *ids = NULL;
   if (want_preload && dec && dec->evs && dec->path && strcmp(dec->path, path) == 0) {
     evs = dec->evs; /* gr_trace_scan decoded it already */
     n_evs = dec->n_evs;
+    ids = dec->ids.id ? &dec->ids : NULL;
     gr_trace_take_integrity(info, &dec->info.stats, dec->info.damage);
   } else if (want_preload) {
-    st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err);
+    st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, &own_ids, err);
     if (st != GM_OK) return st;
     own_evs = 1;
+    ids = own_ids.id ? &own_ids : NULL;
   }
   if (st == GM_OK && info->has_context) {
     if (evs) gr_context_from_events(evs, n_evs, cfg->device, info);
@@ -469,19 +477,15 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     free(p.jobs);
     free(out);
     free(of);
+    if (own_ids.id) rp_addr_ids_free(&own_ids);
     if (own_evs) free(evs);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
   p.n = n;
-  /* Events in memory replayed more than once: their addresses numbered once for all the
-   * replays (rp_addr_ids_t; without, host memory short, each replay hashes them itself). */
-  rp_addr_ids_t ids;
-  gm_err_t ids_err;
-  int have_ids = evs && (size_t)n + more > 1 && rp_addr_ids_build(evs, n_evs, &ids, &ids_err) == GM_OK;
   for (int i = 0; i < n; i++) {
     grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
-    if (have_ids) p.jobs[i].ids = &ids;
+    if ((size_t)n + more > 1) p.jobs[i].ids = ids;
   }
   /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
    * grids), the range's for every one, the last ones too (most are skipped at once) */
@@ -516,7 +520,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   free(out);
   free(of);
   free(p.jobs);
-  if (have_ids) rp_addr_ids_free(&ids);
+  if (own_ids.id) rp_addr_ids_free(&own_ids);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);
