@@ -60,8 +60,6 @@ void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep);
 void grj_end(job_t *j, rp_backend_t *b, rp_engine_t *e);
 /* Run the pool's jobs (on cfg->jobs threads, or the calling thread); progress on stderr. */
 void grj_run_pool(const gr_config_t *cfg, pool_t *p, uint64_t events, const char *path, int progress);
-/* Wait until the pool's job i has finished (taken before the caller's, by this thread or another). */
-void grj_wait(pool_t *p, int i);
 /* The first failed job's status and cause chain among the first n, or GM_OK. */
 gm_status_t grj_pool_status(const pool_t *p, int n, gm_err_t *err);
 
@@ -98,8 +96,7 @@ gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_r
 /* Sets every job's lead (0: none): the n point jobs p->jobs[0..n) and their ms spread
  * followers p->jobs[n..n+ms) (of[k]: the point job of follower k). */
 void grj_same_leads(const gr_config_t *cfg, pool_t *p, int n, int ms, const int *of);
-/* Job j (lead > 0) after its lead: 1 when its result was copied (or its start failed: j->st),
- * 0 when it must replay. */
-int grj_same_copy(pool_t *p, job_t *j);
+/* Job j (lead > 0), its lead finished: 1 when the lead's result is j's (under j's spec). */
+int grj_same_proven(const pool_t *p, const job_t *j);
 
 #endif

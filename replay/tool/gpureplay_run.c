@@ -246,9 +246,26 @@ static void run_job(job_t *j, pool_t *p) {
   grj_end(j, b, e);
 }
 
-/* A follower was put after its point replay, so that was taken first (by this thread or
- * another): waiting for it ends. Mostly it finished long before (gr_run_trace's order). */
-void grj_wait(pool_t *p, int i) {
+/* Job j's result is its finished lead l's (gpureplay_same.c): copied under j's own spec, which
+ * (and a bad conf's error, as its replay would have failed) comes from j's engine, which
+ * replays nothing. */
+static void copy_lead(job_t *j, const job_t *l) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  grj_start(j, &b, &e);
+  if (!b) return;
+  grj_end(j, b, e);
+  if (j->st != GM_OK) return;
+  char spec[sizeof j->res->policy];
+  memcpy(spec, j->res->policy, sizeof spec);
+  *j->res = *l->res;
+  memcpy(j->res->policy, spec, sizeof spec);
+}
+
+/* A follower was put after its point replay (a copy after its lead), so that was taken first
+ * (by this thread or another): waiting for it ends. Mostly it finished long before
+ * (gr_run_trace's order). */
+static void wait_for(pool_t *p, int i) {
   if (!p->fin) return; /* one thread, in order: done already */
   while (!atomic_load(&p->fin[i])) {
     struct timespec ts = {0, 100 * 1000};
@@ -264,13 +281,17 @@ static void *worker(void *arg) {
     int i = p->order ? p->order[k] : k;
     job_t *j = &p->jobs[i];
     if (j->dep >= 0) {
-      grj_wait(p, j->dep);
+      wait_for(p, j->dep);
       const job_t *d = &p->jobs[j->dep];
       if (d->st != GM_OK) j->skipped = 1;
       else if (j->role == GRJ_RANGE) j->skipped = !grj_range_setup(j, d->res);
       else j->skipped = d->res->pool_allocs != 0; /* the spread: not the async pool's */
     }
-    if (!j->skipped && !(j->lead > 0 && grj_same_copy(p, j))) run_job(j, p);
+    if (!j->skipped) {
+      if (j->lead > 0) wait_for(p, j->lead - 1); /* taken before j: mostly done long before */
+      if (j->lead > 0 && grj_same_proven(p, j)) copy_lead(j, &p->jobs[j->lead - 1]);
+      else run_job(j, p);
+    }
     if (p->fin) atomic_store(&p->fin[i], 1);
     atomic_fetch_add(&p->done, 1);
   }
@@ -404,9 +425,11 @@ static int costly(const gr_config_t *cfg, const char *spec) {
   return grj_addresses_for(cfg, spec) == RP_VA_DRIVER || (!strncmp(spec, "direct", 6) && (!spec[6] || spec[6] == ':'));
 }
 
-static int take(int *order, int k, const pool_t *p, int from, int to, int led) {
+/* Appends to order[k..] the jobs [from, to) with a lead (led) or without, costly or not (cost:
+ * 1, 0; -1: either), in turn; the new count. */
+static int take(const gr_config_t *cfg, const pool_t *p, int from, int to, int led, int cost, int *order, int k) {
   for (int i = from; i < to; i++)
-    if (!p->jobs[i].lead == !led) order[k++] = i;
+    if (!p->jobs[i].lead == !led && (cost < 0 || costly(cfg, p->jobs[i].spec) == cost)) order[k++] = i;
   return k;
 }
 
@@ -414,15 +437,10 @@ static int take(int *order, int k, const pool_t *p, int from, int to, int led) {
  * them: when taken, their lead has finished (or is the last to finish) and most are copies. */
 static const int *cost_order(const gr_config_t *cfg, const pool_t *p, int n, int ms, int *order) {
   int k = 0;
-  for (int led = 0; led < 2; led++)
-    for (int i = 0; i < n; i++)
-      if (costly(cfg, p->jobs[i].spec) && !p->jobs[i].lead == !led) order[k++] = i;
-  k = take(order, k, p, n, n + ms, 0);
-  k = take(order, k, p, n, n + ms, 1);
-  for (int led = 0; led < 2; led++)
-    for (int i = 0; i < n; i++)
-      if (!costly(cfg, p->jobs[i].spec) && !p->jobs[i].lead == !led) order[k++] = i;
-  for (int i = n + ms; i < p->n; i++) order[k++] = i;
+  for (int led = 0; led < 2; led++) k = take(cfg, p, 0, n, led, 1, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, n, n + ms, led, -1, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, 0, n, led, 0, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, n + ms, p->n, led, -1, order, k); /* the range's */
   return order;
 }
 

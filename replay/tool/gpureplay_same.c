@@ -6,7 +6,8 @@
  * calls as another's. Such a job has a lead: a job of the same policy, kind and events that
  * it may equal, with a setting no longer than its own (grj_same_leads). When the pool takes it, it waits for its lead and asks the policy
  * (rp_policy_ops_t.same_run) whether the lead's run, as its facts show, proves the two alike;
- * then the job's result is the lead's under its own spec, else it replays as before. The
+ * then the job's result is the lead's under its own spec (gpureplay_run.c copies it), else it
+ * replays as before. The
  * placement spread's jobs lead each other the same way, on the facts of the lead's bump-pointer
  * run. A lead is never itself a copy, and the pool takes every lead before the jobs it leads
  * (gpureplay_run.c's cost order), so a one-thread pool never reads an unfinished lead.
@@ -74,23 +75,9 @@ void grj_same_leads(const gr_config_t *cfg, pool_t *p, int n, int ms, const int 
   }
 }
 
-int grj_same_copy(pool_t *p, job_t *j) {
-  grj_wait(p, j->lead - 1);
+int grj_same_proven(const pool_t *p, const job_t *j) {
   const job_t *l = &p->jobs[j->lead - 1];
   const rp_policy_ops_t *ops = ops_of(j->spec);
-  if (l->st != GM_OK || l->skipped || !ops || !ops->same_run ||
-      !ops->same_run(conf_of(l->spec), conf_of(j->spec), &l->res->facts))
-    return 0;
-  /* the job's own spec (and a bad conf's error) from its engine, which replays nothing */
-  rp_backend_t *b = NULL;
-  rp_engine_t *e = NULL;
-  grj_start(j, &b, &e);
-  if (!b) return 1; /* j->st: as its replay would have failed */
-  grj_end(j, b, e);
-  if (j->st != GM_OK) return 1;
-  char spec[sizeof j->res->policy];
-  memcpy(spec, j->res->policy, sizeof spec);
-  *j->res = *l->res;
-  memcpy(j->res->policy, spec, sizeof spec);
-  return 1;
+  return l->st == GM_OK && !l->skipped && ops && ops->same_run &&
+         ops->same_run(conf_of(l->spec), conf_of(j->spec), &l->res->facts);
 }
