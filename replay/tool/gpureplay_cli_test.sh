@@ -180,6 +180,17 @@ assert [strip(r) for r in copy] == [strip(r) for r in each], "figures differ"
 secs = [r["replay_seconds"] for r in copy]
 assert len(set(secs)) < len(secs), "no setting was copied"
 PY
+# the same on a trace whose frees wait on stream events (the timing range's followers copied too)
+run sweepcopyreq 0 "$REQ" --sweep --jobs=2 -o "$T/copyreq.json"
+run sweepeachreq 0 "$REQ" --sweep --jobs=2 --check -o "$T/eachreq.json"
+python3 - "$T/copyreq.json" "$T/eachreq.json" <<'PY' || fail "sweepcopyreq: results differ from the replayed ones"
+import json, sys
+def runs(p):
+    return [{k: v for k, v in r.items() if k not in ("replay_seconds", "events_per_second")}
+            for r in json.load(open(p))["runs"]]
+assert runs(sys.argv[1]) == runs(sys.argv[2])
+assert any("peak_reserved_range" in r for r in runs(sys.argv[1])), "no timing range"
+PY
 
 # --tune on a real trace (two_streams): the grid's best is expandable segments (304 MiB); the
 # search finds a setting below every grid point, says by how much, and answers capacity

@@ -93,9 +93,9 @@ gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_r
 
 /* ---- results copied between settings that replay alike (gpureplay_same.c) ---- */
 
-/* Sets every job's lead (0: none): the n point jobs p->jobs[0..n) and their ms spread
- * followers p->jobs[n..n+ms) (of[k]: the point job of follower k). */
-void grj_same_leads(const gr_config_t *cfg, pool_t *p, int n, int ms, const int *of);
+/* Sets every job's lead (0: none): the n point jobs p->jobs[0..n) and their followers
+ * p->jobs[n..p->n) (of[k]: the point job of follower n + k). */
+void grj_same_leads(const gr_config_t *cfg, pool_t *p, int n, const int *of);
 /* Job j (lead > 0), its lead finished: 1 when the lead's result is j's (under j's spec). */
 int grj_same_proven(const pool_t *p, const job_t *j);
 

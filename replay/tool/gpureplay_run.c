@@ -510,12 +510,12 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   int ms = merge && spread ? grj_spread_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
   int mr = merge && range ? grj_range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
   /* settings that may replay as an earlier one does wait for it and copy its result */
-  grj_same_leads(cfg, &p, n, ms, of);
+  grj_same_leads(cfg, &p, n, of);
   int led = 0;
   for (int i = 0; i < p.n; i++) led |= p.jobs[i].lead != 0;
   int *order = ms || led ? malloc((size_t)p.n * sizeof *order) : NULL;
   if (order) p.order = cost_order(cfg, &p, n, ms, order);
-  else if (led) grj_same_leads(cfg, &p, 0, 0, NULL); /* no order: no copies */
+  else if (led) grj_same_leads(cfg, &p, 0, NULL); /* no order: no copies */
   grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   free(order);
   p.order = NULL;
