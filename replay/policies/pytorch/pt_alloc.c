@@ -209,7 +209,7 @@ static gm_status_t release_block(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
 /* garbage_collect_cached_blocks: free aged unsplit large blocks of every stream until reserved
  * is back under threshold * allowed maximum. Runs only with a memory fraction. */
 static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
-  uint64_t threshold = (uint64_t)(p->conf.gc_threshold * (double)p->allowed_max);
+  uint64_t threshold = rp_pytorch_gc_threshold(&p->conf, p->allowed_max);
   if (p->total_allocated_memory <= threshold) return GM_OK;
   uint64_t target = p->total_allocated_memory - threshold, reclaimed = 0, total_age = 0;
   int64_t count = 0;

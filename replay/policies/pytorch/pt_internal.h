@@ -178,4 +178,7 @@ int pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_r
 /* pt_check.c */
 gm_status_t pt_check(const rp_policy_t *p, gm_err_t *err);
 
+/* pt_same.c: rp_policy_ops_t.same_run */
+int pt_same_run(const char *conf_a, const char *conf_b, const rp_run_facts_t *ran);
+
 #endif /* PT_INTERNAL_H */

@@ -44,7 +44,7 @@ static gm_status_t pt_create(const char *conf, const rp_driver_t *drv, rp_policy
   }
   /* setMemoryFraction: a limit only below 1.0; GC needs that limit */
   p->has_limit = p->conf.memory_fraction < 1.0;
-  p->allowed_max = p->has_limit ? (uint64_t)(p->conf.memory_fraction * (double)drv->total_memory) : 0;
+  p->allowed_max = rp_pytorch_allowed_max(&p->conf, drv->total_memory);
   p->gc_active = p->has_limit && p->conf.gc_threshold > 0.0;
   p->round_plain = 1;
   for (int i = 0; i < RP_PYTORCH_ROUNDUP_INTERVALS; i++) p->round_plain &= p->conf.roundup_divisions[i] <= 1;
@@ -198,4 +198,5 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .alloc_h = pt_malloc_h,
     .free_h = pt_free_h,
     .handle_addr = pt_handle_addr,
+    .same_run = pt_same_run,
 };
