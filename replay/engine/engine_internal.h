@@ -234,6 +234,23 @@ void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts);
 /* End of the replay: a snapshot still pending is taken if reserved is still at the peak. */
 void rp_peak_finish(rp_engine_t *e, uint64_t ts);
 
+/* engine.c: one event of any kind, as the general loop replays it (its observation included),
+ * for engine_loop.c, which replays the common requests itself and hands it the rest. */
+gm_status_t rp_engine_one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);
+/* After a request: fold the new state into the peaks, the fragmentation integrals and the
+ * timeline (rp_engine_observe); its reserved peak's part alone (fragmentation at the peak, the
+ * snapshot), which does something only when rp_engine_peak_due says so. */
+void rp_engine_observe(rp_engine_t *e, uint64_t ts);
+void rp_engine_observe_peak(rp_engine_t *e, uint64_t ts);
+static inline int rp_engine_peak_due(const rp_engine_t *e, uint64_t reserved, uint64_t allocated) {
+  return e->peak_dirty || (reserved == e->peak_reserved && (allocated > e->alloc_at_peak || e->snap_pending));
+}
+/* A failed request (RP_OOM_* cause): counted, the first described. */
+void rp_engine_note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause);
+/* An ALLOC whose block-map entry m is claimed (was_live: the entry held a live block). */
+gm_status_t rp_engine_alloc_claimed(rp_engine_t *e, const gmt_event_t *ev, rp_map_entry_t *m, int was_live,
+                                    gm_err_t *err);
+
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);
 

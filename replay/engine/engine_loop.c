@@ -1,0 +1,284 @@
+/* engine_loop.c: the event loop (rp_engine_feed, rp_engine_feed_ids).
+ *
+ * Most events of most traces are the plain requests: an ALLOC or a FREE of device memory on the
+ * replayed device, neither external nor stream-ordered, with no free waiting on stream events
+ * and no external block live. Those are replayed here by a loop that keeps the running figures
+ * (counts, live bytes, peaks, the fragmentation integrals, the timeline's current bucket) in
+ * locals and stores them back only when it hands an event to the general path (engine.c
+ * rp_engine_one), calls out (an OOM, the reserved peak's snapshot), or returns. It computes what
+ * rp_engine_one and rp_engine_observe compute, in the same order and the same arithmetic, so
+ * every figure is the same bit for bit; any event it is not sure of goes to rp_engine_one before
+ * the loop has changed anything for it. The loop is instantiated for the block map (rp_map or
+ * the dense table) and for follower replays (opts.peak_only: no observation). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "replay/engine/engine_internal.h"
+
+/* The figures the loop keeps in locals: the engine's fields of the same names. */
+typedef struct run {
+  uint64_t events, allocs, frees, requested, served, allocated;
+  uint64_t peak_allocated, peak_requested, peak_need;
+  uint64_t last_ts, last_allocated, last_reserved;
+  int have_ts;
+  double alloc_time, res_time, alloc_ops, res_ops;
+  double last_alloc_d, last_res_d; /* (double)last_allocated, (double)last_reserved */
+} run_t;
+
+static inline void run_load(const rp_engine_t *e, run_t *r) {
+  r->events = e->events;
+  r->allocs = e->allocs;
+  r->frees = e->frees;
+  r->requested = e->requested;
+  r->served = e->served;
+  r->allocated = e->allocated;
+  r->peak_allocated = e->peak_allocated;
+  r->peak_requested = e->peak_requested;
+  r->peak_need = e->peak_need;
+  r->last_ts = e->last_ts;
+  r->last_allocated = e->last_allocated;
+  r->last_reserved = e->last_reserved;
+  r->have_ts = e->have_ts;
+  r->alloc_time = e->alloc_time;
+  r->res_time = e->res_time;
+  r->alloc_ops = e->alloc_ops;
+  r->res_ops = e->res_ops;
+  r->last_alloc_d = (double)e->last_allocated;
+  r->last_res_d = (double)e->last_reserved;
+}
+
+static inline void run_store(rp_engine_t *e, const run_t *r) {
+  e->events = r->events;
+  e->allocs = r->allocs;
+  e->frees = r->frees;
+  e->requested = r->requested;
+  e->served = r->served;
+  e->allocated = r->allocated;
+  e->peak_allocated = r->peak_allocated;
+  e->peak_requested = r->peak_requested;
+  e->peak_need = r->peak_need;
+  e->last_ts = r->last_ts;
+  e->last_allocated = r->last_allocated;
+  e->last_reserved = r->last_reserved;
+  e->have_ts = r->have_ts;
+  e->alloc_time = r->alloc_time;
+  e->res_time = r->res_time;
+  e->alloc_ops = r->alloc_ops;
+  e->res_ops = r->res_ops;
+}
+
+/* The timeline's bucket that timestamps [lo, lo + w) fall in, non-empty (w = 0: none known). */
+typedef struct tl_cur {
+  uint64_t lo, w;
+  rp_tl_bucket_t *b;
+} tl_cur_t;
+
+static void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
+  c->w = 0;
+  if (!t->started || ts < t->t0) return; /* before t0: bucket 0 by rp_timeline_add's rule, not by range */
+  uint64_t idx = (ts - t->t0) >> t->shift;
+  if (idx >= RP_TIMELINE_MAX || idx >= t->n || t->b[idx].ts == UINT64_MAX) return;
+  c->lo = t->t0 + (idx << t->shift);
+  c->w = 1ull << t->shift;
+  c->b = &t->b[idx];
+}
+
+/* Can the loop take the next events? What it needs of the engine (the per-event part is in the
+ * loop). These change only in events rp_engine_one replays. */
+static int loop_ready(const rp_engine_t *e) {
+  return !e->opts.check && !e->opts.observer && e->device >= 0 && !e->req_valid && !e->n_held &&
+         !e->pending.live && !e->external.live && !e->external_sync && (e->opts.peak_only || e->pol_allocated);
+}
+
+static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+  if (e->b->last_error[0] && err) {
+    size_t l = strlen(err->msg);
+    snprintf(err->msg + l, sizeof err->msg - l, " (driver: %s)", e->b->last_error);
+  }
+  return gm_err_wrap(err, "event %" PRIu64 " (kind %u, %" PRIu64 " bytes at 0x%" PRIx64 ")", e->events,
+                     (unsigned)ev->kind, ev->size, ev->addr);
+}
+
+/* Events [i, n) until one is not a plain request (returned, nothing done for it) or a
+ * request fails (returned, *st set, the engine's state as rp_engine_one leaves it then). dense:
+ * the block map is e->dense over ids; peak_only: e->opts.peak_only. */
+static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
+                                                         size_t i, size_t n, const int dense, const int peak_only,
+                                                         gm_status_t *st, gm_err_t *err) {
+  run_t r;
+  run_load(e, &r);
+  tl_cur_t tc;
+  tl_locate(&e->tl, r.last_ts, &tc);
+  const rp_policy_ops_t *ops = e->ops;
+  rp_policy_t *pol = e->pol;
+  const uint64_t *pol_allocated = e->pol_allocated;
+  const uint64_t ext = e->ext_live; /* no external event comes here */
+  const unsigned device = (unsigned)e->device;
+  for (; i < n; i++) {
+    const gmt_event_t *ev = &evs[i];
+    if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE) break;
+    if ((ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) || ev->device != device) break;
+    uint32_t id = 0;
+    if (dense) {
+      id = ids[i];
+      if (id >= e->dense.n) break;
+    }
+    rp_map_entry_t *m;
+    if (ev->kind == GMT_EV_ALLOC) {
+      if ((ev->flags & (GMT_F_EXTERNAL | GMT_F_ASYNC)) || ev->size > RP_REQUEST_MAX) break;
+      if (dense && e->dense.slots[id].state == 1) break; /* over a live block: rp_engine_one's */
+      /* from here the event is the loop's */
+      if (__builtin_expect(!e->stream_seen || ev->stream != e->first_stream, 0)) rp_events_alloc_seen(e, ev);
+      int was_live = 0;
+      m = dense ? rp_dense_claim(&e->dense, id, ev->addr, &was_live) : rp_map_claim(&e->blocks, ev->addr, &was_live);
+      if (!m || was_live) { /* the map is full, or the recorder missed a free: rp_engine_one's rest */
+        run_store(e, &r);
+        *st = m ? rp_engine_alloc_claimed(e, ev, m, was_live, err)
+                : gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
+        if (*st != GM_OK) return i;
+        if (!peak_only) rp_engine_observe(e, ev->ts_ns);
+        e->events++;
+        run_load(e, &r);
+        tl_locate(&e->tl, r.last_ts, &tc);
+        continue;
+      }
+      uint64_t blk = 0, addr;
+      gm_status_t s = ops->alloc_h ? ops->alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
+                                   : ops->alloc(pol, ev->size, ev->stream, &blk, err);
+      if (__builtin_expect(s != GM_OK, 0)) {
+        run_store(e, &r);
+        if (s != GM_ERR_NOMEM) {
+          m->a = RP_NO_BLOCK;
+          m->b = 0;
+          *st = s;
+          return i;
+        }
+        rp_engine_note_oom(e, ev, RP_OOM_POLICY);
+        blk = RP_NO_BLOCK;
+      } else {
+        r.served += ev->size;
+      }
+      r.requested += ev->size;
+      m->a = blk;
+      m->b = ev->size;
+      m->c = 0;
+      r.allocs++;
+    } else {
+      if (dense) {
+        m = &e->dense.slots[id];
+        if (m->state != 1) break;
+      } else {
+        m = rp_map_get(&e->blocks, ev->addr);
+        if (!m) break;
+      }
+      if (m->c) break; /* stream-ordered: rp_events_cross */
+      r.frees++;
+      gm_status_t s = GM_OK;
+      if (m->a != RP_NO_BLOCK) {
+        s = ops->free_h ? ops->free_h(pol, m->a, err) : ops->free(pol, m->a, err);
+        r.served -= m->b;
+      }
+      r.requested -= m->b;
+      if (dense) rp_dense_remove(&e->dense, m);
+      else rp_map_remove(&e->blocks, m);
+      if (__builtin_expect(s != GM_OK, 0)) {
+        run_store(e, &r);
+        *st = s;
+        return i;
+      }
+    }
+    if (!peak_only) { /* rp_engine_observe */
+      uint64_t ts = ev->ts_ns, reserved = e->reserved, allocated = *pol_allocated;
+      r.allocated = allocated;
+      if (allocated > r.peak_allocated) r.peak_allocated = allocated;
+      if (r.requested > r.peak_requested) r.peak_requested = r.requested;
+      if (r.requested + ext > r.peak_need) r.peak_need = r.requested + ext;
+      if (__builtin_expect(rp_engine_peak_due(e, reserved, allocated), 0)) {
+        run_store(e, &r);
+        rp_engine_observe_peak(e, ts);
+      }
+      if (r.have_ts && ts > r.last_ts) {
+        double dt = (double)(ts - r.last_ts);
+        r.alloc_time += r.last_alloc_d * dt;
+        r.res_time += r.last_res_d * dt;
+      }
+      if (!r.have_ts || ts > r.last_ts) r.last_ts = ts;
+      r.have_ts = 1;
+      double ad = (double)allocated, rd = (double)reserved;
+      r.last_allocated = allocated;
+      r.last_reserved = reserved;
+      r.last_alloc_d = ad;
+      r.last_res_d = rd;
+      r.alloc_ops += ad;
+      r.res_ops += rd;
+      if (ts - tc.lo < tc.w) { /* rp_timeline_add into the bucket of the last one */
+        rp_tl_bucket_t *b = tc.b;
+        if (reserved > b->reserved) {
+          b->reserved = reserved;
+          b->ts = ts;
+        }
+        if (allocated > b->allocated) b->allocated = allocated;
+        if (r.requested > b->requested) b->requested = r.requested;
+      } else {
+        rp_timeline_add(&e->tl, ts, reserved, allocated, r.requested);
+        tl_locate(&e->tl, ts, &tc);
+      }
+    }
+    r.events++;
+  }
+  run_store(e, &r);
+  return i;
+}
+
+static __attribute__((noinline)) size_t loop_map(rp_engine_t *e, const gmt_event_t *evs, size_t i, size_t n,
+                                                 gm_status_t *st, gm_err_t *err) {
+  return loop(e, evs, NULL, i, n, 0, 0, st, err);
+}
+static __attribute__((noinline)) size_t loop_map_peak(rp_engine_t *e, const gmt_event_t *evs, size_t i, size_t n,
+                                                      gm_status_t *st, gm_err_t *err) {
+  return loop(e, evs, NULL, i, n, 0, 1, st, err);
+}
+static __attribute__((noinline)) size_t loop_dense(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
+                                                   size_t i, size_t n, gm_status_t *st, gm_err_t *err) {
+  return loop(e, evs, ids, i, n, 1, 0, st, err);
+}
+static __attribute__((noinline)) size_t loop_dense_peak(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
+                                                        size_t i, size_t n, gm_status_t *st, gm_err_t *err) {
+  return loop(e, evs, ids, i, n, 1, 1, st, err);
+}
+
+gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,
+                               gm_err_t *err) {
+  if (!ids != !e->use_ids)
+    return gm_err_set(err, GM_ERR_INVAL, ids ? "address numbers given to an engine not set up for them (rp_engine_use_ids)"
+                                             : "events without their address numbers (rp_engine_use_ids)");
+  if (e->t_start == 0) e->t_start = rp_engine_now_s();
+  size_t i = 0;
+  while (i < n) {
+    if (loop_ready(e)) {
+      gm_status_t st = GM_OK;
+      if (ids) i = e->opts.peak_only ? loop_dense_peak(e, evs, ids, i, n, &st, err) : loop_dense(e, evs, ids, i, n, &st, err);
+      else i = e->opts.peak_only ? loop_map_peak(e, evs, i, n, &st, err) : loop_map(e, evs, i, n, &st, err);
+      if (st != GM_OK) return fail(e, &evs[i], err);
+      if (i == n) break;
+    }
+    /* One event the general way. */
+    if (ids) {
+      e->cur_id = ids[i];
+      /* a number out of range is only harmless on an event that names no block */
+      if (e->cur_id >= e->dense.n && e->cur_id != RP_NO_ID)
+        return gm_err_set(err, GM_ERR_INVAL, "event %" PRIu64 ": address number %u out of range (%u)", e->events,
+                          e->cur_id, e->dense.n);
+    }
+    gm_status_t st = rp_engine_one(e, &evs[i], err);
+    if (st != GM_OK) return fail(e, &evs[i], err);
+    e->events++;
+    i++;
+  }
+  return GM_OK;
+}
+
+gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err) {
+  return rp_engine_feed_ids(e, evs, NULL, n, err);
+}
