@@ -18,16 +18,16 @@
 
 /* The figures the loop keeps in locals: the engine's fields of the same names. */
 typedef struct run {
-  uint64_t events, allocs, frees, requested, served, allocated;
+  uint64_t ev0; /* e->events - the index of the event: e->events when storing at event i is ev0 + i */
+  uint64_t allocs, frees, requested, served, allocated;
   uint64_t peak_allocated, peak_requested, peak_need;
   uint64_t last_ts, last_allocated, last_reserved;
-  int have_ts;
   double alloc_time, res_time, alloc_ops, res_ops;
   double last_alloc_d, last_res_d; /* (double)last_allocated, (double)last_reserved */
 } run_t;
 
-static inline void run_load(const rp_engine_t *e, run_t *r) {
-  r->events = e->events;
+static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
+  r->ev0 = e->events - i;
   r->allocs = e->allocs;
   r->frees = e->frees;
   r->requested = e->requested;
@@ -39,7 +39,6 @@ static inline void run_load(const rp_engine_t *e, run_t *r) {
   r->last_ts = e->last_ts;
   r->last_allocated = e->last_allocated;
   r->last_reserved = e->last_reserved;
-  r->have_ts = e->have_ts;
   r->alloc_time = e->alloc_time;
   r->res_time = e->res_time;
   r->alloc_ops = e->alloc_ops;
@@ -48,8 +47,8 @@ static inline void run_load(const rp_engine_t *e, run_t *r) {
   r->last_res_d = (double)e->last_reserved;
 }
 
-static inline void run_store(rp_engine_t *e, const run_t *r) {
-  e->events = r->events;
+static inline void run_store(rp_engine_t *e, const run_t *r, size_t i) {
+  e->events = r->ev0 + i;
   e->allocs = r->allocs;
   e->frees = r->frees;
   e->requested = r->requested;
@@ -61,7 +60,6 @@ static inline void run_store(rp_engine_t *e, const run_t *r) {
   e->last_ts = r->last_ts;
   e->last_allocated = r->last_allocated;
   e->last_reserved = r->last_reserved;
-  e->have_ts = r->have_ts;
   e->alloc_time = r->alloc_time;
   e->res_time = r->res_time;
   e->alloc_ops = r->alloc_ops;
@@ -88,7 +86,8 @@ static void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
  * loop). These change only in events rp_engine_one replays. */
 static int loop_ready(const rp_engine_t *e) {
   return !e->opts.check && !e->opts.observer && e->device >= 0 && !e->req_valid && !e->n_held &&
-         !e->pending.live && !e->external.live && !e->external_sync && (e->opts.peak_only || e->pol_allocated);
+         !e->pending.live && !e->external.live && !e->external_sync &&
+         (e->opts.peak_only || (e->pol_allocated && e->have_ts)); /* the first request observed: rp_engine_one's */
 }
 
 static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
@@ -107,11 +106,15 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
                                                          size_t i, size_t n, const int dense, const int peak_only,
                                                          gm_status_t *st, gm_err_t *err) {
   run_t r;
-  run_load(e, &r);
+  run_load(e, &r, i);
   tl_cur_t tc;
   tl_locate(&e->tl, r.last_ts, &tc);
-  const rp_policy_ops_t *ops = e->ops;
   rp_policy_t *pol = e->pol;
+  gm_status_t (*const alloc_h)(rp_policy_t *, uint64_t, uint64_t, uint64_t *, uint64_t *, gm_err_t *) =
+      e->ops->alloc_h;
+  gm_status_t (*const alloc)(rp_policy_t *, uint64_t, uint64_t, uint64_t *, gm_err_t *) = e->ops->alloc;
+  gm_status_t (*const free_h)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free_h;
+  gm_status_t (*const free_a)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free;
   const uint64_t *pol_allocated = e->pol_allocated;
   const uint64_t ext = e->ext_live; /* no external event comes here */
   const unsigned device = (unsigned)e->device;
@@ -133,21 +136,21 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       int was_live = 0;
       m = dense ? rp_dense_claim(&e->dense, id, ev->addr, &was_live) : rp_map_claim(&e->blocks, ev->addr, &was_live);
       if (!m || was_live) { /* the map is full, or the recorder missed a free: rp_engine_one's rest */
-        run_store(e, &r);
+        run_store(e, &r, i);
         *st = m ? rp_engine_alloc_claimed(e, ev, m, was_live, err)
                 : gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
         if (*st != GM_OK) return i;
         if (!peak_only) rp_engine_observe(e, ev->ts_ns);
         e->events++;
-        run_load(e, &r);
+        run_load(e, &r, i + 1);
         tl_locate(&e->tl, r.last_ts, &tc);
         continue;
       }
       uint64_t blk = 0, addr;
-      gm_status_t s = ops->alloc_h ? ops->alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
-                                   : ops->alloc(pol, ev->size, ev->stream, &blk, err);
+      gm_status_t s = alloc_h ? alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
+                              : alloc(pol, ev->size, ev->stream, &blk, err);
       if (__builtin_expect(s != GM_OK, 0)) {
-        run_store(e, &r);
+        run_store(e, &r, i);
         if (s != GM_ERR_NOMEM) {
           m->a = RP_NO_BLOCK;
           m->b = 0;
@@ -176,14 +179,14 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       r.frees++;
       gm_status_t s = GM_OK;
       if (m->a != RP_NO_BLOCK) {
-        s = ops->free_h ? ops->free_h(pol, m->a, err) : ops->free(pol, m->a, err);
+        s = free_h ? free_h(pol, m->a, err) : free_a(pol, m->a, err);
         r.served -= m->b;
       }
       r.requested -= m->b;
       if (dense) rp_dense_remove(&e->dense, m);
       else rp_map_remove(&e->blocks, m);
       if (__builtin_expect(s != GM_OK, 0)) {
-        run_store(e, &r);
+        run_store(e, &r, i);
         *st = s;
         return i;
       }
@@ -195,16 +198,15 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       if (r.requested > r.peak_requested) r.peak_requested = r.requested;
       if (r.requested + ext > r.peak_need) r.peak_need = r.requested + ext;
       if (__builtin_expect(rp_engine_peak_due(e, reserved, allocated), 0)) {
-        run_store(e, &r);
+        run_store(e, &r, i);
         rp_engine_observe_peak(e, ts);
       }
-      if (r.have_ts && ts > r.last_ts) {
+      if (ts > r.last_ts) { /* have_ts: loop_ready */
         double dt = (double)(ts - r.last_ts);
         r.alloc_time += r.last_alloc_d * dt;
         r.res_time += r.last_res_d * dt;
+        r.last_ts = ts;
       }
-      if (!r.have_ts || ts > r.last_ts) r.last_ts = ts;
-      r.have_ts = 1;
       double ad = (double)allocated, rd = (double)reserved;
       r.last_allocated = allocated;
       r.last_reserved = reserved;
@@ -225,9 +227,8 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         tl_locate(&e->tl, ts, &tc);
       }
     }
-    r.events++;
   }
-  run_store(e, &r);
+  run_store(e, &r, i);
   return i;
 }
 
