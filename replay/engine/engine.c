@@ -369,20 +369,6 @@ static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
     e->rec_segments -= ev->size < e->rec_segments ? ev->size : e->rec_segments;
 }
 
-/* The driver's stream-ordered pool is one contiguous range of virtual addresses whose backing
- * grows at its top in whole 32 MiB chunks (measured on an H100, tests/gpu/pool_probe.py,
- * traces/recorded/PREDICTION.md "The async pool"), so what a recorded run's pool reserved at
- * its peak is its allocations' address extent rounded up to the chunk: exact on the four
- * recorded runs. This tracks the extent of the stream-ordered allocations of the replayed
- * device as the driver placed them (the recorded addresses). */
-static void track_pool(rp_engine_t *e, const gmt_event_t *ev) {
-  if (!(ev->flags & GMT_F_ASYNC) || ev->mem_kind != GMT_MEM_DEVICE || !ev->size) return;
-  uint64_t lo = ev->addr & ~(RP_POOL_CHUNK - 1), hi = ev->addr + ev->size;
-  if (hi < ev->addr) return;
-  if (!e->pool_hi || lo < e->pool_lo) e->pool_lo = lo;
-  if (hi > e->pool_hi) e->pool_hi = hi;
-}
-
 /* A request that failed in the recorded run: described (the first), and with
  * opts.serve_failed asked of the policy at its moment and given back at once. A failed
  * synchronous allocation in a trace read with external memory is a library's own: asked of
@@ -502,7 +488,7 @@ gm_status_t rp_engine_one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) 
       if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC)))
         return ext_alloc(e, ev, err);
       rp_events_alloc_seen(e, ev);
-      track_pool(e, ev);
+      rp_track_pool(e, ev);
       /* process_events() at the start of malloc(); the test is rp_events_due's own no-op case
        * (no free_requested waiting, nothing held), inline: once per request */
       if (e->req_valid || e->n_held) st = rp_events_due(e, 0, err);

@@ -1,15 +1,16 @@
 /* engine_loop.c: the event loop (rp_engine_feed, rp_engine_feed_ids).
  *
  * Most events of most traces are the plain requests: an ALLOC or a FREE of device memory on the
- * replayed device, neither external nor stream-ordered, with no free waiting on stream events
- * and no external block live. Those are replayed here by a loop that keeps the running figures
- * (counts, live bytes, peaks, the fragmentation integrals, the timeline's current bucket) in
- * locals and stores them back only when it hands an event to the general path (engine.c
- * rp_engine_one), calls out (an OOM, the reserved peak's snapshot), or returns. It computes what
- * rp_engine_one and rp_engine_observe compute, in the same order and the same arithmetic, so
- * every figure is the same bit for bit; any event it is not sure of goes to rp_engine_one before
- * the loop has changed anything for it. The loop is instantiated for the block map (rp_map or
- * the dense table) and for follower replays (opts.peak_only: no observation). */
+ * replayed device, not external, with no free waiting on stream events. Those are replayed here
+ * by a loop that keeps the running figures (counts, live bytes, peaks, the fragmentation
+ * integrals, the timeline's current bucket) in locals and stores them back only when it hands
+ * an event to the general path (engine.c rp_engine_one: every other event, and the requests in
+ * the rare states the loop leaves to it), calls out (an OOM, the reserved peak's snapshot), or
+ * returns. It computes what rp_engine_one and rp_engine_observe compute, in the same order and
+ * the same arithmetic, so every figure is the same bit for bit; an event it is not sure of goes
+ * to rp_engine_one before the loop has changed anything for it. The loop is instantiated for the
+ * block map (rp_map or the dense table) and for follower replays (opts.peak_only: no
+ * observation). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,7 @@ typedef struct run {
   uint64_t last_ts, last_allocated, last_reserved;
   double alloc_time, res_time, alloc_ops, res_ops;
   double last_alloc_d, last_res_d; /* (double)last_allocated, (double)last_reserved */
+  uint64_t ext; /* e->ext_live (read only: an external event is rp_engine_one's) */
 } run_t;
 
 static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
@@ -45,6 +47,7 @@ static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
   r->res_ops = e->res_ops;
   r->last_alloc_d = (double)e->last_allocated;
   r->last_res_d = (double)e->last_reserved;
+  r->ext = e->ext_live;
 }
 
 static inline void run_store(rp_engine_t *e, const run_t *r, size_t i) {
@@ -72,8 +75,9 @@ typedef struct tl_cur {
   rp_tl_bucket_t *b;
 } tl_cur_t;
 
-static void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
-  c->w = 0;
+static inline void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
+  c->lo = c->w = 0;
+  c->b = NULL;
   if (!t->started || ts < t->t0) return; /* before t0: bucket 0 by rp_timeline_add's rule, not by range */
   uint64_t idx = (ts - t->t0) >> t->shift;
   if (idx >= RP_TIMELINE_MAX || idx >= t->n || t->b[idx].ts == UINT64_MAX) return;
@@ -82,11 +86,10 @@ static void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
   c->b = &t->b[idx];
 }
 
-/* Can the loop take the next events? What it needs of the engine (the per-event part is in the
- * loop). These change only in events rp_engine_one replays. */
+/* Can the loop take the next events? What it needs of the engine whatever the event (the rest
+ * is tested per event). These change only in events rp_engine_one replays. */
 static int loop_ready(const rp_engine_t *e) {
-  return !e->opts.check && !e->opts.observer && e->device >= 0 && !e->req_valid && !e->n_held &&
-         !e->pending.live && !e->external.live && !e->external_sync &&
+  return !e->opts.check && !e->opts.observer && e->device >= 0 &&
          (e->opts.peak_only || (e->pol_allocated && e->have_ts)); /* the first request observed: rp_engine_one's */
 }
 
@@ -99,9 +102,11 @@ static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
                      (unsigned)ev->kind, ev->size, ev->addr);
 }
 
-/* Events [i, n) until one is not a plain request (returned, nothing done for it) or a
- * request fails (returned, *st set, the engine's state as rp_engine_one leaves it then). dense:
- * the block map is e->dense over ids; peak_only: e->opts.peak_only. */
+/* Events [i, n): the plain requests here, the others through rp_engine_one. Returns n; or i
+ * when a request failed (*st set, the engine's state as rp_engine_one leaves it then) or event
+ * i's address number is out of range (the caller's error, nothing done for it); or i + 1 when
+ * event i, replayed by rp_engine_one, left the engine not loop_ready. dense: the block map is
+ * e->dense over ids; peak_only: e->opts.peak_only. */
 static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
                                                          size_t i, size_t n, const int dense, const int peak_only,
                                                          gm_status_t *st, gm_err_t *err) {
@@ -116,23 +121,48 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
   gm_status_t (*const free_h)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free_h;
   gm_status_t (*const free_a)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free;
   const uint64_t *pol_allocated = e->pol_allocated;
-  const uint64_t ext = e->ext_live; /* no external event comes here */
   const unsigned device = (unsigned)e->device;
   for (; i < n; i++) {
     const gmt_event_t *ev = &evs[i];
-    if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE) break;
-    if ((ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) || ev->device != device) break;
     uint32_t id = 0;
+    rp_map_entry_t *m;
+    if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE && ev->kind != GMT_EV_FREE_REQUESTED) goto general;
+    if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) { /* host memory: counted (wanted) */
+      if (ev->kind == GMT_EV_FREE_REQUESTED) e->skipped.free_requested++;
+      else e->skipped.other_memory++;
+      continue;
+    }
+    if (ev->device != device) { /* another device's: counted */
+      if (ev->kind == GMT_EV_FREE_REQUESTED) e->skipped.free_requested++;
+      else e->skipped.other_device++;
+      continue;
+    }
     if (dense) {
       id = ids[i];
-      if (id >= e->dense.n) break;
+      if (id >= e->dense.n) goto general;
     }
-    rp_map_entry_t *m;
+    if (ev->kind == GMT_EV_FREE_REQUESTED) {
+      /* PyTorch's history: remembered in the slot for the free that follows (rp_events_free_requested);
+       * one already there goes to the pending frees, and early timing frees at once: rp_engine_one's */
+      if (e->req_valid || e->opts.event_timing == RP_EVENTS_EARLY) goto general;
+      e->skipped.free_requested++;
+      if (dense ? e->dense.slots[id].state == 1 : rp_map_get(&e->blocks, ev->addr) != NULL) {
+        e->req_valid = 1;
+        e->req_addr = ev->addr;
+        e->req_allocs = r.allocs;
+        e->req_ts = ev->ts_ns;
+        e->req_early = 0;
+      }
+      continue; /* not a request: nothing to observe */
+    }
     if (ev->kind == GMT_EV_ALLOC) {
-      if ((ev->flags & (GMT_F_EXTERNAL | GMT_F_ASYNC)) || ev->size > RP_REQUEST_MAX) break;
-      if (dense && e->dense.slots[id].state == 1) break; /* over a live block: rp_engine_one's */
+      if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC)) ||
+          ev->size > RP_REQUEST_MAX || e->req_valid || e->n_held)
+        goto general; /* external memory; an anomaly; stream events due first */
+      if (dense && e->dense.slots[id].state == 1) goto general; /* over a live block */
       /* from here the event is the loop's */
       if (__builtin_expect(!e->stream_seen || ev->stream != e->first_stream, 0)) rp_events_alloc_seen(e, ev);
+      rp_track_pool(e, ev);
       int was_live = 0;
       m = dense ? rp_dense_claim(&e->dense, id, ev->addr, &was_live) : rp_map_claim(&e->blocks, ev->addr, &was_live);
       if (!m || was_live) { /* the map is full, or the recorder missed a free: rp_engine_one's rest */
@@ -165,17 +195,30 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       r.requested += ev->size;
       m->a = blk;
       m->b = ev->size;
-      m->c = 0;
+      m->c = (ev->flags & GMT_F_ASYNC) && ev->stream != GMT_STREAM_NONE ? (uint32_t)ev->stream + 1u : 0;
       r.allocs++;
     } else {
+      /* rp_events_free: the free_requested just before, of this block, back to back (in time too where
+       * the trace has two streams); otherwise a free that may wait on stream events */
+      const int req = e->req_valid;
+      if (req ? e->req_addr != ev->addr || e->req_early ||
+                    (e->multi_stream && ev->ts_ns >= e->req_ts + RP_ONTIME_GAP_NS)
+              : e->pending.live != 0)
+        goto general;
+      if (e->external.live && rp_map_get(&e->external, ev->addr)) goto general; /* a library's block */
       if (dense) {
         m = &e->dense.slots[id];
-        if (m->state != 1) break;
+        if (m->state != 1) goto general; /* an anomaly */
       } else {
         m = rp_map_get(&e->blocks, ev->addr);
-        if (!m) break;
+        if (!m) goto general;
       }
-      if (m->c) break; /* stream-ordered: rp_events_cross */
+      /* stream-ordered, freed on another stream: counted (rp_events_cross), held under late timing */
+      if (m->c && ev->stream != GMT_STREAM_NONE && m->c != (uint32_t)ev->stream + 1u) {
+        if (e->opts.event_timing == RP_EVENTS_LATE) goto general;
+        e->event_frees++;
+      }
+      if (req) e->req_valid = 0;
       r.frees++;
       gm_status_t s = GM_OK;
       if (m->a != RP_NO_BLOCK) {
@@ -196,7 +239,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       r.allocated = allocated;
       if (allocated > r.peak_allocated) r.peak_allocated = allocated;
       if (r.requested > r.peak_requested) r.peak_requested = r.requested;
-      if (r.requested + ext > r.peak_need) r.peak_need = r.requested + ext;
+      if (r.requested + r.ext > r.peak_need) r.peak_need = r.requested + r.ext;
       if (__builtin_expect(rp_engine_peak_due(e, reserved, allocated), 0)) {
         run_store(e, &r, i);
         rp_engine_observe_peak(e, ts);
@@ -227,6 +270,20 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         tl_locate(&e->tl, ts, &tc);
       }
     }
+    continue;
+  general: /* any other event: rp_engine_one, as the caller's loop would */
+    if (dense) {
+      id = ids[i];
+      if (id >= e->dense.n && id != RP_NO_ID) break; /* the caller's error */
+      e->cur_id = id;
+    }
+    run_store(e, &r, i);
+    *st = rp_engine_one(e, ev, err);
+    if (*st != GM_OK) return i;
+    e->events++;
+    if (!loop_ready(e)) return i + 1;
+    run_load(e, &r, i + 1);
+    tl_locate(&e->tl, r.last_ts, &tc);
   }
   run_store(e, &r, i);
   return i;
