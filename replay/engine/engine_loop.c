@@ -17,6 +17,8 @@
 
 #include "replay/engine/engine_internal.h"
 
+#define RARE(x) __builtin_expect(!!(x), 0)
+
 /* The figures the loop keeps in locals: the engine's fields of the same names. */
 typedef struct run {
   uint64_t ev0; /* e->events - the index of the event: e->events when storing at event i is ev0 + i */
@@ -25,7 +27,6 @@ typedef struct run {
   uint64_t last_ts, last_allocated, last_reserved;
   double alloc_time, res_time, alloc_ops, res_ops;
   double last_alloc_d, last_res_d; /* (double)last_allocated, (double)last_reserved */
-  uint64_t ext; /* e->ext_live (read only: an external event is rp_engine_one's) */
 } run_t;
 
 static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
@@ -47,7 +48,6 @@ static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
   r->res_ops = e->res_ops;
   r->last_alloc_d = (double)e->last_allocated;
   r->last_res_d = (double)e->last_reserved;
-  r->ext = e->ext_live;
 }
 
 static inline void run_store(rp_engine_t *e, const run_t *r, size_t i) {
@@ -86,6 +86,12 @@ static inline void tl_locate(rp_timeline_t *t, uint64_t ts, tl_cur_t *c) {
   c->b = &t->b[idx];
 }
 
+/* Nothing waits on stream events, no external block is live, no synchronous allocation is
+ * external: the requests need none of the tests of those cases (the loop's `calm`). */
+static inline int calm_now(const rp_engine_t *e) {
+  return !e->req_valid && !e->n_held && !e->pending.live && !e->external.live && !e->external_sync;
+}
+
 /* Can the loop take the next events? What it needs of the engine whatever the event (the rest
  * is tested per event). These change only in events rp_engine_one replays. */
 static int loop_ready(const rp_engine_t *e) {
@@ -122,24 +128,25 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
   gm_status_t (*const free_a)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free;
   const uint64_t *pol_allocated = e->pol_allocated;
   const unsigned device = (unsigned)e->device;
+  int calm = calm_now(e);
   for (; i < n; i++) {
     const gmt_event_t *ev = &evs[i];
     uint32_t id = 0;
     rp_map_entry_t *m;
-    if (ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE && ev->kind != GMT_EV_FREE_REQUESTED) goto general;
-    if (ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN) { /* host memory: counted (wanted) */
+    if (RARE(ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE && ev->kind != GMT_EV_FREE_REQUESTED)) goto general;
+    if (RARE(ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN)) { /* host memory: counted (wanted) */
       if (ev->kind == GMT_EV_FREE_REQUESTED) e->skipped.free_requested++;
       else e->skipped.other_memory++;
       continue;
     }
-    if (ev->device != device) { /* another device's: counted */
+    if (RARE(ev->device != device)) { /* another device's: counted */
       if (ev->kind == GMT_EV_FREE_REQUESTED) e->skipped.free_requested++;
       else e->skipped.other_device++;
       continue;
     }
     if (dense) {
       id = ids[i];
-      if (id >= e->dense.n) goto general;
+      if (RARE(id >= e->dense.n)) goto general;
     }
     if (ev->kind == GMT_EV_FREE_REQUESTED) {
       /* PyTorch's history: remembered in the slot for the free that follows (rp_events_free_requested);
@@ -152,20 +159,21 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         e->req_allocs = r.allocs;
         e->req_ts = ev->ts_ns;
         e->req_early = 0;
+        calm = 0;
       }
       continue; /* not a request: nothing to observe */
     }
     if (ev->kind == GMT_EV_ALLOC) {
-      if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC)) ||
-          ev->size > RP_REQUEST_MAX || e->req_valid || e->n_held)
-        goto general; /* external memory; an anomaly; stream events due first */
-      if (dense && e->dense.slots[id].state == 1) goto general; /* over a live block */
+      if (RARE((ev->flags & GMT_F_EXTERNAL) || ev->size > RP_REQUEST_MAX)) goto general; /* external; an anomaly */
+      if (!calm && ((e->external_sync && !(ev->flags & GMT_F_ASYNC)) || e->req_valid || e->n_held))
+        goto general; /* external memory; stream events due first */
+      if (dense && RARE(e->dense.slots[id].state == 1)) goto general; /* over a live block */
       /* from here the event is the loop's */
-      if (__builtin_expect(!e->stream_seen || ev->stream != e->first_stream, 0)) rp_events_alloc_seen(e, ev);
+      if (RARE(!e->stream_seen || ev->stream != e->first_stream)) rp_events_alloc_seen(e, ev);
       rp_track_pool(e, ev);
       int was_live = 0;
       m = dense ? rp_dense_claim(&e->dense, id, ev->addr, &was_live) : rp_map_claim(&e->blocks, ev->addr, &was_live);
-      if (!m || was_live) { /* the map is full, or the recorder missed a free: rp_engine_one's rest */
+      if (RARE(!m || was_live)) { /* the map is full, or the recorder missed a free: rp_engine_one's rest */
         run_store(e, &r, i);
         *st = m ? rp_engine_alloc_claimed(e, ev, m, was_live, err)
                 : gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
@@ -174,12 +182,13 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         e->events++;
         run_load(e, &r, i + 1);
         tl_locate(&e->tl, r.last_ts, &tc);
+        calm = calm_now(e);
         continue;
       }
       uint64_t blk = 0, addr;
       gm_status_t s = alloc_h ? alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
                               : alloc(pol, ev->size, ev->stream, &blk, err);
-      if (__builtin_expect(s != GM_OK, 0)) {
+      if (RARE(s != GM_OK)) {
         run_store(e, &r, i);
         if (s != GM_ERR_NOMEM) {
           m->a = RP_NO_BLOCK;
@@ -200,25 +209,31 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
     } else {
       /* rp_events_free: the free_requested just before, of this block, back to back (in time too where
        * the trace has two streams); otherwise a free that may wait on stream events */
-      const int req = e->req_valid;
-      if (req ? e->req_addr != ev->addr || e->req_early ||
-                    (e->multi_stream && ev->ts_ns >= e->req_ts + RP_ONTIME_GAP_NS)
-              : e->pending.live != 0)
-        goto general;
-      if (e->external.live && rp_map_get(&e->external, ev->addr)) goto general; /* a library's block */
+      int req = 0;
+      if (!calm) {
+        req = e->req_valid;
+        if (req ? e->req_addr != ev->addr || e->req_early ||
+                      (e->multi_stream && ev->ts_ns >= e->req_ts + RP_ONTIME_GAP_NS)
+                : e->pending.live != 0)
+          goto general;
+        if (e->external.live && rp_map_get(&e->external, ev->addr)) goto general; /* a library's block */
+      }
       if (dense) {
         m = &e->dense.slots[id];
-        if (m->state != 1) goto general; /* an anomaly */
+        if (RARE(m->state != 1)) goto general; /* an anomaly */
       } else {
         m = rp_map_get(&e->blocks, ev->addr);
-        if (!m) goto general;
+        if (RARE(!m)) goto general;
       }
       /* stream-ordered, freed on another stream: counted (rp_events_cross), held under late timing */
-      if (m->c && ev->stream != GMT_STREAM_NONE && m->c != (uint32_t)ev->stream + 1u) {
+      if (RARE(m->c && ev->stream != GMT_STREAM_NONE && m->c != (uint32_t)ev->stream + 1u)) {
         if (e->opts.event_timing == RP_EVENTS_LATE) goto general;
         e->event_frees++;
       }
-      if (req) e->req_valid = 0;
+      if (req) {
+        e->req_valid = 0;
+        calm = calm_now(e);
+      }
       r.frees++;
       gm_status_t s = GM_OK;
       if (m->a != RP_NO_BLOCK) {
@@ -228,7 +243,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       r.requested -= m->b;
       if (dense) rp_dense_remove(&e->dense, m);
       else rp_map_remove(&e->blocks, m);
-      if (__builtin_expect(s != GM_OK, 0)) {
+      if (RARE(s != GM_OK)) {
         run_store(e, &r, i);
         *st = s;
         return i;
@@ -239,8 +254,8 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       r.allocated = allocated;
       if (allocated > r.peak_allocated) r.peak_allocated = allocated;
       if (r.requested > r.peak_requested) r.peak_requested = r.requested;
-      if (r.requested + r.ext > r.peak_need) r.peak_need = r.requested + r.ext;
-      if (__builtin_expect(rp_engine_peak_due(e, reserved, allocated), 0)) {
+      if (r.requested + e->ext_live > r.peak_need) r.peak_need = r.requested + e->ext_live;
+      if (RARE(rp_engine_peak_due(e, reserved, allocated))) {
         run_store(e, &r, i);
         rp_engine_observe_peak(e, ts);
       }
@@ -284,6 +299,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
     if (!loop_ready(e)) return i + 1;
     run_load(e, &r, i + 1);
     tl_locate(&e->tl, r.last_ts, &tc);
+    calm = calm_now(e);
   }
   run_store(e, &r, i);
   return i;
