@@ -96,7 +96,7 @@ static inline int calm_now(const rp_engine_t *e) {
  * is tested per event). These change only in events rp_engine_one replays. */
 static int loop_ready(const rp_engine_t *e) {
   return !e->opts.check && !e->opts.observer && e->device >= 0 &&
-         (e->opts.peak_only || (e->pol_allocated && e->have_ts)); /* the first request observed: rp_engine_one's */
+         (e->opts.peak_only || e->have_ts); /* the first request observed: rp_engine_one's */
 }
 
 static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
@@ -250,7 +250,14 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
       }
     }
     if (!peak_only) { /* rp_engine_observe */
-      uint64_t ts = ev->ts_ns, reserved = e->reserved, allocated = *pol_allocated;
+      uint64_t ts = ev->ts_ns, reserved = e->reserved, allocated;
+      if (pol_allocated) {
+        allocated = *pol_allocated;
+      } else { /* a policy without the counter: its stats (read_allocated) */
+        rp_policy_stats_t ps;
+        e->ops->stats(pol, &ps);
+        allocated = ps.allocated_bytes;
+      }
       r.allocated = allocated;
       if (allocated > r.peak_allocated) r.peak_allocated = allocated;
       if (r.requested > r.peak_requested) r.peak_requested = r.requested;
