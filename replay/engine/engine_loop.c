@@ -115,7 +115,7 @@ static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
  * e->dense over ids; peak_only: e->opts.peak_only. */
 static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
                                                          size_t i, size_t n, const int dense, const int peak_only,
-                                                         gm_status_t *st, gm_err_t *err) {
+                                                         const int calm_only, gm_status_t *st, gm_err_t *err) {
   run_t r;
   run_load(e, &r, i);
   tl_cur_t tc;
@@ -128,12 +128,13 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
   gm_status_t (*const free_a)(rp_policy_t *, uint64_t, gm_err_t *) = e->ops->free;
   const uint64_t *pol_allocated = e->pol_allocated;
   const unsigned device = (unsigned)e->device;
-  int calm = calm_now(e);
+  int calm = calm_only || calm_now(e);
   for (; i < n; i++) {
     const gmt_event_t *ev = &evs[i];
     uint32_t id = 0;
     rp_map_entry_t *m;
-    if (RARE(ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE && ev->kind != GMT_EV_FREE_REQUESTED)) goto general;
+    if (RARE(ev->kind != GMT_EV_ALLOC && ev->kind != GMT_EV_FREE && (calm_only || ev->kind != GMT_EV_FREE_REQUESTED)))
+      goto general;
     if (RARE(ev->mem_kind != GMT_MEM_DEVICE && ev->mem_kind != GMT_MEM_UNKNOWN)) { /* host memory: counted (wanted) */
       if (ev->kind == GMT_EV_FREE_REQUESTED) e->skipped.free_requested++;
       else e->skipped.other_memory++;
@@ -294,6 +295,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
     }
     continue;
   general: /* any other event: rp_engine_one, as the caller's loop would */
+    if (calm_only) break; /* the other loop's */
     if (dense) {
       id = ids[i];
       if (id >= e->dense.n && id != RP_NO_ID) break; /* the caller's error */
@@ -303,7 +305,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
     *st = rp_engine_one(e, ev, err);
     if (*st != GM_OK) return i;
     e->events++;
-    if (!loop_ready(e)) return i + 1;
+    if (!loop_ready(e) || calm_now(e)) return i + 1; /* the general way, or the calm loop */
     run_load(e, &r, i + 1);
     tl_locate(&e->tl, r.last_ts, &tc);
     calm = calm_now(e);
@@ -312,22 +314,23 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
   return i;
 }
 
-static __attribute__((noinline)) size_t loop_map(rp_engine_t *e, const gmt_event_t *evs, size_t i, size_t n,
-                                                 gm_status_t *st, gm_err_t *err) {
-  return loop(e, evs, NULL, i, n, 0, 0, st, err);
-}
-static __attribute__((noinline)) size_t loop_map_peak(rp_engine_t *e, const gmt_event_t *evs, size_t i, size_t n,
-                                                      gm_status_t *st, gm_err_t *err) {
-  return loop(e, evs, NULL, i, n, 0, 1, st, err);
-}
-static __attribute__((noinline)) size_t loop_dense(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
-                                                   size_t i, size_t n, gm_status_t *st, gm_err_t *err) {
-  return loop(e, evs, ids, i, n, 1, 0, st, err);
-}
-static __attribute__((noinline)) size_t loop_dense_peak(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
-                                                        size_t i, size_t n, gm_status_t *st, gm_err_t *err) {
-  return loop(e, evs, ids, i, n, 1, 1, st, err);
-}
+/* The instances: block map (rp_map, dense), observed or a follower's, calm or not. */
+#define LOOP(name, dense, peak_only, calm)                                                                       \
+  static __attribute__((noinline)) size_t name(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,      \
+                                               size_t i, size_t n, gm_status_t *st, gm_err_t *err) {             \
+    return loop(e, evs, ids, i, n, dense, peak_only, calm, st, err);                                             \
+  }
+LOOP(loop_map, 0, 0, 0)
+LOOP(loop_map_peak, 0, 1, 0)
+LOOP(loop_dense, 1, 0, 0)
+LOOP(loop_dense_peak, 1, 1, 0)
+LOOP(loop_map_calm, 0, 0, 1)
+LOOP(loop_map_peak_calm, 0, 1, 1)
+LOOP(loop_dense_calm, 1, 0, 1)
+LOOP(loop_dense_peak_calm, 1, 1, 1)
+
+typedef size_t (*loop_fn)(rp_engine_t *, const gmt_event_t *, const uint32_t *, size_t, size_t, gm_status_t *,
+                          gm_err_t *);
 
 gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,
                                gm_err_t *err) {
@@ -335,14 +338,30 @@ gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uin
     return gm_err_set(err, GM_ERR_INVAL, ids ? "address numbers given to an engine not set up for them (rp_engine_use_ids)"
                                              : "events without their address numbers (rp_engine_use_ids)");
   if (e->t_start == 0) e->t_start = rp_engine_now_s();
+  /* The calm loop takes the events while the engine is calm (calm_now) and they are plain; the
+   * other loop the rest, back to the calm one when an event it handed to rp_engine_one leaves the
+   * engine calm. */
+  const loop_fn calm_loop = ids ? (e->opts.peak_only ? loop_dense_peak_calm : loop_dense_calm)
+                                : (e->opts.peak_only ? loop_map_peak_calm : loop_map_calm);
+  const loop_fn any_loop = ids ? (e->opts.peak_only ? loop_dense_peak : loop_dense)
+                               : (e->opts.peak_only ? loop_map_peak : loop_map);
   size_t i = 0;
   while (i < n) {
     if (loop_ready(e)) {
       gm_status_t st = GM_OK;
-      if (ids) i = e->opts.peak_only ? loop_dense_peak(e, evs, ids, i, n, &st, err) : loop_dense(e, evs, ids, i, n, &st, err);
-      else i = e->opts.peak_only ? loop_map_peak(e, evs, i, n, &st, err) : loop_map(e, evs, i, n, &st, err);
-      if (st != GM_OK) return fail(e, &evs[i], err);
-      if (i == n) break;
+      if (calm_now(e)) {
+        i = calm_loop(e, evs, ids, i, n, &st, err);
+        if (st != GM_OK) return fail(e, &evs[i], err);
+        if (i == n) break;
+      }
+      size_t j = any_loop(e, evs, ids, i, n, &st, err);
+      if (st != GM_OK) return fail(e, &evs[j], err);
+      if (j == n) break;
+      if (j != i) {
+        i = j;
+        continue;
+      }
+      /* nothing done: event i's address number is out of range (the error below) */
     }
     /* One event the general way. */
     if (ids) {
