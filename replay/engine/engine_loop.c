@@ -111,8 +111,10 @@ static gm_status_t fail(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
 /* Events [i, n): the plain requests here, the others through rp_engine_one. Returns n; or i
  * when a request failed (*st set, the engine's state as rp_engine_one leaves it then) or event
  * i's address number is out of range (the caller's error, nothing done for it); or i + 1 when
- * event i, replayed by rp_engine_one, left the engine not loop_ready. dense: the block map is
- * e->dense over ids; peak_only: e->opts.peak_only. */
+ * event i, replayed by rp_engine_one, left the engine not loop_ready, or calm (the calm loop's
+ * turn). dense: the block map is e->dense over ids; peak_only: e->opts.peak_only; calm_only: the
+ * engine is calm (calm_now) and the loop takes only the plain requests a calm engine has,
+ * returning i, nothing done, at the first other event (the other loop's). */
 static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids,
                                                          size_t i, size_t n, const int dense, const int peak_only,
                                                          const int calm_only, gm_status_t *st, gm_err_t *err) {
