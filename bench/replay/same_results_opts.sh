@@ -7,8 +7,8 @@
 set -u
 OLD=$1 NEW=$2
 shift 2
-cd "$(dirname "$0")/../.."
-if [ $# -eq 0 ]; then set -- $(find traces -name '*.zst' -not -path '*/invalid/*' | sort); fi
+cd "$(dirname "$0")/../.." || exit 1
+if [ $# -eq 0 ]; then mapfile -t T < <(find traces -name "*.zst" -not -path "*/invalid/*" | sort); set -- "${T[@]}"; fi
 OPTS=("--policy=pytorch --event-timing=late" "--policy=pytorch --event-timing=early"
       "--policy=pytorch --capacity=512M" "--policy=bfc:growth --capacity=256M --preload=yes"
       "--policy=pytorch --preload=yes --event-timing=late --late-mallocs=3" "--policy=pytorch --sync-allocs=replay"
