@@ -16,6 +16,9 @@
  *
  * The end of a replay (what is left released, the result filled in) is engine_finish.c.
  *
+ * The event loop is engine_loop.c: it replays the plain requests itself and hands every other
+ * event to rp_engine_one here.
+ *
  * Workload: tens of millions of events; per event one hash lookup and one policy call.
  * Memory: the map follows the live blocks, the timeline is fixed (RP_TIMELINE_MAX buckets),
  * so nothing grows with the trace's length. */
@@ -138,11 +141,10 @@ static inline void read_allocated(rp_engine_t *e) {
   }
 }
 
-static void observe(rp_engine_t *e, uint64_t ts) {
-  read_allocated(e);
-  if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
-  if (e->requested > e->peak_requested) e->peak_requested = e->requested;
-  if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;
+/* The reserved peak's part of observe: fragmentation at the peak and the snapshot. Out of
+ * line: it does anything only when this op raised the peak, or reserved is at the peak and
+ * more is allocated or a snapshot waits (rp_engine_peak_due). */
+void rp_engine_observe_peak(rp_engine_t *e, uint64_t ts) {
   if (e->peak_dirty) {
     /* This op raised the reserved peak: fragmentation at the peak starts from its result. */
     e->peak_dirty = 0;
@@ -159,6 +161,14 @@ static void observe(rp_engine_t *e, uint64_t ts) {
   }
   /* The memory at that moment, for the report (engine_peak.c; paid from a budget). */
   if (e->snap_pending && e->reserved == e->peak_reserved) rp_peak_maybe_snapshot(e, ts);
+}
+
+void rp_engine_observe(rp_engine_t *e, uint64_t ts) {
+  read_allocated(e);
+  if (e->allocated > e->peak_allocated) e->peak_allocated = e->allocated;
+  if (e->requested > e->peak_requested) e->peak_requested = e->requested;
+  if (e->requested + e->ext_live > e->peak_need) e->peak_need = e->requested + e->ext_live;
+  if (rp_engine_peak_due(e, e->reserved, e->allocated)) rp_engine_observe_peak(e, ts);
   /* Mean fragmentation is weighted by bytes and time: 1 - (integral of allocated dt) /
    * (integral of reserved dt), i.e. the share of reserved byte-seconds that held no block.
    * Accumulating the two integrals costs a multiply per request where a per-request ratio
@@ -179,7 +189,7 @@ static void observe(rp_engine_t *e, uint64_t ts) {
 
 /* A failed request; the first is described: the request, what was live, and the policy's
  * own account of its free bytes (asked at once, before the next event changes them). */
-static void note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
+void rp_engine_note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause) {
   e->ooms++;
   if (e->first_oom_event >= 0) return;
   e->first_oom_event = (int64_t)e->events;
@@ -212,6 +222,11 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
   int was_live = 0;
   rp_map_entry_t *m = rp_blocks_claim(e, ev->addr, &was_live);
   if (!m) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the block map");
+  return rp_engine_alloc_claimed(e, ev, m, was_live, err);
+}
+
+gm_status_t rp_engine_alloc_claimed(rp_engine_t *e, const gmt_event_t *ev, rp_map_entry_t *m, int was_live,
+                                    gm_err_t *err) {
   if (was_live) {
     /* The recorder missed a free: treat the new alloc as implying it (the slot stays). */
     e->skipped.alloc_over_live++;
@@ -226,7 +241,7 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     /* No device has it (a wrapped-around size, a cudaMalloc(-1)): an OOM whatever the policy,
      * and not a live request: counted in the lower bound it would make every figure absurd. */
     e->skipped.oversize++;
-    note_oom(e, ev, RP_OOM_OVERSIZE);
+    rp_engine_note_oom(e, ev, RP_OOM_OVERSIZE);
     m->a = RP_NO_BLOCK;
     m->b = 0;
     e->allocs++;
@@ -241,7 +256,7 @@ static gm_status_t do_alloc(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err
     if (st == GM_OK) st = rp_pol_alloc(e, ev->size, ev->stream, &addr, err);
   }
   if (st == GM_ERR_NOMEM) {
-    note_oom(e, ev, RP_OOM_POLICY);
+    rp_engine_note_oom(e, ev, RP_OOM_POLICY);
     addr = RP_NO_BLOCK; /* its FREE, if the trace has one, is then not an anomaly */
   } else if (st != GM_OK) {
     m->a = RP_NO_BLOCK; /* the replay stops; keep the map consistent anyway */
@@ -277,7 +292,7 @@ static gm_status_t ext_take(rp_engine_t *e, const gmt_event_t *ev, uint64_t *add
                             gm_err_t *err) {
   gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, ev->size ? ev->size : 1, addr);
   if (st == GM_ERR_NOMEM) {
-    note_oom(e, ev, RP_OOM_EXTERNAL);
+    rp_engine_note_oom(e, ev, RP_OOM_EXTERNAL);
     *addr = RP_NO_BLOCK;
     return GM_OK;
   }
@@ -354,20 +369,6 @@ static void track_recorded(rp_engine_t *e, const gmt_event_t *ev) {
     e->rec_segments -= ev->size < e->rec_segments ? ev->size : e->rec_segments;
 }
 
-/* The driver's stream-ordered pool is one contiguous range of virtual addresses whose backing
- * grows at its top in whole 32 MiB chunks (measured on an H100, tests/gpu/pool_probe.py,
- * traces/recorded/PREDICTION.md "The async pool"), so what a recorded run's pool reserved at
- * its peak is its allocations' address extent rounded up to the chunk: exact on the four
- * recorded runs. This tracks the extent of the stream-ordered allocations of the replayed
- * device as the driver placed them (the recorded addresses). */
-static void track_pool(rp_engine_t *e, const gmt_event_t *ev) {
-  if (!(ev->flags & GMT_F_ASYNC) || ev->mem_kind != GMT_MEM_DEVICE || !ev->size) return;
-  uint64_t lo = ev->addr & ~(RP_POOL_CHUNK - 1), hi = ev->addr + ev->size;
-  if (hi < ev->addr) return;
-  if (!e->pool_hi || lo < e->pool_lo) e->pool_lo = lo;
-  if (hi > e->pool_hi) e->pool_hi = hi;
-}
-
 /* A request that failed in the recorded run: described (the first), and with
  * opts.serve_failed asked of the policy at its moment and given back at once. A failed
  * synchronous allocation in a trace read with external memory is a library's own: asked of
@@ -408,12 +409,12 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
     }
   } else {
     st = rp_pol_alloc(e, ev->size, ev->stream, &addr, err);
-    if (st == GM_ERR_NOMEM) note_oom(e, ev, RP_OOM_POLICY);
+    if (st == GM_ERR_NOMEM) rp_engine_note_oom(e, ev, RP_OOM_POLICY);
     else if (st != GM_OK) return st;
     /* Asked for, served or not, like every request: in the lower bound at its moment. */
     e->requested += ev->size;
     if (st == GM_OK) e->served += ev->size;
-    observe(e, ev->ts_ns);
+    rp_engine_observe(e, ev->ts_ns);
     if (first) e->ff_reserved = e->reserved + e->ext_live;
     if (st == GM_OK) {
       st = rp_pol_free(e, addr, err);
@@ -479,7 +480,7 @@ static gm_status_t trace_free(rp_engine_t *e, const gmt_event_t *ev, int *freed,
   return do_free(e, m, err);
 }
 
-static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
+gm_status_t rp_engine_one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
   gm_status_t st = GM_OK;
   switch (ev->kind) {
     case GMT_EV_ALLOC:
@@ -487,7 +488,7 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
       if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC)))
         return ext_alloc(e, ev, err);
       rp_events_alloc_seen(e, ev);
-      track_pool(e, ev);
+      rp_track_pool(e, ev);
       /* process_events() at the start of malloc(); the test is rp_events_due's own no-op case
        * (no free_requested waiting, nothing held), inline: once per request */
       if (e->req_valid || e->n_held) st = rp_events_due(e, 0, err);
@@ -574,39 +575,7 @@ static gm_status_t one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err) {
     read_allocated(e); /* check_now's figure */
     return check_now(e, err);
   }
-  observe(e, ev->ts_ns);
+  rp_engine_observe(e, ev->ts_ns);
   if (e->opts.check) return check_now(e, err);
   return GM_OK;
-}
-
-gm_status_t rp_engine_feed_ids(rp_engine_t *e, const gmt_event_t *evs, const uint32_t *ids, size_t n,
-                               gm_err_t *err) {
-  if (!ids != !e->use_ids)
-    return gm_err_set(err, GM_ERR_INVAL, ids ? "address numbers given to an engine not set up for them (rp_engine_use_ids)"
-                                             : "events without their address numbers (rp_engine_use_ids)");
-  if (e->t_start == 0) e->t_start = rp_engine_now_s();
-  for (size_t i = 0; i < n; i++) {
-    if (ids) {
-      e->cur_id = ids[i];
-      /* a number out of range is only harmless on an event that names no block */
-      if (e->cur_id >= e->dense.n && e->cur_id != RP_NO_ID)
-        return gm_err_set(err, GM_ERR_INVAL, "event %" PRIu64 ": address number %u out of range (%u)", e->events,
-                          e->cur_id, e->dense.n);
-    }
-    gm_status_t st = one(e, &evs[i], err);
-    if (st != GM_OK) {
-      if (e->b->last_error[0] && err) {
-        size_t l = strlen(err->msg);
-        snprintf(err->msg + l, sizeof err->msg - l, " (driver: %s)", e->b->last_error);
-      }
-      return gm_err_wrap(err, "event %" PRIu64 " (kind %u, %" PRIu64 " bytes at 0x%" PRIx64 ")",
-                         e->events, (unsigned)evs[i].kind, evs[i].size, evs[i].addr);
-    }
-    e->events++;
-  }
-  return GM_OK;
-}
-
-gm_status_t rp_engine_feed(rp_engine_t *e, const gmt_event_t *evs, size_t n, gm_err_t *err) {
-  return rp_engine_feed_ids(e, evs, NULL, n, err);
 }

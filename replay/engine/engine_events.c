@@ -50,9 +50,6 @@
 
 #include "replay/engine/engine_internal.h"
 
-/* A free_requested ... free pair this far apart, in a multi-stream trace, waited on an event. */
-#define RP_ONTIME_GAP_NS 10000u
-
 struct rp_held {
   uint64_t pol_addr, size;
   uint64_t due; /* comes back before the allocation made when e->allocs reaches this */

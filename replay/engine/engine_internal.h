@@ -204,6 +204,10 @@ static inline uint64_t rp_pol_addr(const rp_engine_t *e, uint64_t blk) {
 gm_status_t rp_engine_vmm(rp_engine_t *e, const gmt_event_t *ev, gmt_event_t *req, int *is_req,
                           gm_err_t *err);
 
+/* engine_events.c: a free_requested ... free pair this far apart, in a multi-stream trace,
+ * waited on an event (engine_loop.c tells the pairs that did not apart). */
+#define RP_ONTIME_GAP_NS 10000u
+
 /* engine_events.c. Each returns a failure of the policy or of host memory. */
 /* A free_requested of the replayed device: remembered. *now: early timing gives the block back
  * at once (the caller frees it, then tells rp_events_freed_early whether it did). */
@@ -236,11 +240,42 @@ void rp_peak_maybe_snapshot(rp_engine_t *e, uint64_t ts);
 /* End of the replay: a snapshot still pending is taken if reserved is still at the peak. */
 void rp_peak_finish(rp_engine_t *e, uint64_t ts);
 
+/* engine.c: one event of any kind, as the general loop replays it (its observation included),
+ * for engine_loop.c, which replays the common requests itself and hands it the rest. */
+gm_status_t rp_engine_one(rp_engine_t *e, const gmt_event_t *ev, gm_err_t *err);
+/* After a request: fold the new state into the peaks, the fragmentation integrals and the
+ * timeline (rp_engine_observe); its reserved peak's part alone (fragmentation at the peak, the
+ * snapshot), which does something only when rp_engine_peak_due says so. */
+void rp_engine_observe(rp_engine_t *e, uint64_t ts);
+void rp_engine_observe_peak(rp_engine_t *e, uint64_t ts);
+static inline int rp_engine_peak_due(const rp_engine_t *e, uint64_t reserved, uint64_t allocated) {
+  return e->peak_dirty || (reserved == e->peak_reserved && (allocated > e->alloc_at_peak || e->snap_pending));
+}
+/* A failed request (RP_OOM_* cause): counted, the first described. */
+void rp_engine_note_oom(rp_engine_t *e, const gmt_event_t *ev, int cause);
+/* An ALLOC whose block-map entry m is claimed (was_live: the entry held a live block). */
+gm_status_t rp_engine_alloc_claimed(rp_engine_t *e, const gmt_event_t *ev, rp_map_entry_t *m, int was_live,
+                                    gm_err_t *err);
+
 /* Point e->drv at the counting functions (only those the backend has). */
 void rp_engine_driver_init(rp_engine_t *e);
 
 /* The chunk a stream-ordered pool grows by (engine.c track_pool, engine_finish.c). */
 #define RP_POOL_CHUNK (32ull << 20)
+
+/* The driver's stream-ordered pool is one contiguous range of virtual addresses whose backing
+ * grows at its top in whole 32 MiB chunks (measured on an H100, tests/gpu/pool_probe.py,
+ * traces/recorded/PREDICTION.md "The async pool"), so what a recorded run's pool reserved at
+ * its peak is its allocations' address extent rounded up to the chunk: exact on the four
+ * recorded runs. This tracks the extent of the stream-ordered allocations of the replayed
+ * device as the driver placed them (the recorded addresses): engine.c, engine_loop.c. */
+static inline void rp_track_pool(rp_engine_t *e, const gmt_event_t *ev) {
+  if (!(ev->flags & GMT_F_ASYNC) || ev->mem_kind != GMT_MEM_DEVICE || !ev->size) return;
+  uint64_t lo = ev->addr & ~(RP_POOL_CHUNK - 1), hi = ev->addr + ev->size;
+  if (hi < ev->addr) return;
+  if (!e->pool_hi || lo < e->pool_lo) e->pool_lo = lo;
+  if (hi > e->pool_hi) e->pool_hi = hi;
+}
 
 /* Seconds on the monotonic clock (the replay's own time). */
 static inline double rp_engine_now_s(void) {

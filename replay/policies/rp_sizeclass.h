@@ -19,11 +19,13 @@ extern "C" {
 #define RP_SC_N 448 /* 16 + 54 octaves x 8 (shift >= 8), rounded up to whole bitmap words */
 #define RP_SC_WORDS (RP_SC_N / 64)
 
+/* x = size >> shift, e = log2(x | 8): x < 16 is its own class (e = 3); from 16 on,
+ * 16 + 8 (e - 4) + the next 3 bits after the leading one, i.e. 8 (e - 3) + (x >> (e - 3)) with
+ * x >> (e - 3) in [8, 16): one form for both, no branch (pt_bins_class is the same for shift 9). */
 static inline uint32_t rp_sc_class(uint64_t size, unsigned shift) {
   uint64_t x = size >> shift;
-  if (x < 16) return (uint32_t)x;
-  uint32_t e = 63u - (uint32_t)__builtin_clzll(x); /* >= 4 */
-  return 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
+  uint32_t sh = 60u - (uint32_t)__builtin_clzll(x | 8u); /* e - 3 */
+  return 8u * sh + (uint32_t)(x >> sh);
 }
 
 /* Which classes are non-empty: a bit per class, and a bit per word that has one set (a

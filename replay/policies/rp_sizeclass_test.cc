@@ -32,6 +32,31 @@ TEST(SizeClass, MonotonicAndRefinesPowersOfTwo) {
   EXPECT_NE(rp_sc_class(1 << 20, 9), rp_sc_class((1 << 20) + (1 << 17), 9));
 }
 
+// The classes by their definition (16 exact, then 8 per power of two: the power and the next
+// three bits), against rp_sc_class's branch-free form on every size of a range in steps of the
+// unit and at every power of two's edges up to 2^64 - 1.
+static uint32_t ClassByDefinition(uint64_t size, unsigned shift) {
+  uint64_t x = size >> shift;
+  if (x < 16) return (uint32_t)x;
+  uint32_t e = 0;
+  while ((x >> e) > 1) e++;  // floor(log2 x) >= 4
+  return 16u + (e - 4u) * 8u + (uint32_t)((x >> (e - 3u)) & 7u);
+}
+
+TEST(SizeClass, ClosedFormIsTheDefinition) {
+  for (unsigned shift : {8u, 9u}) {
+    uint64_t unit = 1ull << shift;
+    for (uint64_t sz = 0; sz < (1ull << 24); sz += unit) {
+      ASSERT_EQ(rp_sc_class(sz, shift), ClassByDefinition(sz, shift)) << sz;
+      ASSERT_EQ(rp_sc_class(sz + unit - 1, shift), ClassByDefinition(sz + unit - 1, shift)) << sz + unit - 1;
+    }
+    for (int e = 24; e < 64; e++)
+      for (uint64_t sz : {(1ull << e) - 1, 1ull << e, (1ull << e) + 1, (1ull << e) + (1ull << (e - 1)) + 12345})
+        ASSERT_EQ(rp_sc_class(sz, shift), ClassByDefinition(sz, shift)) << sz;
+    EXPECT_EQ(rp_sc_class(UINT64_MAX, shift), ClassByDefinition(UINT64_MAX, shift));
+  }
+}
+
 TEST(SizeClass, BitmapSearchesAgainstFlags) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 300; round++) {
