@@ -27,6 +27,7 @@ typedef struct run {
   uint64_t last_ts, last_allocated, last_reserved;
   double alloc_time, res_time, alloc_ops, res_ops;
   double last_alloc_d, last_res_d; /* (double)last_allocated, (double)last_reserved */
+  uint64_t req_log2;                /* rp_run_facts_t.request_log2 (rp_pol_alloc's) */
 } run_t;
 
 static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
@@ -48,6 +49,7 @@ static inline void run_load(const rp_engine_t *e, run_t *r, size_t i) {
   r->res_ops = e->res_ops;
   r->last_alloc_d = (double)e->last_allocated;
   r->last_res_d = (double)e->last_reserved;
+  r->req_log2 = e->req_log2;
 }
 
 static inline void run_store(rp_engine_t *e, const run_t *r, size_t i) {
@@ -67,6 +69,7 @@ static inline void run_store(rp_engine_t *e, const run_t *r, size_t i) {
   e->res_time = r->res_time;
   e->alloc_ops = r->alloc_ops;
   e->res_ops = r->res_ops;
+  e->req_log2 = r->req_log2;
 }
 
 /* The timeline's bucket that timestamps [lo, lo + w) fall in, non-empty (w = 0: none known). */
@@ -189,6 +192,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         continue;
       }
       uint64_t blk = 0, addr;
+      r.req_log2 |= 1ull << (63 - __builtin_clzll(ev->size | 1)); /* as rp_pol_alloc */
       gm_status_t s = alloc_h ? alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
                               : alloc(pol, ev->size, ev->stream, &blk, err);
       if (RARE(s != GM_OK)) {
