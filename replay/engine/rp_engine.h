@@ -76,6 +76,10 @@ struct rp_backend {
   uint64_t (*pool_reserved)(rp_backend_t *b);
   /* Latencies measured so far; NULL for sim. */
   const rp_backend_latency_t *(*latency)(rp_backend_t *b);
+  /* The capacities (bytes, as this backend counts them) under which every memory-taking call
+   * so far would have had the same outcome as it had, so that a replay of the same calls
+   * within any of them is the same replay: [*lo, *hi]. 0: unknown (cuda; NULL too). */
+  int (*capacity_span)(rp_backend_t *b, uint64_t *lo, uint64_t *hi);
   /* Give everything the backend still holds back (streams, pools) and free it. */
   void (*destroy)(rp_backend_t *b);
 };
@@ -323,6 +327,11 @@ typedef struct rp_result {
   rp_oom_report_t oom_report;
   rp_skip_counts_t skipped;
   uint64_t driver_used_at_peak; /* cuda: cuMemGetInfo's used bytes at the reserved peak */
+  /* The backend's capacities (rp_backend_t.capacity_span, so after gpureplay took the context
+   * out) that give this very replay: its OOMs and figures, the same driver calls. The tuner's
+   * capacity search skips the capacities between by them. same_capacity_known 0: unknown. */
+  int same_capacity_known;
+  uint64_t same_capacity_lo, same_capacity_hi;
   int has_latency;
   uint64_t alloc_p50_ns, alloc_p99_ns, free_p50_ns, free_p99_ns, alloc_samples, free_samples;
   double replay_seconds, events_per_second;

@@ -114,6 +114,7 @@ void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r) {
   p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
   gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
   if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+  p->same = gr_tune_span_of(t, r);
 }
 
 gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err) {
