@@ -367,6 +367,18 @@ typedef struct rp_addr_ids {
 /* Thread-safe once built: the replays of several threads share one numbering. */
 gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
 void rp_addr_ids_free(rp_addr_ids_t *ids);
+/* A trace read batch by batch from its file (too large to hold): numbered as it is read, the
+ * same numbers rp_addr_ids_build gives it whole. rp_addr_ids_streamed makes the numbering the
+ * engines are set up with (rp_engine_use_ids: count numbers, no events of its own); each batch
+ * is numbered by rp_addr_numbering_next (id[i] for evs[i]; id NULL: only counted), which fails
+ * past max numbers. The count of a whole trace, known before its replays, sizes their tables. */
+typedef struct rp_addr_numbering rp_addr_numbering_t;
+gm_status_t rp_addr_numbering_new(uint32_t max, rp_addr_numbering_t **out, gm_err_t *err);
+gm_status_t rp_addr_numbering_next(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id,
+                                   gm_err_t *err);
+uint32_t rp_addr_numbering_count(const rp_addr_numbering_t *nb);
+void rp_addr_numbering_free(rp_addr_numbering_t *nb);
+gm_status_t rp_addr_ids_streamed(uint32_t count, rp_addr_ids_t *out, gm_err_t *err);
 /* Before the first event: the events will come with their numbers in ids (rp_engine_feed_ids;
  * numbers below ids->count). ids must outlive the engine (it gives its table back there). */
 gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err);

@@ -136,6 +136,8 @@ typedef struct gr_loaded {
   gmt_event_t *evs;
   size_t n_evs;
   rp_addr_ids_t ids; /* evs' address numbers, shared by its replays (ids.id NULL: none) */
+  uint32_t stream_addrs; /* evs NULL (streamed): the addresses its replays number as they read it
+                            (rp_addr_numbering), known before them; 0: none, the engines' hash map */
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);

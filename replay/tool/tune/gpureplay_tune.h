@@ -156,6 +156,8 @@ typedef struct gr_period {
   uint64_t kept_steps;     /* steps in the reduced trace */
   uint64_t failures;       /* failed requests recorded (ALLOC_FAILED) */
   int devices;             /* devices allocated on */
+  uint32_t addrs;          /* gr_period_scan_file: the addresses a replay numbers (rp_addr_numbering), 0: more
+                              than GR_STREAM_ADDRS or not read whole (lt->stream_addrs) */
   gmt_event_t *evs;        /* the reduced trace (found) */
   size_t n_evs, cap;
 } gr_period_t;
@@ -170,6 +172,9 @@ void gr_period_free(gr_period_t *p);
  * grid only; ALWAYS: the reduced search wherever a period is found, else the full search;
  * NEVER: the full search. */
 typedef enum gr_tune_reduce { GR_REDUCE_AUTO = 0, GR_REDUCE_ALWAYS = 1, GR_REDUCE_NEVER = 2 } gr_tune_reduce_t;
+/* A streamed trace's replays index arrays by address number (gr_loaded_t.stream_addrs) up to
+ * this many distinct addresses (32 bytes each per replay); past it, the engine's hash map. */
+#define GR_STREAM_ADDRS (1u << 20)
 #define GR_TUNE_REDUCE_EVENTS 1000000ull
 #define GR_TUNE_FULL_EVENTS 5000000ull
 
