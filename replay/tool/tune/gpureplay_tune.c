@@ -21,37 +21,6 @@
 
 #include "replay/tool/tune/gpureplay_tune.h"
 
-/* ---- bisection (fractions; capacities: gpureplay_tune_cap.c) ------------------------------ */
-
-void gr_tune_round_points(double lo, double hi, int k, double *x) {
-  for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
-}
-
-void gr_tune_narrow(const double *x, const int *fits, int k, double *lo, double *hi) {
-  double nlo = *lo, nhi = *hi;
-  for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
-    if (fits[i]) nhi = x[i];
-  for (int i = 0; i < k; i++)
-    if (!fits[i] && x[i] < nhi) nlo = x[i];
-  *lo = nlo;
-  *hi = nhi;
-}
-
-gm_status_t gr_tune_bisect(gr_tune_ctx_t *c, const void *arg, gr_tune_fits_fn fn, double lo, double hi, double tol,
-                           double *out, gm_err_t *err) {
-  int k = GR_TUNE_BISECT_POINTS;
-  while (hi - lo > tol) {
-    double x[8];
-    int fits[8];
-    gr_tune_round_points(lo, hi, k, x);
-    gm_status_t st = fn(c, arg, x, k, fits, err);
-    if (st != GM_OK) return st;
-    gr_tune_narrow(x, fits, k, &lo, &hi);
-  }
-  *out = hi;
-  return GM_OK;
-}
-
 /* The frameworks whose settings are a share of the device (JAX, TensorFlow) or a limit (CuPy):
  * a value x in (0, 1] fits when the setting template, with x written in, replays without an
  * OOM. CuPy's limit is in bytes: x times the device. */

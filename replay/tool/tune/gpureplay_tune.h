@@ -238,7 +238,7 @@ gm_status_t gr_tune_choose(gr_tune_ctx_t *c, gm_err_t *err);
 /* Settings the simulator can replay (a grid entry that needs a real GPU cannot). */
 int gr_tune_runs_on_sim(const char *spec, uint64_t total);
 /* The smallest x in (lo, hi] for which fits(x) holds, to within `tol`, assuming fits() is
- * monotone and fits(hi) (gpureplay_tune.c). Each round tests GR_TUNE_BISECT_POINTS points
+ * monotone and fits(hi) (gpureplay_tune_eval.c). Each round tests GR_TUNE_BISECT_POINTS points
  * spread over the interval at once (the cores replay them together): round_points; narrow
  * keeps the smallest that fits and the largest below it that does not. */
 typedef gm_status_t (*gr_tune_fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits,
@@ -252,7 +252,7 @@ void gr_tune_narrow(const double *x, const int *fits, int k, double *lo, double 
 gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const char *spec, const uint64_t *x, int n, int *fits,
                              gr_tune_span_t *same, gm_err_t *err);
 /* The capacities (2 MiB units, the context inside) under which r's replay on c's trace would
- * be the same replay (rp_result_t.same_capacity_*); lo 0: none known. */
+ * be the same replay (rp_result_t.same_capacity_*; gpureplay_tune_eval.c); lo 0: none known. */
 gr_tune_span_t gr_tune_span_of(const gr_tune_t *t, const rp_result_t *r);
 /* The smallest capacity the point fits in (gpureplay_tune_cap.c). */
 gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err);

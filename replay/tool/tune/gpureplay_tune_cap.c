@@ -24,20 +24,6 @@
 
 enum { MAX_ROUND = 8 };
 
-gr_tune_span_t gr_tune_span_of(const gr_tune_t *t, const rp_result_t *r) {
-  gr_tune_span_t s = {0, 0};
-  if (!r->same_capacity_known) return s;
-  /* the backend saw capacity - context (gr_capacity_left): only capacities above the context */
-  uint64_t ctx = t->context_bytes, unit = 2ull << 20;
-  uint64_t lo = r->same_capacity_lo > UINT64_MAX - ctx ? UINT64_MAX : r->same_capacity_lo + ctx;
-  uint64_t hi = r->same_capacity_hi > UINT64_MAX - ctx ? UINT64_MAX : r->same_capacity_hi + ctx;
-  uint64_t xlo = lo / unit + (lo % unit != 0), xmin = ctx / unit + 1, xhi = hi / unit;
-  if (xlo < xmin) xlo = xmin;
-  if (xhi > (UINT64_MAX >> 22)) xhi = UINT64_MAX >> 22; /* x << 21 must not wrap */
-  if (xlo <= xhi) s.lo = xlo, s.hi = xhi;
-  return s;
-}
-
 /* One capacity per replay (gr_run_loaded takes one capacity): a thread for each (one after
  * the other with --jobs=1). */
 typedef struct cap_job {
