@@ -80,6 +80,10 @@ struct rp_backend {
    * so far would have had the same outcome as it had, so that a replay of the same calls
    * within any of them is the same replay: [*lo, *hi]. 0: unknown (cuda; NULL too). */
   int (*capacity_span)(rp_backend_t *b, uint64_t *lo, uint64_t *hi);
+  /* Segments (mem_alloc within the capacity) this backend gave an address so far: where none
+   * was, the placement model had nothing to place, and a replay under a bump pointer is the same
+   * replay. NULL: unknown (cuda). */
+  uint64_t (*placed)(rp_backend_t *b);
   /* Give everything the backend still holds back (streams, pools) and free it. */
   void (*destroy)(rp_backend_t *b);
 };
@@ -332,6 +336,10 @@ typedef struct rp_result {
    * capacity search skips the capacities between by them. same_capacity_known 0: unknown. */
   int same_capacity_known;
   uint64_t same_capacity_lo, same_capacity_hi;
+  /* rp_backend_t.placed at the end: segments the backend placed (placed_known 0: unknown). None
+   * placed: its placement spread (a bump pointer's replay) would be this very replay. */
+  int placed_known;
+  uint64_t placed_segments;
   int has_latency;
   uint64_t alloc_p50_ns, alloc_p99_ns, free_p50_ns, free_p99_ns, alloc_samples, free_samples;
   double replay_seconds, events_per_second;

@@ -83,6 +83,8 @@ static int sim_capacity_span(rp_backend_t *b, uint64_t *lo, uint64_t *hi) {
   return *lo <= *hi;
 }
 
+static uint64_t sim_placed(rp_backend_t *b) { return ((const sim_t *)b)->placed; }
+
 static void sim_destroy(rp_backend_t *b) {
   rp_va_free_all(((sim_t *)b)->va);
   sim_pool_free(((sim_t *)b)->pool);
@@ -138,6 +140,7 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
   d->pool_trim = sim_pool_trim_to;
   s->b.pool_reserved = sim_pool_bytes;
   s->b.capacity_span = sim_capacity_span;
+  s->b.placed = sim_placed;
   d->granularity = s->gran;
   d->total_memory = o.total_memory ? o.total_memory : o.capacity ? o.capacity : (80ull << 30);
   snprintf(s->b.name, sizeof s->b.name, "sim");

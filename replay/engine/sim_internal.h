@@ -27,6 +27,7 @@ typedef struct sim {
    * used, the least a failed take needed (UINT64_MAX: none failed) */
   uint64_t used_peak, need_failed;
   int total_from_capacity; /* the policies see the capacity as the device: no span */
+  uint64_t placed;         /* takes with an address past the capacity check (rp_backend_t.placed) */
   sim_pool_t *pool;
   rp_va_t *va; /* segment addresses under the driver model; NULL: from `next` */
 } sim_t;

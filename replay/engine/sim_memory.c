@@ -24,6 +24,7 @@ gm_status_t sim_take(sim_t *s, uint64_t size, uint64_t *addr) {
   if (s->capacity && (phys > s->capacity || s->used > s->capacity - phys)) return failed(s, phys), GM_ERR_NOMEM;
   s->used += phys;
   if (s->used > s->used_peak) s->used_peak = s->used;
+  if (addr) s->placed++;
   if (addr && s->va) {
     if (rp_va_alloc(s->va, phys, addr) != GM_OK) return GM_ERR_NOMEM;
   } else if (addr) {

@@ -182,7 +182,9 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   p.jobs = calloc((size_t)3 * n, sizeof *p.jobs);
   rp_result_t *out = calloc((size_t)3 * n, sizeof *out);
   int *of = calloc((size_t)3 * n, sizeof *of);
-  gm_status_t st = rec.jobs && p.jobs && out && of ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  job_t *brec = calloc((size_t)n, sizeof *brec);
+  rp_result_t **bres = calloc((size_t)n, sizeof *bres);
+  gm_status_t st = rec.jobs && p.jobs && out && of && brec && bres ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   rec.n = n;
   for (int i = 0; st == GM_OK && i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
     grj_init(&rec.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
@@ -192,18 +194,35 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   }
   /* the timing range's replays and the placement spread's in one pool (one decode of a
    * streamed trace for all; in memory, the cores take them side by side) */
-  int m1 = 0, m2 = 0;
+  int m1 = 0, m2 = 0, nb = 0;
   if (st == GM_OK) m1 = grj_range_add(&p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out, of);
-  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
-    m2 = grj_spread_add(&c, &p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out + m1, of + m1);
+  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER) {
+    /* A point replay that placed no segment (expandable segments: VMM maps only) had nothing
+     * for the driver's placement model to place: its bump pointer's replay is the same replay,
+     * its figure the point's. The others replayed (bres: their results). */
+    for (int i = 0; i < n; i++) {
+      if (grj_addresses_for(&c, specs[i]) == RP_VA_DRIVER && !res[i]->pool_allocs && res[i]->placed_known &&
+          res[i]->placed_segments == 0) {
+        res[i]->placement_checked = 1;
+        res[i]->placement_bump_bytes = res[i]->peak_reserved_bytes;
+        res[i]->spread_ooms += res[i]->ooms;
+        continue;
+      }
+      brec[nb] = rec.jobs[i];
+      bres[nb++] = res[i];
+    }
+    m2 = grj_spread_add(&c, &p, brec, nb, bres, 1, lt->evs, lt->n_evs, out + m1, of + m1);
+  }
   if (st == GM_OK && p.n) {
     gm_err_t je;
     gm_status_t rs = run_jobs(&c, lt, &p, cfg->progress, err); /* a streamed pass says how far it is */
     if (rs != GM_OK && grj_pool_status(&p, p.n, &je) == GM_OK) st = rs; /* the file's; a job's: its fold says */
   }
   if (st == GM_OK) st = grj_range_fold(&c, p.jobs, m1, of, n, res, err);
-  if (st == GM_OK) st = grj_spread_fold(p.jobs + m1, m2, of + m1, res, err);
+  if (st == GM_OK) st = grj_spread_fold(p.jobs + m1, m2, of + m1, bres, err);
   free(rec.jobs);
+  free(brec);
+  free(bres);
   free(p.jobs);
   free(out);
   free(of);

@@ -44,6 +44,8 @@ typedef struct gr_tune_point {
   int needs_none;          /* fits a device of 1 byte: the job allocates no device memory */
   gr_tune_span_t same;     /* the capacities that give its replay's outcome (ok or not) again */
   uint64_t event_frees, event_frees_requested; /* what gr_spread_loaded reads of the replay */
+  int placed_known;        /* ... and the segments its replay placed (rp_result_t.placed_*) */
+  uint64_t placed;
   /* What the replay cannot tell (issue 25), replayed only for points that may be chosen
    * (gr_tune_spread): the worst and best case of peak reserved over the timing range, the
    * bump pointer's placement and a predicted trace's uncertain sizes. */

@@ -159,6 +159,8 @@ void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r) {
   p->pool = r->pool_allocs > 0;
   p->event_frees = r->event_frees;
   p->event_frees_requested = r->event_frees_requested;
+  p->placed_known = r->placed_known;
+  p->placed = r->placed_segments;
   p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
   gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
   if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
@@ -262,6 +264,8 @@ gm_status_t gr_tune_spread(gr_tune_ctx_t *c, const int *idx, int n, gm_err_t *er
     res[k]->pool_allocs = p->pool;
     res[k]->event_frees = p->event_frees;
     res[k]->event_frees_requested = p->event_frees_requested;
+    res[k]->placed_known = p->placed_known;
+    res[k]->placed_segments = p->placed;
     sp[k] = p->spec;
   }
   if (st == GM_OK && m) {
