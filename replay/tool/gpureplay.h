@@ -157,7 +157,8 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
  * and the placement spread of res[i] (specs[i]), as gr_run_trace adds them to its figures
  * (range_*, placement_*, spread_ooms), replaying only the other timings and placement; nothing
  * without cfg->timing_range (a timing the user fixed), as there. Reads
- * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested. */
+ * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested, ooms and
+ * placed_* (a replay that placed no segment is its own bump pointer's replay: not run again). */
 gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
                              rp_result_t **res, gm_err_t *err);
 /* ---- why a replay ran out of memory (gpureplay_oom.c) ---- */
