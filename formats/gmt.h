@@ -304,6 +304,11 @@ void gmt_writer_add_dropped(gmt_writer_t *w, uint64_t n);
 gm_status_t gmt_writer_flush(gmt_writer_t *w, gm_err_t *err);
 /* Flush, write the index and the footer, close. Frees w whatever the outcome. */
 gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err);
+/* The first half of a close that a writer survives: the buffered events as a chunk, the index
+ * and the footer. Then gmt_writer_close only closes; after a failure (the disk filled at the
+ * very end) w is still there for gmt_writer_stop, which cuts the file back to its last whole
+ * chunk and says so, instead of leaving half an index unmarked. */
+gm_status_t gmt_writer_seal(gmt_writer_t *w, gm_err_t *err);
 /* Close without the index (what a killed process leaves): for tests. Frees w. An atomic
  * writer's temporary file is removed instead. */
 void gmt_writer_abandon(gmt_writer_t *w);

@@ -310,6 +310,66 @@ TEST(WriterStop, AFullDiskLeavesAMarkedReadableTrace) {
   EXPECT_NE(t.find("the recorder stopped before the run ended (write: File too large)"), std::string::npos) << t;
 }
 
+// Writes 10 chunks of 1000 events, then seals: returns the file's size before the index, or
+// exits the child with the seal's failure; with `limit` the file size limit (SIGXFSZ ignored).
+// The content is the same every time, so a first run without a limit finds where the index begins.
+int SealChild(const std::string &path, rlim_t limit, uint64_t *index_off) {
+  signal(SIGXFSZ, SIG_IGN);
+  if (limit) {
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_FSIZE, &rl);
+  }
+  gmt_header_t h;
+  gmt_header_init(&h);
+  h.room = 1024;
+  gmt_writer_opts_t o{};
+  o.chunk_events = 1000;
+  gmt_writer_t *w;
+  gm_err_t err;
+  if (gmt_writer_open(&w, path.c_str(), &h, &o, &err) != GM_OK) return 3;
+  for (int i = 0; i < 10000; i++) {
+    gmt_event_t e = Alloc(1000 + i, 0x1000 + 64 * (uint64_t)i);
+    if (gmt_writer_append(w, &e, &err) != GM_OK) return 4;
+  }
+  if (gmt_writer_flush(w, &err) != GM_OK) return 5;
+  if (index_off) *index_off = gmt_writer_bytes(w);
+  if (gmt_writer_seal(w, &err) == GM_OK) return gmt_writer_close(w, &err) == GM_OK ? 0 : 6;
+  gmt_coverage_t why{};
+  snprintf(why.stopped, sizeof why.stopped, "cannot write trace: %.200s", err.msg);
+  return gmt_writer_stop(w, &why, &err) == GM_OK ? 10 : 7;  // 10: sealing failed, stopped
+}
+
+// The disk fills between the last chunk and the end of the index (the recorder's close at a
+// job's end): the writer survives the failed seal, and its stop leaves every event, whole
+// chunks, marked where it stops; not half an index that no mark explains.
+TEST(WriterStop, AFullDiskAtTheIndexKeepsEveryEventAndSaysSo) {
+  const std::string path = TmpPath("sealfull.zst");
+  uint64_t index_off = 0;
+  ASSERT_EQ(SealChild(path, 0, &index_off), 0);  // no limit: where the index starts
+  struct stat sb;
+  ASSERT_EQ(stat(path.c_str(), &sb), 0);
+  ASSERT_GT((uint64_t)sb.st_size, index_off + 20);
+  ASSERT_EQ(Read(path).evs.size(), 10000u);
+  unlink(path.c_str());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(SealChild(path, (rlim_t)index_off + 20, nullptr));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 10);  // the seal failed and the writer was there to stop
+  ASSERT_EQ(stat(path.c_str(), &sb), 0);
+  EXPECT_LE((uint64_t)sb.st_size, index_off + 20);
+  Seen s = Read(path);
+  EXPECT_EQ(s.evs.size(), 10000u);
+  EXPECT_EQ(s.st.damaged_chunks, 0u);
+  EXPECT_TRUE(s.cov.partial);
+  EXPECT_TRUE(s.cov.why & GMT_COV_STOPPED);
+  ASSERT_TRUE(s.cov.has_end);
+  EXPECT_EQ(s.cov.to_event, 10000u);
+  EXPECT_NE(std::string(s.cov.stopped).find("File too large"), std::string::npos) << s.cov.stopped;
+}
+
 // A disk full before the header is written: no file is left that no reader could use.
 TEST(WriterStop, NoHeaderNoFile) {
   const std::string path = TmpPath("noheader.zst");

@@ -62,6 +62,7 @@ struct gmt_writer {
   idx_entry_t *idx;
   size_t n_idx, cap_idx;
   gm_status_t failed; /* sticky: once a write failed, the file is not trustworthy */
+  int sealed;         /* gmt_writer_seal wrote the index: close only closes */
 };
 
 static gm_status_t write_all(gmt_writer_t *w, const void *buf, size_t n, gm_err_t *err) {
@@ -393,10 +394,18 @@ static void destroy(gmt_writer_t *w) {
   free(w);
 }
 
-gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err) {
-  if (!w) return GM_OK;
+gm_status_t gmt_writer_seal(gmt_writer_t *w, gm_err_t *err) {
+  if (w->sealed) return GM_OK;
   gm_status_t s = cut(w, err);
   if (s == GM_OK) s = write_index(w, err);
+  if (s == GM_OK) w->sealed = 1;
+  else if (!w->failed) w->failed = s;
+  return s;
+}
+
+gm_status_t gmt_writer_close(gmt_writer_t *w, gm_err_t *err) {
+  if (!w) return GM_OK;
+  gm_status_t s = gmt_writer_seal(w, err);
   if (close(w->fd) != 0 && s == GM_OK) s = gm_err_set(err, GM_ERR_IO, "close: %s", strerror(errno));
   if (w->atomic) {
     /* the complete trace takes the name; anything less leaves the old file as it was */

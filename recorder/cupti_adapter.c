@@ -121,6 +121,12 @@ static void at_exit(void) {
   if (inj.core && getpid() == inj.pid) {
     rec_devmem_at_exit(inj.core); /* the context and the modules loaded by now */
     rec_core_stop(inj.core);
+    rec_core_stats_t st;
+    rec_core_stats(inj.core, &st);
+    if (st.bad_ticks) /* a torch whose TraceEntry.time_ is not the counter (rec_torch_entry.c) */
+      inj_warn("%" PRIu64 " of PyTorch's allocator entries carried a time that is not the CPU's counter "
+               "reading: their times were clamped, and the recorder read the counter itself after",
+               st.bad_ticks);
   }
 }
 

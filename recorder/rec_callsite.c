@@ -64,6 +64,8 @@ typedef struct sentry {
 
 struct rec_callsites {
   rec_cs_mode_t mode;
+  int has_lay;        /* src.layout was given: lay is its copy */
+  rec_pylayout_t lay; /* beside the mode and the serial: what a walk reads of the table */
   rec_pyframes_t src;
   int has_src;
   uint64_t serial; /* tells this table's entries in the per-thread caches from another's */
@@ -105,10 +107,6 @@ typedef struct class_slot {
 } class_slot_t;
 _Static_assert(sizeof(class_slot_t) == 32, "a class slot is half a cache line");
 
-/* The per-thread caches live on the heap behind one TLS pointer (one __tls_get_addr per
- * capture in a library the driver dlopen()s, instead of one per cache access). Not initial-exec:
- * that would mark the whole library STATIC_TLS, and a dlopen() fails once the loader's small
- * static TLS reserve is used up by other libraries. Freed at thread exit. */
 /* The last walk's code object at each depth and its class: the next walk, through the same
  * library functions (module.__call__, forward, ...), finds them on a few consecutive lines
  * instead of one hashed class slot per frame. key: the class slot's key, its low bit the class. */
@@ -117,34 +115,88 @@ typedef struct depth_slot {
   uint64_t key;
 } depth_slot_t;
 
+/* The per-thread caches live on the heap. A thread finds its own without the loader where it can
+ * (x86-64): in a library the driver dlopen()s, a thread-local access is a call of
+ * __tls_get_addr, whose code and data a training step evicts between allocations. So a
+ * direct-mapped table keyed by the thread pointer (%fs:0: the thread's own control block, unique
+ * among live threads) points at caches, each holding its owner's thread pointer: a slot whose
+ * cache is another thread's is a miss, then the thread-local pointer (one __tls_get_addr, as
+ * everywhere else) finds this thread's cache and the slot is retaken if its owner has ended or
+ * belongs elsewhere. Caches of ended threads are recycled, never freed, so a slot never points
+ * at freed memory; their entries stay valid for any thread (keyed by table serial and code).
+ * Not initial-exec TLS: that would mark the whole library STATIC_TLS, and a dlopen() fails once
+ * the loader's small static TLS reserve is used up by other libraries. */
 typedef struct tcache {
+  _Atomic uintptr_t owner; /* the thread pointer of the thread using it; 0: its thread ended */
+  depth_slot_t depth[TLS_DEPTH];
   id_slot_t ids[TLS_IDS];
   class_slot_t cls[TLS_CLASS];
-  depth_slot_t depth[TLS_DEPTH];
+  struct tcache *next_free;
 } tcache_t;
 
 static _Thread_local tcache_t *t_cache;
 static pthread_key_t g_tkey;
 static pthread_once_t g_tkey_once = PTHREAD_ONCE_INIT;
 static int g_tkey_ok;
+static pthread_mutex_t g_free_mu = PTHREAD_MUTEX_INITIALIZER;
+static tcache_t *g_free; /* caches of ended threads */
+
+#if defined(__x86_64__)
+#define BY_TP 256
+static _Atomic(tcache_t *) g_by_tp[BY_TP];
+static inline uintptr_t thread_pointer(void) {
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+static inline unsigned tp_slot(uintptr_t tp) { return (unsigned)((tp * 0x9E3779B97F4A7C15ull) >> 56) % BY_TP; }
+#endif
 
 static void tcache_free(void *p) {
-  free(p);
+  tcache_t *t = p;
+  atomic_store_explicit(&t->owner, 0, memory_order_release);
+  pthread_mutex_lock(&g_free_mu);
+  t->next_free = g_free;
+  g_free = t;
+  pthread_mutex_unlock(&g_free_mu);
   t_cache = NULL;
 }
 
 static void tkey_make(void) { g_tkey_ok = pthread_key_create(&g_tkey, tcache_free) == 0; }
 
 static COLD tcache_t *tcache_slow(void) {
-  pthread_once(&g_tkey_once, tkey_make);
-  tcache_t *t = calloc(1, sizeof *t);
-  if (t && g_tkey_ok) pthread_setspecific(g_tkey, t);
-  return t_cache = t;
+  tcache_t *t = t_cache;
+  if (!t) {
+    pthread_once(&g_tkey_once, tkey_make);
+    pthread_mutex_lock(&g_free_mu);
+    if ((t = g_free)) g_free = t->next_free;
+    pthread_mutex_unlock(&g_free_mu);
+    if (!t && !(t = calloc(1, sizeof *t))) return NULL;
+    if (g_tkey_ok) pthread_setspecific(g_tkey, t);
+    t_cache = t;
+  }
+#if defined(__x86_64__)
+  uintptr_t tp = thread_pointer();
+  atomic_store_explicit(&t->owner, tp, memory_order_relaxed);
+  unsigned h = tp_slot(tp);
+  tcache_t *cur = atomic_load_explicit(&g_by_tp[h], memory_order_acquire);
+  uintptr_t other = cur ? atomic_load_explicit(&cur->owner, memory_order_relaxed) : 0;
+  if (!cur || cur == t || !other || tp_slot(other) != h) /* else a live thread's: it keeps it */
+    atomic_store_explicit(&g_by_tp[h], t, memory_order_release);
+#endif
+  return t;
 }
 
 static inline tcache_t *tcache(void) {
+#if defined(__x86_64__)
+  uintptr_t tp = thread_pointer();
+  tcache_t *t = atomic_load_explicit(&g_by_tp[tp_slot(tp)], memory_order_acquire);
+  if (__builtin_expect(t && atomic_load_explicit(&t->owner, memory_order_relaxed) == tp, 1)) return t;
+  return tcache_slow();
+#else
   tcache_t *t = t_cache;
   return __builtin_expect(t != NULL, 1) ? t : tcache_slow();
+#endif
 }
 
 /* ---- modes ------------------------------------------------------------------------------- */
@@ -204,6 +256,10 @@ gm_status_t rec_callsites_create(rec_callsites_t **out, rec_cs_mode_t mode,
   if (src) {
     c->src = *src;
     c->has_src = 1;
+    if (src->layout) {
+      c->lay = *src->layout;
+      c->has_lay = 1;
+    }
   }
   c->max_strings = max_strings ? max_strings : REC_CS_MAX_STRINGS;
   c->max_keys = c->max_strings * 2;
@@ -389,18 +445,41 @@ static size_t make_one(rec_callsites_t *c, const void *arg, char *buf, size_t n)
   return frame_text(c, f->code, f->lasti, buf, n);
 }
 
-static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
+/* A frame's fields, read through the table's copy of the source's layout (lay: the frames as
+ * plain memory, no call) or its functions; lay is a constant in each of capture_user's two
+ * copies, so the layout's copy has no call per frame. */
+#define AT(p, off, type) (*(type const *)((const char *)(p) + (off)))
+
+static inline const void *fr_back(const rec_callsites_t *c, int lay, const void *f) {
+  return lay ? AT(f, c->lay.fr_back, const void *) : c->src.back(c->src.ctx, f);
+}
+
+static inline const void *fr_code(const rec_callsites_t *c, int lay, const void *f) {
+  if (!lay) return c->src.code(c->src.ctx, f);
+  if (c->lay.fr_owner >= 0 && AT(f, (size_t)c->lay.fr_owner, char) == c->lay.owner_shim) return NULL;
+  const void *co = AT(f, c->lay.fr_code, const void *);
+  return co && AT(co, 8, const void *) == c->lay.code_type ? co : NULL;
+}
+
+static inline uint64_t code_stamp(const rec_callsites_t *c, int lay, const void *code) {
+  if (lay) return rec_pystamp(AT(code, c->lay.st_a, uint64_t), AT(code, c->lay.st_b, uint64_t),
+                              AT(code, c->lay.st_c, uint64_t));
+  return c->src.stamp ? c->src.stamp(c->src.ctx, code) : c->src.ident(c->src.ctx, code);
+}
+
+static inline __attribute__((always_inline)) uint32_t capture_user_with(rec_callsites_t *c, tcache_t *t, const void *top,
+                                                                      int lay) {
   const rec_pyframes_t *s = &c->src;
   const void *first = NULL, *first_frame = NULL;
   int depth = 0;
-  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
-    const void *code = s->code(s->ctx, f);
+  for (const void *f = top; f && depth < MAX_DEPTH; f = fr_back(c, lay, f), depth++) {
+    const void *code = fr_code(c, lay, f);
     if (!code) continue;
     if (!first) {
       first = code;
       first_frame = f;
     }
-    uint64_t stamp = s->stamp ? s->stamp(s->ctx, code) : s->ident(s->ctx, code);
+    uint64_t stamp = code_stamp(c, lay, code);
     uint64_t key = (stamp ^ c->serial_mix) | 1;
     depth_slot_t *ds = depth < TLS_DEPTH ? &t->depth[depth] : NULL;
     if (ds && ds->code == code && (ds->key | 1) == key && (ds->key & 1)) continue; /* library */
@@ -424,6 +503,10 @@ static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t) {
   return lookup_or_make(c, t, &k, make_one, &one);
 }
 
+static HOT uint32_t capture_user(rec_callsites_t *c, tcache_t *t, const void *top) {
+  return c->has_lay ? capture_user_with(c, t, top, 1) : capture_user_with(c, t, top, 0);
+}
+
 /* ---- stack mode ----------------------------------------------------------------------------- */
 
 typedef struct stack {
@@ -444,14 +527,14 @@ static size_t make_stack(rec_callsites_t *c, const void *arg, char *buf, size_t 
   return off;
 }
 
-static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
+static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t, const void *top) {
   const rec_pyframes_t *s = &c->src;
   stack_t_ st;
   st.n = 0;
   st.more = 0;
   uint64_t h1 = 0x243F6A8885A308D3ull, h2 = 0x13198A2E03707344ull;
   int depth = 0;
-  for (const void *f = s->top(s->ctx); f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
+  for (const void *f = top; f && depth < MAX_DEPTH; f = s->back(s->ctx, f), depth++) {
     const void *code = s->code(s->ctx, f);
     if (!code) continue;
     if (st.n == STACK_FRAMES) {
@@ -472,9 +555,12 @@ static uint32_t capture_stack(rec_callsites_t *c, tcache_t *t) {
 
 HOT uint32_t rec_callsites_capture(rec_callsites_t *c) {
   if (!c || !c->has_src || c->mode == REC_CS_NONE) return 0;
+  /* a thread without Python frames (autograd's, in a backward pass) needs no cache */
+  const void *top = c->src.top(c->src.ctx);
+  if (!top) return 0;
   tcache_t *t = tcache();
   if (!t) return 0;
-  return c->mode == REC_CS_STACK ? capture_stack(c, t) : capture_user(c, t);
+  return c->mode == REC_CS_STACK ? capture_stack(c, t, top) : capture_user(c, t, top);
 }
 
 uint32_t rec_callsites_owner(rec_callsites_t *c, uint32_t py, const void *self) {

@@ -28,6 +28,25 @@ extern "C" {
 /* Reads the calling thread's frames. Frame and code handles are opaque. Every function must be
  * safe without the GIL on the thread that owns the frames (it is blocked in a driver call):
  * plain loads and pure functions, no allocation, no Python call that could run Python code. */
+/* Optional, with the functions below: where a frame keeps its caller and its code object, so the
+ * walk reads frames with plain loads instead of three calls through pointers per frame (in a
+ * training step each allocation's walk crosses 4-8 library frames). It must say what the
+ * functions say: back() is the pointer at fr_back; code() is NULL for a shim frame (its byte at
+ * fr_owner equals owner_shim; fr_owner < 0: no such byte), else the pointer at fr_code when the
+ * object there has code_type at offset 8 (its type), else NULL; stamp() is rec_pystamp() of the
+ * code object's words at st_a, st_b, st_c. rec_pyframe.c fills it for CPython 3.11-3.13. */
+typedef struct rec_pylayout {
+  size_t fr_back, fr_code;
+  long fr_owner;
+  int owner_shim;
+  const void *code_type;
+  size_t st_a, st_b, st_c;
+} rec_pylayout_t;
+
+static inline uint64_t rec_pystamp(uint64_t a, uint64_t b, uint64_t c) {
+  return a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full ^ c * 0x165667B19E3779F9ull;
+}
+
 typedef struct rec_pyframes {
   void *ctx;
   const void *(*top)(void *ctx);                         /* innermost frame, or NULL */
@@ -44,6 +63,8 @@ typedef struct rec_pyframes {
    * the walk reads anyway; it keys the library-or-program cache, so the library frames of a walk
    * never read further into their code objects. */
   uint64_t (*stamp)(void *ctx, const void *code);
+  /* Optional (NULL: the functions): the frames' layout, copied by rec_callsites_create */
+  const rec_pylayout_t *layout;
 } rec_pyframes_t;
 
 /* The CPython of this process (dlsym in the global scope; libpython is never linked): 1 and *out

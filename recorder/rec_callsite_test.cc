@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <cstddef>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -294,6 +296,145 @@ TEST(Callsite, ThreadsShareStringsNotFrames) {
   EXPECT_EQ(st.strings, 2u);
   EXPECT_LE(st.misses, 8u);  // once per thread
   rec_callsites_destroy(c);
+}
+
+// Threads that end and threads that start (their control blocks, which key the per-thread caches,
+// reused by the C library): every capture is its own thread's line, round after round, and a
+// table's entries never leak into another table's captures.
+TEST(Callsite, ThreadsComingAndGoingKeepTheirOwnFrames) {
+  rec_callsites_t *c = Make(REC_CS_USER), *d = Make(REC_CS_USER);
+  Code k{"/home/u/w.py", "work", 100, 6};
+  for (int round = 0; round < 40; round++) {
+    std::vector<std::thread> th;
+    std::vector<std::string> got(6), got_d(6);
+    for (int t = 0; t < 6; t++) {
+      th.emplace_back([&, t] {
+        Frame f{&k, 10 * ((round + t) % 7), nullptr};  // line 100 + (round + t) % 7
+        t_top = &f;
+        for (int i = 0; i < 200; i++) got[t] = Str(c, rec_callsites_capture(c));
+        f.lasti = 10 * ((round + t + 1) % 7);
+        got_d[t] = Str(d, rec_callsites_capture(d));
+        t_top = nullptr;
+      });
+    }
+    for (auto &x : th) x.join();
+    for (int t = 0; t < 6; t++) {
+      ASSERT_EQ(got[t], "/home/u/w.py:" + std::to_string(100 + (round + t) % 7) + ":work")
+          << "round " << round << " thread " << t;
+      ASSERT_EQ(got_d[t], "/home/u/w.py:" + std::to_string(100 + (round + t + 1) % 7) + ":work")
+          << "round " << round << " thread " << t;
+    }
+  }
+  rec_callsites_destroy(c);
+  rec_callsites_destroy(d);
+}
+
+// ---- the walk through a layout (CPython 3.11+'s frames as plain memory) ------------------------
+// Frames and code objects laid out as memory, with offsets of their own, read through the source's
+// functions by one table and through its layout by another: every stack's callsite must be the
+// same string (reference: the functions, which the walk used before the layout).
+
+namespace {
+
+struct LCode {
+  uint64_t refcnt;
+  const void *type;  // at 8, as a PyObject's
+  uint64_t st[3];    // the stamp's words
+  const char *file, *name;
+  int first;
+};
+struct LFrame {
+  LCode *code;
+  LFrame *back;
+  int lasti;
+  char owner;  // kShim: a C-stack shim
+};
+constexpr char kShim = 3;
+char g_code_type, g_other_type;
+thread_local LFrame *t_ltop = nullptr;
+
+const void *LTop(void *) { return t_ltop; }
+const void *LBack(void *, const void *f) { return static_cast<const LFrame *>(f)->back; }
+const void *LCodeOf(void *, const void *f) {
+  const LFrame *fr = static_cast<const LFrame *>(f);
+  if (fr->owner == kShim) return nullptr;
+  return fr->code && fr->code->type == &g_code_type ? fr->code : nullptr;
+}
+int LLasti(void *, const void *f, const void *) { return static_cast<const LFrame *>(f)->lasti; }
+int LLine(void *, const void *c, int lasti) { return static_cast<const LCode *>(c)->first + lasti / 2; }
+uint64_t LIdent(void *, const void *c) {
+  const LCode *k = static_cast<const LCode *>(c);
+  return (uint64_t)(uintptr_t)k->file * 31 ^ (uint64_t)(uintptr_t)k->name ^ (uint64_t)k->first;
+}
+int LText(void *, const void *c, char *file, size_t nf, char *name, size_t nn) {
+  const LCode *k = static_cast<const LCode *>(c);
+  snprintf(file, nf, "%s", k->file);
+  snprintf(name, nn, "%s", k->name);
+  return 1;
+}
+uint64_t LStamp(void *, const void *c) {
+  const LCode *k = static_cast<const LCode *>(c);
+  return rec_pystamp(k->st[0], k->st[1], k->st[2]);
+}
+
+const rec_pylayout_t kLayout = {offsetof(LFrame, back), offsetof(LFrame, code), (long)offsetof(LFrame, owner),
+                                kShim, &g_code_type, offsetof(LCode, st), offsetof(LCode, st) + 8,
+                                offsetof(LCode, st) + 16};
+
+rec_callsites_t *MakeLaid(bool layout) {
+  rec_pyframes_t s = {};
+  s.top = LTop;
+  s.back = LBack;
+  s.code = LCodeOf;
+  s.lasti = LLasti;
+  s.line = LLine;
+  s.ident = LIdent;
+  s.text = LText;
+  s.stamp = LStamp;
+  s.layout = layout ? &kLayout : nullptr;
+  rec_callsites_t *c = nullptr;
+  gm_err_t err;
+  gm_err_clear(&err);
+  EXPECT_EQ(rec_callsites_create(&c, REC_CS_USER, &s, 0, &err), GM_OK) << err.msg;
+  return c;
+}
+
+}  // namespace
+
+TEST(Callsite, LayoutWalkGivesTheFunctionsCallsites) {
+  const char *files[] = {"/home/u/train.py", "/home/u/model.py",
+                         "/opt/v/lib/python3.12/site-packages/torch/nn/modules/module.py",
+                         "/usr/lib/python3.12/contextlib.py", "<frozen runpy>", "/srv/job/step.py"};
+  for (unsigned seed = 1; seed <= 3; seed++) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::vector<LCode> codes(24);
+    for (size_t i = 0; i < codes.size(); i++) {
+      // a few objects that are not code (another type), a few sharing a stamp (the same words)
+      codes[i] = LCode{1, rng() % 8 ? &g_code_type : &g_other_type, {rng() % 5, i % 7, 9}, files[rng() % 6],
+                       i % 2 ? "forward" : "step", (int)(10 * i)};
+    }
+    std::vector<LFrame> frames(64);
+    rec_callsites_t *ref = MakeLaid(false), *lay = MakeLaid(true);
+    for (int k = 0; k < 3000; k++) {
+      int depth = 1 + (int)(rng() % (k % 50 == 0 ? 40 : 10));  // now and then deeper than the depth cache
+      for (int d = 0; d < depth; d++) {
+        LFrame &f = frames[(size_t)d];
+        f.code = rng() % 16 ? &codes[rng() % codes.size()] : nullptr;
+        f.back = d + 1 < depth ? &frames[(size_t)d + 1] : nullptr;
+        f.lasti = 2 * (int)(rng() % 4);
+        f.owner = rng() % 10 ? 0 : kShim;
+      }
+      t_ltop = rng() % 50 ? &frames[0] : nullptr;
+      for (int again = 0; again < 2; again++) {  // the second a cache hit
+        uint32_t a = rec_callsites_capture(ref), b = rec_callsites_capture(lay);
+        ASSERT_EQ(Str(lay, b), Str(ref, a)) << "stack " << k << " depth " << depth;
+      }
+    }
+    t_ltop = nullptr;
+    rec_callsites_destroy(ref);
+    rec_callsites_destroy(lay);
+  }
 }
 
 // ---- the owner of a driver call ----------------------------------------------------------------

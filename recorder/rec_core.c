@@ -31,10 +31,18 @@
 
 #include "recorder/rec_core.h"
 #include "recorder/rec_ring.h"
+#if REC_HAVE_TICKS
+#include <x86intrin.h>
+#endif
 
 enum { STOP_NONE = 0, STOP_NORMAL = 1, STOP_SIGNAL = 2 };
 #define DRAIN_BATCH 4096
 #define IDLE_SLEEP_NS 10000000ull /* 10 ms between ring drains when idle */
+/* REC_TS_TICKS: readings of both clocks kept for the conversion; a counter reading older than the
+ * oldest kept (its event waited in the ring through that many drains) is placed on that oldest
+ * interval's line, extended back. */
+#define TICK_SAMPLES 64
+#define TICK_SKEW 65536 /* counter ticks (~20 us) two cores' counters may differ by */
 /* A source without a tick hook (the callback capture) pushes every event at once, stamped just
  * before: the writer may then write what is older than now - margin at any time. Doing so
  * whenever this many events wait, instead of only every flush interval, keeps each sort and
@@ -66,16 +74,18 @@ struct rec_core {
   pthread_mutex_t mu;
   pthread_cond_t cv;
 
-  /* read by every push: a cache line of their own, written only when the recording stops (the
-   * ring's address with them: a push reads this line and the ring's head line) */
-  _Alignas(64) rec_ring_t *ring;
-  _Atomic int stop_req;
+  /* read by every push: a cache line of their own, written only when the recording stops; the
+   * ring's head line right after it, in place (not behind a pointer on this line): a push's two
+   * loads of the core are independent, so a cold push waits for one miss here, not two in a row */
+  _Alignas(64) _Atomic int stop_req;
   _Atomic int done;     /* writer thread finished (closed or failed) */
   _Atomic int failed;
   _Atomic int gpu_ready;
   _Atomic int sync_req; /* rec_core_sync: write everything pushed so far, then clear */
+  _Atomic int bad_ticks; /* a REC_TS_TICKS reading was not the counter's: pushes read their own */
+  rec_ring_t ring;
   /* counters the writer updates as it goes (pushes are counted by the ring's head) */
-  _Alignas(64) _Atomic uint64_t written, ring_drops, src_drops, file_bytes;
+  _Alignas(64) _Atomic uint64_t written, ring_drops, src_drops, file_bytes, bad_tick_events;
   char fail_msg[512];
   _Atomic int fail_req;
 
@@ -93,6 +103,11 @@ struct rec_core {
   uint32_t *cs_map;  /* hooks.string: the source's callsite id -> the trace's string id */
   size_t ncs_map;
   rec_mapped_t mapped; /* DEVICE_USAGE records: each device's mapped bytes (rec_devmem.c) */
+  /* REC_TS_TICKS: readings of (counter, now_ns) in increasing order, the last TICK_SAMPLES kept
+   * (a ring: smp_n of them, the newest at smp_next - 1); tick_start: the first, at rec_core_start */
+  struct { uint64_t tick, ns; } smp[TICK_SAMPLES];
+  unsigned smp_n, smp_next;
+  uint64_t tick_start;
   uint64_t unseen_frees; /* fill_free_sizes: frees of addresses never seen allocated */
 };
 
@@ -136,13 +151,93 @@ static void fail_now(rec_core_t *c, const char *msg) {
   c->npend = 0;
 }
 
+/* ---- counter readings onto the clock (REC_TS_TICKS) -------------------------------------------- */
+
+static inline uint64_t counter(void) {
+#if REC_HAVE_TICKS
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
+/* One reading of both clocks (the counter's the mean of one before and one after now_ns), kept
+ * if both went forward since the last. Returns the counter as read last. */
+static uint64_t tick_sample(rec_core_t *c) {
+  if (!c->hooks.now_ns || !REC_HAVE_TICKS) return 0;
+  uint64_t t0 = counter(), ns = c->hooks.now_ns(c->hooks.ctx), t1 = counter();
+  uint64_t tick = t0 + (t1 - t0) / 2;
+  if (c->smp_n) {
+    unsigned last = (c->smp_next + TICK_SAMPLES - 1) % TICK_SAMPLES;
+    if (tick <= c->smp[last].tick || ns < c->smp[last].ns) return t1;
+  } else {
+    c->tick_start = tick;
+  }
+  c->smp[c->smp_next].tick = tick;
+  c->smp[c->smp_next].ns = ns;
+  c->smp_next = (c->smp_next + 1) % TICK_SAMPLES;
+  if (c->smp_n < TICK_SAMPLES) c->smp_n++;
+  return t1;
+}
+
+/* ns on the line through readings a and b (a.tick < b.tick) at tick, never below 0 */
+static uint64_t on_line(uint64_t ta, uint64_t na, uint64_t tb, uint64_t nb, uint64_t tick) {
+  double r = (double)(nb - na) / (double)(tb - ta);
+  if (tick >= ta) return na + (uint64_t)((double)(tick - ta) * r);
+  uint64_t back = (uint64_t)((double)(ta - tick) * r);
+  return back < na ? na - back : 0;
+}
+
+/* A reading that cannot be the counter's: counted, its event clamped to what the readings say. */
+static uint64_t bad_tick(rec_core_t *c, uint64_t ns) {
+  atomic_fetch_add_explicit(&c->bad_tick_events, 1, memory_order_relaxed);
+  atomic_store_explicit(&c->bad_ticks, 1, memory_order_relaxed);
+  return ns;
+}
+
+/* The time of counter reading tick, between the two kept readings around it (every event of a
+ * batch was pushed before the reading taken after the batch's pop, so none is newer; now: the
+ * counter read then, which a reading not kept (a clock that did not go forward) still bounds). */
+static uint64_t tick_to_ns(rec_core_t *c, uint64_t tick, uint64_t now) {
+  if (!c->smp_n) return 0; /* no now_ns: no clock to put it on */
+  unsigned newest = (c->smp_next + TICK_SAMPLES - 1) % TICK_SAMPLES;
+  unsigned oldest = (c->smp_next + TICK_SAMPLES - c->smp_n) % TICK_SAMPLES;
+  /* the counters of two cores may differ by a little: so little is clamped, not wrong */
+  if (tick > c->smp[newest].tick)
+    return tick <= now + TICK_SKEW ? c->smp[newest].ns : bad_tick(c, c->smp[newest].ns);
+  if (tick < c->tick_start)
+    return c->tick_start - tick <= TICK_SKEW ? c->smp[oldest].ns : bad_tick(c, c->smp[oldest].ns);
+  unsigned nx = newest;
+  for (unsigned k = 1; k < c->smp_n; k++) {
+    unsigned i = (newest + TICK_SAMPLES - k) % TICK_SAMPLES;
+    if (c->smp[i].tick <= tick)
+      return on_line(c->smp[i].tick, c->smp[i].ns, c->smp[nx].tick, c->smp[nx].ns, tick);
+    nx = i;
+  }
+  if (c->smp_n == 1) return c->smp[newest].ns;
+  /* older than every kept reading: the oldest interval's line */
+  unsigned o1 = (oldest + 1) % TICK_SAMPLES;
+  return on_line(c->smp[oldest].tick, c->smp[oldest].ns, c->smp[o1].tick, c->smp[o1].ns, tick);
+}
+
+/* The counter readings of a popped batch onto the clock, with a reading of both taken now. */
+static void batch_times(rec_core_t *c, gmt_event_t *ev, size_t n) {
+  size_t i = 0;
+  while (i < n && !(ev[i].ts_ns & REC_TS_TICKS)) i++;
+  if (i == n) return;
+  uint64_t now = tick_sample(c);
+  for (; i < n; i++)
+    if (ev[i].ts_ns & REC_TS_TICKS) ev[i].ts_ns = tick_to_ns(c, ev[i].ts_ns & ~REC_TS_TICKS, now);
+}
+
 static int drain(rec_core_t *c) {
   int any = 0;
   size_t n, budget = c->cfg.ring_events; /* then back to flushing, however busy the ring */
-  while (budget && (n = rec_ring_pop(c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
+  while (budget && (n = rec_ring_pop(&c->ring, c->batch, budget < DRAIN_BATCH ? budget : DRAIN_BATCH)) > 0) {
     budget -= n;
     any = 1;
     if (atomic_load(&c->failed)) continue;
+    batch_times(c, c->batch, n);
     if (c->npend + n > c->cap_pend) {
       size_t cap = c->cap_pend ? c->cap_pend : 8192;
       while (cap < c->npend + n) cap *= 2;
@@ -345,6 +440,12 @@ static void finish(rec_core_t *c, int from_signal) {
   if (c->w) {
     gm_err_t err;
     gm_err_clear(&err);
+    if (gmt_writer_seal(c->w, &err) < 0) { /* the disk filled at the very end: said as any other */
+      char msg[GM_ERR_MSG_MAX + 64];
+      snprintf(msg, sizeof msg, "cannot write trace: %s; recording stopped", err.msg);
+      fail_now(c, msg); /* cuts back to the last whole chunk, marks it, closes */
+      return;
+    }
     uint64_t bytes = gmt_writer_bytes(c->w);
     if (gmt_writer_close(c->w, &err) < 0) {
       c->w = NULL;
@@ -453,14 +554,15 @@ gm_status_t rec_core_start(rec_core_t **out, const rec_config_t *cfg, const rec_
     goto fail;
   }
   if ((s = gmt_header_copy(&c->cfg.header, &cfg->header, err)) < 0) goto fail;
-  if ((s = rec_ring_create(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
+  if ((s = rec_ring_init(&c->ring, c->cfg.ring_events, err)) < 0) goto fail_hdr;
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->start_mono = mono_ns();
+  tick_sample(c); /* the first reading: no counter reading pushed from now on is older */
   int e = pthread_create(&c->thread, NULL, writer_main, c);
   if (e) {
     s = gm_err_set(err, GM_ERR_IO, "recorder: cannot start writer thread: %s", strerror(e));
-    rec_ring_destroy(c->ring);
+    rec_ring_fini(&c->ring);
     goto fail_hdr;
   }
   c->thread_started = 1;
@@ -479,7 +581,7 @@ int rec_core_push(rec_core_t *c, const gmt_event_t *ev) {
   if (atomic_load_explicit(&c->failed, memory_order_relaxed) ||
       atomic_load_explicit(&c->stop_req, memory_order_relaxed))
     return -1;
-  if (rec_ring_push(c->ring, ev) < 0) {
+  if (rec_ring_push(&c->ring, ev) < 0) {
     atomic_fetch_add_explicit(&c->ring_drops, 1, memory_order_relaxed);
     return -1;
   }
@@ -494,7 +596,7 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
       dropped += n - i;
       break;
     }
-    if (rec_ring_push(c->ring, &evs[i]) == 0) continue;
+    if (rec_ring_push(&c->ring, &evs[i]) == 0) continue;
     /* ring full: this is the source's own thread, so it may wait for the writer a little */
     uint64_t now = mono_ns();
     if (!deadline) deadline = now + max_wait_ns;
@@ -509,9 +611,18 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
   return dropped;
 }
 
+/* rec_core_push_entry once the producers' counter readings were found wrong: its own instead. */
+static __attribute__((cold, noinline)) int push_own_tick(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns) {
+  gmt_event_t e = *ev;
+  e.ts_ns = counter() | REC_TS_TICKS;
+  return rec_core_push_batch(c, &e, 1, max_wait_ns) ? -1 : 0;
+}
+
 __attribute__((hot)) int rec_core_push_entry(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns) {
+  if (__builtin_expect(atomic_load_explicit(&c->bad_ticks, memory_order_relaxed), 0) && (ev->ts_ns & REC_TS_TICKS))
+    return push_own_tick(c, ev, max_wait_ns);
   if (!atomic_load_explicit(&c->failed, memory_order_relaxed) &&
-      !atomic_load_explicit(&c->done, memory_order_relaxed) && rec_ring_push_inline(c->ring, ev) == 0)
+      !atomic_load_explicit(&c->done, memory_order_relaxed) && rec_ring_push_inline(&c->ring, ev) == 0)
     return 0;
   return rec_core_push_batch(c, ev, 1, max_wait_ns) ? -1 : 0; /* full: wait there */
 }
@@ -571,7 +682,7 @@ int rec_core_stop_from_signal(rec_core_t *c, uint64_t timeout_ns) {
 void rec_core_destroy(rec_core_t *c) {
   if (!c) return;
   rec_core_stop(c);
-  rec_ring_destroy(c->ring);
+  rec_ring_fini(&c->ring);
   gmt_header_free(&c->cfg.header);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
@@ -585,13 +696,14 @@ void rec_core_destroy(rec_core_t *c) {
 
 void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st) {
   rec_core_t *m = (rec_core_t *)c;
-  st->pushed = rec_ring_pushed(m->ring);
+  st->pushed = rec_ring_pushed(&m->ring);
   st->written = atomic_load(&m->written);
   st->ring_drops = atomic_load(&m->ring_drops);
   st->src_drops = atomic_load(&m->src_drops);
   st->file_bytes = atomic_load(&m->file_bytes);
   st->failed = atomic_load(&m->failed);
   st->closed = atomic_load(&m->done) && !st->failed;
+  st->bad_ticks = atomic_load(&m->bad_tick_events);
 }
 
 const char *rec_core_path(const rec_core_t *c) { return c->path; }

@@ -96,6 +96,22 @@ size_t rec_core_push_batch(rec_core_t *c, const gmt_event_t *evs, size_t n, uint
 /* rec_core_push_batch of one event, for a source's hot path (PyTorch's allocator trace, one call
  * per entry): the ring's push inline, the wait out of line. 0, or -1 if it was dropped. */
 int rec_core_push_entry(rec_core_t *c, const gmt_event_t *ev, uint64_t max_wait_ns);
+
+/* An event whose ts_ns has REC_TS_TICKS set carries, in its other bits, the CPU's time-stamp
+ * counter read on the pushing thread before the push (REC_HAVE_TICKS: x86-64 only), in place of
+ * a time: the writer puts it onto hooks.now_ns's clock, interpolating between readings of both
+ * clocks it takes as it drains (one after each batch it pops, so every counter reading of the
+ * batch lies between two), and the producer does no clock work at all. The map is one for all
+ * threads and increasing, so each thread's events keep their order. A reading outside what the
+ * counter can have said (0, before the core started, after the writer's own reading) is clamped,
+ * counted (rec_core_stats_t.bad_ticks), and from then on rec_core_push_entry replaces every
+ * event's reading with its own. Needs hooks.now_ns (without it such events get time 0). */
+#define REC_TS_TICKS (1ull << 63)
+#if defined(__x86_64__)
+#define REC_HAVE_TICKS 1
+#else
+#define REC_HAVE_TICKS 0
+#endif
 /* Records the source lost (CUPTI dropped count); they go into the next chunk. */
 void rec_core_add_dropped(rec_core_t *c, uint64_t n);
 /* The source saw a GPU context: the header can be filled now. */
@@ -124,6 +140,7 @@ typedef struct rec_core_stats {
   uint64_t file_bytes;
   int failed;
   int closed;
+  uint64_t bad_ticks;  /* REC_TS_TICKS events whose reading was not the counter's (clamped) */
 } rec_core_stats_t;
 void rec_core_stats(const rec_core_t *c, rec_core_stats_t *st);
 /* "" until the file is named; the path the core writes. */

@@ -7,8 +7,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -881,6 +886,99 @@ TEST(RecCore, WithoutTickWritesEarlyWhenManyEventsWait) {
   ASSERT_EQ(got.size(), 50000u);
   for (size_t i = 1; i < got.size(); i += 2) ASSERT_EQ(got[i].size, 64u) << i;
 }
+
+#if REC_HAVE_TICKS
+uint64_t MonoNow(void *) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// Events stamped with the CPU's counter (REC_TS_TICKS), from three threads at once: the writer
+// puts each on the clock where the clock read together with the counter says (reference: the
+// clock read by the pushing thread right after its counter), each thread's in push order.
+TEST(RecCore, CounterReadingsGoOntoTheClock) {
+  rec_hooks_t hooks = {};
+  hooks.now_ns = MonoNow;
+  const std::string path = TmpPath("ticks.zst");
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  gm_err_t err;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  const int threads = 3, per = 20000;
+  std::vector<std::vector<uint64_t>> when(threads);  // the clock right after each counter reading
+  std::vector<std::thread> th;
+  for (int t = 0; t < threads; t++)
+    th.emplace_back([&, t] {
+      for (int i = 0; i < per; i++) {
+        gmt_event_t e = Ev(GMT_EV_ALLOC, 0, 0x100000u * (t + 1) + 64u * i, 64);
+        e.ts_ns = __rdtsc() | REC_TS_TICKS;
+        when[t].push_back(MonoNow(nullptr));
+        e.stream = t;
+        while (rec_core_push_entry(c, &e, 1000000000ull) < 0) {
+        }
+        if (i % 1000 == 0) usleep(2000);  // readings of both clocks between
+      }
+    });
+  for (auto &x : th) x.join();
+  rec_core_stats_t st;
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.bad_ticks, 0u);
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_destroy(c);
+  auto got = ReadAll(path);
+  ASSERT_EQ(got.size(), (size_t)threads * per);
+  std::vector<size_t> next(threads);
+  std::vector<int64_t> off;
+  for (const gmt_event_t &e : got) {
+    int t = (int)e.stream;
+    size_t i = next[t]++;
+    ASSERT_EQ(e.addr, 0x100000u * (t + 1) + 64u * i) << "thread " << t << ": in push order";
+    off.push_back((int64_t)(when[t][i] - e.ts_ns));  // >= 0 up to the two clocks' reading error
+  }
+  std::sort(off.begin(), off.end());
+  EXPECT_LT(std::llabs(off[off.size() / 2]), 2000) << "the median event within 2 us of the clock";
+  EXPECT_GT(off[off.size() / 100], -2000) << "not after the moment its counter was read";
+}
+
+// A clock that goes back (its readings then not kept) is no fault of the producers' counter
+// readings: they are clamped to the last reading kept, not counted as bad, and nothing is
+// replaced.
+TEST(RecCore, ACounterReadingPastAClockThatWentBackIsNotBad) {
+  FakeClock clk;
+  clk.now = 10000000000ull;
+  rec_hooks_t hooks = {};
+  hooks.ctx = &clk;
+  hooks.now_ns = FakeNow;
+  const std::string path = TmpPath("ticks_clock_back.zst");
+  rec_config_t cfg = Config(path);
+  rec_core_t *c;
+  gm_err_t err;
+  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg.header);
+  rec_core_gpu_ready(c);
+  clk.now = 5000000000ull;  // back by 5 s
+  for (int i = 0; i < 100; i++) {
+    gmt_event_t e = Ev(GMT_EV_ALLOC, 0, 0x1000u + 64u * i, 64);
+    e.ts_ns = __rdtsc() | REC_TS_TICKS;
+    ASSERT_EQ(rec_core_push_entry(c, &e, 1000000000ull), 0);
+    if (i % 10 == 0) usleep(1000);
+  }
+  ASSERT_EQ(rec_core_stop(c), GM_OK);
+  rec_core_stats_t st;
+  rec_core_stats(c, &st);
+  EXPECT_EQ(st.bad_ticks, 0u);
+  rec_core_destroy(c);
+  auto got = ReadAll(path);
+  ASSERT_EQ(got.size(), 100u);
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_EQ(got[i].ts_ns, 10000000000ull) << "the last reading kept";
+    EXPECT_EQ(got[i].addr, 0x1000u + 64u * i) << "in push order";
+  }
+}
+#endif
 
 }  // namespace
 

@@ -64,6 +64,7 @@ static struct {
   int (*addr2line)(const void *, int);
   const void *code_type, *str_type, *frame_type;
   size_t code_base; /* 3.11+: offset of co_code_adaptive (PyCode_Type.tp_basicsize) */
+  rec_pylayout_t lay; /* 3.11+: what frame_back, frame_code and code_stamp read, for the walk */
 } P;
 
 #define AT(p, off, type) (*(type const *)((const char *)(p) + (off)))
@@ -112,8 +113,7 @@ __attribute__((hot)) static uint64_t code_ident(void *ctx, const void *code) {
  * already is), immutable for its life: its size and its constants' and names' tuples (3.11+),
  * its argument counts, bytecode and constants (3.10). */
 __attribute__((hot)) static uint64_t code_stamp(void *ctx, const void *code) {
-  uint64_t a = AT(code, P.L.st_a, uint64_t), b = AT(code, P.L.st_b, uint64_t), c = AT(code, P.L.st_c, uint64_t);
-  return a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full ^ c * 0x165667B19E3779F9ull;
+  return rec_pystamp(AT(code, P.L.st_a, uint64_t), AT(code, P.L.st_b, uint64_t), AT(code, P.L.st_c, uint64_t));
 }
 
 /* A str object's UTF-8 into buf: compact ASCII strings (nearly every file and function name) from
@@ -216,8 +216,14 @@ int rec_pyframes_cpython(rec_pyframes_t *out, char *why, size_t nwhy) {
     return 0;
   }
   if (!probe(why, nwhy)) return 0;
+  /* 3.11+: frames are plain structs (3.10's are objects whose type is checked first) */
+  if (!P.L.frame_object)
+    P.lay = (rec_pylayout_t){.fr_back = P.L.fr_back, .fr_code = P.L.fr_code, .fr_owner = P.L.fr_owner,
+                             .owner_shim = OWNED_BY_CSTACK, .code_type = P.code_type,
+                             .st_a = P.L.st_a, .st_b = P.L.st_b, .st_c = P.L.st_c};
   *out = (rec_pyframes_t){.top = frame_top, .back = frame_back, .code = frame_code,
                           .lasti = frame_lasti, .line = frame_line, .ident = code_ident,
-                          .text = code_text, .stamp = code_stamp};
+                          .text = code_text, .stamp = code_stamp,
+                          .layout = P.L.frame_object ? NULL : &P.lay};
   return 1;
 }

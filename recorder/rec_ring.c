@@ -14,33 +14,58 @@
 
 #include "recorder/rec_ring.h"
 
-gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
+/* PREFETCHW (CPUID 0x80000001 ECX bit 8): older CPUs may not take the instruction. */
+static int has_prefetchw(void) {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
+  if (a < 0x80000001u) return 0;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000001u), "c"(0));
+  return (c >> 8) & 1;
+#else
+  return 0;
+#endif
+}
+
+gm_status_t rec_ring_init(rec_ring_t *r, size_t capacity, gm_err_t *err) {
   size_t cap = 2;
   while (cap < capacity) cap <<= 1;
-  rec_ring_t *r = aligned_alloc(64, sizeof *r);
-  if (!r) return gm_err_set(err, GM_ERR_NOMEM, "event ring: out of memory");
   memset(r, 0, sizeof *r);
   /* one slot per cache line (an event is 56 bytes, its sequence 8): a push touches one line */
   _Static_assert(sizeof(rec_slot_t) == 64, "a ring slot fills one cache line");
   r->slots = aligned_alloc(64, cap * sizeof *r->slots);
-  if (!r->slots) {
-    free(r);
-    return gm_err_set(err, GM_ERR_NOMEM, "event ring of %zu events: out of memory", cap);
-  }
+  if (!r->slots) return gm_err_set(err, GM_ERR_NOMEM, "event ring of %zu events: out of memory", cap);
   memset(r->slots, 0, cap * sizeof *r->slots);
   for (size_t i = 0; i < cap; i++) atomic_init(&r->slots[i].seq, i);
   r->mask = cap - 1;
+  r->prefetchw = has_prefetchw();
   r->cslots = r->slots;
   r->cmask = r->mask;
   atomic_init(&r->head, 0);
   r->tail = 0;
+  return GM_OK;
+}
+
+void rec_ring_fini(rec_ring_t *r) {
+  free(r->slots);
+  r->slots = r->cslots = NULL;
+}
+
+gm_status_t rec_ring_create(rec_ring_t **out, size_t capacity, gm_err_t *err) {
+  rec_ring_t *r = aligned_alloc(64, sizeof *r);
+  if (!r) return gm_err_set(err, GM_ERR_NOMEM, "event ring: out of memory");
+  gm_status_t s = rec_ring_init(r, capacity, err);
+  if (s < 0) {
+    free(r);
+    return s;
+  }
   *out = r;
   return GM_OK;
 }
 
 void rec_ring_destroy(rec_ring_t *r) {
   if (!r) return;
-  free(r->slots);
+  rec_ring_fini(r);
   free(r);
 }
 

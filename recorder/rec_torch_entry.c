@@ -6,16 +6,19 @@
  * The cost that matters is the cache lines, data and code, touched per entry while the step's
  * own work evicts them (bench/RESULTS.md: ~550 ns per allocation in a step against ~250 ns in a
  * tight loop). So an entry's data is few lines: this file's state (one line, the kinds table
- * in it), its thread's block (one line: clock, last free), the core's flags with the ring's
- * address (one line), the ring's head with the slots' address (one line), its slot; and its code
- * is one stretch: the ring's push and the clock's common case inline, the rare paths (a full
- * ring, a calibration) out of line, the hot functions grouped by the linker (.text.hot). */
+ * in it), the core's flags with the ring's head on the next line, its slot; no thread-local
+ * block (in a shared library each thread-local access is a call into the loader); and its code
+ * is one stretch: the ring's push inline, the rare paths (a full ring) out of line, the hot
+ * functions grouped by the linker (.text.hot).
+ * Time: the entry carries PyTorch's own reading of the CPU's counter, taken just before the
+ * trackers are called (TraceEntry.time_); it goes into the ring as it is (REC_TS_TICKS) and the
+ * core's writer thread puts it on the recorder's clock: no clock read, no clock arithmetic and no
+ * per-thread clock state here. A reading that is not the counter's (another torch build) is
+ * found by the writer, and the core reads the counter itself from then on (rec_core.h). */
 #include "recorder/rec_torch_entry.h"
 
 #include <stdatomic.h>
 #include <string.h>
-
-#include "recorder/rec_tclock.h"
 
 /* Read by every entry: one cache line (the kinds table in it). */
 static _Alignas(64) struct {
@@ -43,41 +46,10 @@ static _Alignas(64) struct {
  * it holds PyTorch's allocator lock meanwhile, so a stall costs the job time, a loss the trace. */
 #define REC_TS_MAX_WAIT_NS 100000000ull
 
-/* Per thread, in one cache line (a thread-local access in a shared library is a call): its
- * clock and the address of its last free_requested, whose free_completed, when it is the
- * thread's next entry (no stream-event wait), takes the same time without reading the clock
- * again: the clock's last reading. */
-typedef struct thread_block {
-  rec_tclock_t clock;
-  uint64_t freed_addr;
-#if !REC_TCLOCK_TICKS
-  uint64_t last; /* the last time read (the counter clock keeps its own) */
-#endif
-} thread_block_t;
-static _Thread_local _Alignas(64) thread_block_t T;
-
 void rec_ts_entry_start(rec_core_t *core, rec_callsites_t *cs, uint64_t (*now_ns)(void *ctx)) {
   S.now = now_ns;
   S.cs = cs;
   atomic_store_explicit(&S.core, core, memory_order_release);
-}
-
-static uint64_t entry_time(thread_block_t *t) {
-  if (!S.now) return 0;
-#if REC_TCLOCK_TICKS
-  return rec_tclock_read_inline(&t->clock, rec_tclock_ticks(), S.now, NULL);
-#else
-  return t->last = S.now(NULL);
-#endif
-}
-
-/* The time entry_time() gave last on this thread. */
-static uint64_t last_time(const thread_block_t *t) {
-#if REC_TCLOCK_TICKS
-  return t->clock.last;
-#else
-  return t->last;
-#endif
 }
 
 static void push(rec_core_t *core, const gmt_event_t *ev) {
@@ -107,15 +79,14 @@ __attribute__((hot)) void rec_ts_entry(const void *functor, const void *entry) {
   gmt_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = S.kind_of[action];
-  /* the thread's entry before was this block's free_requested: its time (any other entry in
-   * between, and the free_completed reads the clock) */
-  /* one look-up of the thread's block: in a shared library each is a call of __tls_get_addr,
-   * which the compiler would otherwise repeat at every use rather than keep the address (4 calls
-   * per entry seen); the empty asm makes the address a value it must keep */
-  thread_block_t *t = &T;
-  __asm__("" : "+r"(t));
-  ev.ts_ns = action == REC_TE_FREE_COMPLETED && t->freed_addr == addr && addr ? last_time(t) : entry_time(t);
-  t->freed_addr = action == REC_TE_FREE_REQUESTED ? addr : 0;
+#if REC_HAVE_TICKS
+  /* PyTorch's counter reading, the writer puts it on the clock (rec_core.h, REC_TS_TICKS) */
+  uint64_t tick;
+  memcpy(&tick, te + REC_TE_OFF_TIME, sizeof tick);
+  ev.ts_ns = (tick & ~REC_TS_TICKS) | REC_TS_TICKS;
+#else
+  ev.ts_ns = S.now ? S.now(NULL) : 0;
+#endif
   ev.device = (uint16_t)device;
   ev.mem_kind = GMT_MEM_DEVICE;
   ev.flags = GMT_F_TORCH_STREAM;

@@ -33,6 +33,7 @@ PIC=
 build() { # SRCROOT OUT.o: the recorder files of one build, relocatable
   local objs=() f
   for f in rec_core rec_devmem rec_find rec_frameworks rec_prov rec_ring rec_callsite rec_owner rec_pyframe rec_tclock rec_torch_entry; do
+    [ -f "$1/recorder/$f.c" ] || continue # rec_tclock.c: before stream7
     gcc $CFLAGS $PIC -iquote "$1" -c "$1/recorder/$f.c" -o "$2.$f.o"
     objs+=("$2.$f.o")
   done
@@ -59,7 +60,7 @@ elif [ -n "$PIC" ]; then
   gcc -o "$W/ab" "$W/ab.o" -L"$W" -Wl,-rpath,"$W" -lnew -lold -Wl,--no-as-needed "${shared[@]}" -rdynamic -lzstd -lm -ldl -lpthread
 else
   new=()
-  for lib in rec_core rec_callsite rec_tclock rec_torch_entry; do
+  for lib in rec_core rec_callsite rec_torch_entry; do
     for o in "$BIN/recorder/_objs/$lib"/*.o; do [[ $o == *.pic.o ]] || new+=("$o"); done
   done
   gcc -o "$W/ab" "$W/ab.o" "$W/old.o" "${new[@]}" "${shared[@]}" -lzstd -lm -ldl -lpthread

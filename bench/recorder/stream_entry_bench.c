@@ -23,12 +23,16 @@
  * code from the instruction cache and L2, as PyTorch's and Python's code does in a step).
  * --gap NS: and spins NS between allocations (the rest of a step's work: keeps the rate of entries
  * within what the writer thread drains, as in a real job, ~1-2 M entries/s at most).
+ * --ring EVENTS: the recorder's ring of that many events (default the core's, 65536: 4 MiB of
+ * slots). A ring larger than this machine's L3 (--ring 1048576: 64 MiB) makes each slot's line
+ * come from memory when a push comes back to it, as it comes from a far L3 slice on the GPU
+ * machine's Xeon (its cross-core and L3 latencies are 2-3x this VM's).
  * --python (with STREAM_LIB, loaded by stream_entry_py.py): the callsites from this process's
  * CPython (rec_pyframe.c, the real frame reader), the one worker being the calling thread.
  * --sites: each alloc reads a callsite from a fake 8-frame Python stack (7 library frames, then
  * the program's), through rec_callsites_capture as in a real run; without it, a Python-less
  * caller (no callsite).
- * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB [--touch LINES]] [--code N] [--gap NS] [--sites] [--inside]
+ * Usage: stream_entry_bench [--threads N] [--rounds R] [--block CYCLES] [--evict KIB [--touch LINES]] [--code N] [--gap NS] [--ring EVENTS] [--sites] [--inside]
  *        [--out FILE]   (FILE: the trace written meanwhile, removed at the end; default /tmp) */
 #include <math.h>
 #include <pthread.h>
@@ -213,7 +217,7 @@ typedef struct worker {
 } worker_t;
 
 static struct {
-  int threads, rounds, block, evict_kib, touch, gap_ns, inside, code, python;
+  int threads, rounds, block, evict_kib, touch, gap_ns, inside, code, python, ring;
   _Atomic int go;   /* block number the workers are to run */
   _Atomic int done; /* workers finished with the current block */
   worker_t w[8];
@@ -221,9 +225,15 @@ static struct {
 
 static const impl_t *g_im; /* the variant of the current block */
 
+/* A TraceEntry as record_trace builds it: its time_ the counter read just before the trackers
+ * (in every state, idle too: PyTorch's own cost). */
 static void entry(int action, uint64_t addr, uint64_t stream, uint64_t size) {
-  unsigned char e[64];
+  unsigned char e[80];
   memset(e, 0, sizeof e);
+#if defined(__x86_64__)
+  uint64_t tick = __rdtsc();
+  memcpy(e + REC_TE_OFF_TIME, &tick, sizeof tick);
+#endif
   int32_t a = action;
   memcpy(e + REC_TE_OFF_ACTION, &a, sizeof a);
   memcpy(e + REC_TE_OFF_ADDR, &addr, sizeof addr);
@@ -343,6 +353,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--block") && i + 1 < argc) B.block = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--evict") && i + 1 < argc) B.evict_kib = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--gap") && i + 1 < argc) B.gap_ns = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ring") && i + 1 < argc) B.ring = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--touch") && i + 1 < argc) B.touch = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--code") && i + 1 < argc) B.code = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -358,7 +369,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "stream_entry_bench: error: --python runs one worker, the calling thread\n");
     return 2;
   }
-  if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0 || B.code < 0) {
+  if (B.threads < 1 || B.threads > 8 || B.rounds < 3 || B.block < 64 || B.evict_kib < 0 || B.gap_ns < 0 || B.code < 0 || B.ring < 0) {
     fprintf(stderr, "stream_entry_bench: error: --threads 1..8, --rounds >= 3, --block >= 64\n");
     return 2;
   }
@@ -374,6 +385,7 @@ int main(int argc, char **argv) {
     memset(&cfg, 0, sizeof cfg);
     gmt_header_init(&cfg.header);
     cfg.path = path;
+    cfg.ring_events = (size_t)B.ring;
     rec_hooks_t hooks;
     memset(&hooks, 0, sizeof hooks);
     hooks.ctx = (void *)im;

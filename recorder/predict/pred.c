@@ -180,6 +180,7 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
   w->size = w->ev_size = NULL;
   w->why = w->missing_in = NULL;
   w->peak = w->peak_certain = w->peak_inconsistent = w->uncertain_max = 0;
+  w->peak_ev = 0;
   memset(w->peak_unmatched, 0, sizeof w->peak_unmatched);
   gm_status_t s = align_to(m, ref, err);
   res->dropped_other = m->dropped_other;
@@ -203,15 +204,39 @@ gm_status_t pred_model_at(pred_model_t *m, const pred_opts_t *o, pred_result_t *
    * of no tensor's law (a library's workspace: from the smallest recorded to the largest scaled
    * with the value, or with its square where it grew faster than the value), an allocation some
    * recording lacks that the reference makes (made at the target as at the reference, its range
-   * through the recordings that make it). Not for a drift between two recordings alone: there a
-   * law bent between them is one straight line through two points, certain and wrong, inside no
-   * range (the GPT-2-like job from batch 4 and 8: a backward buffer of 48 and 96 MiB is 132 MiB
-   * at 16, not 192; answered, -1.7 % under max_split_size_mb:128). With a third recording, each
-   * size the nearest two share is fitted through three points (a bend shows as no law, an
-   * uncertain size) or, where the third lacks it, is itself an uncertain size. */
+   * through the recordings that make it). With a third recording, each size the nearest two
+   * share is fitted through three points (a bend shows as no law, an uncertain size) or, where
+   * the third lacks it, is itself an uncertain size.
+   * A drift between two recordings alone: a law bent past the reference is one straight line
+   * through two points, certain and wrong (the GPT-2-like job from batch 4 and 8: the attention
+   * gradient's buffer of 48 and 96 MiB is 132 MiB at 16, not 192; answered as fitted, -1.7 %
+   * under max_split_size_mb:128). So every size the two share may stop at the reference's, as
+   * that buffer did: each group of allocations of one size at the reference and one fitted size
+   * with no member live at the predicted peak (scratch, a kernel's buffers) takes the range from
+   * its size at the reference to the fitted one (pred_bend_ranges), replayed per setting like any
+   * uncertain size (that buffer moves max_split_size_mb:128's peak by 2 %: refused there, the
+   * default and expandable segments answered). Groups live at the peak stay as fitted (the
+   * activations and states the peak is made of: were they to stop growing, the peak would drop
+   * with them), and an allocation only the reference makes live at the peak stays a refusal
+   * (whether the job makes it at the target is what is not known). */
   int unmatched_at_peak = 0;
   for (size_t j = 0; j < n; j++) unmatched_at_peak |= w->peak_unmatched[j] != 0;
   int two_drift = n < 3 && ((res->drift_allocs && !res->drift_spanned) || unmatched_at_peak);
+  int drift_refusal = s == GM_OK && res->refused && minc >= PRED_DEFAULT_MIN_CONFIDENCE && res->confidence >= minc &&
+                      res->drift_allocs && !res->drift_spanned;
+  if (drift_refusal && n < 3 && !unmatched_at_peak) {
+    s = pred_bend_ranges(w, ref, &res->bent, err);
+    if (s == GM_OK) {
+      two_drift = 0;
+      size_t len = strlen(res->reason);
+      char rv[64];
+      pred_value_text(in[ref].value, rv, sizeof rv);
+      snprintf(res->reason + len, sizeof res->reason - len,
+               "; the %llu allocations the two share that are not live at the predicted peak may stop growing at "
+               "their size at %s: each is an uncertain size from there to its fitted size",
+               (unsigned long long)res->bent, rv);
+    }
+  }
   res->checkable = s == GM_OK && res->refused && !two_drift;
   m->have_sizes = s == GM_OK && !res->refused;
   m->checkable = s == GM_OK && res->checkable;

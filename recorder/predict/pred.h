@@ -79,6 +79,9 @@ typedef struct pred_result {
                             --min-confidence or above) unless spanned */
   int drift_spanned;     /* ... a third recording spans it (pred_judge.c, pred_drift_spanned): its
                             allocations are uncertain sizes, checked like the others */
+  uint64_t bent;         /* a drift between two recordings alone: the allocations off the predicted
+                            peak whose sizes may stop at the reference's, checked per setting
+                            between the two (pred.c, pred_bend_ranges); checkable then */
 } pred_result_t;
 
 /* Predict and write out_path (nothing is written when refused or on error). Errors: an input

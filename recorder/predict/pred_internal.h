@@ -118,6 +118,7 @@ typedef struct pred_work {
   /* at the predicted peak */
   uint64_t peak, peak_certain, peak_inconsistent, peak_unmatched[PRED_MAX_INPUTS];
   uint64_t uncertain_max; /* the most live bytes of uncertain allocations at any moment */
+  size_t peak_ev;         /* the reference event at which the predicted peak is reached */
 } pred_work_t;
 
 /* pred_size.c: every reference allocation's size at the target (w->size, why, lo, hi), then
@@ -125,6 +126,12 @@ typedef struct pred_work {
 gm_status_t pred_size_fit(pred_work_t *w, size_t ref, double target, uint64_t granule, pred_result_t *res,
                           gm_err_t *err);
 gm_status_t pred_size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_err_t *err);
+/* After pred_size_events, for a drift between two recordings alone (pred.c says why): the
+ * allocations both make, certain and sized otherwise than at the reference, grouped by (size at
+ * the reference, fitted size); each group with no member live at the predicted peak takes the
+ * range between the two (lo, hi; the fitted size and why stay): its law may stop at the
+ * reference, as a workspace that stops growing does. *n counts the allocations given a range. */
+gm_status_t pred_bend_ranges(pred_work_t *w, size_t ref, uint64_t *n, gm_err_t *err);
 /* pred_write.c: the output's header (the reference's, marked as predicted with its inputs); the
  * trace at path, the reference's events with the variant's sizes. */
 gm_status_t pred_write_header(const pred_work_t *w, const pred_input_t *in, size_t ref, const pred_opts_t *o,

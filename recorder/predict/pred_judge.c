@@ -136,8 +136,11 @@ uint64_t pred_drift_count(const pred_work_t *w, size_t ref, size_t near) {
  * GPT-2-like job, batch 4 and 8 straddle the embedding backward's switch to sorting (14
  * allocations a step at 8 and above), and the attention gradient's 48 and 96 MiB there, a
  * perfect line, is 132 MiB at 16, not 192: answered from 4 and 8 the prediction missed by
- * -1.7 % under max_split_size_mb:128. So the drift stays a refusal without a third recording;
- * with one (HuggingFace GPT-2 at batch 4, 8, 16: the same switch between 8 and 16) it is not. */
+ * -1.7 % under max_split_size_mb:128. So without a third recording the drift is a refusal,
+ * checked per setting with every shared size off the predicted peak free to stop at the
+ * reference's (pred.c, pred_bend_ranges: max_split_size_mb:128 refused there, the default and
+ * expandable segments answered, exact); with one (HuggingFace GPT-2 at batch 4, 8, 16: the same
+ * switch between 8 and 16) the shared sizes are fitted through three points. */
 int pred_drift_spanned(const pred_work_t *w, size_t ref, size_t near) {
   if (w->n < 3) return 0;
   for (size_t i = 0; i < w->rec[ref].n_alloc; i++) {

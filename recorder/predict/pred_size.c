@@ -294,6 +294,7 @@ gm_status_t pred_size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_
       if (live - certain > w->uncertain_max) w->uncertain_max = live - certain;
       if (live > w->peak) {
         w->peak = live;
+        w->peak_ev = e;
         w->peak_certain = certain;
         w->peak_inconsistent = inconsistent;
         memcpy(w->peak_unmatched, unmatched, sizeof unmatched);
@@ -320,5 +321,78 @@ gm_status_t pred_size_events(pred_work_t *w, size_t ref, pred_result_t *res, gm_
   res->confidence = w->peak ? (double)w->peak_certain / (double)w->peak : 1.0;
   res->uncertain_max = w->uncertain_max;
   res->uncertain_share = w->peak ? (double)w->uncertain_max / (double)w->peak : 0.0;
+  return st;
+}
+
+/* A drift between two recordings alone (pred.c says why): the allocations the two share that
+ * are not live at the predicted peak may stop growing at the reference's size. */
+typedef struct bend_cand {
+  uint64_t at_ref, fitted; /* the group: one size at the reference, one fitted size */
+  size_t i;
+} bend_cand_t;
+
+static int by_group(const void *pa, const void *pb) {
+  const bend_cand_t *a = pa, *b = pb;
+  if (a->at_ref != b->at_ref) return a->at_ref < b->at_ref ? -1 : 1;
+  if (a->fitted != b->fitted) return a->fitted < b->fitted ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* live[i]: reference allocation i is live at the predicted peak (after event w->peak_ev). */
+static gm_status_t live_at_peak(const pred_work_t *w, const pred_rec_t *R, uint8_t *live, gm_err_t *err) {
+  amap_t m = {0};
+  size_t ai = 0;
+  gm_status_t st = GM_OK;
+  for (size_t e = 0; e <= w->peak_ev && e < R->n_ev; e++) {
+    const gmt_event_t *ev = &R->ev[e];
+    if (ev->kind == GMT_EV_ALLOC) {
+      size_t old = amap_find(&m, akey(ev));
+      if (old != SIZE_MAX) { /* an address given twice: the first one's free was lost */
+        live[m.val[old]] = 0;
+        amap_del(&m, old);
+      }
+      if (amap_put(&m, akey(ev), ai) < 0) {
+        st = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+        break;
+      }
+      live[ai++] = 1;
+    } else if (ev->kind == GMT_EV_FREE) {
+      size_t s = amap_find(&m, akey(ev));
+      if (s == SIZE_MAX) continue;
+      live[m.val[s]] = 0;
+      amap_del(&m, s);
+    }
+  }
+  free(m.key);
+  free(m.val);
+  return st;
+}
+
+gm_status_t pred_bend_ranges(pred_work_t *w, size_t ref, uint64_t *n, gm_err_t *err) {
+  const pred_rec_t *R = &w->rec[ref];
+  *n = 0;
+  uint8_t *live = calloc(R->n_alloc ? R->n_alloc : 1, 1);
+  bend_cand_t *c = malloc((R->n_alloc ? R->n_alloc : 1) * sizeof *c);
+  gm_status_t st = live && c ? live_at_peak(w, R, live, err) : gm_err_set(err, GM_ERR_NOMEM, "out of memory");
+  size_t nc = 0;
+  for (size_t i = 0; st == GM_OK && i < R->n_alloc; i++) {
+    uint64_t at_ref = R->ev[R->alloc_ev[i]].size;
+    int both = 1;
+    for (size_t j = 0; j < w->n; j++) both &= j == ref || w->match[j][i] >= 0;
+    if (w->why[i] == CERTAIN && both && w->size[i] != at_ref) c[nc++] = (bend_cand_t){at_ref, w->size[i], i};
+  }
+  if (st == GM_OK) qsort(c, nc, sizeof *c, by_group);
+  for (size_t a = 0, b; st == GM_OK && a < nc; a = b) {
+    int any_live = 0;
+    for (b = a; b < nc && c[b].at_ref == c[a].at_ref && c[b].fitted == c[a].fitted; b++) any_live |= live[c[b].i];
+    if (any_live) continue; /* a group at the peak stays as fitted */
+    for (size_t k = a; k < b; k++) {
+      w->lo[c[k].i] = c[k].at_ref < c[k].fitted ? c[k].at_ref : c[k].fitted;
+      w->hi[c[k].i] = c[k].at_ref > c[k].fitted ? c[k].at_ref : c[k].fitted;
+      (*n)++;
+    }
+  }
+  free(c);
+  free(live);
   return st;
 }

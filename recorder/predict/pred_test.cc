@@ -724,12 +724,15 @@ TEST(Predict, ADriftSpannedByAThirdRecordingIsAnUncertainSize) {
   EXPECT_TRUE(three.res.drift_spanned);
   EXPECT_FALSE(three.res.refused) << three.res.reason;
   EXPECT_GT(three.res.uncertain_max, 0u);  // the workspace, uncertain where it is live
-  // from 8 and 16 alone the shared sizes' laws are not checked across the change: refused
+  // from 8 and 16 alone the shared sizes' laws are not checked across the change: refused, and
+  // checkable with every shared size off the peak between its size at 16 and its fitted one
+  // (ASharedSizeOffThePeakMayStopAtTheReference)
   Outcome two = Predict({{w8, 8}, {w16, 16}}, 32);
   ASSERT_EQ(two.st, GM_OK) << two.err.msg;
   EXPECT_FALSE(two.res.drift_spanned);
   ASSERT_TRUE(two.res.refused);
-  EXPECT_FALSE(two.res.checkable);
+  EXPECT_TRUE(two.res.checkable);
+  EXPECT_FALSE(Exists(two.out));
   EXPECT_NE(std::string(two.res.reason).find("do not make the same allocations"), std::string::npos) << two.res.reason;
   // nor when the third does not make what 8 and 16 share (its scores come from another callsite)
   Outcome other = Predict({{Csv("algo4"), 4}, {w8, 8}, {w16, 16}}, 32);
@@ -738,6 +741,62 @@ TEST(Predict, ADriftSpannedByAThirdRecordingIsAnUncertainSize) {
   ASSERT_TRUE(other.res.refused);
   EXPECT_NE(std::string(other.res.reason).find("do not make the same allocations"), std::string::npos)
       << other.res.reason;
+}
+
+TEST(Predict, ASharedSizeOffThePeakMayStopAtTheReference) {
+  // ws8 and ws16 drift (the workspace only 16 makes): a law through the two may bend past 16, so
+  // the temporary (6400 b bytes, freed at once, never live at the peak) ranges from its size at 16
+  // to its fitted size at 32; the activations, the scores and their gradients (live at the peak,
+  // or of one size with what is) stay as fitted; the workspace keeps its own range
+  std::string w8 = Csv("ws8"), w16 = Csv("ws16");
+  pred_input_t in[2] = {{w8.c_str(), 8}, {w16.c_str(), 16}};
+  pred_model_t *m = nullptr;
+  pred_result_t res;
+  gm_err_t err{};
+  ASSERT_EQ(pred_model_open(in, 2, &m, &res, &err), GM_OK) << err.msg;
+  pred_opts_t o{32, -1, nullptr};
+  ASSERT_EQ(pred_model_at(m, &o, &res, &err), GM_OK) << err.msg;
+  ASSERT_TRUE(res.refused);
+  ASSERT_TRUE(res.checkable);
+  EXPECT_EQ(res.bent, 12u);  // 4 temporaries a step, 3 steps
+  EXPECT_NE(std::string(res.reason).find("may stop growing at their size at 16"), std::string::npos) << res.reason;
+  std::string lo = Tmp("lo.zst"), hi = Tmp("hi.zst"), fit = Tmp("fit.zst");
+  ASSERT_EQ(pred_model_write_variant(m, &o, PRED_SIZES_LOW, lo.c_str(), &res, &err), GM_OK) << err.msg;
+  ASSERT_EQ(pred_model_write_variant(m, &o, PRED_SIZES_HIGH, hi.c_str(), &res, &err), GM_OK) << err.msg;
+  ASSERT_EQ(pred_model_write(m, &o, fit.c_str(), &res, &err), GM_OK) << err.msg;
+  std::vector<std::string> sites;
+  auto l = KindsAndSizes(lo, &sites), h = KindsAndSizes(hi), f = KindsAndSizes(fit);
+  ASSERT_EQ(l.size(), f.size());
+  ASSERT_EQ(h.size(), f.size());
+  int tmps = 0, workspaces = 0;
+  for (size_t i = 0; i < l.size(); i++) {
+    if (l[i].first != GMT_EV_ALLOC) continue;
+    if (sites[i] == "model.py:22:tmp") {
+      tmps++;
+      EXPECT_EQ(l[i].second, 6400u * 16) << i;
+      EXPECT_EQ(f[i].second, 6400u * 32) << i;
+      EXPECT_EQ(h[i].second, 6400u * 32) << i;
+    } else if (sites[i] == "model.py:30:workspace") {
+      workspaces++;
+      EXPECT_LE(l[i].second, f[i].second) << i;
+      EXPECT_GT(h[i].second, l[i].second) << i;
+    } else {
+      EXPECT_EQ(l[i], f[i]) << i << " " << sites[i];
+      EXPECT_EQ(h[i], f[i]) << i << " " << sites[i];
+    }
+  }
+  EXPECT_EQ(tmps, 12);
+  EXPECT_EQ(workspaces, 3);
+  pred_model_close(m);
+  // a third recording spans the drift: every shared size is fitted through three points, none bent
+  Outcome three = Predict({{Csv("ws4"), 4}, {w8, 8}, {w16, 16}}, 32);
+  ASSERT_EQ(three.st, GM_OK) << three.err.msg;
+  EXPECT_EQ(three.res.bent, 0u);
+  // and two recordings that make the same allocations are a straight answer
+  Outcome agree = Predict({{Csv("extra16"), 16}, {Csv("extra32"), 32}}, 64);
+  ASSERT_EQ(agree.st, GM_OK) << agree.err.msg;
+  EXPECT_FALSE(agree.res.refused) << agree.res.reason;
+  EXPECT_EQ(agree.res.bent, 0u);
 }
 
 // ---- laws the recordings fix beyond a tensor's (issue 26: refuse only what moves the answer) -

@@ -37,6 +37,7 @@ static void tell(rp_engine_t *e, int call, uint64_t addr, uint64_t size) {
 static gm_status_t w_mem_alloc(void *ctx, uint64_t size, uint64_t *addr) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
+  if (size > e->largest_alloc) e->largest_alloc = size;
   gm_status_t st = e->b->drv.mem_alloc(e->b->drv.ctx, size, addr);
   if (st == GM_OK) {
     rp_peak_seg_add(e, *addr, size, 0);
@@ -74,6 +75,7 @@ static gm_status_t w_va_release(void *ctx, uint64_t addr, uint64_t size) {
 static gm_status_t w_map(void *ctx, uint64_t addr, uint64_t size) {
   rp_engine_t *e = ctx;
   e->alloc_calls++;
+  if (size > e->largest_alloc) e->largest_alloc = size;
   gm_status_t st = e->b->drv.map(e->b->drv.ctx, addr, size);
   if (st == GM_OK) {
     rp_peak_seg_add(e, addr, size, 1);

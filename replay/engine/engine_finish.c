@@ -104,6 +104,8 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->oom_report = e->oom_report;
   r->skipped = e->skipped;
   r->driver_used_at_peak = e->driver_used_at_peak;
+  r->facts = (rp_run_facts_t){e->drv.total_memory, e->peak_reserved, e->largest_alloc, e->req_log2, e->free_calls,
+                              e->ooms == 0 && e->driver_nomem == 0 && s.alloc_retries == 0};
   fill_latency(e, r);
   r->replay_seconds = secs;
   r->events_per_second = secs > 0 ? (double)e->events / secs : 0.0;

@@ -93,24 +93,61 @@ static int table_resize(table_t *t, size_t want) {
   return 0;
 }
 
-gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err) {
-  memset(out, 0, sizeof *out);
-  table_t t = {NULL, 0, 0};
-  uint32_t *id = rp_bigmem_alloc((n ? n : 1) * sizeof *id);
-  struct rp_ids_spares *sp = calloc(1, sizeof *sp);
-  int ok = id && sp && table_init(&t, 0) == 0;
-  uint32_t count = 0;
-  size_t named = 0;
-  for (size_t i = 0; ok && i < n; i++) {
-    if (i == SAMPLE && n >= 4 * SAMPLE && 4 * (size_t)count > named) {
+/* The numbering under way: events [0, done) numbered, room for cap numbers in id. */
+struct rp_ids_builder {
+  table_t t;
+  uint32_t *id;
+  size_t cap, done, hint, named;
+  uint32_t count;
+  int ok, too_many;
+};
+
+rp_ids_builder_t *rp_addr_ids_begin(size_t n_hint) {
+  rp_ids_builder_t *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->hint = n_hint;
+  b->cap = n_hint ? n_hint : 1;
+  b->id = rp_bigmem_alloc(b->cap * sizeof *b->id);
+  b->ok = b->id && table_init(&b->t, 0) == 0;
+  return b;
+}
+
+/* Room for at least want numbers in b->id (a trace longer than its hint). */
+static int id_room(rp_ids_builder_t *b, size_t want) {
+  if (want <= b->cap) return 0;
+  size_t cap = b->cap;
+  while (cap < want) cap *= 2;
+  uint32_t *id = rp_bigmem_alloc(cap * sizeof *id);
+  if (!id) return -1;
+  memcpy(id, b->id, b->done * sizeof *id);
+  rp_bigmem_free(b->id, b->cap * sizeof *b->id);
+  b->id = id;
+  b->cap = cap;
+  return 0;
+}
+
+/* The loop on locals (the builder's fields through a pointer would be reloaded after each
+ * store to id[]: a fifth of the numbering's speed), written back at the end or a failure. */
+void rp_addr_ids_add(rp_ids_builder_t *b, const gmt_event_t *evs, size_t to) {
+  if (!b->ok || to <= b->done) return;
+  if (id_room(b, to) != 0) {
+    b->ok = 0;
+    return;
+  }
+  table_t t = b->t;
+  uint32_t *id = b->id, count = b->count;
+  size_t named = b->named, hint = b->hint, i;
+  int ok = 1;
+  for (i = b->done; i < to; i++) {
+    if (i == SAMPLE && hint >= 4 * SAMPLE && 4 * (size_t)count > named) {
       /* mostly fresh addresses so far: room at once for as many over the whole trace */
-      size_t projected = (size_t)count * (n / SAMPLE);
+      size_t projected = (size_t)count * (hint / SAMPLE);
       if (2 * projected > t.cap && table_resize(&t, projected) != 0) {
         ok = 0;
         break;
       }
     }
-    if (i + PREFETCH < n) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
+    if (i + PREFETCH < to) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
     if (!names_block(evs[i].kind)) {
       id[i] = RP_NO_ID;
       continue;
@@ -120,6 +157,7 @@ gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *o
     if (!x->id1) {
       if (count + 1u >= RP_NO_ID) {
         ok = 0;
+        b->too_many = 1;
         break;
       }
       if (2 * ((size_t)count + 1) > t.cap) {
@@ -134,19 +172,39 @@ gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *o
     }
     id[i] = x->id1 - 1;
   }
-  if (t.s) rp_bigmem_free(t.s, t.cap * sizeof *t.s);
-  if (!ok) {
-    rp_bigmem_free(id, (n ? n : 1) * sizeof *id);
-    free(sp);
-    return gm_err_set(err, GM_ERR_NOMEM, count + 1u >= RP_NO_ID ? "too many addresses to number"
-                                                                 : "out of host memory for the address numbers");
+  b->t = t;
+  b->count = count;
+  b->named = named;
+  b->done = i;
+  b->ok = ok;
+}
+
+gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t n, rp_addr_ids_t *out,
+                            gm_err_t *err) {
+  memset(out, 0, sizeof *out);
+  if (!b) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
+  rp_addr_ids_add(b, evs, n);
+  struct rp_ids_spares *sp = b->ok ? calloc(1, sizeof *sp) : NULL;
+  if (b->t.s) rp_bigmem_free(b->t.s, b->t.cap * sizeof *b->t.s);
+  int too_many = b->too_many;
+  if (!sp) {
+    if (b->id) rp_bigmem_free(b->id, b->cap * sizeof *b->id);
+    free(b);
+    return gm_err_set(err, GM_ERR_NOMEM, too_many ? "too many addresses to number"
+                                                  : "out of host memory for the address numbers");
   }
   out->evs = evs;
   out->n = n;
-  out->id = id;
-  out->count = count;
+  out->id = b->id;
+  out->id_cap = b->cap;
+  out->count = b->count;
   out->spares = sp;
+  free(b);
   return GM_OK;
+}
+
+gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err) {
+  return rp_addr_ids_end(rp_addr_ids_begin(n), evs, n, out, err);
 }
 
 void rp_addr_ids_free(rp_addr_ids_t *ids) {
@@ -156,7 +214,7 @@ void rp_addr_ids_free(rp_addr_ids_t *ids) {
     free(t);
   }
   free(ids->spares);
-  rp_bigmem_free(ids->id, (ids->n ? ids->n : 1) * sizeof *ids->id);
+  if (ids->id) rp_bigmem_free(ids->id, ids->id_cap * sizeof *ids->id);
   memset(ids, 0, sizeof *ids);
 }
 

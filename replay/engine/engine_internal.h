@@ -103,6 +103,7 @@ struct rp_engine {
   uint64_t driver_used_at_peak;
   uint64_t alloc_calls, free_calls, va_calls, pool_trims, driver_nomem;
   uint64_t pool_allocs; /* alloc_async calls: the figure is the stream-ordered pool's */
+  uint64_t largest_alloc, req_log2; /* rp_run_facts_t's: the largest mem_alloc/map, request sizes */
   int64_t first_oom_event, first_oom_ts;
   uint64_t oom_size, oom_stream, oom_live, oom_ext, oom_reserved;
   uint32_t oom_callsite;
@@ -184,6 +185,7 @@ void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t);
  * in `a`; RP_NO_BLOCK is never one. */
 static inline gm_status_t rp_pol_alloc(rp_engine_t *e, uint64_t size, uint64_t stream, uint64_t *blk,
                                        gm_err_t *err) {
+  e->req_log2 |= 1ull << (63 - __builtin_clzll(size | 1)); /* rp_run_facts_t.request_log2 */
   if (e->ops->alloc_h) {
     uint64_t addr;
     return e->ops->alloc_h(e->pol, size, stream, &addr, blk, err);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -253,6 +254,46 @@ TEST(AddrIds, BatchByBatchTheSameNumbersAsTheWholeTrace) {
   EXPECT_EQ(rp_addr_numbering_next(small, evs.data(), evs.size(), nullptr, &err), GM_ERR_INVAL);
   EXPECT_EQ(rp_addr_numbering_count(small), whole.count - 1);
   rp_addr_numbering_free(small);
+  rp_addr_ids_free(&whole);
+}
+
+// Built as the events come (rp_addr_ids_begin/add/end, a decoder's numbering thread): the same
+// numbers as the one-pass build, whatever the pieces, the array moving between them (a copy
+// each time, the old one overwritten) and the hint (exact, too small: the numbers' array
+// grows; too large; 0).
+TEST(AddrIds, BuiltPieceByPieceAsTheEventsComeGivesTheSameNumbers) {
+  const size_t n = 300000;
+  std::mt19937_64 rng(3);
+  std::vector<gmt_event_t> evs;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t a = i < 120000 ? 0x7f0000000000ull + 512 * i : 0x7e0000000000ull + 512 * (rng() % 5000);
+    evs.push_back(Event(rng() % 16 == 0 ? GMT_EV_EMPTY_CACHE : rng() % 2 ? GMT_EV_ALLOC : GMT_EV_FREE, a));
+  }
+  rp_addr_ids_t whole;
+  gm_err_t err{};
+  ASSERT_EQ(rp_addr_ids_build(evs.data(), n, &whole, &err), GM_OK) << err.msg;
+  for (size_t hint : {n, n / 7, 2 * n, (size_t)0}) {
+    SCOPED_TRACE(hint);
+    rp_ids_builder_t *b = rp_addr_ids_begin(hint);
+    std::vector<gmt_event_t> moving(evs.begin(), evs.begin() + 1);
+    size_t to = 0;
+    while (to < n - 5000) {
+      to += 1 + rng() % 70000;
+      if (to > n - 5000) to = n - 5000;
+      std::vector<gmt_event_t> next(evs.begin(), evs.begin() + (long)to);
+      std::fill(moving.begin(), moving.end(), Event(GMT_EV_ALLOC, 1));  // the old array is gone
+      moving.swap(next);
+      rp_addr_ids_add(b, moving.data(), to);
+    }
+    rp_addr_ids_t ids;
+    ASSERT_EQ(rp_addr_ids_end(b, evs.data(), n, &ids, &err), GM_OK) << err.msg;
+    EXPECT_EQ(ids.evs, evs.data());
+    EXPECT_EQ(ids.n, n);
+    EXPECT_EQ(ids.count, whole.count);
+    EXPECT_GE(ids.id_cap, n);
+    EXPECT_EQ(memcmp(ids.id, whole.id, n * sizeof *ids.id), 0);
+    rp_addr_ids_free(&ids);
+  }
   rp_addr_ids_free(&whole);
 }
 

@@ -347,6 +347,8 @@ typedef struct rp_result {
   uint64_t tl_ts[RP_TIMELINE_MAX], tl_reserved[RP_TIMELINE_MAX], tl_allocated[RP_TIMELINE_MAX],
       tl_requested[RP_TIMELINE_MAX];
   rp_peak_snapshot_t peak; /* the memory at the reserved peak (see above) */
+  /* What a policy's same_run reads of this run (rp_policy.h); not part of the results. */
+  rp_run_facts_t facts;
 } rp_result_t;
 
 typedef struct rp_engine rp_engine_t;
@@ -369,11 +371,21 @@ typedef struct rp_addr_ids {
   const gmt_event_t *evs; /* the events numbered (a caller checks it has the same ones) */
   size_t n;
   uint32_t *id;
+  size_t id_cap; /* id's room (>= n) */
   uint32_t count;
   struct rp_ids_spares *spares; /* the engines' tables, kept between replays (NULL: none kept) */
 } rp_addr_ids_t;
 /* Thread-safe once built: the replays of several threads share one numbering. */
 gm_status_t rp_addr_ids_build(const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
+/* The same numbering built as the events come (a decoder's thread numbers what is decoded while
+ * the rest decodes): begin with the count the trace is expected to have (sizing only; NULL: out
+ * of host memory, which end reports), add numbers evs[0, to) (evs: the array as it is now; it
+ * may move between calls, the events in it do not change), end numbers the rest of evs[0, n)
+ * and fills *out as rp_addr_ids_build would (the builder is gone either way). */
+typedef struct rp_ids_builder rp_ids_builder_t;
+rp_ids_builder_t *rp_addr_ids_begin(size_t n_hint);
+void rp_addr_ids_add(rp_ids_builder_t *b, const gmt_event_t *evs, size_t to);
+gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
 void rp_addr_ids_free(rp_addr_ids_t *ids);
 /* A trace read batch by batch from its file (too large to hold): numbered as it is read, the
  * same numbers rp_addr_ids_build gives it whole. rp_addr_ids_streamed makes the numbering the

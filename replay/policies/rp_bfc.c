@@ -191,40 +191,19 @@ static int pol_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, 
   return 1;
 }
 
-const rp_policy_ops_t rp_bfc_ops = {
-    .name = "bfc",
-    .description = "TensorFlow's best-fit-with-coalescing allocator in model words (bfc[:growth|:prealloc=FRACTION])",
-    .create = bfc_create,
-    .destroy = pol_destroy,
-    .alloc = pol_alloc,
-    .free = pol_free,
-    .empty_cache = pol_empty_cache,
-    .release_all = pol_release_all,
-    .stats = pol_stats,
-    .allocated_bytes = pol_allocated_bytes,
-    .check = pol_check,
-    .spec = pol_spec,
-    .oom_report = pol_oom_report,
-    .alloc_h = pol_alloc_h,
-    .free_h = pol_free_h,
-    .handle_addr = pol_handle_addr,
-};
+/* The two differ in their name and in how they start; every operation is the same core's. */
+#define BFC_FAMILY_OPS(NAME, DESCRIPTION, CREATE)                                                 \
+  {                                                                                               \
+    .name = NAME, .description = DESCRIPTION, .create = CREATE, .destroy = pol_destroy,           \
+    .alloc = pol_alloc, .free = pol_free, .empty_cache = pol_empty_cache,                         \
+    .release_all = pol_release_all, .stats = pol_stats, .allocated_bytes = pol_allocated_bytes,   \
+    .check = pol_check, .spec = pol_spec, .oom_report = pol_oom_report, .alloc_h = pol_alloc_h,   \
+    .free_h = pol_free_h, .handle_addr = pol_handle_addr,                                         \
+  }
 
-const rp_policy_ops_t rp_prealloc_ops = {
-    .name = "prealloc",
-    .description = "JAX/XLA: one arena up front, BFC inside (prealloc[:SIZE|FRACTION], default 0.75)",
-    .create = prealloc_create,
-    .destroy = pol_destroy,
-    .alloc = pol_alloc,
-    .free = pol_free,
-    .empty_cache = pol_empty_cache,
-    .release_all = pol_release_all,
-    .stats = pol_stats,
-    .allocated_bytes = pol_allocated_bytes,
-    .check = pol_check,
-    .spec = pol_spec,
-    .oom_report = pol_oom_report,
-    .alloc_h = pol_alloc_h,
-    .free_h = pol_free_h,
-    .handle_addr = pol_handle_addr,
-};
+const rp_policy_ops_t rp_bfc_ops = BFC_FAMILY_OPS(
+    "bfc", "TensorFlow's best-fit-with-coalescing allocator in model words (bfc[:growth|:prealloc=FRACTION])",
+    bfc_create);
+
+const rp_policy_ops_t rp_prealloc_ops = BFC_FAMILY_OPS(
+    "prealloc", "JAX/XLA: one arena up front, BFC inside (prealloc[:SIZE|FRACTION], default 0.75)", prealloc_create);

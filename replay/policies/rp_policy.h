@@ -87,6 +87,18 @@ typedef struct rp_oom_report {
  * because tests and benchmarks drive them directly. */
 #define RP_REQUEST_MAX (1ull << 48)
 
+/* What a finished replay showed that a policy's same_run reads (rp_result_t.facts; the engine
+ * fills it from the calls it forwarded). Policy-neutral: sizes as asked of the driver and of
+ * the policy. */
+typedef struct rp_run_facts {
+  uint64_t total_memory;   /* the driver's total_memory */
+  uint64_t peak_reserved;  /* the most mem_alloc + map bytes live at once */
+  uint64_t largest_alloc;  /* the largest size one mem_alloc or map asked for (failed ones too) */
+  uint64_t request_log2;   /* bit k: a request of a size in [2^k, 2^(k+1)) reached the policy (0: bit 0) */
+  uint64_t segment_frees;  /* mem_free + unmap calls before the end of the replay */
+  int clean;               /* no request failed, no driver call failed, no alloc retried */
+} rp_run_facts_t;
+
 /* A policy implementation. `conf` is the text after "name:" in the spec ("" if none),
  * e.g. "max_split_size_mb:128,expandable_segments:True" for pytorch. */
 typedef struct rp_policy_ops {
@@ -128,6 +140,12 @@ typedef struct rp_policy_ops {
    * the policy's life. The engine reads it after every request instead of calling stats (a
    * call and a copy of the whole struct per event showed in profiles). */
   const uint64_t *(*allocated_bytes)(const rp_policy_t *p);
+  /* Optional: 1 when a replay under conf_b would make exactly the calls, with the same
+   * results, as a replay under conf_a that showed *ran (the same events, driver and engine
+   * options), so that its result is conf_a's with conf_b's spec; 0 when that is not proven
+   * (or a conf does not parse). A sweep copies such results instead of replaying. Pure: reads
+   * its arguments only. */
+  int (*same_run)(const char *conf_a, const char *conf_b, const rp_run_facts_t *ran);
 } rp_policy_ops_t;
 
 /* Registry (replay/policies/rp_registry.c). */

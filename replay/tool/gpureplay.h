@@ -243,6 +243,7 @@ typedef struct gr_decoded {
   gmt_event_t *evs;
   size_t n_evs;
   gr_trace_info_t info; /* what the reader found (stats, damage) */
+  rp_addr_ids_t ids;    /* the events' address numbers (ids.id NULL: none) */
 } gr_decoded_t;
 /* gr_trace_devices, through *dec (emptied first) where the replay will preload the trace. */
 gm_status_t gr_trace_scan(const gr_config_t *cfg, const char *path, gr_decoded_t *dec, int *devs, int max,

@@ -162,6 +162,36 @@ n=$(grep -c "^ *[0-9][0-9]* " "$T/sweep.out")
 grep -q "^   1 " "$T/sweep.out" || fail "sweep: no rank 1"
 [ "$n" = "$(wc -l < "$T/listsweep.out")" ] || fail "sweep: $n ranked, --list-policies said $(wc -l < "$T/listsweep.out")"
 
+# without --check the sweep copies the result of a setting another's run proves alike
+# (gpureplay_same.c): every figure as the replays under --check give it, the table too. A copy
+# keeps its lead's replay_seconds, which is how the test sees that some were copied.
+run sweepcopy 0 "$T/small.zst" --sweep --jobs=2 -o "$T/copy.json"
+run sweepeach 0 "$T/small.zst" --sweep --jobs=2 --check -o "$T/each.json"
+diff <(grep -v "^gpureplay: wrote" "$T/sweepcopy.out") <(grep -v "^gpureplay: wrote" "$T/sweepeach.out") >/dev/null ||
+  fail "sweepcopy: the table differs from the replayed one"
+python3 - "$T/copy.json" "$T/each.json" <<'PY' || fail "sweepcopy: results differ from the replayed ones"
+import json, sys
+def load(p):
+    return json.load(open(p))["runs"]
+def strip(r):
+    return {k: v for k, v in r.items() if k not in ("replay_seconds", "events_per_second")}
+copy, each = load(sys.argv[1]), load(sys.argv[2])
+assert [strip(r) for r in copy] == [strip(r) for r in each], "figures differ"
+secs = [r["replay_seconds"] for r in copy]
+assert len(set(secs)) < len(secs), "no setting was copied"
+PY
+# the same on a trace whose frees wait on stream events (the timing range's followers copied too)
+run sweepcopyreq 0 "$REQ" --sweep --jobs=2 -o "$T/copyreq.json"
+run sweepeachreq 0 "$REQ" --sweep --jobs=2 --check -o "$T/eachreq.json"
+python3 - "$T/copyreq.json" "$T/eachreq.json" <<'PY' || fail "sweepcopyreq: results differ from the replayed ones"
+import json, sys
+def runs(p):
+    return [{k: v for k, v in r.items() if k not in ("replay_seconds", "events_per_second")}
+            for r in json.load(open(p))["runs"]]
+assert runs(sys.argv[1]) == runs(sys.argv[2])
+assert any("peak_reserved_range" in r for r in runs(sys.argv[1])), "no timing range"
+PY
+
 # --tune on a real trace (two_streams): the grid's best is expandable segments (304 MiB); the
 # search finds a setting below every grid point, says by how much, and answers capacity
 run tune 0 "$REQ" --tune --jobs=2

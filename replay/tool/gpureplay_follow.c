@@ -64,6 +64,7 @@ static void follow(job_t *j, const job_t *pt, int role, const gmt_event_t *evs, 
   j->n_evs = n_evs;
   j->role = role;
   j->dep = -1;
+  j->lead = 0;
   j->range_v = 0;
   j->skipped = 0;
   j->res = res;

@@ -32,6 +32,9 @@ typedef struct job {
    * result or skipped (grj_range_setup; the spread skips the async pool's) */
   int dep, role, range_v;
   int skipped; /* set by the pool: its point replay said not to run */
+  /* lead > 0: jobs[lead - 1] may have replayed alike (gpureplay_same.c): the pool copies its
+   * result when the policy's same_run proves it, else replays this one; 0: none */
+  int lead;
   rp_result_t *res;
   gm_status_t st;
   gm_err_t err;
@@ -87,5 +90,13 @@ gm_status_t grj_timing_range(const gr_config_t *cfg, const pool_t *rec, rp_resul
 gm_status_t grj_placement_spread(const gr_config_t *cfg, const pool_t *rec, rp_result_t **res,
                                  const gmt_event_t *evs, size_t n_evs, const gr_trace_info_t *info,
                                  gm_err_t *err);
+
+/* ---- results copied between settings that replay alike (gpureplay_same.c) ---- */
+
+/* Sets every job's lead (0: none): the n point jobs p->jobs[0..n) and their followers
+ * p->jobs[n..p->n) (of[k]: the point job of follower n + k). */
+void grj_same_leads(const gr_config_t *cfg, pool_t *p, int n, const int *of);
+/* Job j (lead > 0), its lead finished: 1 when the lead's result is j's (under j's spec). */
+int grj_same_proven(const pool_t *p, const job_t *j);
 
 #endif

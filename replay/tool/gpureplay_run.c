@@ -248,11 +248,28 @@ static void run_job(job_t *j, pool_t *p) {
   grj_end(j, b, e);
 }
 
-/* A follower was put after its point replay, so that was taken first (by this thread or
- * another): waiting for it ends. Mostly it finished long before (gr_run_trace's order). */
-static void wait_dep(pool_t *p, const job_t *j) {
+/* Job j's result is its finished lead l's (gpureplay_same.c): copied under j's own spec, which
+ * (and a bad conf's error, as its replay would have failed) comes from j's engine, which
+ * replays nothing. */
+static void copy_lead(job_t *j, const job_t *l) {
+  rp_backend_t *b = NULL;
+  rp_engine_t *e = NULL;
+  grj_start(j, &b, &e);
+  if (!b) return;
+  grj_end(j, b, e);
+  if (j->st != GM_OK) return;
+  char spec[sizeof j->res->policy];
+  memcpy(spec, j->res->policy, sizeof spec);
+  *j->res = *l->res;
+  memcpy(j->res->policy, spec, sizeof spec);
+}
+
+/* A follower was put after its point replay (a copy after its lead), so that was taken first
+ * (by this thread or another): waiting for it ends. Mostly it finished long before
+ * (gr_run_trace's order). */
+static void wait_for(pool_t *p, int i) {
   if (!p->fin) return; /* one thread, in order: done already */
-  while (!atomic_load(&p->fin[j->dep])) {
+  while (!atomic_load(&p->fin[i])) {
     struct timespec ts = {0, 100 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -266,13 +283,17 @@ static void *worker(void *arg) {
     int i = p->order ? p->order[k] : k;
     job_t *j = &p->jobs[i];
     if (j->dep >= 0) {
-      wait_dep(p, j);
+      wait_for(p, j->dep);
       const job_t *d = &p->jobs[j->dep];
       if (d->st != GM_OK) j->skipped = 1;
       else if (j->role == GRJ_RANGE) j->skipped = !grj_range_setup(j, d->res);
       else j->skipped = d->res->pool_allocs != 0; /* the spread: not the async pool's */
     }
-    if (!j->skipped) run_job(j, p);
+    if (!j->skipped) {
+      if (j->lead > 0) wait_for(p, j->lead - 1); /* taken before j: mostly done long before */
+      if (j->lead > 0 && grj_same_proven(p, j)) copy_lead(j, &p->jobs[j->lead - 1]);
+      else run_job(j, p);
+    }
     if (p->fin) atomic_store(&p->fin[i], 1);
     atomic_fetch_add(&p->done, 1);
   }
@@ -294,6 +315,7 @@ void grj_init(job_t *j, const gr_config_t *cfg, const char *path, const char *sp
   j->context_bytes = cfg->count_other == GR_OTHER_NO ? 0 : info->context_bytes;
   j->ids = NULL;
   j->dep = -1;
+  j->lead = 0;
   j->res = res;
 }
 
@@ -405,14 +427,22 @@ static int costly(const gr_config_t *cfg, const char *spec) {
   return grj_addresses_for(cfg, spec) == RP_VA_DRIVER || (!strncmp(spec, "direct", 6) && (!spec[6] || spec[6] == ':'));
 }
 
+/* Appends to order[k..] the jobs [from, to) with a lead (led) or without, costly or not (cost:
+ * 1, 0; -1: either), in turn; the new count. */
+static int take(const gr_config_t *cfg, const pool_t *p, int from, int to, int led, int cost, int *order, int k) {
+  for (int i = from; i < to; i++)
+    if (!p->jobs[i].lead == !led && (cost < 0 || costly(cfg, p->jobs[i].spec) == cost)) order[k++] = i;
+  return k;
+}
+
+/* Jobs with a lead (gpureplay_same.c) go after those of their kind without, leads among
+ * them: when taken, their lead has finished (or is the last to finish) and most are copies. */
 static const int *cost_order(const gr_config_t *cfg, const pool_t *p, int n, int ms, int *order) {
   int k = 0;
-  for (int i = 0; i < n; i++)
-    if (costly(cfg, p->jobs[i].spec)) order[k++] = i;
-  for (int i = n; i < n + ms; i++) order[k++] = i;
-  for (int i = 0; i < n; i++)
-    if (!costly(cfg, p->jobs[i].spec)) order[k++] = i;
-  for (int i = n + ms; i < p->n; i++) order[k++] = i;
+  for (int led = 0; led < 2; led++) k = take(cfg, p, 0, n, led, 1, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, n, n + ms, led, -1, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, 0, n, led, 0, order, k);
+  for (int led = 0; led < 2; led++) k = take(cfg, p, n + ms, p->n, led, -1, order, k); /* the range's */
   return order;
 }
 
@@ -427,14 +457,22 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   size_t n_evs = 0;
   int want_preload = gr_trace_wants_preload(cfg, path, info), own_evs = 0;
   const gr_decoded_t *dec = cfg->decoded;
+  /* Events in memory replayed more than once: their addresses numbered once for all the
+   * replays, beside the decode (rp_addr_ids_t; none, host memory short: each replay hashes them
+   * itself). */
+  rp_addr_ids_t own_ids;
+  memset(&own_ids, 0, sizeof own_ids);
+  const rp_addr_ids_t *ids = NULL;
   if (want_preload && dec && dec->evs && dec->path && strcmp(dec->path, path) == 0) {
     evs = dec->evs; /* gr_trace_scan decoded it already */
     n_evs = dec->n_evs;
+    ids = dec->ids.id ? &dec->ids : NULL;
     gr_trace_take_integrity(info, &dec->info.stats, dec->info.damage);
   } else if (want_preload) {
-    st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, err);
+    st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &evs, &n_evs, info, &own_ids, err);
     if (st != GM_OK) return st;
     own_evs = 1;
+    ids = own_ids.id ? &own_ids : NULL;
   }
   if (st == GM_OK && info->has_context) {
     if (evs) gr_context_from_events(evs, n_evs, cfg->device, info);
@@ -459,26 +497,27 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
     free(p.jobs);
     free(out);
     free(of);
+    if (own_ids.id) rp_addr_ids_free(&own_ids);
     if (own_evs) free(evs);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   }
   p.n = n;
-  /* Events in memory replayed more than once: their addresses numbered once for all the
-   * replays (rp_addr_ids_t; without, host memory short, each replay hashes them itself). */
-  rp_addr_ids_t ids;
-  gm_err_t ids_err;
-  int have_ids = evs && (size_t)n + more > 1 && rp_addr_ids_build(evs, n_evs, &ids, &ids_err) == GM_OK;
   for (int i = 0; i < n; i++) {
     grj_init(&p.jobs[i], cfg, path, cfg->policies[i], evs, n_evs, total_memory, info, res[i]);
     p.jobs[i].event_timing = cfg->event_timing;
-    if (have_ids) p.jobs[i].ids = &ids;
+    if ((size_t)n + more > 1) p.jobs[i].ids = ids;
   }
   /* the spread first: its replays wait for the first point replays (PyTorch's settings lead the
    * grids), the range's for every one, the last ones too (most are skipped at once) */
   int ms = merge && spread ? grj_spread_add(cfg, &p, p.jobs, n, res, 0, evs, n_evs, out, of) : 0;
   int mr = merge && range ? grj_range_add(&p, p.jobs, n, res, 0, evs, n_evs, out + ms, of + ms) : 0;
-  int *order = ms ? malloc((size_t)p.n * sizeof *order) : NULL;
+  /* settings that may replay as an earlier one does wait for it and copy its result */
+  grj_same_leads(cfg, &p, n, of);
+  int led = 0;
+  for (int i = 0; i < p.n; i++) led |= p.jobs[i].lead != 0;
+  int *order = ms || led ? malloc((size_t)p.n * sizeof *order) : NULL;
   if (order) p.order = cost_order(cfg, &p, n, ms, order);
+  else if (led) grj_same_leads(cfg, &p, 0, NULL); /* no order: no copies */
   grj_run_pool(cfg, &p, n_evs ? n_evs : info->events_in_index, path, cfg->progress);
   free(order);
   p.order = NULL;
@@ -501,7 +540,7 @@ gm_status_t gr_run_trace(const gr_config_t *cfg, const char *path, gr_trace_info
   free(out);
   free(of);
   free(p.jobs);
-  if (have_ids) rp_addr_ids_free(&ids);
+  if (own_ids.id) rp_addr_ids_free(&own_ids);
   if (own_evs) free(evs);
   if (st == GM_OK && n > 0 && res[0]->recorded_failures && res[0]->first_failure_callsite)
     gr_trace_callsite(path, res[0]->first_failure_callsite, info->failure_callsite, sizeof info->failure_callsite);

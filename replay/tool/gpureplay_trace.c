@@ -218,9 +218,13 @@ int gr_count_other(const gr_config_t *cfg, const gr_trace_info_t *info) {
                                                                            : RP_OTHER_FLAGGED_MAPS;
 }
 
+/* Events decoded per call while a numbering thread follows: it starts on the first ones. */
+#define PRELOAD_STEP ((size_t)1 << 16)
+
 gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gmt_event_t **out, size_t *n,
-                             gr_trace_info_t *info, gm_err_t *err) {
+                             gr_trace_info_t *info, rp_addr_ids_t *ids, gm_err_t *err) {
   gmt_reader_t *r = NULL;
+  if (ids) memset(ids, 0, sizeof *ids);
   gm_status_t st = gmt_reader_open_flags(&r, path, flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   /* the index's count is a hint from the file: it sizes the first allocation, never more than
@@ -228,12 +232,16 @@ gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gm
   size_t cap = hint && hint <= PRELOAD_MAX_BYTES / sizeof(gmt_event_t) ? (size_t)hint : 65536, len = 0;
   gmt_event_t *evs = malloc(cap * sizeof *evs);
   gmt_event_t more[64]; /* the array full: is there more? (the index's count is mostly exact) */
+  gr_numbering_t *nb = ids && evs ? gr_numbering_start(cap) : NULL;
   while (evs) {
     size_t k = 0;
     int full = len == cap;
-    st = gmt_reader_next_batch(r, full ? more : evs + len, full ? sizeof more / sizeof more[0] : cap - len, &k, err);
+    size_t room = full ? sizeof more / sizeof more[0] : cap - len;
+    if (nb && room > PRELOAD_STEP) room = PRELOAD_STEP;
+    st = gmt_reader_next_batch(r, full ? more : evs + len, room, &k, err);
     if (st == GM_END) break;
     if (st == GM_OK && full) {
+      gr_numbering_pause(nb); /* the array moves: the thread must not read it */
       gmt_event_t *g = realloc(evs, 2 * cap * sizeof *evs);
       if (!g) { /* not a shorter trace: the error below */
         free(evs);
@@ -246,16 +254,23 @@ gm_status_t gr_trace_preload(const char *path, unsigned flags, uint64_t hint, gm
     }
     if (st != GM_OK) {
       gm_err_wrap(err, "cannot read '%s'", path);
+      gr_numbering_cancel(nb);
       free(evs);
       gmt_reader_close(r);
       return st;
     }
     len += k;
+    gr_numbering_more(nb, evs, len);
   }
   const char *damage = gmt_reader_damage(r);
   gr_trace_take_integrity(info, gmt_reader_stats(r), damage ? damage : "");
   gmt_reader_close(r);
-  if (!evs) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory decoding '%s'", path);
+  if (!evs) {
+    gr_numbering_cancel(nb);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory decoding '%s'", path);
+  }
+  gm_err_t ids_err; /* without (host memory short) each replay hashes the addresses itself */
+  if (ids && gr_numbering_end(nb, evs, len, ids, &ids_err) != GM_OK) memset(ids, 0, sizeof *ids);
   *out = evs;
   *n = len;
   return GM_OK;
@@ -317,6 +332,7 @@ int gr_trace_wants_preload(const gr_config_t *cfg, const char *path, const gr_tr
 }
 
 void gr_decoded_free(gr_decoded_t *dec) {
+  if (dec->ids.id) rp_addr_ids_free(&dec->ids);
   free(dec->evs);
   memset(dec, 0, sizeof *dec);
 }
@@ -331,7 +347,8 @@ gm_status_t gr_trace_scan(const gr_config_t *cfg, const char *path, gr_decoded_t
   if (cfg->read_flags == GMT_READ_SALVAGE &&
       gr_trace_probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err) == GM_OK &&
       gr_trace_wants_preload(cfg, path, info) &&
-      gr_trace_preload(path, cfg->read_flags, info->events_in_index, &dec->evs, &dec->n_evs, info, err) == GM_OK) {
+      gr_trace_preload(path, cfg->read_flags, info->events_in_index, &dec->evs, &dec->n_evs, info, &dec->ids, err) ==
+          GM_OK) {
     dec->path = path;
     uint64_t seen[1024] = {0};
     scan_devices(dec->evs, dec->n_evs, seen, devs, max, n);
@@ -351,10 +368,8 @@ gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t 
   gm_status_t st = gr_trace_probe(path, cfg->read_flags, cfg->sync_allocs, cfg->vmm_buffers, info, err);
   if (st != GM_OK) return st;
   lt->total_memory = gr_trace_device_memory(cfg, info);
-  st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, err);
+  st = gr_trace_preload(path, cfg->read_flags, info->events_in_index, &lt->evs, &lt->n_evs, info, &lt->ids, err);
   if (st == GM_OK && info->has_context) gr_context_from_events(lt->evs, lt->n_evs, cfg->device, info);
-  gm_err_t ids_err; /* without (host memory short) each replay hashes the addresses itself */
-  if (st == GM_OK && rp_addr_ids_build(lt->evs, lt->n_evs, &lt->ids, &ids_err) != GM_OK) memset(&lt->ids, 0, sizeof lt->ids);
   return st;
 }
 

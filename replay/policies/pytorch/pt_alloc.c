@@ -37,18 +37,22 @@ RB_GENERATE(pt_unmapped_tree, pt_block, rb, pt_cmp_addr)
 
 /* ---- block and segment structs ---- */
 
-pt_block_t *pt_block_new(rp_policy_t *p) {
-  if (!p->spare) {
-    pt_slab_t *s = aligned_alloc(64, sizeof *s); /* sizeof is a multiple of 64 */
-    if (!s) return NULL;
-    memset(s, 0, sizeof *s); /* where = PT_IN_NONE: the slab walks skip spare blocks */
-    s->next = p->slabs;
-    p->slabs = s;
-    for (int i = 255; i >= 0; i--) {
-      s->blocks[i].link = p->spare;
-      p->spare = &s->blocks[i];
-    }
+/* 256 spare blocks more. 0, or -1 when host memory ran out. */
+static __attribute__((noinline)) int slab_new(rp_policy_t *p) {
+  pt_slab_t *s = aligned_alloc(64, sizeof *s); /* sizeof is a multiple of 64 */
+  if (!s) return -1;
+  memset(s, 0, sizeof *s); /* where = PT_IN_NONE: the slab walks skip spare blocks */
+  s->next = p->slabs;
+  p->slabs = s;
+  for (int i = 255; i >= 0; i--) {
+    s->blocks[i].link = p->spare;
+    p->spare = &s->blocks[i];
   }
+  return 0;
+}
+
+static inline __attribute__((always_inline)) pt_block_t *block_new(rp_policy_t *p) {
+  if (!p->spare && slab_new(p) != 0) return NULL;
   pt_block_t *b = p->spare;
   p->spare = b->link;
   /* Field by field, not memset: a memset of the block compiled to `rep stos`, whose start-up
@@ -65,13 +69,17 @@ pt_block_t *pt_block_new(rp_policy_t *p) {
   return b;
 }
 
-void pt_block_put(rp_policy_t *p, pt_block_t *b) {
+pt_block_t *pt_block_new(rp_policy_t *p) { return block_new(p); }
+
+static inline __attribute__((always_inline)) void block_put(rp_policy_t *p, pt_block_t *b) {
   b->where = PT_IN_NONE; /* the slab walks (release_all, check) take it for a spare */
   b->allocated = 0;
   b->link = p->spare;
   p->spare = b;
   p->n_blocks--;
 }
+
+void pt_block_put(rp_policy_t *p, pt_block_t *b) { block_put(p, b); }
 
 pt_seg_t *pt_seg_new(rp_policy_t *p) {
   pt_seg_t *s = calloc(1, sizeof *s);
@@ -91,10 +99,8 @@ void pt_seg_put(rp_policy_t *p, pt_seg_t *s) {
   free(s);
 }
 
-pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->small ? 0 : 1]; }
-
 /* insert_into_blocks: also restarts the block's GC age. */
-int pt_free_insert(rp_policy_t *p, pt_block_t *b) {
+static inline __attribute__((always_inline)) int free_insert(rp_policy_t *p, pt_block_t *b) {
   pt_pool_t *pool = pt_pool_of(p, b);
   if (pt_bins_insert(&pool->free, b) != 0) return -1;
   b->gc_base = pool->get_free_calls;
@@ -102,10 +108,13 @@ int pt_free_insert(rp_policy_t *p, pt_block_t *b) {
   return 0;
 }
 
-void pt_free_remove(rp_policy_t *p, pt_block_t *b) {
+static inline __attribute__((always_inline)) void free_remove(rp_policy_t *p, pt_block_t *b) {
   pt_bins_remove(&pt_pool_of(p, b)->free, b);
   b->where = PT_IN_NONE;
 }
+
+int pt_free_insert(rp_policy_t *p, pt_block_t *b) { return free_insert(p, b); }
+void pt_free_remove(rp_policy_t *p, pt_block_t *b) { free_remove(p, b); }
 
 void pt_unmapped_insert(rp_policy_t *p, pt_block_t *b) {
   b->where = PT_IN_UNMAPPED;
@@ -153,27 +162,31 @@ static uint64_t expandable_size(const pt_block_t *b) {
   return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-static int get_free_block(rp_policy_t *p, params_t *a) {
+/* get_free_block's walk from an expandable segment's block: with expandable segments, best
+ * fit by the size a block could grow to into the unmapped range after it; without, the
+ * first block that is not expandable. NULL: none. */
+static __attribute__((noinline)) pt_block_t *expandable_fit(rp_policy_t *p, pt_block_t *b) {
+  if (p->conf.expandable_segments) {
+    pt_block_t *n = pt_bins_next_in_stream(b);
+    while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
+      b = n;
+      n = pt_bins_next_in_stream(n);
+    }
+    return b;
+  }
+  do b = pt_bins_next_in_stream(b);
+  while (b && b->expandable);
+  return b;
+}
+
+static inline __attribute__((always_inline)) int get_free_block(rp_policy_t *p, params_t *a) {
   pt_pool_t *pool = a->pool;
   if (p->gc_active) pool->get_free_calls++;
   /* torch's lower_bound, then its checks that the block is on the request's stream: here the
    * search stays within the stream's group and answers NULL where torch's stream check fails */
   pt_block_t *b = pt_bins_lower_in_stream(&pool->free, a->stream, a->size);
   if (!b) return 0;
-  if (b->expandable) {
-    if (p->conf.expandable_segments) {
-      /* best fit by the size the block could grow to into the unmapped range after it */
-      pt_block_t *n = pt_bins_next_in_stream(b);
-      while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
-        b = n;
-        n = pt_bins_next_in_stream(n);
-      }
-    } else {
-      do b = pt_bins_next_in_stream(b);
-      while (b && b->expandable);
-      if (!b) return 0;
-    }
-  }
+  if (b->expandable && !(b = expandable_fit(p, b))) return 0;
   uint64_t msplit = p->conf.max_split_size;
   if (a->size < msplit && b->size >= msplit) return 0; /* no oversize block for a small request */
   if (a->size >= msplit && b->size >= a->size + p->conf.max_non_split_rounding) return 0;
@@ -196,7 +209,7 @@ static gm_status_t release_block(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
 /* garbage_collect_cached_blocks: free aged unsplit large blocks of every stream until reserved
  * is back under threshold * allowed maximum. Runs only with a memory fraction. */
 static gm_status_t garbage_collect(rp_policy_t *p, gm_err_t *err) {
-  uint64_t threshold = (uint64_t)(p->conf.gc_threshold * (double)p->allowed_max);
+  uint64_t threshold = rp_pytorch_gc_threshold(&p->conf, p->allowed_max);
   if (p->total_allocated_memory <= threshold) return GM_OK;
   uint64_t target = p->total_allocated_memory - threshold, reclaimed = 0, total_age = 0;
   int64_t count = 0;
@@ -332,55 +345,79 @@ static int should_split(rp_policy_t *p, const pt_block_t *b, uint64_t size) {
  * smaller size) is below the old one, so it keeps b's place in the order (no remove and
  * insert) when it stays in its size class and the block before it still sorts before it
  * (pt_bins_shrunk). A split is most allocations. 0, or -1 when host memory ran out. */
-static int remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
+static inline __attribute__((always_inline)) int remainder_to_pool(rp_policy_t *p, pt_block_t *b, int in_tree) {
   if (in_tree) {
     pt_pool_t *pool = pt_pool_of(p, b);
     b->gc_base = pool->get_free_calls; /* as pt_free_insert: its GC age restarts */
     return pt_bins_shrunk(&pool->free, b);
   }
-  return pt_free_insert(p, b);
+  return free_insert(p, b);
 }
 
-gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
-  if (orig > RP_REQUEST_MAX) { /* round_size would wrap around; no device has it anyway */
-    p->st.ooms++;
-    return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of memory: tried to allocate %" PRIu64 " bytes, more than any device has", orig);
+/* No cached block fits (a.size, a.stream): GC, a new segment (alloc_block), the release
+ * paths, then out of memory. GM_OK with a->block set, or the failure. Out of line: the
+ * cache serves all but a few hundred of a replay's requests. */
+static __attribute__((noinline)) gm_status_t malloc_miss(rp_policy_t *p, params_t *a, gm_err_t *err) {
+  a->alloc_size = rp_pytorch_allocation_size(&p->conf, a->size);
+  if (p->gc_active) {
+    gm_status_t s = garbage_collect(p, err);
+    if (s != GM_OK) return s;
   }
-  params_t a = {0};
-  a.size = rp_pytorch_round_size(&p->conf, orig);
-  a.stream = stream;
-  a.pool = &p->pools[a.size > PT_SMALL_SIZE]; /* an index, not a branch: sizes mix both pools */
-  int found = get_free_block(p, &a);
-  if (!found) {
-    a.alloc_size = rp_pytorch_allocation_size(&p->conf, a.size); /* only a miss needs it */
-    if (p->gc_active) {
-      gm_status_t s = garbage_collect(p, err);
-      if (s != GM_OK) return s;
-    }
-    found = alloc_block(p, &a, 0, err);
-    if (found == 0) {
-      found = release_available(p, &a, err);
-      if (found == 1) found = alloc_block(p, &a, 0, err);
-    }
-    if (found == 0) {
-      gm_status_t s = pt_release_cached(p, err);
-      if (s != GM_OK) return s;
-      found = alloc_block(p, &a, 1, err);
-    }
-    if (found < 0) return (gm_status_t)found;
+  int found = alloc_block(p, a, 0, err);
+  if (found == 0) {
+    found = release_available(p, a, err);
+    if (found == 1) found = alloc_block(p, a, 0, err);
   }
+  if (found == 0) {
+    gm_status_t s = pt_release_cached(p, err);
+    if (s != GM_OK) return s;
+    found = alloc_block(p, a, 1, err);
+  }
+  if (found < 0) return (gm_status_t)found;
   if (!found) {
     p->st.ooms++;
     return gm_err_set(err, GM_ERR_NOMEM,
                       "pytorch: out of memory: tried to allocate %" PRIu64 " bytes (segment %" PRIu64 ") on stream %" PRIu64,
-                      a.size, a.alloc_size, stream);
+                      a->size, a->alloc_size, a->stream);
+  }
+  return GM_OK;
+}
+
+static __attribute__((noinline)) gm_status_t too_large(rp_policy_t *p, uint64_t orig, gm_err_t *err) {
+  p->st.ooms++;
+  return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of memory: tried to allocate %" PRIu64 " bytes, more than any device has", orig);
+}
+
+static __attribute__((noinline)) gm_status_t no_host_memory(gm_err_t *err) {
+  return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+}
+
+/* torch's round_size: without roundup_power2_divisions (the default) a multiple of 512 at
+ * once; with them, pt_conf.c's. */
+static inline uint64_t round_size(const rp_policy_t *p, uint64_t size) {
+  if (!p->round_plain) return rp_pytorch_round_size(&p->conf, size);
+  return size < PT_MIN_BLOCK ? PT_MIN_BLOCK : (size + PT_MIN_BLOCK - 1) & ~(PT_MIN_BLOCK - 1);
+}
+
+/* malloc; inline in its two entries (the address API's pt_malloc, the handle API's
+ * pt_malloc_h), with the bins' operations inline in it: one call per request. */
+static inline __attribute__((always_inline)) gm_status_t malloc_block(rp_policy_t *p, uint64_t orig, uint64_t stream,
+                                                                      pt_block_t **out, gm_err_t *err) {
+  if (orig > RP_REQUEST_MAX) return too_large(p, orig, err); /* round_size would wrap around */
+  params_t a = {0};
+  a.size = round_size(p, orig);
+  a.stream = stream;
+  a.pool = &p->pools[a.size > PT_SMALL_SIZE]; /* an index, not a branch: sizes mix both pools */
+  if (!get_free_block(p, &a)) {
+    gm_status_t s = malloc_miss(p, &a, err);
+    if (s != GM_OK) return s;
   }
   pt_block_t *b = a.block;
   if (!should_split(p, b, a.size)) {
-    if (a.in_tree) pt_free_remove(p, b);
+    if (a.in_tree) free_remove(p, b);
   } else {
-    pt_block_t *nb = pt_block_new(p);
-    if (!nb) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+    pt_block_t *nb = block_new(p);
+    if (!nb) return no_host_memory(err);
     nb->addr = b->addr;
     nb->size = a.size;
     nb->stream = b->stream;
@@ -388,13 +425,13 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
     nb->small = b->small;
     nb->expandable = b->expandable;
     nb->prev = b->prev;
-    pt_block_t sink, *before = nb->prev ? nb->prev : &sink; /* a select, not a branch */
-    before->next = nb;
+    pt_block_t **link = nb->prev ? &nb->prev->next : &p->sink; /* a select, not a branch */
+    *link = nb;
     nb->next = b;
     b->prev = nb;
     b->addr += a.size;
     b->size -= a.size;
-    if (remainder_to_pool(p, b, a.in_tree) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+    if (remainder_to_pool(p, b, a.in_tree) != 0) return no_host_memory(err);
     p->st.splits++;
     b = nb;
   }
@@ -403,6 +440,19 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t
   b->seq = ++p->seq;
   p->allocated_bytes += b->size;
   *out = b;
+  return GM_OK;
+}
+
+gm_status_t pt_malloc(rp_policy_t *p, uint64_t orig, uint64_t stream, pt_block_t **out, gm_err_t *err) {
+  return malloc_block(p, orig, stream, out, err);
+}
+
+gm_status_t pt_malloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle, gm_err_t *err) {
+  pt_block_t *b = NULL;
+  gm_status_t s = malloc_block(p, size, stream, &b, err);
+  if (s != GM_OK) return s;
+  *addr = b->addr;
+  *handle = (uint64_t)(uintptr_t)b;
   return GM_OK;
 }
 
@@ -415,7 +465,7 @@ static const pt_block_t segment_end = {.allocated = 1};
  * previous in few). Most frees merge: the first neighbour absorbed (slot) is left in the free
  * set and the merged block (same stream, larger size) takes its place there
  * (pt_bins_replace: its tree node when the order allows) instead of a remove and an insert. */
-gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
+static inline __attribute__((always_inline)) gm_status_t free_block(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
   b->in_hash = 0; /* the address API took its node out of p->live already */
   b->allocated = 0;
   b->where = PT_IN_NONE;
@@ -438,21 +488,30 @@ gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) {
     b->next = nx->next;
     if (b->next) b->next->prev = b;
     if (slot) {
-      pt_free_remove(p, nx);
-      pt_block_put(p, nx);
+      free_remove(p, nx);
+      block_put(p, nx);
     } else {
       slot = nx;
     }
   }
   if (slot) {
     pt_pool_t *pool = pt_pool_of(p, slot);
-    if (pt_bins_replace(&pool->free, slot, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+    if (pt_bins_replace(&pool->free, slot, b) != 0) return no_host_memory(err);
     b->gc_base = pool->get_free_calls; /* as pt_free_insert */
     b->where = PT_IN_FREE;
     slot->where = PT_IN_NONE;
-    pt_block_put(p, slot);
+    block_put(p, slot);
     return GM_OK;
   }
-  if (pt_free_insert(p, b) != 0) return gm_err_set(err, GM_ERR_NOMEM, "pytorch: out of host memory");
+  if (free_insert(p, b) != 0) return no_host_memory(err);
   return GM_OK;
+}
+
+gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err) { return free_block(p, b, err); }
+
+gm_status_t pt_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
+  pt_block_t *b = (pt_block_t *)(uintptr_t)handle;
+  if (!b || b->where != PT_IN_LIVE || b->in_hash)
+    return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of a block that is not live by handle");
+  return free_block(p, b, err);
 }

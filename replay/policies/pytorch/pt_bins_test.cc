@@ -62,6 +62,23 @@ void ExpectSameOrder(const pt_bins_t *s, const Model &m, const char *where, uint
   ASSERT_EQ(i, 0u);
 }
 
+// Each bin's least block (kept beside its root) is the model's first block of that stream and
+// size class: the model is sorted and classes are monotonic, so a bin's blocks are a run.
+void ExpectLeastBlocks(const pt_bins_t *s, const Model &m, uint64_t seed, int op) {
+  for (size_t i = 0; i < m.v.size(); i++) {
+    const pt_block_t *b = m.v[i];
+    uint32_t k = pt_bins_class(b->size);
+    bool first = i == 0 || m.v[i - 1]->stream != b->stream || pt_bins_class(m.v[i - 1]->size) != k;
+    ASSERT_EQ(b->bin, k) << "seed " << seed << " op " << op;
+    const pt_bin_t *bin = &b->grp->bins[k / PT_BINS_CHUNK][k % PT_BINS_CHUNK];
+    if (first) {
+      ASSERT_EQ(bin->min, b) << "seed " << seed << " op " << op << " index " << i;
+    }
+  }
+  const char *why = pt_bins_verify(s);
+  ASSERT_EQ(why, nullptr) << why << " seed " << seed << " op " << op;
+}
+
 void RunProgram(const Program &pg) {
   std::mt19937_64 rng(pg.seed);
   auto rnd = [&](uint64_t n) { return n ? (uint64_t)(rng() % n) : 0; };
@@ -127,6 +144,8 @@ void RunProgram(const Program &pg) {
       m.keys.insert(k);
       m.Sort();
     }
+    if (s.ng <= 4 || op % 16 == 0) ExpectLeastBlocks(&s, m, pg.seed, op);
+    if (::testing::Test::HasFatalFailure()) return;
     // Searches: a random key and a key at an existing block's size.
     for (int q = 0; q < 2; q++) {
       Key k = rand_key();
@@ -227,7 +246,7 @@ TEST(PtBins, ManyStreamsGroupsComeAndGo) {
 
 TEST(PtBins, ThousandsOfStreams) {
   // One free block on each of 20000 streams, inserted in a random order: the groups (a tree
-  // by stream) keep the streams' order; each group holds one small root array.
+  // by stream) keep the streams' order; each group holds one small array of bins.
   std::mt19937_64 rng(11);
   std::vector<uint64_t> streams;
   for (uint64_t i = 0; i < 20000; i++) streams.push_back(i * 7919);

@@ -71,6 +71,8 @@ gm_status_t pt_check(const rp_policy_t *cp, gm_err_t *err) {
   for (int i = 0; i < 2; i++) {
     const pt_block_t *prev = NULL;
     uint64_t in_pool = 0;
+    const char *why = pt_bins_verify(&p->pools[i].free);
+    if (why) FAIL("free set: %s", why);
     for (b = pt_bins_first(&p->pools[i].free); b; b = pt_bins_next(&p->pools[i].free, b)) {
       if (b->where != PT_IN_FREE || b->allocated || !b->mapped) FAIL("free set holds a block in state %d", b->where);
       if (b->seg->is_small != (i == 0)) FAIL("block 0x%" PRIx64 " in the wrong pool", b->addr);

@@ -360,11 +360,14 @@ gm_status_t rp_pytorch_conf_parse(const char *s, rp_pytorch_conf_t *c, gm_err_t 
 
 /* ---- sizes ---- */
 
-static uint64_t divisions_for(const rp_pytorch_conf_t *c, uint64_t size) {
-  unsigned log_size = log2_floor(size);
+/* The roundup interval of a size whose log2 (floor) is log_size. */
+static unsigned interval_of(unsigned log_size) {
   unsigned idx = log_size > 20 ? log_size - 20 : 0; /* 20 = log2(kRoundUpPowerOfTwoStart) */
-  if (idx > RP_PYTORCH_ROUNDUP_INTERVALS - 1) idx = RP_PYTORCH_ROUNDUP_INTERVALS - 1;
-  return c->roundup_divisions[idx];
+  return idx > RP_PYTORCH_ROUNDUP_INTERVALS - 1 ? RP_PYTORCH_ROUNDUP_INTERVALS - 1 : idx;
+}
+
+static uint64_t divisions_for(const rp_pytorch_conf_t *c, uint64_t size) {
+  return c->roundup_divisions[interval_of(log2_floor(size))];
 }
 
 static uint64_t next_division(uint64_t size, uint64_t divisions) {
@@ -381,6 +384,25 @@ uint64_t rp_pytorch_round_size(const rp_pytorch_conf_t *c, uint64_t size) {
   uint64_t d = divisions_for(c, size);
   if (d > 1 && size > MIN_BLOCK * d) return next_division(size, d);
   return MIN_BLOCK * ((size + MIN_BLOCK - 1) / MIN_BLOCK);
+}
+
+/* round_size reads divisions d only as d > 1 (0 and 1 both mean: no power-of-2 rounding). */
+int rp_pytorch_same_rounding(const rp_pytorch_conf_t *a, const rp_pytorch_conf_t *b, uint64_t log2_mask) {
+  for (unsigned k = 0; k < 64; k++) {
+    if (!(log2_mask >> k & 1)) continue;
+    unsigned i = interval_of(k);
+    uint64_t da = a->roundup_divisions[i], db = b->roundup_divisions[i];
+    if ((da > 1 ? da : 1) != (db > 1 ? db : 1)) return 0;
+  }
+  return 1;
+}
+
+uint64_t rp_pytorch_allowed_max(const rp_pytorch_conf_t *c, uint64_t total_memory) {
+  return c->memory_fraction < 1.0 ? (uint64_t)(c->memory_fraction * (double)total_memory) : 0;
+}
+
+uint64_t rp_pytorch_gc_threshold(const rp_pytorch_conf_t *c, uint64_t allowed_max) {
+  return (uint64_t)(c->gc_threshold * (double)allowed_max);
 }
 
 uint64_t rp_pytorch_allocation_size(const rp_pytorch_conf_t *c, uint64_t rounded) {

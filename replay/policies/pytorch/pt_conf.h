@@ -40,6 +40,14 @@ uint64_t rp_pytorch_round_size(const rp_pytorch_conf_t *c, uint64_t size);
 /* get_allocation_size(): the segment size cudaMalloc is asked for, given a rounded size. */
 uint64_t rp_pytorch_allocation_size(const rp_pytorch_conf_t *c, uint64_t rounded);
 
+/* 1 when round_size gives every size whose log2 (floor) is a set bit k of log2_mask the same
+ * block size under a and b. */
+int rp_pytorch_same_rounding(const rp_pytorch_conf_t *a, const rp_pytorch_conf_t *b, uint64_t log2_mask);
+/* per_process_memory_fraction's limit in bytes of a device of total_memory (0: no limit, the
+ * fraction is 1), and garbage_collection_threshold's reserved bytes under that limit. */
+uint64_t rp_pytorch_allowed_max(const rp_pytorch_conf_t *c, uint64_t total_memory);
+uint64_t rp_pytorch_gc_threshold(const rp_pytorch_conf_t *c, uint64_t allowed_max);
+
 #ifdef __cplusplus
 }
 #endif

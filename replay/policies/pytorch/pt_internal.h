@@ -107,10 +107,12 @@ struct rp_policy {
   uint64_t allowed_max;  /* per_process_memory_fraction * total_memory */
   int has_limit;         /* fraction < 1 (torch: allowed_memory_maximum has a value) */
   int gc_active;         /* has_limit && garbage_collection_threshold > 0 */
+  int round_plain;       /* no roundup_power2_divisions: round_size is a multiple of 512 */
   uint64_t allocated_bytes;
   uint64_t n_blocks, n_segs;
   rp_policy_stats_t st;
   pt_block_t *spare;     /* free-list of block structs */
+  pt_block_t *sink;      /* written where a split's front has no block before it (a select) */
   pt_slab_t *slabs;
   char spec[1024];
 };
@@ -122,30 +124,32 @@ static inline void pt_block_attach(pt_block_t *b, pt_seg_t *s) {
   b->expandable = s->expandable;
 }
 
-/* pt_bins.c: a pool's free set (pt_bins.h). Insert: 0, or -1 when host memory ran out. */
+/* The pool of a block (a select on its copy of the segment's kind). */
+static inline pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b) { return &p->pools[b->small ? 0 : 1]; }
+
+/* pt_bins.c: a pool's free set (pt_bins.h); its operations on every request's path (insert,
+ * remove, the search within a stream, a key lowered in place, a place taken) are inline in
+ * pt_bins_ops.h. Insert: 0, or -1 when host memory ran out. */
 void pt_bins_init(pt_bins_t *s);
 void pt_bins_clear(pt_bins_t *s);
-int pt_bins_insert(pt_bins_t *s, pt_block_t *b);
-void pt_bins_remove(pt_bins_t *s, pt_block_t *b);
 /* The first block >= (stream, size, 0) in the order (NULL: none). */
 pt_block_t *pt_bins_lower(pt_bins_t *s, uint64_t stream, uint64_t size);
-/* The same, and the next block, within the stream only (NULL past its last block). */
-pt_block_t *pt_bins_lower_in_stream(pt_bins_t *s, uint64_t stream, uint64_t size);
+/* The next block within the stream only (NULL past its last block). */
 pt_block_t *pt_bins_next_in_stream(pt_block_t *b);
 pt_block_t *pt_bins_first(const pt_bins_t *s);
 pt_block_t *pt_bins_last(const pt_bins_t *s);
 pt_block_t *pt_bins_next(const pt_bins_t *s, pt_block_t *b);
 pt_block_t *pt_bins_prev(const pt_bins_t *s, pt_block_t *b);
-/* b (in the set) had its key lowered in place (same stream): back in order. */
-int pt_bins_shrunk(pt_bins_t *s, pt_block_t *b);
-/* b (not in the set; old's stream, a key above old's) takes old's place; old leaves.
- * Both: 0, or -1 when host memory ran out (a bin's root array). */
-int pt_bins_replace(pt_bins_t *s, pt_block_t *old, pt_block_t *b);
+/* The bins against their trees (bits, least blocks, groups and counts): NULL, or what is
+ * wrong. O(n + bins); for tests and the check op. */
+const char *pt_bins_verify(const pt_bins_t *s);
+
+#include "replay/policies/pytorch/pt_bins_ops.h"
 
 /* pt_alloc.c */
 pt_block_t *pt_block_new(rp_policy_t *p);
 void pt_block_put(rp_policy_t *p, pt_block_t *b);
-pt_pool_t *pt_pool_of(rp_policy_t *p, const pt_block_t *b);
+
 /* Insert: 0, or -1 when host memory ran out. */
 int pt_free_insert(rp_policy_t *p, pt_block_t *b);
 void pt_free_remove(rp_policy_t *p, pt_block_t *b);
@@ -158,6 +162,9 @@ gm_status_t pt_malloc(rp_policy_t *p, uint64_t size, uint64_t stream, pt_block_t
 /* pt_malloc's block is live (where PT_IN_LIVE, seq set) but not found by address: the address API adds
  * it to the hash (pt_alloc_op), the handle API does not (the engine keeps the block). */
 gm_status_t pt_free(rp_policy_t *p, pt_block_t *b, gm_err_t *err);
+/* The handle API's entries (rp_policy_ops_t.alloc_h, free_h): the handle is the block. */
+gm_status_t pt_malloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle, gm_err_t *err);
+gm_status_t pt_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err);
 gm_status_t pt_release_cached(rp_policy_t *p, gm_err_t *err);
 
 /* pt_expand.c: expandable segments. Results: 1 found, 0 out of memory, < 0 driver error. */
@@ -170,5 +177,8 @@ int pt_oom_report(const rp_policy_t *p, uint64_t size, uint64_t stream, rp_oom_r
 
 /* pt_check.c */
 gm_status_t pt_check(const rp_policy_t *p, gm_err_t *err);
+
+/* pt_same.c: rp_policy_ops_t.same_run */
+int pt_same_run(const char *conf_a, const char *conf_b, const rp_run_facts_t *ran);
 
 #endif /* PT_INTERNAL_H */

@@ -44,8 +44,10 @@ static gm_status_t pt_create(const char *conf, const rp_driver_t *drv, rp_policy
   }
   /* setMemoryFraction: a limit only below 1.0; GC needs that limit */
   p->has_limit = p->conf.memory_fraction < 1.0;
-  p->allowed_max = p->has_limit ? (uint64_t)(p->conf.memory_fraction * (double)drv->total_memory) : 0;
+  p->allowed_max = rp_pytorch_allowed_max(&p->conf, drv->total_memory);
   p->gc_active = p->has_limit && p->conf.gc_threshold > 0.0;
+  p->round_plain = 1;
+  for (int i = 0; i < RP_PYTORCH_ROUNDUP_INTERVALS; i++) p->round_plain &= p->conf.roundup_divisions[i] <= 1;
   p->pools[0].is_small = 1;
   p->pools[1].is_small = 0;
   pt_bins_init(&p->pools[0].free);
@@ -118,23 +120,6 @@ static gm_status_t pt_free_op(rp_policy_t *p, uint64_t addr, gm_err_t *err) {
 }
 
 /* The handle is the block itself: the engine's map holds it, so a free costs no lookup. */
-static gm_status_t pt_alloc_h(rp_policy_t *p, uint64_t size, uint64_t stream, uint64_t *addr, uint64_t *handle,
-                              gm_err_t *err) {
-  pt_block_t *b = NULL;
-  gm_status_t s = pt_malloc(p, size, stream, &b, err);
-  if (s != GM_OK) return s;
-  *addr = b->addr;
-  *handle = (uint64_t)(uintptr_t)b;
-  return GM_OK;
-}
-
-static gm_status_t pt_free_h(rp_policy_t *p, uint64_t handle, gm_err_t *err) {
-  pt_block_t *b = (pt_block_t *)(uintptr_t)handle;
-  if (!b || b->where != PT_IN_LIVE || b->in_hash)
-    return gm_err_set(err, GM_ERR_INVAL, "pytorch: free of a block that is not live by handle");
-  return pt_free(p, b, err);
-}
-
 static uint64_t pt_handle_addr(const rp_policy_t *p, uint64_t handle) {
   (void)p;
   return ((const pt_block_t *)(uintptr_t)handle)->addr;
@@ -210,7 +195,8 @@ const rp_policy_ops_t rp_pytorch_ops = {
     .check = pt_check_op,
     .spec = pt_spec,
     .oom_report = pt_oom_report,
-    .alloc_h = pt_alloc_h,
+    .alloc_h = pt_malloc_h,
     .free_h = pt_free_h,
     .handle_addr = pt_handle_addr,
+    .same_run = pt_same_run,
 };
