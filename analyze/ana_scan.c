@@ -15,6 +15,27 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* uthash's default (Jenkins) hash over these short keys cost more than the table itself: a
+ * multiply-xorshift over the key's bytes instead (any length; it decides buckets only, never the
+ * order of iteration, which is insertion order). */
+static inline unsigned key_hash(const void *key, size_t len) {
+  const unsigned char *p = key;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ len, w;
+  for (; len >= 8; p += 8, len -= 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  if (len) {
+    w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+  }
+  return (unsigned)h;
+}
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = key_hash((keyptr), (size_t)(keylen)))
 #include <uthash.h>
 
 typedef struct live {
@@ -57,6 +78,7 @@ struct ana_scan {
 
 /* Hash key: device and address packed into one buffer region of the struct. */
 #define KEYLEN (offsetof(live_t, key_dev) + sizeof(uint16_t) - offsetof(live_t, key_addr))
+_Static_assert(offsetof(live_t, key_dev) == offsetof(live_t, key_addr) + 8, "find_live's key layout");
 
 int ana_counts_as_device(unsigned mem_kind) {
   return mem_kind == GMT_MEM_DEVICE || mem_kind == GMT_MEM_UNKNOWN;
@@ -138,11 +160,12 @@ static void entry_put(ana_scan_t *s, live_t *e) {
 }
 
 static live_t *find_live(ana_scan_t *s, uint16_t dev, uint64_t addr) {
-  live_t k, *e = NULL;
-  memset(&k, 0, sizeof k);
-  k.key_addr = addr;
-  k.key_dev = dev;
-  HASH_FIND(hh, s->live, &k.key_addr, KEYLEN, e);
+  struct { /* the key's bytes as live_t lays them out (KEYLEN) */
+    uint64_t addr;
+    uint16_t dev;
+  } k = {addr, dev};
+  live_t *e = NULL;
+  HASH_FIND(hh, s->live, &k, KEYLEN, e);
   return e;
 }
 

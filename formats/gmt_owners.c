@@ -24,7 +24,30 @@
  * per event. A synchronous allocation before the first stream-ordered one counts as the
  * framework's (the order a recorded PyTorch/TF run has: the pool is created first). */
 #include <stdlib.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+
+/* uthash's default (Jenkins) hash over these short keys cost more than the table itself: a
+ * multiply-xorshift over the key's bytes instead (any length; it decides buckets only, never the
+ * order of iteration, which is insertion order). */
+static inline unsigned key_hash(const void *key, size_t len) {
+  const unsigned char *p = key;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ len, w;
+  for (; len >= 8; p += 8, len -= 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  if (len) {
+    w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+  }
+  return (unsigned)h;
+}
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = key_hash((keyptr), (size_t)(keylen)))
 #include <uthash.h>
 
 #include "formats/gmt.h"
@@ -40,6 +63,7 @@ typedef struct blk {
   UT_hash_handle hh;
 } blk_t;
 #define BLK_KEYLEN (offsetof(blk_t, pad) - offsetof(blk_t, addr))
+_Static_assert(offsetof(blk_t, dev) == 8 && offsetof(blk_t, space) == 10 && BLK_KEYLEN == 12, "find's key layout");
 
 typedef struct cs_ent {
   uint32_t id;
@@ -213,12 +237,12 @@ static uint16_t space_of(unsigned kind) {
 }
 
 static blk_t *find(gmt_owners_t *o, const gmt_event_t *ev) {
-  blk_t k, *b = NULL;
-  memset(&k, 0, sizeof k);
-  k.addr = ev->addr;
-  k.dev = ev->device;
-  k.space = space_of(ev->kind);
-  HASH_FIND(hh, o->live, &k.addr, BLK_KEYLEN, b);
+  struct { /* the key's bytes as blk_t lays them out (BLK_KEYLEN) */
+    uint64_t addr;
+    uint16_t dev, space;
+  } k = {ev->addr, ev->device, (uint16_t)space_of(ev->kind)};
+  blk_t *b = NULL;
+  HASH_FIND(hh, o->live, &k, BLK_KEYLEN, b);
   return b;
 }
 

@@ -56,6 +56,12 @@ gm_status_t rp_engine_finish(rp_engine_t *e, rp_result_t *r, gm_err_t *err) {
   r->event_frees_requested = e->event_frees_requested + rp_events_never_freed(e);
   r->event_timing = e->opts.event_timing;
   r->late_mallocs = e->opts.late_mallocs ? e->opts.late_mallocs : 1;
+  if (e->b->capacity_span)
+    r->same_capacity_known = e->b->capacity_span(e->b, &r->same_capacity_lo, &r->same_capacity_hi);
+  if (e->b->placed) {
+    r->placed_known = 1;
+    r->placed_segments = e->b->placed(e->b);
+  }
   r->first_failure_event = e->ff_event;
   r->first_failure_ts_ns = e->ff_ts;
   r->first_failure_size = e->ff_size;

@@ -240,3 +240,62 @@ void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t) {
   rp_dense_free(t);
   free(t);
 }
+
+/* ---- numbering a streamed trace batch by batch ---------------------------------------------- */
+
+struct rp_addr_numbering {
+  table_t t;
+  uint32_t count, max;
+};
+
+gm_status_t rp_addr_numbering_new(uint32_t max, rp_addr_numbering_t **out, gm_err_t *err) {
+  rp_addr_numbering_t *nb = calloc(1, sizeof *nb);
+  if (!nb || table_init(&nb->t, 0) != 0) {
+    free(nb);
+    return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
+  }
+  nb->max = max < RP_NO_ID ? max : RP_NO_ID - 1;
+  *out = nb;
+  return GM_OK;
+}
+
+/* rp_addr_ids_build's loop, over one batch at a time: the same numbers in the same order. */
+gm_status_t rp_addr_numbering_next(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id,
+                                   gm_err_t *err) {
+  table_t *t = &nb->t;
+  for (size_t i = 0; i < n; i++) {
+    if (i + PREFETCH < n) __builtin_prefetch(&t->s[home(evs[i + PREFETCH].addr, t->shift)], 1);
+    if (!names_block(evs[i].kind)) {
+      if (id) id[i] = RP_NO_ID;
+      continue;
+    }
+    slot_t *x = find(t, evs[i].addr);
+    if (!x->id1) {
+      if (nb->count >= nb->max) return gm_err_set(err, GM_ERR_INVAL, "more than %u addresses to number", nb->max);
+      if (2 * ((size_t)nb->count + 1) > t->cap) {
+        if (table_resize(t, t->cap) != 0) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
+        x = find(t, evs[i].addr);
+      }
+      x->key = evs[i].addr;
+      x->id1 = ++nb->count;
+    }
+    if (id) id[i] = x->id1 - 1;
+  }
+  return GM_OK;
+}
+
+uint32_t rp_addr_numbering_count(const rp_addr_numbering_t *nb) { return nb->count; }
+
+void rp_addr_numbering_free(rp_addr_numbering_t *nb) {
+  if (!nb) return;
+  rp_bigmem_free(nb->t.s, nb->t.cap * sizeof *nb->t.s);
+  free(nb);
+}
+
+gm_status_t rp_addr_ids_streamed(uint32_t count, rp_addr_ids_t *out, gm_err_t *err) {
+  memset(out, 0, sizeof *out);
+  if (!(out->spares = calloc(1, sizeof *out->spares))) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  out->count = count;
+  return GM_OK;
+}
+

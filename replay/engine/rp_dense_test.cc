@@ -2,7 +2,8 @@
 // address in the map and by the address's number in the dense table, give the same answers
 // (live or not, values, "removed since the last rehash", the live count) and the same live
 // entries in a walk. The engine's double-free count and its peak snapshot read exactly those.
-// And the numbering those numbers come from (rp_addr_ids_build) against a std::map.
+// And the numbering those numbers come from (rp_addr_ids_build) against a std::map, and batch
+// by batch (rp_addr_numbering) against it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -216,6 +217,44 @@ TEST(AddrIds, LongTracesWhateverTheirFirstEventsSuggest) {
     SCOPED_TRACE(pattern);
     CheckNumbering(evs);
   }
+}
+
+// A trace read batch by batch (a streamed replay: rp_addr_numbering) gets the numbers the whole
+// trace gets at once, whatever the batches' sizes; counting alone (id NULL) counts the same; a
+// count over the limit fails, as the replays it was known for would (their tables sized so).
+TEST(AddrIds, BatchByBatchTheSameNumbersAsTheWholeTrace) {
+  std::mt19937_64 rng(21);
+  std::vector<gmt_event_t> evs;
+  const unsigned kinds[] = {GMT_EV_ALLOC, GMT_EV_FREE, GMT_EV_FREE_REQUESTED, GMT_EV_VMM_MAP, GMT_EV_SEGMENT_ALLOC};
+  for (int i = 0; i < 120000; i++) {
+    uint64_t a = i > 60000 && rng() % 4 == 0 ? 0x7f0000000000ull + 512 * (uint64_t)i : 0x7e0000000000ull + 512 * (rng() % 2500);
+    evs.push_back(Event(kinds[rng() % 5], a));
+  }
+  rp_addr_ids_t whole;
+  gm_err_t err{};
+  ASSERT_EQ(rp_addr_ids_build(evs.data(), evs.size(), &whole, &err), GM_OK) << err.msg;
+  for (size_t batch : {(size_t)1, (size_t)777, (size_t)4096, evs.size()}) {
+    rp_addr_numbering_t *nb = nullptr, *counter = nullptr;
+    ASSERT_EQ(rp_addr_numbering_new(whole.count, &nb, &err), GM_OK);
+    ASSERT_EQ(rp_addr_numbering_new(whole.count, &counter, &err), GM_OK);
+    std::vector<uint32_t> id(batch);
+    for (size_t i = 0; i < evs.size(); i += batch) {
+      size_t k = std::min(batch, evs.size() - i);
+      ASSERT_EQ(rp_addr_numbering_next(nb, &evs[i], k, id.data(), &err), GM_OK) << err.msg;
+      ASSERT_EQ(rp_addr_numbering_next(counter, &evs[i], k, nullptr, &err), GM_OK) << err.msg;
+      for (size_t j = 0; j < k; j++) ASSERT_EQ(id[j], whole.id[i + j]) << "batch " << batch << " event " << i + j;
+    }
+    EXPECT_EQ(rp_addr_numbering_count(nb), whole.count);
+    EXPECT_EQ(rp_addr_numbering_count(counter), whole.count);
+    rp_addr_numbering_free(nb);
+    rp_addr_numbering_free(counter);
+  }
+  rp_addr_numbering_t *small = nullptr;
+  ASSERT_EQ(rp_addr_numbering_new(whole.count - 1, &small, &err), GM_OK);
+  EXPECT_EQ(rp_addr_numbering_next(small, evs.data(), evs.size(), nullptr, &err), GM_ERR_INVAL);
+  EXPECT_EQ(rp_addr_numbering_count(small), whole.count - 1);
+  rp_addr_numbering_free(small);
+  rp_addr_ids_free(&whole);
 }
 
 // Built as the events come (rp_addr_ids_begin/add/end, a decoder's numbering thread): the same

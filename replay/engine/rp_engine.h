@@ -76,6 +76,14 @@ struct rp_backend {
   uint64_t (*pool_reserved)(rp_backend_t *b);
   /* Latencies measured so far; NULL for sim. */
   const rp_backend_latency_t *(*latency)(rp_backend_t *b);
+  /* The capacities (bytes, as this backend counts them) under which every memory-taking call
+   * so far would have had the same outcome as it had, so that a replay of the same calls
+   * within any of them is the same replay: [*lo, *hi]. 0: unknown (cuda; NULL too). */
+  int (*capacity_span)(rp_backend_t *b, uint64_t *lo, uint64_t *hi);
+  /* Segments (mem_alloc within the capacity) this backend gave an address so far: where none
+   * was, the placement model had nothing to place, and a replay under a bump pointer is the same
+   * replay. NULL: unknown (cuda). */
+  uint64_t (*placed)(rp_backend_t *b);
   /* Give everything the backend still holds back (streams, pools) and free it. */
   void (*destroy)(rp_backend_t *b);
 };
@@ -323,6 +331,15 @@ typedef struct rp_result {
   rp_oom_report_t oom_report;
   rp_skip_counts_t skipped;
   uint64_t driver_used_at_peak; /* cuda: cuMemGetInfo's used bytes at the reserved peak */
+  /* The backend's capacities (rp_backend_t.capacity_span, so after gpureplay took the context
+   * out) that give this very replay: its OOMs and figures, the same driver calls. The tuner's
+   * capacity search skips the capacities between by them. same_capacity_known 0: unknown. */
+  int same_capacity_known;
+  uint64_t same_capacity_lo, same_capacity_hi;
+  /* rp_backend_t.placed at the end: segments the backend placed (placed_known 0: unknown). None
+   * placed: its placement spread (a bump pointer's replay) would be this very replay. */
+  int placed_known;
+  uint64_t placed_segments;
   int has_latency;
   uint64_t alloc_p50_ns, alloc_p99_ns, free_p50_ns, free_p99_ns, alloc_samples, free_samples;
   double replay_seconds, events_per_second;
@@ -370,6 +387,18 @@ rp_ids_builder_t *rp_addr_ids_begin(size_t n_hint);
 void rp_addr_ids_add(rp_ids_builder_t *b, const gmt_event_t *evs, size_t to);
 gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t n, rp_addr_ids_t *out, gm_err_t *err);
 void rp_addr_ids_free(rp_addr_ids_t *ids);
+/* A trace read batch by batch from its file (too large to hold): numbered as it is read, the
+ * same numbers rp_addr_ids_build gives it whole. rp_addr_ids_streamed makes the numbering the
+ * engines are set up with (rp_engine_use_ids: count numbers, no events of its own); each batch
+ * is numbered by rp_addr_numbering_next (id[i] for evs[i]; id NULL: only counted), which fails
+ * past max numbers. The count of a whole trace, known before its replays, sizes their tables. */
+typedef struct rp_addr_numbering rp_addr_numbering_t;
+gm_status_t rp_addr_numbering_new(uint32_t max, rp_addr_numbering_t **out, gm_err_t *err);
+gm_status_t rp_addr_numbering_next(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id,
+                                   gm_err_t *err);
+uint32_t rp_addr_numbering_count(const rp_addr_numbering_t *nb);
+void rp_addr_numbering_free(rp_addr_numbering_t *nb);
+gm_status_t rp_addr_ids_streamed(uint32_t count, rp_addr_ids_t *out, gm_err_t *err);
 /* Before the first event: the events will come with their numbers in ids (rp_engine_feed_ids;
  * numbers below ids->count). ids must outlive the engine (it gives its table back there). */
 gm_status_t rp_engine_use_ids(rp_engine_t *e, const rp_addr_ids_t *ids, gm_err_t *err);

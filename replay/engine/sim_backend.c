@@ -72,6 +72,19 @@ static gm_status_t sim_pool_trim_to(void *ctx, uint64_t keep) {
 
 static uint64_t sim_pool_bytes(rp_backend_t *b) { return sim_pool_reserved(((sim_t *)b)->pool); }
 
+/* sim_take's outcome with a capacity c is used + phys <= c: every take so far had the same
+ * one under any c from the most used to one less than the least a failed take needed. Only
+ * while the policies' device does not follow the capacity (total_memory given). */
+static int sim_capacity_span(rp_backend_t *b, uint64_t *lo, uint64_t *hi) {
+  const sim_t *s = (const sim_t *)b;
+  if (s->total_from_capacity) return 0;
+  *lo = s->used_peak ? s->used_peak : 1; /* 0 is no capacity at all */
+  *hi = s->need_failed == UINT64_MAX ? UINT64_MAX : s->need_failed - 1;
+  return *lo <= *hi;
+}
+
+static uint64_t sim_placed(rp_backend_t *b) { return ((const sim_t *)b)->placed; }
+
 static void sim_destroy(rp_backend_t *b) {
   rp_va_free_all(((sim_t *)b)->va);
   sim_pool_free(((sim_t *)b)->pool);
@@ -91,6 +104,8 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
                       (unsigned long long)o.granularity);
   }
   s->capacity = o.capacity;
+  s->need_failed = UINT64_MAX;
+  s->total_from_capacity = o.total_memory == 0;
   s->next = SIM_BASE;
   if (o.pool_model & ~(RP_POOL_CHUNKS | RP_POOL_SAME_STREAM | RP_POOL_IDEAL)) {
     free(s);
@@ -124,6 +139,8 @@ gm_status_t rp_sim_backend_create(const rp_sim_opts_t *opts, rp_backend_t **out,
   d->free_async = sim_free_async;
   d->pool_trim = sim_pool_trim_to;
   s->b.pool_reserved = sim_pool_bytes;
+  s->b.capacity_span = sim_capacity_span;
+  s->b.placed = sim_placed;
   d->granularity = s->gran;
   d->total_memory = o.total_memory ? o.total_memory : o.capacity ? o.capacity : (80ull << 30);
   snprintf(s->b.name, sizeof s->b.name, "sim");

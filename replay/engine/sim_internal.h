@@ -23,6 +23,11 @@ typedef struct sim_pool sim_pool_t;
 typedef struct sim {
   rp_backend_t b; /* first: the backend handle is the sim */
   uint64_t capacity, gran, used, next;
+  /* the capacities that give the same outcomes (rp_backend_t.capacity_span): the most ever
+   * used, the least a failed take needed (UINT64_MAX: none failed) */
+  uint64_t used_peak, need_failed;
+  int total_from_capacity; /* the policies see the capacity as the device: no span */
+  uint64_t placed;         /* takes with an address past the capacity check (rp_backend_t.placed) */
   sim_pool_t *pool;
   rp_va_t *va; /* segment addresses under the driver model; NULL: from `next` */
 } sim_t;

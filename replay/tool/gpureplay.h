@@ -136,6 +136,8 @@ typedef struct gr_loaded {
   gmt_event_t *evs;
   size_t n_evs;
   rp_addr_ids_t ids; /* evs' address numbers, shared by its replays (ids.id NULL: none) */
+  uint32_t stream_addrs; /* evs NULL (streamed): the addresses its replays number as they read it
+                            (rp_addr_numbering), known before them; 0: none, the engines' hash map */
   uint64_t total_memory; /* what the policies see unless cfg->device_memory says otherwise */
 } gr_loaded_t;
 gm_status_t gr_trace_load(const gr_config_t *cfg, const char *path, gr_loaded_t *lt, gm_err_t *err);
@@ -155,7 +157,8 @@ gm_status_t gr_run_loaded_caps(const gr_config_t *cfg, const gr_loaded_t *lt, co
  * and the placement spread of res[i] (specs[i]), as gr_run_trace adds them to its figures
  * (range_*, placement_*, spread_ooms), replaying only the other timings and placement; nothing
  * without cfg->timing_range (a timing the user fixed), as there. Reads
- * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested. */
+ * of res[i]: peak_reserved_bytes, pool_allocs, event_frees, event_frees_requested, ooms and
+ * placed_* (a replay that placed no segment is its own bump pointer's replay: not run again). */
 gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, const char *const *specs, int n,
                              rp_result_t **res, gm_err_t *err);
 /* ---- why a replay ran out of memory (gpureplay_oom.c) ---- */

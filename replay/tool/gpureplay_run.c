@@ -204,7 +204,9 @@ void grj_start(job_t *j, rp_backend_t **bp, rp_engine_t **ep) {
   if (j->st != GM_OK) return;
   rp_engine_opts_t eo = {j->cfg->device, j->cfg->check, j->cfg->capacity, j->cfg->serve_failed,
                          j->vmm_requests, j->event_timing, j->cfg->late_mallocs, j->count_other};
-  eo.peak_only = j->role != GRJ_POINT; /* a follower: its fold reads the peak, OOMs and event figures only */
+  /* a follower: its fold reads the peak, OOMs and event figures only; a capacity probe
+   * (stop_at_oom) only the OOMs */
+  eo.peak_only = j->role != GRJ_POINT || j->cfg->stop_at_oom;
   j->st = rp_engine_create(ops, conf, b, &eo, &e, err);
   if (j->st == GM_OK) j->st = rp_engine_set_external_sync(e, j->external_sync, err);
   *bp = b;

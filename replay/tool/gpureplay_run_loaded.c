@@ -22,6 +22,7 @@ typedef struct shared {
   rp_engine_t **e;
   int n;
   const gmt_event_t *evs;
+  const uint32_t *ids; /* evs' address numbers (the engines set up with them), or NULL */
   size_t n_evs;
   atomic_int next;
 } shared_t;
@@ -33,24 +34,43 @@ static void *shared_worker(void *arg) {
     if (i >= s->n) break;
     job_t *j = &s->jobs[i];
     if (j->st != GM_OK || (j->cfg->stop_at_oom && rp_engine_ooms(s->e[i]))) continue;
-    j->st = rp_engine_feed(s->e[i], s->evs, s->n_evs, &j->err);
+    j->st = rp_engine_feed_ids(s->e[i], s->evs, s->ids, s->n_evs, &j->err);
   }
   return NULL;
 }
 
+/* The decoder's batch and, when the engines index arrays by address number (nb), its numbers
+ * (the same rp_addr_ids_build gives the whole trace: numbered in the order read). */
+static gm_status_t next_batch(gmt_reader_t *r, rp_addr_numbering_t *nb, gmt_event_t *buf, uint32_t *ids, size_t *n,
+                              gm_err_t *err) {
+  gm_status_t st = gmt_reader_next_batch(r, buf, SHARED_BATCH, n, err);
+  if (st == GM_OK && nb && (st = rp_addr_numbering_next(nb, buf, *n, ids, err)) != GM_OK)
+    gm_err_wrap(err, "numbering the addresses");
+  return st;
+}
+
 static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *path, int progress,
-                              uint64_t total, gm_err_t *err) {
+                              uint64_t total, uint32_t addrs, gm_err_t *err) {
   gmt_reader_t *r = NULL;
   gm_status_t st = gmt_reader_open_flags(&r, path, cfg->read_flags, err);
   if (st != GM_OK) return gm_err_wrap(err, "cannot open '%s'", path);
   gmt_event_t *buf[2] = {malloc(SHARED_BATCH * sizeof(gmt_event_t)), malloc(SHARED_BATCH * sizeof(gmt_event_t))};
+  uint32_t *ids[2] = {NULL, NULL};
+  rp_addr_numbering_t *nb = NULL;
   size_t n[2] = {0, 0};
   if (!buf[0] || !buf[1]) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  if (st == GM_OK && addrs) { /* the numbers the engines were set up with (run_jobs), at most addrs */
+    ids[0] = malloc(SHARED_BATCH * sizeof(uint32_t));
+    ids[1] = malloc(SHARED_BATCH * sizeof(uint32_t));
+    if (!ids[0] || !ids[1]) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+    if (st == GM_OK) st = rp_addr_numbering_new(addrs, &nb, err);
+  }
   int cur = 0, threads = cfg->jobs < 1 ? 1 : cfg->jobs > s->n ? s->n : cfg->jobs;
   uint64_t done = 0;
-  if (st == GM_OK) st = gmt_reader_next_batch(r, buf[cur], SHARED_BATCH, &n[cur], err);
+  if (st == GM_OK) st = next_batch(r, nb, buf[cur], ids[cur], &n[cur], err);
   while (st == GM_OK && n[cur]) {
     s->evs = buf[cur];
+    s->ids = ids[cur];
     s->n_evs = n[cur];
     atomic_store(&s->next, 0);
     pthread_t tid[256];
@@ -59,7 +79,7 @@ static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *p
       if (pthread_create(&tid[started], NULL, shared_worker, s) == 0) started++;
     if (started == 0) shared_worker(s);
     /* the next batch while the engines replay this one */
-    gm_status_t rs = gmt_reader_next_batch(r, buf[1 - cur], SHARED_BATCH, &n[1 - cur], err);
+    gm_status_t rs = next_batch(r, nb, buf[1 - cur], ids[1 - cur], &n[1 - cur], err);
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
     done += n[cur];
     if (progress && total)
@@ -71,6 +91,9 @@ static gm_status_t run_shared(const gr_config_t *cfg, shared_t *s, const char *p
   }
   if (st == GM_END) st = GM_OK;
   if (progress) fprintf(stderr, "\r%*s\r", 78, "");
+  rp_addr_numbering_free(nb);
+  free(ids[0]);
+  free(ids[1]);
   free(buf[0]);
   free(buf[1]);
   gmt_reader_close(r);
@@ -92,10 +115,20 @@ static gm_status_t run_jobs(const gr_config_t *cfg, const gr_loaded_t *lt, pool_
   s.b = calloc((size_t)p->n, sizeof *s.b);
   s.e = calloc((size_t)p->n, sizeof *s.e);
   if (!s.b || !s.e) st = gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
-  for (int i = 0; st == GM_OK && i < p->n; i++) grj_start(&p->jobs[i], &s.b[i], &s.e[i]);
-  if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, progress, lt->info.events_in_index, err);
+  /* the addresses numbered as the file is read, when their count is known (the period scan's):
+   * the engines index arrays, as over events in memory, where they would probe a hash map */
+  rp_addr_ids_t ids;
+  memset(&ids, 0, sizeof ids);
+  uint32_t addrs = lt->stream_addrs;
+  if (st == GM_OK && addrs && rp_addr_ids_streamed(addrs, &ids, err) != GM_OK) addrs = 0; /* the hash map then */
+  for (int i = 0; st == GM_OK && i < p->n; i++) {
+    grj_start(&p->jobs[i], &s.b[i], &s.e[i]);
+    if (addrs && p->jobs[i].st == GM_OK) p->jobs[i].st = rp_engine_use_ids(s.e[i], &ids, &p->jobs[i].err);
+  }
+  if (st == GM_OK) st = run_shared(cfg, &s, lt->info.path, progress, lt->info.events_in_index, addrs, err);
   for (int i = 0; s.b && s.e && i < p->n; i++)
     if (s.b[i]) grj_end(&p->jobs[i], s.b[i], s.e[i]);
+  if (ids.spares) rp_addr_ids_free(&ids); /* after the engines gave their tables back */
   free(s.b);
   free(s.e);
   if (st == GM_OK) st = grj_pool_status(p, p->n, err);
@@ -149,7 +182,9 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   p.jobs = calloc((size_t)3 * n, sizeof *p.jobs);
   rp_result_t *out = calloc((size_t)3 * n, sizeof *out);
   int *of = calloc((size_t)3 * n, sizeof *of);
-  gm_status_t st = rec.jobs && p.jobs && out && of ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
+  job_t *brec = calloc((size_t)n, sizeof *brec);
+  rp_result_t **bres = calloc((size_t)n, sizeof *bres);
+  gm_status_t st = rec.jobs && p.jobs && out && of && brec && bres ? GM_OK : gm_err_set(err, GM_ERR_NOMEM, "out of host memory");
   rec.n = n;
   for (int i = 0; st == GM_OK && i < n; i++) { /* the point replays' jobs, as gr_run_loaded made them: not run again */
     grj_init(&rec.jobs[i], &c, lt->info.path, specs[i], lt->evs, lt->n_evs,
@@ -159,18 +194,35 @@ gm_status_t gr_spread_loaded(const gr_config_t *cfg, const gr_loaded_t *lt, cons
   }
   /* the timing range's replays and the placement spread's in one pool (one decode of a
    * streamed trace for all; in memory, the cores take them side by side) */
-  int m1 = 0, m2 = 0;
+  int m1 = 0, m2 = 0, nb = 0;
   if (st == GM_OK) m1 = grj_range_add(&p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out, of);
-  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER)
-    m2 = grj_spread_add(&c, &p, rec.jobs, n, res, 1, lt->evs, lt->n_evs, out + m1, of + m1);
+  if (st == GM_OK && c.cuda_ordinal < 0 && c.addresses == RP_VA_DRIVER) {
+    /* A point replay that placed no segment (expandable segments: VMM maps only) had nothing
+     * for the driver's placement model to place: its bump pointer's replay is the same replay,
+     * its figure the point's. The others replayed (bres: their results). */
+    for (int i = 0; i < n; i++) {
+      if (grj_addresses_for(&c, specs[i]) == RP_VA_DRIVER && !res[i]->pool_allocs && res[i]->placed_known &&
+          res[i]->placed_segments == 0) {
+        res[i]->placement_checked = 1;
+        res[i]->placement_bump_bytes = res[i]->peak_reserved_bytes;
+        res[i]->spread_ooms += res[i]->ooms;
+        continue;
+      }
+      brec[nb] = rec.jobs[i];
+      bres[nb++] = res[i];
+    }
+    m2 = grj_spread_add(&c, &p, brec, nb, bres, 1, lt->evs, lt->n_evs, out + m1, of + m1);
+  }
   if (st == GM_OK && p.n) {
     gm_err_t je;
     gm_status_t rs = run_jobs(&c, lt, &p, cfg->progress, err); /* a streamed pass says how far it is */
     if (rs != GM_OK && grj_pool_status(&p, p.n, &je) == GM_OK) st = rs; /* the file's; a job's: its fold says */
   }
   if (st == GM_OK) st = grj_range_fold(&c, p.jobs, m1, of, n, res, err);
-  if (st == GM_OK) st = grj_spread_fold(p.jobs + m1, m2, of + m1, res, err);
+  if (st == GM_OK) st = grj_spread_fold(p.jobs + m1, m2, of + m1, bres, err);
   free(rec.jobs);
+  free(brec);
+  free(bres);
   free(p.jobs);
   free(out);
   free(of);

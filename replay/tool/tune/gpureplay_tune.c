@@ -1,8 +1,8 @@
 /* gpureplay_tune.c: gpureplay --tune: the memo of replayed settings, the time-cost model, the
- * JAX search (bisection on the memory fraction), the capacity answers (bisection over the
- * device's memory) and the choice (Pareto front memory vs time, the smallest memory within a
- * time budget). The PyTorch search is gpureplay_tune_pt.c; the memo and the time-cost model
- * both searches use are gpureplay_tune_eval.c.
+ * JAX search (bisection on the memory fraction) and the choice (Pareto front memory vs time,
+ * the smallest memory within a time budget). The PyTorch search is gpureplay_tune_pt.c; the
+ * memo and the time-cost model both searches use are gpureplay_tune_eval.c; the capacity
+ * answers gpureplay_tune_cap.c.
  *
  * Every candidate is a replay of the events decoded once (gr_trace_load); candidates of one
  * step go to gr_run_loaded together, so --jobs cores replay them side by side. A setting is
@@ -15,49 +15,11 @@
  * latencies of gpureplay_tune_eval.c; it is a cost beside memory, never folded into it. */
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "replay/tool/tune/gpureplay_tune.h"
-
-/* ---- bisection (fractions, capacities) ---------------------------------------------------- */
-
-/* The smallest x in (lo, hi] for which fits(x) holds, to within `tol`, assuming fits() is
- * monotone and fits(hi). Each round tests `k` points spread over the interval at once (the
- * cores replay them together). */
-typedef gm_status_t (*fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err);
-
-/* A round's k points spread over (lo, hi), and the interval they leave. */
-static void round_points(double lo, double hi, int k, double *x) {
-  for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
-}
-
-static void narrow(const double *x, const int *fits, int k, double *lo, double *hi) {
-  double nlo = *lo, nhi = *hi;
-  for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
-    if (fits[i]) nhi = x[i];
-  for (int i = 0; i < k; i++)
-    if (!fits[i] && x[i] < nhi) nlo = x[i];
-  *lo = nlo;
-  *hi = nhi;
-}
-
-static gm_status_t bisect(gr_tune_ctx_t *c, const void *arg, fits_fn fn, double lo, double hi, double tol,
-                          double *out, gm_err_t *err) {
-  int k = GR_TUNE_BISECT_POINTS;
-  while (hi - lo > tol) {
-    double x[8];
-    int fits[8];
-    round_points(lo, hi, k, x);
-    gm_status_t st = fn(c, arg, x, k, fits, err);
-    if (st != GM_OK) return st;
-    narrow(x, fits, k, &lo, &hi);
-  }
-  *out = hi;
-  return GM_OK;
-}
 
 /* The frameworks whose settings are a share of the device (JAX, TensorFlow) or a limit (CuPy):
  * a value x in (0, 1] fits when the setting template, with x written in, replays without an
@@ -113,7 +75,7 @@ static gm_status_t tune_shares(gr_tune_ctx_t *c, const share_tmpl_t *tmpl, int n
     if (st != GM_OK) return st;
     if (!c->t->pts[idx].ok) continue; /* not even the whole device: nothing to bisect */
     double f;
-    st = bisect(c, &a, share_fits, 0.0, 1.0, tol, &f, err);
+    st = gr_tune_bisect(c, &a, share_fits, 0.0, 1.0, tol, &f, err);
     if (st != GM_OK) return st;
   }
   c->t->method = any ? method : "the grid only (this build's policy takes none of the searched keys)";
@@ -139,160 +101,6 @@ static gm_status_t tune_tf(gr_tune_ctx_t *c, gm_err_t *err) {
 static gm_status_t tune_cupy(gr_tune_ctx_t *c, gm_err_t *err) {
   static const share_tmpl_t t[] = {{"cupy:CUPY_GPU_MEMORY_LIMIT=%s", 1}};
   return tune_shares(c, t, 1, "bisection on CUPY_GPU_MEMORY_LIMIT", err);
-}
-
-/* ---- capacity ------------------------------------------------------------------------------ */
-
-/* One capacity per replay (gr_run_loaded takes one capacity): a thread for each (one after
- * the other with --jobs=1). */
-typedef struct cap_job {
-  gr_tune_ctx_t *c;
-  const char *spec;
-  uint64_t cap;
-  int fits;
-  gm_status_t st;
-  gm_err_t err;
-} cap_job_t;
-
-static void *cap_worker(void *arg) {
-  cap_job_t *j = arg;
-  rp_result_t **res = NULL;
-  const char *sp[1] = {j->spec};
-  gr_tune_ctx_t c1 = *j->c;
-  c1.cfg.jobs = 1;
-  c1.cfg.stop_at_oom = 1; /* only `fits` is read */
-  if ((j->st = gr_tune_alloc_results(1, &res, &j->err)) != GM_OK) return NULL;
-  j->st = gr_tune_replay(&c1, j->cap, sp, 1, res, &j->err);
-  if (j->st == GM_OK) j->fits = res[0]->ooms == 0;
-  gr_tune_free_results(res, 1);
-  return NULL;
-}
-
-/* A trace read from its file (too large for memory): every capacity in one decode of it. */
-static gm_status_t cap_fits_streamed(gr_tune_ctx_t *c, const char *spec, const double *x, int n, int *fits,
-                                     gm_err_t *err) {
-  const char *sp[8];
-  uint64_t caps[8];
-  rp_result_t **res = NULL;
-  for (int i = 0; i < n; i++) {
-    sp[i] = spec;
-    caps[i] = (uint64_t)ceil(x[i]) << 21;
-  }
-  gr_config_t cfg = c->cfg;
-  cfg.stop_at_oom = 1; /* only `fits` is read */
-  cfg.device_memory = c->t->device_memory;
-  gm_status_t st = gr_tune_alloc_results(n, &res, err);
-  if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, sp, caps, n, res, err);
-  for (int i = 0; st == GM_OK && i < n; i++) fits[i] = res[i]->ooms == 0;
-  gr_tune_free_results(res, n);
-  c->t->replays += (uint64_t)n;
-  return st;
-}
-
-gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits, gm_err_t *err) {
-  if (!c->lt->evs && c->lt->n_evs == 0 && n > 1) return cap_fits_streamed(c, arg, x, n, fits, err);
-  cap_job_t jobs[8];
-  pthread_t tid[8];
-  int started[8] = {0};
-  for (int i = 0; i < n; i++) {
-    jobs[i] = (cap_job_t){c, arg, (uint64_t)ceil(x[i]) << 21, 0, GM_OK, {0}};
-    if (i > 0 && c->cfg.jobs > 1) started[i] = pthread_create(&tid[i], NULL, cap_worker, &jobs[i]) == 0;
-  }
-  cap_worker(&jobs[0]);
-  for (int i = 1; i < n; i++) {
-    if (started[i]) pthread_join(tid[i], NULL);
-    else cap_worker(&jobs[i]);
-  }
-  c->t->replays += (uint64_t)n;
-  for (int i = 0; i < n; i++) {
-    if (jobs[i].st != GM_OK) {
-      *err = jobs[i].err;
-      return jobs[i].st;
-    }
-    fits[i] = jobs[i].fits;
-  }
-  return GM_OK;
-}
-
-/* The smallest capacity (2 MiB steps) the point's setting fits in: between the job's lower
- * bound and a capacity that fits (from its unlimited peak, doubled until it fits). hint (in
- * 2 MiB units, 0: none): where a search over a reduced trace found it; it and one step below
- * are tried first, and when they bracket it that is the answer (the bisection assumes fitting
- * is monotone in the capacity, so it would end there too). */
-static gm_status_t needs(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint, uint64_t no, uint64_t yes,
-                         gm_err_t *err) {
-  if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
-  if (p->ok && p->peak_reserved == 0) {
-    /* Nothing reserved: not "needs 2 MiB" (the bisection's lowest step) when nothing is needed
-     * (no request, no external memory): a device of one byte tells. */
-    cap_job_t j = {c, p->spec, 1, 0, GM_OK, {0}};
-    cap_worker(&j);
-    c->t->replays++;
-    if (j.st != GM_OK) return *err = j.err, j.st;
-    if (j.fits) return p->needs_none = 1, GM_OK;
-  }
-  /* A point that ran out of memory within the search's device starts above that device. */
-  uint64_t top = p->ok ? p->peak_reserved : c->t->capacity > p->peak_reserved ? c->t->capacity : p->peak_reserved;
-  top += c->t->context_bytes; /* every capacity tried holds the recorded context too */
-  double lo = (double)(c->t->lower_bound >> 21), hi = (double)((top + (2u << 20) - 1) >> 21) + 1;
-  if (lo >= 1) lo -= 1;
-  int fits = 0;
-  /* capacities already replayed (2 MiB units, 0: none): `no` ran out of memory, `yes` did not */
-  if (no && (double)no > lo && (double)no < hi) lo = (double)no;
-  if (yes && (double)yes > lo && (double)yes <= hi) hi = (double)yes, fits = 1;
-  if (hint > 1 && (double)hint > lo && (double)hint <= hi) {
-    double x[2] = {(double)(hint - 1), (double)hint};
-    int f[2];
-    gm_status_t st = gr_tune_cap_fits(c, p->spec, x, 2, f, err);
-    if (st != GM_OK) return st;
-    if (f[1] && !f[0]) {
-      p->needs_bytes = hint << 21;
-      return GM_OK;
-    }
-    if (f[0]) hi = x[0], fits = 1;
-    else if (f[1]) hi = x[1], fits = 1;
-    else lo = x[1];
-  }
-  for (int tries = 0; tries < 6 && !fits; tries++) {
-    /* hi, and the bisection's first round below it, together: when hi fits (its unlimited peak
-     * does), that round is the bisection's own (the same points, one round sooner: no round
-     * of one replay alone, no decode of a streamed trace for it) */
-    double x[1 + GR_TUNE_BISECT_POINTS];
-    int f[1 + GR_TUNE_BISECT_POINTS], k = hi - lo > 1.0 ? GR_TUNE_BISECT_POINTS : 0;
-    x[0] = hi;
-    round_points(lo, hi, k, x + 1);
-    gm_status_t st = gr_tune_cap_fits(c, p->spec, x, 1 + k, f, err);
-    if (st != GM_OK) return st;
-    if (!f[0]) {
-      lo = hi;
-      hi *= 2;
-      continue;
-    }
-    fits = 1;
-    narrow(x + 1, f + 1, k, &lo, &hi);
-  }
-  if (!fits) {
-    p->needs_above = 1;
-    p->needs_bytes = (uint64_t)lo << 21;
-    return GM_OK;
-  }
-  double x;
-  gm_status_t st = bisect(c, p->spec, gr_tune_cap_fits, lo, hi, 1.0, &x, err);
-  if (st == GM_OK) p->needs_bytes = (uint64_t)ceil(x) << 21;
-  return st;
-}
-
-gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err) {
-  return needs(c, p, 0, 0, 0, err);
-}
-
-gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err) {
-  return needs(c, p, hint_bytes >> 21, 0, 0, err);
-}
-
-gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
-                                       gm_err_t *err) {
-  return needs(c, p, 0, no_bytes >> 21, yes_bytes >> 21, err);
 }
 
 /* ---- the choice ---------------------------------------------------------------------------- */

@@ -22,6 +22,11 @@ extern "C" {
  * that EXHAUSTIVE enumerates point by point (to measure how close the descent gets). */
 typedef enum gr_tune_mode { GR_TUNE_SEARCH = 0, GR_TUNE_BOUNDED = 1, GR_TUNE_EXHAUSTIVE = 2 } gr_tune_mode_t;
 
+/* Capacities in 2 MiB units, [lo, hi]; lo 0: none (gpureplay_tune_cap.c). */
+typedef struct gr_tune_span {
+  uint64_t lo, hi;
+} gr_tune_span_t;
+
 /* One evaluated setting. */
 typedef struct gr_tune_point {
   char spec[512];          /* gpureplay's words: "pytorch:max_split_size_mb:200,..." */
@@ -37,7 +42,10 @@ typedef struct gr_tune_point {
   uint64_t needs_bytes;    /* smallest capacity without OOM (bisection); 0: not computed */
   int needs_above;         /* did not fit even in the largest capacity tried */
   int needs_none;          /* fits a device of 1 byte: the job allocates no device memory */
+  gr_tune_span_t same;     /* the capacities that give its replay's outcome (ok or not) again */
   uint64_t event_frees, event_frees_requested; /* what gr_spread_loaded reads of the replay */
+  int placed_known;        /* ... and the segments its replay placed (rp_result_t.placed_*) */
+  uint64_t placed;
   /* What the replay cannot tell (issue 25), replayed only for points that may be chosen
    * (gr_tune_spread): the worst and best case of peak reserved over the timing range, the
    * bump pointer's placement and a predicted trace's uncertain sizes. */
@@ -150,6 +158,8 @@ typedef struct gr_period {
   uint64_t kept_steps;     /* steps in the reduced trace */
   uint64_t failures;       /* failed requests recorded (ALLOC_FAILED) */
   int devices;             /* devices allocated on */
+  uint32_t addrs;          /* gr_period_scan_file: the addresses a replay numbers (rp_addr_numbering), 0: more
+                              than GR_STREAM_ADDRS or not read whole (lt->stream_addrs) */
   gmt_event_t *evs;        /* the reduced trace (found) */
   size_t n_evs, cap;
 } gr_period_t;
@@ -164,6 +174,9 @@ void gr_period_free(gr_period_t *p);
  * grid only; ALWAYS: the reduced search wherever a period is found, else the full search;
  * NEVER: the full search. */
 typedef enum gr_tune_reduce { GR_REDUCE_AUTO = 0, GR_REDUCE_ALWAYS = 1, GR_REDUCE_NEVER = 2 } gr_tune_reduce_t;
+/* A streamed trace's replays index arrays by address number (gr_loaded_t.stream_addrs) up to
+ * this many distinct addresses (32 bytes each per replay); past it, the engine's hash map. */
+#define GR_STREAM_ADDRS (1u << 20)
 #define GR_TUNE_REDUCE_EVENTS 1000000ull
 #define GR_TUNE_FULL_EVENTS 5000000ull
 
@@ -226,16 +239,32 @@ void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r);
 gm_status_t gr_tune_choose(gr_tune_ctx_t *c, gm_err_t *err);
 /* Settings the simulator can replay (a grid entry that needs a real GPU cannot). */
 int gr_tune_runs_on_sim(const char *spec, uint64_t total);
-/* Whether spec fits at each capacity x[i] (in 2 MiB units) over c's trace. */
-gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const void *spec, const double *x, int n, int *fits, gm_err_t *err);
-/* The smallest capacity the point fits in (gpureplay_tune.c's bisection). */
+/* The smallest x in (lo, hi] for which fits(x) holds, to within `tol`, assuming fits() is
+ * monotone and fits(hi) (gpureplay_tune_eval.c). Each round tests GR_TUNE_BISECT_POINTS points
+ * spread over the interval at once (the cores replay them together): round_points; narrow
+ * keeps the smallest that fits and the largest below it that does not. */
+typedef gm_status_t (*gr_tune_fits_fn)(gr_tune_ctx_t *c, const void *arg, const double *x, int n, int *fits,
+                                       gm_err_t *err);
+gm_status_t gr_tune_bisect(gr_tune_ctx_t *c, const void *arg, gr_tune_fits_fn fn, double lo, double hi, double tol,
+                           double *out, gm_err_t *err);
+void gr_tune_round_points(double lo, double hi, int k, double *x);
+void gr_tune_narrow(const double *x, const int *fits, int k, double *lo, double *hi);
+/* Whether spec fits at each capacity x[i] (in 2 MiB units, at most 8) over c's trace, and
+ * same[i]: the capacities that give the same replay (gr_tune_span_of). */
+gm_status_t gr_tune_cap_fits(gr_tune_ctx_t *c, const char *spec, const uint64_t *x, int n, int *fits,
+                             gr_tune_span_t *same, gm_err_t *err);
+/* The capacities (2 MiB units, the context inside) under which r's replay on c's trace would
+ * be the same replay (rp_result_t.same_capacity_*; gpureplay_tune_eval.c); lo 0: none known. */
+gr_tune_span_t gr_tune_span_of(const gr_tune_t *t, const rp_result_t *r);
+/* The smallest capacity the point fits in (gpureplay_tune_cap.c). */
 gm_status_t gr_tune_point_needs(gr_tune_ctx_t *c, gr_tune_point_t *p, gm_err_t *err);
 /* The same, trying first where a search on a reduced trace found it (a multiple of 2 MiB). */
 gm_status_t gr_tune_point_needs_hint(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t hint_bytes, gm_err_t *err);
 /* The same, with capacities already replayed (multiples of 2 MiB; 0: none): no_bytes ran out of
- * memory, yes_bytes did not (the bisection starts between them). */
-gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, uint64_t yes_bytes,
-                                       gm_err_t *err);
+ * memory, yes_bytes did not (the search starts between them); *_same: the capacities that
+ * give the same replay as each (gr_tune_span_of). */
+gm_status_t gr_tune_point_needs_within(gr_tune_ctx_t *c, gr_tune_point_t *p, uint64_t no_bytes, gr_tune_span_t no_same,
+                                       uint64_t yes_bytes, gr_tune_span_t yes_same, gm_err_t *err);
 /* The PyTorch search (gpureplay_tune_pt.c): fills c->t's points, method and rounds. */
 gm_status_t gr_tune_pytorch(gr_tune_ctx_t *c, gm_err_t *err);
 

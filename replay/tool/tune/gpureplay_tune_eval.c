@@ -1,9 +1,10 @@
-/* gpureplay_tune_eval.c: what both searches of gpureplay --tune (gpureplay_tune.c: JAX,
- * capacities, the choice; gpureplay_tune_pt.c: PyTorch) stand on: the memo of replayed
- * settings (a setting is replayed once, keyed by its spec; the new ones of a step go to
- * gr_run_loaded together), the order of points, what the replay cannot tell of a point (its
- * worst and best case, replayed only for points the choice may take), and the time-cost model
- * (driver time from the measured per-call latencies below). */
+/* gpureplay_tune_eval.c: what both searches of gpureplay --tune (gpureplay_tune.c: JAX, the
+ * choice; gpureplay_tune_pt.c: PyTorch; gpureplay_tune_cap.c: capacities) stand on: the memo of
+ * replayed settings (a setting is replayed once, keyed by its spec; the new ones of a step go to
+ * gr_run_loaded together), the bisection, the capacities a replay's outcome holds for, the order
+ * of points, what the replay cannot tell of a point (its worst and best case, replayed only for
+ * points the choice may take), and the time-cost model (driver time from the measured per-call
+ * latencies below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,53 @@ int gr_tune_find(const gr_tune_t *t, const char *spec) {
   return -1;
 }
 
+/* ---- bisection (the JAX fractions, gpureplay_tune.c; capacities, gpureplay_tune_cap.c) ---- */
+
+
+void gr_tune_round_points(double lo, double hi, int k, double *x) {
+  for (int i = 0; i < k; i++) x[i] = lo + (hi - lo) * (double)(i + 1) / (double)(k + 1);
+}
+
+void gr_tune_narrow(const double *x, const int *fits, int k, double *lo, double *hi) {
+  double nlo = *lo, nhi = *hi;
+  for (int i = k - 1; i >= 0; i--) /* the smallest that fits, the largest below it that does not */
+    if (fits[i]) nhi = x[i];
+  for (int i = 0; i < k; i++)
+    if (!fits[i] && x[i] < nhi) nlo = x[i];
+  *lo = nlo;
+  *hi = nhi;
+}
+
+gm_status_t gr_tune_bisect(gr_tune_ctx_t *c, const void *arg, gr_tune_fits_fn fn, double lo, double hi, double tol,
+                           double *out, gm_err_t *err) {
+  int k = GR_TUNE_BISECT_POINTS;
+  while (hi - lo > tol) {
+    double x[8];
+    int fits[8];
+    gr_tune_round_points(lo, hi, k, x);
+    gm_status_t st = fn(c, arg, x, k, fits, err);
+    if (st != GM_OK) return st;
+    gr_tune_narrow(x, fits, k, &lo, &hi);
+  }
+  *out = hi;
+  return GM_OK;
+}
+
+/* What a replay within one capacity says of others (gpureplay_tune_cap.c). */
+gr_tune_span_t gr_tune_span_of(const gr_tune_t *t, const rp_result_t *r) {
+  gr_tune_span_t s = {0, 0};
+  if (!r->same_capacity_known) return s;
+  /* the backend saw capacity - context (gr_capacity_left): only capacities above the context */
+  uint64_t ctx = t->context_bytes, unit = 2ull << 20;
+  uint64_t lo = r->same_capacity_lo > UINT64_MAX - ctx ? UINT64_MAX : r->same_capacity_lo + ctx;
+  uint64_t hi = r->same_capacity_hi > UINT64_MAX - ctx ? UINT64_MAX : r->same_capacity_hi + ctx;
+  uint64_t xlo = lo / unit + (lo % unit != 0), xmin = ctx / unit + 1, xhi = hi / unit;
+  if (xlo < xmin) xlo = xmin;
+  if (xhi > (UINT64_MAX >> 22)) xhi = UINT64_MAX >> 22; /* x << 21 must not wrap */
+  if (xlo <= xhi) s.lo = xlo, s.hi = xhi;
+  return s;
+}
+
 /* Replay specs at capacity `cap` (0: unlimited) into res[]. */
 gm_status_t gr_tune_replay(gr_tune_ctx_t *c, uint64_t cap, const char *const *specs, int n, rp_result_t **res,
                            gm_err_t *err) {
@@ -111,9 +159,12 @@ void gr_tune_point_set(gr_tune_t *t, gr_tune_point_t *p, const rp_result_t *r) {
   p->pool = r->pool_allocs > 0;
   p->event_frees = r->event_frees;
   p->event_frees_requested = r->event_frees_requested;
+  p->placed_known = r->placed_known;
+  p->placed = r->placed_segments;
   p->call_kind = p->pool ? GR_CALL_POOL : call_kind(p->spec);
   gr_tune_time(p->call_kind, p->alloc_calls, p->free_calls, &p->time_lo_s, &p->time_mid_s, &p->time_hi_s);
   if (t->lower_bound < r->lower_bound_bytes) t->lower_bound = r->lower_bound_bytes;
+  p->same = gr_tune_span_of(t, r);
 }
 
 gm_status_t gr_tune_eval(gr_tune_ctx_t *c, const char *const *specs, int n, int *idx, gm_err_t *err) {
@@ -213,6 +264,8 @@ gm_status_t gr_tune_spread(gr_tune_ctx_t *c, const int *idx, int n, gm_err_t *er
     res[k]->pool_allocs = p->pool;
     res[k]->event_frees = p->event_frees;
     res[k]->event_frees_requested = p->event_frees_requested;
+    res[k]->placed_known = p->placed_known;
+    res[k]->placed_segments = p->placed;
     sp[k] = p->spec;
   }
   if (st == GM_OK && m) {

@@ -394,10 +394,18 @@ gm_status_t gr_period_scan_file(const char *path, unsigned flags, int progress, 
   size_t n = 0;
   int learning = 1;
   uint64_t seen = 0, batches = 0;
+  /* the addresses the whole trace's replays will number, counted (rp_addr_numbering) */
+  rp_addr_numbering_t *nb = NULL;
+  gm_err_t nerr;
+  if (rp_addr_numbering_new(GR_STREAM_ADDRS, &nb, &nerr) != GM_OK) nb = NULL;
   while (st == GM_OK && !s->failed) {
     st = gmt_reader_next_view(r, &evs, &n, err);
     if (st != GM_OK || n == 0) break;
     seen += n;
+    if (nb && rp_addr_numbering_next(nb, evs, n, NULL, &nerr) != GM_OK) {
+      rp_addr_numbering_free(nb);
+      nb = NULL;
+    }
     if (progress && total && ++batches % 256 == 0)
       fprintf(stderr, "\rgpureplay: %s: looking for the training step: %.0f%%   ", path, 100.0 * (double)seen / (double)total);
     if (learning) {
@@ -416,6 +424,8 @@ gm_status_t gr_period_scan_file(const char *path, unsigned flags, int progress, 
     }
     feed(s, evs, n);
   }
+  if (st == GM_END && nb) p->addrs = rp_addr_numbering_count(nb); /* read to its end */
+  rp_addr_numbering_free(nb);
   if (st == GM_END) st = GM_OK;
   if (st == GM_OK && learning) { /* the whole trace fit in the learning window */
     learn(s, head.e, head.n);

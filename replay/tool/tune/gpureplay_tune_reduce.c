@@ -127,6 +127,7 @@ typedef struct probe {
   const char *spec;
   uint64_t cap;
   int fits;
+  gr_tune_span_t same; /* the capacities that give the same replay */
 } probe_t;
 
 /* One round over the whole trace: the finalists of the round (f->first[i] == round == 1) not
@@ -154,7 +155,10 @@ static gm_status_t confirm(gr_tune_ctx_t *c, finals_t *f, int round, probe_t *pr
   gm_status_t st = gr_tune_alloc_results(n + np, &res, err);
   if (st == GM_OK) st = gr_run_loaded_caps(&cfg, c->lt, all, caps, n + np, res, err);
   t->replays += (uint64_t)(n + np);
-  for (int i = 0; st == GM_OK && i < np; i++) pr[i].fits = res[n + i]->ooms == 0;
+  for (int i = 0; st == GM_OK && i < np; i++) {
+    pr[i].fits = res[n + i]->ooms == 0;
+    pr[i].same = gr_tune_span_of(t, res[n + i]);
+  }
   for (int i = 0; st == GM_OK && i < n; i++) {
     f->res[of[i]] = res[i];
     res[i] = NULL;
@@ -211,8 +215,8 @@ static gm_status_t plan_probes(gr_tune_ctx_t *rc, probe_t *pr, int *np, gm_err_t
     gm_status_t st = gr_tune_point_needs(rc, q, err);
     if (st != GM_OK) return st;
     if (q->needs_above || q->needs_none || q->needs_bytes < (4u << 20)) continue;
-    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes, 0};
-    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes - (2u << 20), 0};
+    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes, 0, {0, 0}};
+    pr[(*np)++] = (probe_t){q->spec, q->needs_bytes - (2u << 20), 0, {0, 0}};
   }
   return GM_OK;
 }
@@ -231,15 +235,16 @@ static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t
     gr_tune_point_t *p = &t->pts[show[i]];
     if (p->needs_bytes || p->needs_above || p->needs_none) continue;
     uint64_t no = 0, yes = 0; /* what the probes found, where they do not bracket it */
+    gr_tune_span_t no_same = {0, 0}, yes_same = {0, 0};
     for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2) {
       if (strcmp(pr[k].spec, p->spec) != 0) continue;
       if (pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
-      else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap; /* it needs more on the whole trace */
-      else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap; /* ... or less */
+      else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap, no_same = pr[k].same; /* it needs more on the whole trace */
+      else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap, yes_same = pr[k + 1].same; /* ... or less */
     }
     if (p->needs_bytes) continue;
     if (no || yes) {
-      st = gr_tune_point_needs_within(c, p, no, yes, err);
+      st = gr_tune_point_needs_within(c, p, no, no_same, yes, yes_same, err);
       continue;
     }
     uint64_t hint = 0;

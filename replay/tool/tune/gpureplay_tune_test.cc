@@ -269,27 +269,36 @@ TEST(Tune, SizesMoveReadsTheSpecsOwnCheckOrTheLargest) {
   EXPECT_DOUBLE_EQ(gr_tune_sizes_move("", "pytorch"), 0.0);
 }
 
-// The spread gr_spread_loaded adds to gr_run_loaded's figures is the bump pointer's replay.
+// The spread gr_spread_loaded adds to gr_run_loaded's figures is the bump pointer's replay;
+// expandable segments place no segment (VMM maps in a reserved range), so their bump replay,
+// not run, is their point replay: the same figures and calls.
 TEST(Tune, SpreadIsTheBumpPointersReplay) {
   Loaded l = fragmenting_trace();
   l.cfg.timing_range = 1;
   l.cfg.addresses = RP_VA_DRIVER;
-  const char *sp[2] = {"pytorch", "pytorch:max_split_size_mb:120"};
-  rp_result_t *r[2] = {new rp_result_t, new rp_result_t}, *b[2] = {new rp_result_t, new rp_result_t};
+  const char *sp[3] = {"pytorch", "pytorch:max_split_size_mb:120", "pytorch:expandable_segments:True"};
+  rp_result_t *r[3], *b[3];
+  for (int i = 0; i < 3; i++) r[i] = new rp_result_t, b[i] = new rp_result_t;
   gm_err_t err;
-  ASSERT_EQ(gr_run_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
-  ASSERT_EQ(gr_spread_loaded(&l.cfg, &l.lt, sp, 2, r, &err), GM_OK) << err.msg;
+  ASSERT_EQ(gr_run_loaded(&l.cfg, &l.lt, sp, 3, r, &err), GM_OK) << err.msg;
+  for (int i = 0; i < 3; i++) {
+    EXPECT_TRUE(r[i]->placed_known) << sp[i];
+    EXPECT_EQ(r[i]->placed_segments == 0, i == 2) << sp[i] << ": " << r[i]->placed_segments;
+  }
+  ASSERT_EQ(gr_spread_loaded(&l.cfg, &l.lt, sp, 3, r, &err), GM_OK) << err.msg;
   gr_config_t bump = l.cfg;
   bump.addresses = RP_VA_BUMP;
-  ASSERT_EQ(gr_run_loaded(&bump, &l.lt, sp, 2, b, &err), GM_OK) << err.msg;
-  for (int i = 0; i < 2; i++) {
+  ASSERT_EQ(gr_run_loaded(&bump, &l.lt, sp, 3, b, &err), GM_OK) << err.msg;
+  for (int i = 0; i < 3; i++) {
     EXPECT_EQ(r[i]->placement_checked, 1) << sp[i];
     EXPECT_EQ(r[i]->placement_bump_bytes, b[i]->peak_reserved_bytes) << sp[i];
     EXPECT_EQ(r[i]->range_kind, RP_RANGE_NONE) << sp[i]; // no frees wait on stream events here
     EXPECT_EQ(r[i]->spread_ooms, 0u);
-    delete r[i];
-    delete b[i];
   }
+  EXPECT_EQ(b[2]->device_alloc_calls, r[2]->device_alloc_calls);
+  EXPECT_EQ(b[2]->va_calls, r[2]->va_calls);
+  EXPECT_EQ(b[2]->peak_allocated_bytes, r[2]->peak_allocated_bytes);
+  for (int i = 0; i < 3; i++) delete r[i], delete b[i];
 }
 
 } // namespace

@@ -92,6 +92,7 @@ static gm_status_t plan_long(const gr_config_t *cfg, const gr_tune_opts_t *to, c
   } else {
     st = gr_trace_open_streamed(cfg, path, lt, err);
     if (st == GM_OK) st = gr_period_scan_file(path, cfg->read_flags, cfg->progress, per, err);
+    if (st == GM_OK) lt->stream_addrs = per->addrs; /* counted as it read the file */
   }
   gr_tune_times_mark(&tt, "period scan", 0);
   if (st != GM_OK) return st;
