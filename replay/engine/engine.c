@@ -389,6 +389,11 @@ static gm_status_t failed_request(rp_engine_t *e, const gmt_event_t *ev, gm_err_
     e->skipped.trace_ooms++;
     return GM_OK;
   }
+  if (ev->size > RP_REQUEST_MAX) { /* as an oversize ALLOC: an OOM whatever the policy, in no figure */
+    e->skipped.oversize++;
+    rp_engine_note_oom(e, ev, RP_OOM_OVERSIZE);
+    return GM_OK;
+  }
   uint64_t ooms = e->ooms, addr = 0;
   gm_status_t st = GM_OK;
   if ((ev->flags & GMT_F_EXTERNAL) || (e->external_sync && !(ev->flags & GMT_F_ASYNC))) {

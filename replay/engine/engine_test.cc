@@ -705,6 +705,23 @@ TEST(Engine, ServedFailureCountsAtItsMomentAndIsGivenBack) {
   EXPECT_EQ(run.r->skipped.trace_ooms, 0u);
 }
 
+// A failed request no device could hold (a wrapped-around size: traces/valid/extremes.zst's
+// 2^64 - 1): an OOM whatever the policy, as an oversize ALLOC, and in no figure: counted into
+// the lower bound it wrapped it around (gpuanalyze then refused the results' -1).
+TEST(Engine, OversizeFailureIsAnOomInNoFigure) {
+  Replay run(kDirect, 0, 1, "", 0, 1);
+  ASSERT_EQ(run.Feed({A(0, 0x1000, 3 * MiB), Failed(1, UINT64_MAX), Fr(2, 0x1000)}), GM_OK);
+  run.Finish();
+  EXPECT_EQ(run.r->recorded_failures, 1u);
+  EXPECT_EQ(run.r->recorded_failures_served, 0u);
+  EXPECT_EQ(run.r->ooms, 1u);
+  EXPECT_EQ(run.r->first_oom_event, 1);
+  EXPECT_EQ(run.r->skipped.oversize, 1u);
+  EXPECT_EQ(run.r->lower_bound_bytes, 3 * MiB);
+  EXPECT_EQ(run.r->peak_requested_bytes, 3 * MiB);
+  EXPECT_EQ(run.r->peak_reserved_bytes, 3 * MiB);
+}
+
 TEST(Engine, FailureThatDoesNotFitTheCapacityIsAnOom) {
   Replay run(kDirect, 6 * MiB, 1, "", 0, 1);
   ASSERT_EQ(run.Feed({A(0, 0x1000, 4 * MiB), Failed(1, 4 * MiB), Fr(2, 0x1000)}), GM_OK);
