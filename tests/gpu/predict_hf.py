@@ -12,6 +12,9 @@ JOB:
   resnet    torchvision ResNet-50 (100 classes, 128 x 128 images), SGD momentum, batch VALUE
   jax_mlp   a JAX MLP (4 x 2048, Adam-like update in jit) at batch VALUE; its result is
             memory_stats() (peak_pool_bytes under growth)
+--cap-bytes B (the torch jobs): the allocator may hold at most B
+(torch.cuda.set_per_process_memory_fraction): a largest-fit run; running out of memory is then
+its answer ("oom": true in the result, exit 0), not a failure.
 Prints one line `GPUMEM_RESULT {json}` (max_memory_reserved/allocated, the value, the allocator
 setting in force, the device) and writes it to OUTDIR/result.json."""
 import argparse
@@ -21,8 +24,26 @@ import os
 
 def torch_job(a):
     import torch
-    import torch.nn.functional as F
     dev = torch.device("cuda")
+    if a.cap_bytes:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.cap_bytes / total), 0)
+    try:
+        oom = torch_steps(a, torch, dev)
+    except torch.cuda.OutOfMemoryError:
+        if not a.cap_bytes:
+            raise
+        oom = True
+    torch.cuda.synchronize()
+    return {"alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+            "max_memory_reserved": torch.cuda.max_memory_reserved(),
+            "max_memory_allocated": torch.cuda.max_memory_allocated(),
+            "num_alloc_retries": torch.cuda.memory_stats().get("num_alloc_retries", 0), "oom": oom,
+            "cap_bytes": a.cap_bytes, "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+
+def torch_steps(a, torch, dev):
+    import torch.nn.functional as F
     torch.manual_seed(0)
     if a.job.startswith("hf_"):
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -46,12 +67,7 @@ def torch_job(a):
             F.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    return {"alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-            "max_memory_reserved": torch.cuda.max_memory_reserved(),
-            "max_memory_allocated": torch.cuda.max_memory_allocated(),
-            "num_alloc_retries": torch.cuda.memory_stats().get("num_alloc_retries", 0), "oom": False,
-            "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    return False
 
 
 def jax_job(a):
@@ -87,6 +103,7 @@ def main():
     p.add_argument("value", type=int)
     p.add_argument("outdir")
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--cap-bytes", type=int, default=0)
     a = p.parse_args()
     r = jax_job(a) if a.job == "jax_mlp" else torch_job(a)
     r.update({"job": a.job, "value": a.value, "steps": a.steps})

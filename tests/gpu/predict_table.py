@@ -47,9 +47,10 @@ HF_JOBS = {
                  "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py hf_batch",
                  "about": "HuggingFace GPT2LMHeadModel from a config (4 x 512, 8 heads, vocabulary 16384), AdamW, fp32, "
                           "sequence 256, in the batch; recorded by plain gpurec"},
-    "hf_seq": {"what": "sequence length", "recorded": [128, 256, 384], "cap": 12, "step": 32, "dir": "hf_seq",
+    "hf_seq": {"what": "sequence length", "recorded": [128, 256, 384], "cap": 12, "step": 32, "max": 2048, "dir": "hf_seq",
                "rec": "rec.v{v}.zst", "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py hf_seq",
-               "about": "the same model at batch 4 in the sequence length (the library's default attention); plain gpurec"},
+               "about": "the same model at batch 4 in the sequence length (the library's default attention); plain gpurec; "
+                     "its largest fit searched up to the model's 2048 positions (--max)"},
     "resnet": {"what": "batch", "recorded": [16, 32, 64], "cap": 16, "step": 1, "dir": "resnet", "rec": "rec.v{v}.zst",
                "runs": ("default", "expandable"), "cmd": "tests/gpu/predict_hf.py resnet",
                "about": "torchvision ResNet-50 training (100 classes, 128 x 128 images, SGD momentum) in the batch; plain gpurec"},
@@ -309,6 +310,7 @@ def fit_rows(a, job, runs, ran, out):
         return
     cmd = [os.path.join(a.bin, "gpurec"), "predict", "-q"] + ["%s@%d" % r for r in recs] + \
           ["--fit=%dGiB" % j["cap"], "--other=0", "--step=%d" % j["step"], "--format=json"] + \
+          (["--max=%d" % j["max"]] if "max" in j else []) + \
           ["--policy=" + p for _, _, p in SETTINGS]
     p = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), p.stderr))
@@ -324,6 +326,8 @@ def fit_rows(a, job, runs, ran, out):
             pred, refused = "refused at %g: %s" % (s["refused_at"], s["reason"].replace("|", "/")), True
         elif s["state"] == "fits":
             pred, refused = int(s["largest"]), False
+        elif s["state"] == "at_least":  # everything up to --max fits: the job's own limit, not a memory one
+            pred, refused = "at least %d (--max)" % int(s["largest"]), False
         else:
             pred, refused = s["state"], False
         real = real_largest(runs, conf, j["step"])
