@@ -12,7 +12,9 @@
  * below it: fits, does not; else bisected there).
  * What it replays of the whole trace (each replay of 10^8 events is seconds): the finalists in
  * two rounds, the runners-up the reduced figures put clearly behind their leader only when the
- * first round's smallest point is over the time budget (finalists(), settled()).
+ * first round's smallest point is over the time budget (finalists(), settled()); the default's
+ * capacity bisection beside the choice's spreads (dflt_cap_start: both cores busy where a
+ * round replays one probe).
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
