@@ -8,6 +8,7 @@
 #    the capacity answers, all the same; at least the traces known to repeat are reduced;
 #  - a synthetic training run (gmsynth: steps of one sequence length, one in 8 of another):
 #    reduced to a small share of its events, the same advice;
+#  - the default's capacity bisected beside the choice's spreads: the same as after them;
 #  - `gpuanalyze report` of a trace past 1 M events: the tuner's advice, searched on the
 #    steady state, said in the text and the HTML.
 # Usage: tune_reduce_test.sh GPUREPLAY GPUANALYZE GMSYNTH TRACE...
@@ -65,6 +66,19 @@ GPUREPLAY_TEST_TUNE_LOAD_BYTES=1 "$RP" syn.zst --tune --jobs=2 --tune-reduce=alw
   fail "streamed: $(cat str.txt)"
 grep -q '^searched on ' str.txt || fail "streamed: not reduced: $(head -5 str.txt)"
 advice mem.txt | diff - <(advice str.txt) || fail "streamed: another advice than in memory"
+# the default's capacity bisected on the whole trace beside the choice's spreads (--jobs=2,
+# gpureplay_tune_reduce.c) gives what it gives after them (--jobs=1): the same text, replays
+# counted too; a run (seed 6) whose default needs more on the whole trace than where the
+# reduced one said, so that it is bisected there
+"$GS" -o cap.zst --events 1000000 --seed 6 || fail "gmsynth"
+for j in 1 2; do
+  GPUREPLAY_TUNE_TIMES=1 GPUREPLAY_TEST_TUNE_LOAD_BYTES=1 "$RP" cap.zst --tune --jobs=$j --tune-reduce=always \
+    >cap$j.txt 2>cap$j.err || fail "capacity, --jobs=$j: $(cat cap$j.err)"
+done
+grep -q "default's capacity (beside) .* replays [1-9]" cap2.err ||
+  fail "the default's capacity was not bisected beside the choice: $(grep 'tune phase' cap2.err)"
+untimed() { sed -E 's/[0-9]+\.[0-9]+ s;/X s;/' "$1"; }
+untimed cap1.txt | diff - <(untimed cap2.txt) || fail "the default's capacity beside the choice: another text"
 # under --tune-reduce=auto a short trace is searched whole
 "$RP" syn.zst --tune --no-limits >auto.txt 2>&1 || fail "auto"
 grep -q '^searched on' auto.txt && fail "a 400 000-event trace was reduced under auto"

@@ -12,12 +12,15 @@
  * below it: fits, does not; else bisected there).
  * What it replays of the whole trace (each replay of 10^8 events is seconds): the finalists in
  * two rounds, the runners-up the reduced figures put clearly behind their leader only when the
- * first round's smallest point is over the time budget (finalists(), settled()).
+ * first round's smallest point is over the time budget (finalists(), settled()); the default's
+ * capacity bisection beside the choice's spreads (dflt_cap_start: both cores busy where a
+ * round replays one probe).
  *
  * Without a period, a long trace (past GR_TUNE_FULL_EVENTS under --tune-reduce=auto) gets the
  * sweep's grid on the whole trace (what `gpuanalyze report` did before: the search on every
  * event costs minutes), without the capacity bisection (a dozen more passes over the trace). */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -221,42 +224,112 @@ static gm_status_t plan_probes(gr_tune_ctx_t *rc, probe_t *pr, int *np, gm_err_t
   return GM_OK;
 }
 
-/* The points the report shows with a capacity: the default, the best, the chosen, the grid's.
- * A point whose probes bracket its capacity has it (the bisection, which assumes fitting is
- * monotone in the capacity, would end there); one whose probes both ran out of memory (or both
- * fit) is bisected on the whole trace above (below) them, as the bisection from the hint would
- * after replaying them again; the others from where the reduced trace needs them. */
+/* One shown point's capacity: a point whose probes bracket it has it (the bisection, which
+ * assumes fitting is monotone in the capacity, would end there); one whose probes both ran out
+ * of memory (or both fit) is bisected on the whole trace above (below) them, as the bisection
+ * from the hint would after replaying them again; the others from where the reduced trace needs
+ * them. */
+static gm_status_t capacity_of(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t *pr, int np, gr_tune_point_t *p,
+                               gm_err_t *err) {
+  if (p->needs_bytes || p->needs_above || p->needs_none) return GM_OK;
+  uint64_t no = 0, yes = 0; /* what the probes found, where they do not bracket it */
+  gr_tune_span_t no_same = {0, 0}, yes_same = {0, 0};
+  for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2) {
+    if (strcmp(pr[k].spec, p->spec) != 0) continue;
+    if (pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
+    else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap, no_same = pr[k].same; /* it needs more on the whole trace */
+    else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap, yes_same = pr[k + 1].same; /* ... or less */
+  }
+  if (p->needs_bytes) return GM_OK;
+  if (no || yes) return gr_tune_point_needs_within(c, p, no, no_same, yes, yes_same, err);
+  uint64_t hint = 0;
+  int k = rc ? gr_tune_find(rc->t, p->spec) : -1;
+  if (k >= 0) { /* where the reduced trace needs it: cheap to find, tried first */
+    gr_tune_point_t *q = &rc->t->pts[k];
+    gm_status_t st = gr_tune_point_needs(rc, q, err);
+    if (st != GM_OK) return st;
+    if (!q->needs_above && !q->needs_none) hint = q->needs_bytes;
+  }
+  return gr_tune_point_needs_hint(c, p, hint, err);
+}
+
+/* The points the report shows with a capacity: the default, the best, the chosen, the grid's
+ * (each on its own: what one finds does not change another's). */
 static gm_status_t capacities(gr_tune_ctx_t *c, gr_tune_ctx_t *rc, const probe_t *pr, int np, gm_err_t *err) {
   gr_tune_t *t = c->t;
   int show[4] = {t->dflt, t->best, t->chosen, t->best_grid};
   gm_status_t st = GM_OK;
-  for (int i = 0; st == GM_OK && i < 4; i++) {
-    if (show[i] < 0) continue;
-    gr_tune_point_t *p = &t->pts[show[i]];
-    if (p->needs_bytes || p->needs_above || p->needs_none) continue;
-    uint64_t no = 0, yes = 0; /* what the probes found, where they do not bracket it */
-    gr_tune_span_t no_same = {0, 0}, yes_same = {0, 0};
-    for (int k = 0; k + 1 < np && !(p->ok && p->peak_reserved == 0); k += 2) {
-      if (strcmp(pr[k].spec, p->spec) != 0) continue;
-      if (pr[k].fits && !pr[k + 1].fits) p->needs_bytes = pr[k].cap;
-      else if (!pr[k].fits && !pr[k + 1].fits) no = pr[k].cap, no_same = pr[k].same; /* it needs more on the whole trace */
-      else if (pr[k].fits && pr[k + 1].fits) yes = pr[k + 1].cap, yes_same = pr[k + 1].same; /* ... or less */
-    }
-    if (p->needs_bytes) continue;
-    if (no || yes) {
-      st = gr_tune_point_needs_within(c, p, no, no_same, yes, yes_same, err);
-      continue;
-    }
-    uint64_t hint = 0;
-    int k = rc ? gr_tune_find(rc->t, p->spec) : -1;
-    if (k >= 0) { /* where the reduced trace needs it: cheap to find, tried first */
-      gr_tune_point_t *q = &rc->t->pts[k];
-      st = gr_tune_point_needs(rc, q, err);
-      if (st == GM_OK && !q->needs_above && !q->needs_none) hint = q->needs_bytes;
-    }
-    if (st == GM_OK) st = gr_tune_point_needs_hint(c, p, hint, err);
-  }
+  for (int i = 0; st == GM_OK && i < 4; i++)
+    if (show[i] >= 0) st = capacity_of(c, rc, pr, np, &t->pts[show[i]], err);
   return st;
+}
+
+/* The default's capacity beside the choice (issue 28 item 2): it needs only the first round's
+ * replays and probes, and the choice's spreads need nothing of it, so on a streamed trace the
+ * bisection's rounds (often one probe, one core replaying while another decodes) fill the core
+ * the spread pass leaves. The thread works on a copy of the point and of the tuner's counters
+ * (its replays added after), and on the reduced search's point, which the choice never reads;
+ * the answer is written back into the whole trace's default after the join, before the other
+ * shown points' capacities: the same answers and the same replays as one after the other. */
+typedef struct dflt_cap {
+  gr_tune_ctx_t c, rc;
+  gr_tune_t t, rt; /* copies: their own replay counters */
+  const probe_t *pr;
+  int np;
+  gr_tune_point_t p;
+  gm_status_t st;
+  gm_err_t err;
+  pthread_t tid;
+  int started;
+} dflt_cap_t;
+
+static void *dflt_cap_worker(void *arg) {
+  dflt_cap_t *d = arg;
+  d->st = capacity_of(&d->c, &d->rc, d->pr, d->np, &d->p, &d->err);
+  return NULL;
+}
+
+static void dflt_cap_start(dflt_cap_t *d, const gr_tune_ctx_t *c, const gr_tune_ctx_t *rc, const probe_t *pr, int np) {
+  memset(d, 0, sizeof *d);
+  const gr_tune_t *t = c->t;
+  if (t->dflt < 0 || c->cfg.jobs < 2) return;
+  d->t = *t;
+  d->t.pts = NULL; /* the copy reads none of the points, and counts its own replays */
+  d->t.front = NULL;
+  d->t.n = d->t.cap = d->t.n_front = 0;
+  d->t.replays = 0;
+  d->rt = *rc->t; /* its points shared: the choice reads none of them */
+  d->rt.replays = 0;
+  d->c = *c;
+  d->c.t = &d->t;
+  d->rc = *rc;
+  d->rc.t = &d->rt;
+  d->pr = pr;
+  d->np = np;
+  d->p = t->pts[t->dflt];
+  d->started = pthread_create(&d->tid, NULL, dflt_cap_worker, d) == 0;
+}
+
+/* After the join: the default's answer in t (found by its spec: a second round rebuilds t's
+ * points), the thread's replays counted. */
+static gm_status_t dflt_cap_join(dflt_cap_t *d, gr_tune_t *t, gr_tune_t *rt, gm_status_t st, gm_err_t *err) {
+  if (!d->started) return st;
+  pthread_join(d->tid, NULL);
+  d->started = 0;
+  t->replays += d->t.replays;
+  rt->replays += d->rt.replays;
+  if (st != GM_OK) return st;
+  if (d->st != GM_OK) return *err = d->err, d->st;
+  int k = gr_tune_find(t, d->p.spec);
+  /* a second round's points may raise the lower bound, where the bisection starts: then the
+   * default is bisected again from there, as it would have been (not seen on any trace: the
+   * bound is the peak live requested, the same for every setting that fits) */
+  if (k >= 0 && d->t.lower_bound == t->lower_bound) {
+    t->pts[k].needs_bytes = d->p.needs_bytes;
+    t->pts[k].needs_above = d->p.needs_above;
+    t->pts[k].needs_none = d->p.needs_none;
+  }
+  return GM_OK;
 }
 
 gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, const gr_loaded_t *red,
@@ -303,6 +376,9 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
   gr_tune_times_mark(&tt, "capacities on the reduced", rt.replays);
   if (st == GM_OK) st = confirm(&c, &f, 1, pr, np, err);
   gr_tune_times_mark(&tt, "confirm on the whole", rt.replays + t->replays);
+  dflt_cap_t dc; /* the default's capacity, beside the choice's spreads (and a second round) */
+  if (st == GM_OK && o->capacity) dflt_cap_start(&dc, &c, &rc, pr, np);
+  else memset(&dc, 0, sizeof dc);
   if (st == GM_OK) st = gr_tune_choose(&c, err); /* worst cases spread on the whole trace */
   gr_tune_times_mark(&tt, "choice (spread) on the whole", rt.replays + t->replays);
   if (st == GM_OK && n1 < f.n && !settled(t)) {
@@ -314,6 +390,8 @@ gm_status_t gr_tune_run_reduced(const gr_config_t *cfg, const gr_loaded_t *lt, c
     if (st == GM_OK) st = gr_tune_choose(&c, err);
     gr_tune_times_mark(&tt, "second round on the whole", rt.replays + t->replays);
   }
+  st = dflt_cap_join(&dc, t, &rt, st, err);
+  gr_tune_times_mark(&tt, "default's capacity (beside)", rt.replays + t->replays);
   if (st == GM_OK && o->capacity) st = capacities(&c, &rc, pr, np, err);
   gr_tune_times_mark(&tt, "capacities on the whole", rt.replays + t->replays);
   if (st == GM_OK) {
