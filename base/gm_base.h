@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -32,6 +33,29 @@ extern "C" {
  * "more than " GM_STR(LIMIT) " values (limit LIMIT)". */
 #define GM_STR_(x) #x
 #define GM_STR(x) GM_STR_(x)
+
+/* ---- a hash for short keys ------------------------------------------------------------------ */
+
+/* A multiply-xorshift over a key's bytes (any length), for uthash's buckets over short keys
+ * (addresses, (address, device) pairs) where its default Jenkins hash cost more than the table:
+ * `#define HASH_FUNCTION(k, n, h) ((h) = gm_key_hash((k), (size_t)(n)))` before <uthash.h>. It
+ * decides buckets only, never the order of iteration (insertion order). */
+static inline unsigned gm_key_hash(const void *key, size_t len) {
+  const unsigned char *p = (const unsigned char *)key;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ len, w;
+  for (; len >= 8; p += 8, len -= 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  if (len) {
+    w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+  }
+  return (unsigned)h;
+}
 
 /* ---- status ---------------------------------------------------------------------------- */
 

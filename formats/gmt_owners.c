@@ -28,26 +28,10 @@
 #include <stdint.h>
 #include <string.h>
 
-/* uthash's default (Jenkins) hash over these short keys cost more than the table itself: a
- * multiply-xorshift over the key's bytes instead (any length; it decides buckets only, never the
- * order of iteration, which is insertion order). */
-static inline unsigned key_hash(const void *key, size_t len) {
-  const unsigned char *p = key;
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ len, w;
-  for (; len >= 8; p += 8, len -= 8) {
-    memcpy(&w, p, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-  }
-  if (len) {
-    w = 0;
-    memcpy(&w, p, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-  }
-  return (unsigned)h;
-}
-#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = key_hash((keyptr), (size_t)(keylen)))
+#include "base/gm_base.h"
+
+/* gm_key_hash (base): uthash's Jenkins hash cost more than the table over these short keys */
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = gm_key_hash((keyptr), (size_t)(keylen)))
 #include <uthash.h>
 
 #include "formats/gmt.h"
