@@ -19,6 +19,12 @@ namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
+// engine_ids_test is this file run with ENGINE_TEST_IDS=1 (one compile for both targets, BUILD).
+bool OverIds() {
+  static const bool over = std::getenv("ENGINE_TEST_IDS") != nullptr;
+  return over;
+}
+
 // ---- fake policies -------------------------------------------------------------------
 
 struct Fake {
@@ -176,13 +182,14 @@ struct Replay {
     EXPECT_EQ(rp_engine_create(&ops, conf, b, &eo, &e, &err), GM_OK) << err.msg;
     EXPECT_EQ(rp_engine_set_external_sync(e, external_sync, &err), GM_OK) << err.msg;
   }
-#ifdef ENGINE_TEST_IDS
-  // engine_ids_test: every replay over address numbers (rp_engine_use_ids), numbered here
-  // across the Feed calls of a replay in order of first appearance, as rp_addr_ids_build does.
+  // engine_ids_test (ENGINE_TEST_IDS=1, BUILD): every replay over address numbers
+  // (rp_engine_use_ids), numbered here across the Feed calls of a replay in order of first
+  // appearance, as rp_addr_ids_build does.
   std::map<uint64_t, uint32_t> ids;
   rp_addr_ids_t numbering{};  // room for the numbers (no spares kept: a table of its own)
   bool numbered = false;
   gm_status_t Feed(const std::vector<gmt_event_t> &v) {
+    if (!OverIds()) return rp_engine_feed(e, v.data(), v.size(), &err);
     if (!numbered) {
       numbering.count = 1u << 21;
       EXPECT_EQ(rp_engine_use_ids(e, &numbering, &err), GM_OK) << err.msg;
@@ -192,11 +199,6 @@ struct Replay {
     for (const gmt_event_t &ev : v) id.push_back(ids.emplace(ev.addr, (uint32_t)ids.size()).first->second);
     return rp_engine_feed_ids(e, v.data(), id.data(), v.size(), &err);
   }
-#else
-  gm_status_t Feed(const std::vector<gmt_event_t> &v) {
-    return rp_engine_feed(e, v.data(), v.size(), &err);
-  }
-#endif
   void Finish() { ASSERT_EQ(rp_engine_finish(e, r, &err), GM_OK) << err.msg; }
   ~Replay() {
     rp_engine_destroy(e);
@@ -419,9 +421,7 @@ TEST(Engine, TimelineIsBoundedAndKeepsThePeak) {
 }
 
 TEST(Engine, HostMemoryFollowsLiveBlocksNotTraceLength) {
-#ifdef ENGINE_TEST_IDS
-  GTEST_SKIP() << "over address numbers the table follows the numbering (events in memory), by design";
-#endif
+  if (OverIds()) GTEST_SKIP() << "over address numbers the table follows the numbering (events in memory), by design";
   Replay run(kDirect, 0, 0);
   std::vector<gmt_event_t> v;
   for (int i = 0; i < 100000; i++) {
