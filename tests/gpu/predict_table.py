@@ -331,6 +331,15 @@ def fit_rows(a, job, runs, ran, out):
         else:
             pred, refused = s["state"], False
         real = real_largest(runs, conf, j["step"])
+        if s and s["state"] == "at_least":  # checked by a run at --max itself: it fits, or not
+            at = [r for r in runs if r["purpose"] == "fit" and r["conf"] == conf and r["value"] == int(s["largest"])
+                  and r.get("result") and r["rc"] == 0]
+            if at:
+                real = "fits at %d" % int(s["largest"]) if not at[-1]["result"].get("oom") else \
+                       "out of memory at %d" % int(s["largest"])
+                v = "ok (fits, as predicted)" if real.startswith("fits") else "ABOVE"
+                out("| %s | %d GiB | %s | %s | %s | %s |" % (job, j["cap"], name, pred, real, v))
+                continue
         if refused:
             v = "refused"
         elif real is None:
