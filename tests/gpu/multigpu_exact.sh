@@ -7,7 +7,7 @@
 # process on both devices): unrecorded under the default and under expandable_segments:True,
 # recorded under the default; then gpureplay of each trace under both settings, one result per
 # device, against PyTorch's own max_memory_reserved and max_memory_allocated of the same rank
-# and device, to the byte.
+# and device, to the byte. JOBS=ddp1 (DDP's two ranks on one device, over gloo) runs on one GPU.
 #   bash tests/gpu/multigpu_exact.sh WHEEL_DIR [JOBS]
 # Output: $OUT/multigpu_exact.txt ("N checks, M failed" at the end), $OUT/multigpu_exact.tgz.
 set -u

@@ -7,6 +7,9 @@
       channels are most of what else is on the device)
   python3 tests/gpu/multigpu_jobs.py twodev                      one process, half of the model
       on cuda:0 and half on cuda:1 (a pipeline by hand), activations copied across
+  torchrun --nproc_per_node=2 tests/gpu/multigpu_jobs.py ddp1    the ddp job with both ranks on
+      cuda:0 over gloo (NCCL refuses two ranks on one device): the ranks' recordings where only
+      one GPU is lent
 
 Each process prints one `GPUMEM_RESULT {json}` line per device it used, with the device's
 max_memory_reserved / max_memory_allocated (PyTorch's figures, the replay's ground truth), the
@@ -46,15 +49,19 @@ def result(job, dev, rank, world, used_start):
             "device_total": total, "torch": torch.__version__}
 
 
-def ddp():
+def ddp(one_device=False):
     import torch.distributed as dist
     rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(rank)
+    dev = 0 if one_device else rank
+    torch.cuda.set_device(dev)
     torch.cuda.init()
-    used_start, _ = used(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    used_start, _ = used(dev)
+    if one_device:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(block(LAYERS).cuda(), device_ids=[rank])
+    model = nn.parallel.DistributedDataParallel(block(LAYERS).cuda(), device_ids=[dev])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rows = ROWS * (3 if rank == 1 else 1)
     g = torch.Generator(device="cuda").manual_seed(rank)
@@ -64,7 +71,7 @@ def ddp():
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
-    r = result("ddp", rank, dist.get_rank(), dist.get_world_size(), used_start)
+    r = result("ddp1" if one_device else "ddp", dev, dist.get_rank(), dist.get_world_size(), used_start)
     print("GPUMEM_RESULT " + json.dumps(r), flush=True)
     dist.destroy_process_group()
 
@@ -113,4 +120,4 @@ def twodev():
 
 
 if __name__ == "__main__":
-    {"ddp": ddp, "nccl": nccl, "twodev": twodev}[sys.argv[1]]()
+    {"ddp": ddp, "ddp1": lambda: ddp(True), "nccl": nccl, "twodev": twodev}[sys.argv[1]]()
