@@ -96,6 +96,28 @@ rec_config_t Config(const std::string &path) {
   return cfg;
 }
 
+// The hooks of a fake source on clk, its warnings kept there. now: the core reads clk's time
+// (else it has no clock: it writes what it holds); tick: the source's periodic hand-over of its
+// records is counted (the callback capture has none).
+rec_hooks_t Hooks(FakeClock *clk, bool now, bool tick) {
+  rec_hooks_t hooks = {};
+  hooks.ctx = clk;
+  hooks.warn = FakeWarn;
+  if (now) hooks.now_ns = FakeNow;
+  if (tick) hooks.tick = FakeTick;
+  return hooks;
+}
+
+// A core started on cfg with hooks (nullptr: none); cfg's header freed (the core has a copy).
+rec_core_t *Start(rec_config_t *cfg, const rec_hooks_t *hooks) {
+  rec_core_t *c = nullptr;
+  gm_err_t err;
+  gm_err_clear(&err);
+  EXPECT_EQ(rec_core_start(&c, cfg, hooks, &err), GM_OK) << err.msg;
+  gmt_header_free(&cfg->header);
+  return c;
+}
+
 TEST(CuptiConvert, MemoryRecordsKeepEveryField) {
   CUpti_ActivityMemory4 a = Mem(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
                                 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7000, 4096, 1500, 13, 1);
@@ -227,19 +249,13 @@ TEST(RecRing, ManyProducersLoseNothing) {
 TEST(RecCore, SyntheticRecordsRoundTripInTimestampOrder) {
   std::string path = TmpPath("core_roundtrip.zst");
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
-  hooks.tick = FakeTick;
+  rec_hooks_t hooks = Hooks(&clk, true, true);
   hooks.fill_header = FakeFill;
-  hooks.warn = FakeWarn;
   rec_config_t cfg = Config(path);
   cfg.header.pid = 4242;
   cfg.header.capture_mode = GMT_CAPTURE_REQUESTS;
-  rec_core_t *c;
-  gm_err_t err;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   // CUPTI delivers late batches while callbacks push at once: push out of order.
   const uint64_t t0 = 1000000;
@@ -294,6 +310,7 @@ TEST(RecCore, SyntheticRecordsRoundTripInTimestampOrder) {
   EXPECT_FALSE(rs.truncated);
 
   gmt_reader_t *r;
+  gm_err_t err;
   ASSERT_EQ(gmt_reader_open(&r, path.c_str(), &err), GM_OK);
   const gmt_header_t *h = gmt_reader_header(r);
   EXPECT_EQ(h->pid, 4242u);
@@ -316,19 +333,11 @@ TEST(RecCore, HoldsEventsNewerThanTheHorizonUntilStop) {
   std::string path = TmpPath("core_horizon.zst");
   FakeClock clk;
   clk.now = 100000000;  // 100 ms
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
-  hooks.tick = FakeTick;
+  rec_hooks_t hooks = Hooks(&clk, true, true);
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
-  gmt_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = GMT_EV_ALLOC;
-  ev.stream = GMT_STREAM_NONE;
-  ev.ts_ns = 1000;  // old: written at the next tick
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
+  gmt_event_t ev = Ev(GMT_EV_ALLOC, 1000, 0, 0);  // old: written at the next tick
   rec_core_push(c, &ev);
   ev.ts_ns = 95000000;  // within the 10 ms margin of the horizon: held back
   rec_core_push(c, &ev);
@@ -348,13 +357,9 @@ TEST(RecCore, HoldsEventsNewerThanTheHorizonUntilStop) {
 TEST(RecCore, FlushedChunksAreReadableBeforeStop) {
   std::string path = TmpPath("core_live.zst");
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
-  gmt_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = GMT_EV_ALLOC;
-  ev.stream = GMT_STREAM_NONE;
+  rec_core_t *c = Start(&cfg, nullptr);
+  ASSERT_NE(c, nullptr);
+  gmt_event_t ev = Ev(GMT_EV_ALLOC, 0, 0, 0);
   for (int i = 0; i < 100; i++) {
     ev.ts_ns = i;
     ev.addr = 0x1000 * i;
@@ -379,9 +384,8 @@ TEST(RecCore, NoContextNoEventsNoFile) {
   std::string path = TmpPath("core_nothing.zst");
   unlink(path.c_str());
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, nullptr);
+  ASSERT_NE(c, nullptr);
   usleep(50000);
   ASSERT_EQ(rec_core_stop(c), GM_OK);
   rec_core_destroy(c);
@@ -392,9 +396,8 @@ TEST(RecCore, NoContextNoEventsNoFile) {
 TEST(RecCore, ContextWithoutEventsLeavesEmptyTrace) {
   std::string path = TmpPath("core_empty.zst");
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, nullptr, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, nullptr);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   ASSERT_EQ(rec_core_stop(c), GM_OK);
   rec_core_destroy(c);
@@ -405,18 +408,13 @@ TEST(RecCore, ContextWithoutEventsLeavesEmptyTrace) {
 
 TEST(RecCore, UnwritablePathWarnsOnceAndDropsEvents) {
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.warn = FakeWarn;
+  rec_hooks_t hooks = Hooks(&clk, false, false);
   std::string path = "/nonexistent-dir/x.zst";
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
-  gmt_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = GMT_EV_ALLOC;
+  gmt_event_t ev = Ev(GMT_EV_ALLOC, 0, 0, 0);
   for (int i = 0; i < 200 && !clk.warned; i++) usleep(5000);
   EXPECT_EQ(clk.warned, 1);
   EXPECT_NE(clk.warning.find("recording stopped"), std::string::npos) << clk.warning;
@@ -450,18 +448,11 @@ gmt_coverage_t CoverageOf(const std::string &path, gmt_reader_stats_t *st = null
 TEST(RecCore, SourceFailureMarksWhereTheTraceStops) {
   std::string path = TmpPath("core_fail.zst");
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.warn = FakeWarn;
+  rec_hooks_t hooks = Hooks(&clk, false, false);
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
-  gmt_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = GMT_EV_ALLOC;
-  ev.stream = GMT_STREAM_NONE;
-  ev.ts_ns = 777;
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
+  gmt_event_t ev = Ev(GMT_EV_ALLOC, 777, 0, 0);
   rec_core_push(c, &ev);
   for (int i = 0; i < 100; i++) {
     rec_core_stats_t st;
@@ -519,15 +510,12 @@ TEST(RecCore, CloseMarksFreesNeverSeenAllocated) {
 // at once, the trace left open.
 TEST(RecCore, SyncWritesEverythingWithoutClosing) {
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
+  rec_hooks_t hooks = Hooks(&clk, true, false);
   const std::string path = TmpPath("sync.zst");
   rec_config_t cfg = Config(path);
   cfg.flush_interval_ns = 60ull * 1000000000ull;  // no periodic flush within this test
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   clk.now = 1000;
   for (int i = 0; i < 100; i++) {
@@ -557,9 +545,8 @@ TEST(RecCore, BusyRingStillFlushesWithinTheInterval) {
   rec_config_t cfg = Config(path);
   cfg.flush_interval_ns = REC_FLUSH_INTERVAL_NS;
   cfg.ring_events = 4096;
-  rec_core_t *c;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, nullptr), GM_OK);
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   std::atomic<int> stop{0};
   std::vector<std::thread> producers;
@@ -779,15 +766,11 @@ TEST(CuptiCallback, FreesVmmTrimsAndOthers) {
 
 std::vector<gmt_event_t> RunCore(const std::string &path, int fill, std::vector<gmt_event_t> evs) {
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
+  rec_hooks_t hooks = Hooks(&clk, true, false);
   rec_config_t cfg = Config(path);
   cfg.fill_free_sizes = fill;
-  rec_core_t *c;
-  gm_err_t err;
-  EXPECT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  if (!c) return {};
   rec_core_gpu_ready(c);
   for (auto &e : evs) EXPECT_EQ(rec_core_push(c, &e), 0);
   clk.now = 1000000000;
@@ -857,17 +840,13 @@ TEST(RecCore, WithoutTickWritesEarlyWhenManyEventsWait) {
   // The callback capture has no tick hook: with many events waiting the writer must not hold
   // them for a whole flush interval (its ring would overflow at ~2 M events/s).
   FakeClock clk;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
+  rec_hooks_t hooks = Hooks(&clk, true, false);
   const std::string path = TmpPath("early_emit.zst");
   rec_config_t cfg = Config(path);
   cfg.flush_interval_ns = 60ull * 1000000000ull;  // never within this test
   cfg.fill_free_sizes = 1;
-  rec_core_t *c;
-  gm_err_t err;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   clk.now = 10000000000ull;
   std::vector<gmt_event_t> evs;
@@ -902,10 +881,8 @@ TEST(RecCore, CounterReadingsGoOntoTheClock) {
   hooks.now_ns = MonoNow;
   const std::string path = TmpPath("ticks.zst");
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  gm_err_t err;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   const int threads = 3, per = 20000;
   std::vector<std::vector<uint64_t>> when(threads);  // the clock right after each counter reading
@@ -949,15 +926,11 @@ TEST(RecCore, CounterReadingsGoOntoTheClock) {
 TEST(RecCore, ACounterReadingPastAClockThatWentBackIsNotBad) {
   FakeClock clk;
   clk.now = 10000000000ull;
-  rec_hooks_t hooks = {};
-  hooks.ctx = &clk;
-  hooks.now_ns = FakeNow;
+  rec_hooks_t hooks = Hooks(&clk, true, false);
   const std::string path = TmpPath("ticks_clock_back.zst");
   rec_config_t cfg = Config(path);
-  rec_core_t *c;
-  gm_err_t err;
-  ASSERT_EQ(rec_core_start(&c, &cfg, &hooks, &err), GM_OK) << err.msg;
-  gmt_header_free(&cfg.header);
+  rec_core_t *c = Start(&cfg, &hooks);
+  ASSERT_NE(c, nullptr);
   rec_core_gpu_ready(c);
   clk.now = 5000000000ull;  // back by 5 s
   for (int i = 0; i < 100; i++) {
