@@ -185,7 +185,7 @@ void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t);
  * in `a`; RP_NO_BLOCK is never one. */
 static inline gm_status_t rp_pol_alloc(rp_engine_t *e, uint64_t size, uint64_t stream, uint64_t *blk,
                                        gm_err_t *err) {
-  e->req_log2 |= 1ull << (63 - __builtin_clzll(size | 1)); /* rp_run_facts_t.request_log2 */
+  e->req_log2 |= rp_request_log2_bit(size);
   if (e->ops->alloc_h) {
     uint64_t addr;
     return e->ops->alloc_h(e->pol, size, stream, &addr, blk, err);

@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) size_t loop(rp_engine_t *e, const g
         continue;
       }
       uint64_t blk = 0, addr;
-      r.req_log2 |= 1ull << (63 - __builtin_clzll(ev->size | 1)); /* as rp_pol_alloc */
+      r.req_log2 |= rp_request_log2_bit(ev->size); /* as rp_pol_alloc */
       gm_status_t s = alloc_h ? alloc_h(pol, ev->size, ev->stream, &addr, &blk, err)
                               : alloc(pol, ev->size, ev->stream, &blk, err);
       if (RARE(s != GM_OK)) {

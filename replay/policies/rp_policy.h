@@ -99,6 +99,9 @@ typedef struct rp_run_facts {
   int clean;               /* no request failed, no driver call failed, no alloc retried */
 } rp_run_facts_t;
 
+/* request_log2's bit for a request of size bytes (size 0: bit 0). */
+static inline uint64_t rp_request_log2_bit(uint64_t size) { return 1ull << (63 - __builtin_clzll(size | 1)); }
+
 /* A policy implementation. `conf` is the text after "name:" in the spec ("" if none),
  * e.g. "max_split_size_mb:128,expandable_segments:True" for pytorch. */
 typedef struct rp_policy_ops {
