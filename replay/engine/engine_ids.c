@@ -5,7 +5,9 @@
  * Numbers follow the order of first appearance, and are given to the events whose address the
  * engine's block map may be asked about: allocations, frees, free_requested and the VMM events
  * (a VMM buffer's request has its event's address: engine_vmm.c). Other events get RP_NO_ID.
- * One hash probe per such event, here only (its own table, 16 bytes a slot).
+ * One hash probe per such event, here only (its own table, 16 bytes a slot). One loop (number)
+ * serves the events held in memory as they arrive (rp_addr_ids_begin/_add/_end) and a trace
+ * too large to hold, numbered batch by batch as it is read (rp_addr_numbering_next).
  *
  * The engines' tables for these numbers (rp_dense_t, 32 bytes a number) are kept with the
  * numbering between replays (a few spares, taken and given back without a lock by the threads
@@ -93,22 +95,96 @@ static int table_resize(table_t *t, size_t want) {
   return 0;
 }
 
-/* The numbering under way: events [0, done) numbered, room for cap numbers in id. */
-struct rp_ids_builder {
+/* The numbering under way, of the events given so far in order (batch by batch, or all held
+ * in memory: the same numbers in the same order). hint: the trace's expected length (sizing
+ * only; 0: unknown); named: the events seen that name a block. */
+struct rp_addr_numbering {
   table_t t;
+  size_t seen, named, hint;
+  uint32_t count, max;
+};
+
+static int numbering_init(rp_addr_numbering_t *nb, uint32_t max, size_t hint) {
+  memset(nb, 0, sizeof *nb);
+  nb->max = max < RP_NO_ID ? max : RP_NO_ID - 1;
+  nb->hint = hint;
+  return table_init(&nb->t, 0);
+}
+
+static void numbering_free(rp_addr_numbering_t *nb) {
+  if (nb->t.s) rp_bigmem_free(nb->t.s, nb->t.cap * sizeof *nb->t.s);
+  nb->t.s = NULL;
+}
+
+enum { NUMBERED = 0, OUT_OF_MEMORY = -1, TOO_MANY = -2 };
+
+/* The one numbering loop: evs[0, n), the next events of the trace, numbered into id[0, n) (id
+ * NULL: only counted). On locals (the fields through a pointer would be reloaded after each
+ * store to id[]: a fifth of the numbering's speed), written back at the end or a failure (the
+ * events before the one that failed stay numbered). */
+static int number(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id) {
+  table_t t = nb->t;
+  uint32_t count = nb->count, max = nb->max;
+  size_t named = nb->named, i;
+  /* the event SAMPLE of the trace, where it is in this batch and the hint is worth it */
+  size_t sample = nb->seen <= SAMPLE && nb->hint >= 4 * SAMPLE ? SAMPLE - nb->seen : SIZE_MAX;
+  int r = NUMBERED;
+  for (i = 0; i < n; i++) {
+    if (i == sample && 4 * (size_t)count > named) {
+      /* mostly fresh addresses so far: room at once for as many over the whole trace */
+      size_t projected = (size_t)count * (nb->hint / SAMPLE);
+      if (2 * projected > t.cap && table_resize(&t, projected) != 0) {
+        r = OUT_OF_MEMORY;
+        break;
+      }
+    }
+    if (i + PREFETCH < n) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
+    if (!names_block(evs[i].kind)) {
+      if (id) id[i] = RP_NO_ID;
+      continue;
+    }
+    named++;
+    slot_t *x = find(&t, evs[i].addr);
+    if (!x->id1) {
+      if (count >= max) {
+        r = TOO_MANY;
+        break;
+      }
+      if (2 * ((size_t)count + 1) > t.cap) {
+        if (table_resize(&t, t.cap) != 0) {
+          r = OUT_OF_MEMORY;
+          break;
+        }
+        x = find(&t, evs[i].addr);
+      }
+      x->key = evs[i].addr;
+      x->id1 = ++count;
+    }
+    if (id) id[i] = x->id1 - 1;
+  }
+  nb->t = t;
+  nb->count = count;
+  nb->named = named;
+  nb->seen += i;
+  return r;
+}
+
+/* ---- numbering events held in memory as they arrive ----------------------------------------- */
+
+/* The numbering of evs[0, nb.seen), room for cap numbers in id; ok: no failure so far. */
+struct rp_ids_builder {
+  rp_addr_numbering_t nb;
   uint32_t *id;
-  size_t cap, done, hint, named;
-  uint32_t count;
+  size_t cap;
   int ok, too_many;
 };
 
 rp_ids_builder_t *rp_addr_ids_begin(size_t n_hint) {
   rp_ids_builder_t *b = calloc(1, sizeof *b);
   if (!b) return NULL;
-  b->hint = n_hint;
   b->cap = n_hint ? n_hint : 1;
   b->id = rp_bigmem_alloc(b->cap * sizeof *b->id);
-  b->ok = b->id && table_init(&b->t, 0) == 0;
+  b->ok = b->id && numbering_init(&b->nb, RP_NO_ID, n_hint) == 0;
   return b;
 }
 
@@ -119,64 +195,23 @@ static int id_room(rp_ids_builder_t *b, size_t want) {
   while (cap < want) cap *= 2;
   uint32_t *id = rp_bigmem_alloc(cap * sizeof *id);
   if (!id) return -1;
-  memcpy(id, b->id, b->done * sizeof *id);
+  memcpy(id, b->id, b->nb.seen * sizeof *id);
   rp_bigmem_free(b->id, b->cap * sizeof *b->id);
   b->id = id;
   b->cap = cap;
   return 0;
 }
 
-/* The loop on locals (the builder's fields through a pointer would be reloaded after each
- * store to id[]: a fifth of the numbering's speed), written back at the end or a failure. */
 void rp_addr_ids_add(rp_ids_builder_t *b, const gmt_event_t *evs, size_t to) {
-  if (!b->ok || to <= b->done) return;
+  size_t done = b->nb.seen;
+  if (!b->ok || to <= done) return;
   if (id_room(b, to) != 0) {
     b->ok = 0;
     return;
   }
-  table_t t = b->t;
-  uint32_t *id = b->id, count = b->count;
-  size_t named = b->named, hint = b->hint, i;
-  int ok = 1;
-  for (i = b->done; i < to; i++) {
-    if (i == SAMPLE && hint >= 4 * SAMPLE && 4 * (size_t)count > named) {
-      /* mostly fresh addresses so far: room at once for as many over the whole trace */
-      size_t projected = (size_t)count * (hint / SAMPLE);
-      if (2 * projected > t.cap && table_resize(&t, projected) != 0) {
-        ok = 0;
-        break;
-      }
-    }
-    if (i + PREFETCH < to) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
-    if (!names_block(evs[i].kind)) {
-      id[i] = RP_NO_ID;
-      continue;
-    }
-    named++;
-    slot_t *x = find(&t, evs[i].addr);
-    if (!x->id1) {
-      if (count + 1u >= RP_NO_ID) {
-        ok = 0;
-        b->too_many = 1;
-        break;
-      }
-      if (2 * ((size_t)count + 1) > t.cap) {
-        if (table_resize(&t, t.cap) != 0) {
-          ok = 0;
-          break;
-        }
-        x = find(&t, evs[i].addr);
-      }
-      x->key = evs[i].addr;
-      x->id1 = ++count;
-    }
-    id[i] = x->id1 - 1;
-  }
-  b->t = t;
-  b->count = count;
-  b->named = named;
-  b->done = i;
-  b->ok = ok;
+  int r = number(&b->nb, evs + done, to - done, b->id + done);
+  b->ok = r == NUMBERED;
+  b->too_many = r == TOO_MANY;
 }
 
 gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t n, rp_addr_ids_t *out,
@@ -185,7 +220,7 @@ gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t 
   if (!b) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
   rp_addr_ids_add(b, evs, n);
   struct rp_ids_spares *sp = b->ok ? calloc(1, sizeof *sp) : NULL;
-  if (b->t.s) rp_bigmem_free(b->t.s, b->t.cap * sizeof *b->t.s);
+  numbering_free(&b->nb);
   int too_many = b->too_many;
   if (!sp) {
     if (b->id) rp_bigmem_free(b->id, b->cap * sizeof *b->id);
@@ -197,7 +232,7 @@ gm_status_t rp_addr_ids_end(rp_ids_builder_t *b, const gmt_event_t *evs, size_t 
   out->n = n;
   out->id = b->id;
   out->id_cap = b->cap;
-  out->count = b->count;
+  out->count = b->nb.count;
   out->spares = sp;
   free(b);
   return GM_OK;
@@ -243,52 +278,33 @@ void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t) {
 
 /* ---- numbering a streamed trace batch by batch ---------------------------------------------- */
 
-struct rp_addr_numbering {
-  table_t t;
-  uint32_t count, max;
-};
-
 gm_status_t rp_addr_numbering_new(uint32_t max, rp_addr_numbering_t **out, gm_err_t *err) {
-  rp_addr_numbering_t *nb = calloc(1, sizeof *nb);
-  if (!nb || table_init(&nb->t, 0) != 0) {
+  rp_addr_numbering_t *nb = malloc(sizeof *nb);
+  if (!nb || numbering_init(nb, max, 0) != 0) {
     free(nb);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
   }
-  nb->max = max < RP_NO_ID ? max : RP_NO_ID - 1;
   *out = nb;
   return GM_OK;
 }
 
-/* rp_addr_ids_build's loop, over one batch at a time: the same numbers in the same order. */
 gm_status_t rp_addr_numbering_next(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id,
                                    gm_err_t *err) {
-  table_t *t = &nb->t;
-  for (size_t i = 0; i < n; i++) {
-    if (i + PREFETCH < n) __builtin_prefetch(&t->s[home(evs[i + PREFETCH].addr, t->shift)], 1);
-    if (!names_block(evs[i].kind)) {
-      if (id) id[i] = RP_NO_ID;
-      continue;
-    }
-    slot_t *x = find(t, evs[i].addr);
-    if (!x->id1) {
-      if (nb->count >= nb->max) return gm_err_set(err, GM_ERR_INVAL, "more than %u addresses to number", nb->max);
-      if (2 * ((size_t)nb->count + 1) > t->cap) {
-        if (table_resize(t, t->cap) != 0) return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
-        x = find(t, evs[i].addr);
-      }
-      x->key = evs[i].addr;
-      x->id1 = ++nb->count;
-    }
-    if (id) id[i] = x->id1 - 1;
+  switch (number(nb, evs, n, id)) {
+    case NUMBERED:
+      return GM_OK;
+    case TOO_MANY:
+      return gm_err_set(err, GM_ERR_INVAL, "more than %u addresses to number", nb->max);
+    default:
+      return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
   }
-  return GM_OK;
 }
 
 uint32_t rp_addr_numbering_count(const rp_addr_numbering_t *nb) { return nb->count; }
 
 void rp_addr_numbering_free(rp_addr_numbering_t *nb) {
   if (!nb) return;
-  rp_bigmem_free(nb->t.s, nb->t.cap * sizeof *nb->t.s);
+  numbering_free(nb);
   free(nb);
 }
 
