@@ -50,15 +50,6 @@ typedef struct slot {
   uint32_t pad;
 } slot_t;
 #define PREFETCH 16
-/* The table doubles as the distinct addresses come (a few thousand in a training trace). A
- * trace whose first SAMPLE events were mostly fresh addresses (a quarter or more of those that
- * name a block: a fresh address per allocation) gets room at once for as many over its whole
- * length: one move instead of a doubling chain, each a fresh table (half the numbering's time
- * on a million such events). Sizing only: the numbers are the same. A trace that stops taking
- * fresh addresses after its start wastes at most 16 bytes an event (the table's 2 slots per
- * number, a number at most every other event), transient, beside the 56 of the events held. */
-#define SAMPLE ((size_t)1 << 16)
-
 typedef struct table {
   slot_t *s;
   size_t cap;
@@ -96,18 +87,15 @@ static int table_resize(table_t *t, size_t want) {
 }
 
 /* The numbering under way, of the events given so far in order (batch by batch, or all held
- * in memory: the same numbers in the same order). hint: the trace's expected length (sizing
- * only; 0: unknown); named: the events seen that name a block. */
+ * in memory: the same numbers in the same order). */
 struct rp_addr_numbering {
   table_t t;
-  size_t seen, named, hint;
   uint32_t count, max;
 };
 
-static int numbering_init(rp_addr_numbering_t *nb, uint32_t max, size_t hint) {
+static int numbering_init(rp_addr_numbering_t *nb, uint32_t max) {
   memset(nb, 0, sizeof *nb);
   nb->max = max < RP_NO_ID ? max : RP_NO_ID - 1;
-  nb->hint = hint;
   return table_init(&nb->t, 0);
 }
 
@@ -120,30 +108,17 @@ enum { NUMBERED = 0, OUT_OF_MEMORY = -1, TOO_MANY = -2 };
 
 /* The one numbering loop: evs[0, n), the next events of the trace, numbered into id[0, n) (id
  * NULL: only counted). On locals (the fields through a pointer would be reloaded after each
- * store to id[]: a fifth of the numbering's speed), written back at the end or a failure (the
- * events before the one that failed stay numbered). */
+ * store to id[]: a fifth of the numbering's speed), written back at the end or a failure. */
 static int number(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uint32_t *id) {
   table_t t = nb->t;
   uint32_t count = nb->count, max = nb->max;
-  size_t named = nb->named, i;
-  /* the event SAMPLE of the trace, where it is in this batch and the hint is worth it */
-  size_t sample = nb->seen <= SAMPLE && nb->hint >= 4 * SAMPLE ? SAMPLE - nb->seen : SIZE_MAX;
   int r = NUMBERED;
-  for (i = 0; i < n; i++) {
-    if (i == sample && 4 * (size_t)count > named) {
-      /* mostly fresh addresses so far: room at once for as many over the whole trace */
-      size_t projected = (size_t)count * (nb->hint / SAMPLE);
-      if (2 * projected > t.cap && table_resize(&t, projected) != 0) {
-        r = OUT_OF_MEMORY;
-        break;
-      }
-    }
+  for (size_t i = 0; i < n; i++) {
     if (i + PREFETCH < n) __builtin_prefetch(&t.s[home(evs[i + PREFETCH].addr, t.shift)], 1);
     if (!names_block(evs[i].kind)) {
       if (id) id[i] = RP_NO_ID;
       continue;
     }
-    named++;
     slot_t *x = find(&t, evs[i].addr);
     if (!x->id1) {
       if (count >= max) {
@@ -164,27 +139,27 @@ static int number(rp_addr_numbering_t *nb, const gmt_event_t *evs, size_t n, uin
   }
   nb->t = t;
   nb->count = count;
-  nb->named = named;
-  nb->seen += i;
   return r;
 }
 
 /* ---- numbering events held in memory as they arrive ----------------------------------------- */
 
-/* The numbering of evs[0, nb.seen), room for cap numbers in id; ok: no failure so far. */
+/* The numbering of evs[0, done), room for cap numbers in id; hint: the trace's expected length
+ * (sizing only); ok: no failure so far. */
 struct rp_ids_builder {
   rp_addr_numbering_t nb;
   uint32_t *id;
-  size_t cap;
+  size_t cap, done, hint;
   int ok, too_many;
 };
 
 rp_ids_builder_t *rp_addr_ids_begin(size_t n_hint) {
   rp_ids_builder_t *b = calloc(1, sizeof *b);
   if (!b) return NULL;
+  b->hint = n_hint;
   b->cap = n_hint ? n_hint : 1;
   b->id = rp_bigmem_alloc(b->cap * sizeof *b->id);
-  b->ok = b->id && numbering_init(&b->nb, RP_NO_ID, n_hint) == 0;
+  b->ok = b->id && numbering_init(&b->nb, RP_NO_ID) == 0;
   return b;
 }
 
@@ -195,21 +170,49 @@ static int id_room(rp_ids_builder_t *b, size_t want) {
   while (cap < want) cap *= 2;
   uint32_t *id = rp_bigmem_alloc(cap * sizeof *id);
   if (!id) return -1;
-  memcpy(id, b->id, b->nb.seen * sizeof *id);
+  memcpy(id, b->id, b->done * sizeof *id);
   rp_bigmem_free(b->id, b->cap * sizeof *b->id);
   b->id = id;
   b->cap = cap;
   return 0;
 }
 
+/* The table doubles as the distinct addresses come (a few thousand in a training trace). A
+ * trace whose first SAMPLE events were mostly fresh addresses (a quarter or more of those that
+ * name a block: a fresh address per allocation) gets room at once for as many over its whole
+ * length: one move instead of a doubling chain, each a fresh table (half the numbering's time
+ * on a million such events). Sizing only: the numbers are the same. A trace that stops taking
+ * fresh addresses after its start wastes at most 16 bytes an event (the table's 2 slots per
+ * number, a number at most every other event), transient, beside the 56 of the events held. */
+#define SAMPLE ((size_t)1 << 16)
+
+/* At event SAMPLE, events [0, SAMPLE) numbered: the events that named a block are those with a
+ * number (a pass over the numbers here, once, keeps a counter out of the loop). */
+static int project(rp_ids_builder_t *b) {
+  if (b->hint < 4 * SAMPLE) return 0;
+  size_t named = 0, count = b->nb.count;
+  for (size_t i = 0; i < SAMPLE; i++) named += b->id[i] != RP_NO_ID;
+  if (4 * count <= named) return 0;
+  /* mostly fresh addresses so far: room at once for as many over the whole trace */
+  size_t projected = count * (b->hint / SAMPLE);
+  return 2 * projected > b->nb.t.cap ? table_resize(&b->nb.t, projected) : 0;
+}
+
 void rp_addr_ids_add(rp_ids_builder_t *b, const gmt_event_t *evs, size_t to) {
-  size_t done = b->nb.seen;
+  size_t done = b->done;
   if (!b->ok || to <= done) return;
   if (id_room(b, to) != 0) {
     b->ok = 0;
     return;
   }
-  int r = number(&b->nb, evs + done, to - done, b->id + done);
+  int r = NUMBERED;
+  if (done <= SAMPLE && SAMPLE < to) { /* the projection, before event SAMPLE */
+    r = number(&b->nb, evs + done, SAMPLE - done, b->id + done);
+    done = SAMPLE;
+    if (r == NUMBERED && project(b) != 0) r = OUT_OF_MEMORY;
+  }
+  if (r == NUMBERED) r = number(&b->nb, evs + done, to - done, b->id + done);
+  b->done = to;
   b->ok = r == NUMBERED;
   b->too_many = r == TOO_MANY;
 }
@@ -280,7 +283,7 @@ void rp_addr_ids_table_back(const rp_addr_ids_t *ids, rp_dense_t *t) {
 
 gm_status_t rp_addr_numbering_new(uint32_t max, rp_addr_numbering_t **out, gm_err_t *err) {
   rp_addr_numbering_t *nb = malloc(sizeof *nb);
-  if (!nb || numbering_init(nb, max, 0) != 0) {
+  if (!nb || numbering_init(nb, max) != 0) {
     free(nb);
     return gm_err_set(err, GM_ERR_NOMEM, "out of host memory for the address numbers");
   }
