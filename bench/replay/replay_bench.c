@@ -11,6 +11,10 @@
  *                                    the engine with the no-op policy)
  *   replay_bench sweep [EVENTS|TRACE] the --sweep grid over an EVENTS trace with 2 jobs, the
  *                                    trace decoded once (preload) vs a reader per job
+ *   replay_bench ids [EVENTS|TRACE] [ROUNDS] the address numbering alone (engine_ids.c), median
+ *                                    CPU of ROUNDS (21): of the events in memory
+ *                                    (rp_addr_ids_build), and batch by batch as a streamed replay
+ *                                    reads (65,536 a batch), with the numbers and counting only
  *   REPLAY_BENCH_MAP set in the environment: the engine's block map keyed by address (the
  *   streamed replay's) where events in memory are replayed over their address numbers
  *   replay_bench ratio EVENTS ROUNDS MAX [SPEC]
@@ -358,6 +362,53 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Median CPU seconds of rounds numberings of evs: whole (batch 0), else batch by batch, the
+ * numbers written (ids) or only counted. */
+static double ids_time(const gmt_event_t *evs, size_t n, int rounds, size_t batch, int ids, uint32_t *count) {
+  double *t = malloc((size_t)rounds * sizeof *t);
+  uint32_t *id = batch ? malloc(batch * sizeof *id) : NULL;
+  gm_err_t err;
+  if (!t || (batch && !id)) return 0;
+  for (int i = 0; i < rounds; i++) {
+    double c0 = cpu();
+    if (!batch) {
+      rp_addr_ids_t whole;
+      if (rp_addr_ids_build(evs, n, &whole, &err) != GM_OK) die(&err);
+      t[i] = cpu() - c0;
+      *count = whole.count;
+      rp_addr_ids_free(&whole);
+      continue;
+    }
+    rp_addr_numbering_t *nb = NULL;
+    if (rp_addr_numbering_new(RP_NO_ID, &nb, &err) != GM_OK) die(&err);
+    for (size_t j = 0; j < n; j += batch)
+      if (rp_addr_numbering_next(nb, evs + j, n - j < batch ? n - j : batch, ids ? id : NULL, &err) != GM_OK) die(&err);
+    t[i] = cpu() - c0;
+    *count = rp_addr_numbering_count(nb);
+    rp_addr_numbering_free(nb);
+  }
+  qsort(t, (size_t)rounds, sizeof *t, cmp_double);
+  double med = t[rounds / 2];
+  free(t);
+  free(id);
+  return med;
+}
+
+static int bench_numbering(size_t n, const char *file, int rounds) {
+  if (rounds < 1 || rounds > 1000) rounds = 21;
+  gmt_event_t *evs = file ? load_trace(file, &n) : make_events(n);
+  printf("ids: %zu events (%s) in memory, one thread, median of %d\n", n, file ? file : "bench/synth dynamic model",
+         rounds);
+  const char *what[] = {"numbered whole", "numbered by batches", "counted by batches"};
+  for (int k = 0; k < 3; k++) {
+    uint32_t count = 0;
+    double c = ids_time(evs, n, rounds, k ? 65536 : 0, k < 2, &count);
+    printf("  %-36s %8.2f M events/s CPU  (%6.2f ms CPU; %u addresses)\n", what[k], (double)n / c / 1e6, c * 1e3, count);
+  }
+  free(evs);
+  return 0;
+}
+
 /* The replay-speed regression check: a ratio of CPU times measured in the same process, round
  * after round, so the machine's load cancels out (an absolute speed would not survive a shared
  * 2-core CI machine). The median of the per-round ratios; the rounds alternate which runs first. */
@@ -409,7 +460,7 @@ static int bench_ratio(size_t n, int rounds, double max, const char *spec) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: replay_bench speed|mem|sweep [EVENTS] | ratio EVENTS ROUNDS MAX [SPEC]\n");
+    fprintf(stderr, "usage: replay_bench speed|mem|sweep|ids [EVENTS] | ratio EVENTS ROUNDS MAX [SPEC]\n");
     return 2;
   }
   /* The argument is an event count, or a trace file to use instead of the generator. */
@@ -419,6 +470,7 @@ int main(int argc, char **argv) {
     return bench_one(file, argv[3], argc > 4 ? atoi(argv[4]) : 1);
   if (strcmp(argv[1], "speed") == 0) return bench_speed(n, file);
   if (strcmp(argv[1], "mem") == 0) return bench_mem(n, file);
+  if (strcmp(argv[1], "ids") == 0) return bench_numbering(n, file, argc > 3 ? atoi(argv[3]) : 21);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(n, file);
   if (strcmp(argv[1], "ratio") == 0 && argc > 4)
     return bench_ratio(n, atoi(argv[3]), strtod(argv[4], NULL), argc > 5 ? argv[5] : "pytorch");
