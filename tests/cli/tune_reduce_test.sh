@@ -13,7 +13,9 @@
 #    steady state, said in the text and the HTML.
 # Usage: tune_reduce_test.sh GPUREPLAY GPUANALYZE GMSYNTH TRACE...
 #   TUNE_REDUCE_ONE_PASS=1 (the sanitizer runs, .bazelrc): the corpus searched with hard limits
-#   only (the superset of the code: --no-limits skips the limits' search), not both ways.
+#   only (the superset of the code: --no-limits skips the limits' search), not both ways, and
+#   over the bounded space (--tune-mode=bounded: the same descent, reduction and confirmation
+#   over fewer candidates; 10 s instead of 28 s of an idle 2-core machine under ASan + UBSan).
 set -u
 RP=$(realpath "$1"); GA=$(realpath "$2"); GS=$(realpath "$3"); shift 3
 T=${TEST_TMPDIR:-$(mktemp -d)}/tune_reduce
@@ -38,7 +40,7 @@ compare() {
 
 reduced=0 traces=0
 passes=("--no-limits" "")
-[ "${TUNE_REDUCE_ONE_PASS:-0}" = 1 ] && passes=("")
+[ "${TUNE_REDUCE_ONE_PASS:-0}" = 1 ] && passes=("--tune-mode=bounded")
 for t in "$@"; do
   case "$t" in *.zst) ;; *) continue ;; esac
   traces=$((traces + 1))
