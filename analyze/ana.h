@@ -245,9 +245,15 @@ gm_status_t ana_advise(ana_db_t *db, int64_t trace_id, FILE *out, ana_advice_t *
 /* The ranks of each job side by side (traces with a rank, one command line and world size,
  * at least two): peaks per rank and device, the limiting rank, the spread, the callsites that
  * differ, one setting for the job. Reads per-trace and per-run summaries only. *jobs: how many
- * jobs were shown. */
-typedef enum { ANA_RANKS_TEXT, ANA_RANKS_JSON, ANA_RANKS_CSV } ana_ranks_format_t;
+ * jobs were shown. ANA_RANKS_HTML: the report's box per job, its one setting to paste on every
+ * rank (nothing where no job has several ranks). */
+typedef enum { ANA_RANKS_TEXT, ANA_RANKS_JSON, ANA_RANKS_CSV, ANA_RANKS_HTML } ana_ranks_format_t;
 gm_status_t ana_ranks(ana_db_t *db, FILE *out, ana_ranks_format_t fmt, int *jobs, gm_err_t *err);
+
+/* The report's text section "ranks of one job" (ana_ranks' text) where the database holds
+ * several ranks of one job: a job runs one setting on every rank, which the ranks' own advice
+ * (each for its rank alone) does not give. Nothing otherwise. */
+gm_status_t ana_report_ranks_text(ana_db_t *db, FILE *out, gm_err_t *err);
 
 /* Warnings for known misconfigurations in an allocator config string (a
  * PYTORCH_CUDA_ALLOC_CONF value). Writes up to cap messages; returns how many there are. */

@@ -16,6 +16,7 @@ int ana_cmd_recommend(const config_t *c) {
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
+  if (s == GM_OK) s = ana_report_ranks_text(db, stdout, &err); /* ranks of one job: one setting for all */
   if (s == GM_OK) ana_recommend_fit(db, stdout); /* predicted traces: the largest value that fits (ana_html_fit.c) */
   ana_db_close(db);
   return s < 0 ? ana_cli_fail(&err) : 0;

@@ -387,6 +387,7 @@ static int report_traces(config_t *c, char **traces, int n) {
   ana_db_t *db = NULL;
   if (ana_db_open_wait(&db, c->db, ana_cli_wait_ms(c), &err) < 0) return ana_cli_fail(&err);
   gm_status_t s = ana_recommend(db, stdout, &err);
+  if (s >= 0) s = ana_report_ranks_text(db, stdout, &err); /* ranks of one job: one setting for all */
   ana_diff_t *d = s >= 0 ? report_diff(c, db, traces, n) : NULL;
   if (s >= 0) s = ana_report_html_diff(db, html, d, &err);
   if (d) ana_diff_free(d);

@@ -191,6 +191,11 @@ gm_status_t ana_report_html_diff(ana_db_t *db, const char *path, const ana_diff_
   sqlite3_stmt *st = NULL;
   int ntraces = 0;
   ranks_note(db, out);
+  int jobs = 0;
+  if ((s = ana_ranks(db, out, ANA_RANKS_HTML, &jobs, err)) < 0) {
+    gm_out_abort(o);
+    return gm_err_wrap(err, "cannot write the HTML report '%s'", path);
+  }
   /* One section per trace, but for a job of many ranks only its rank with the largest peak: the
    * rest are rows of the ranks table (256 ranks made 75 MB of HTML). */
   s = ana_prepare(db, &st,

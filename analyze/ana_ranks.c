@@ -311,6 +311,40 @@ static void print_text(ana_db_t *db, FILE *out, job_t *j) {
             sz(d[i].max, b2, sizeof b2), d[i].min_rank, d[i].max_rank, gm_escape_cut(d[i].callsite, e, 200));
 }
 
+/* The report's box for a job: its one setting, to paste on every rank, above the ranks' own
+ * sections (each of which advises for its rank alone: two ranks may be told two things). */
+static void print_html(FILE *out, job_t *j, int k) {
+  char b1[32], b2[32];
+  const unit_t *lim = &j->u[j->limiting];
+  fprintf(out, "<section id=\"job-%d\" class=\"job\"><h2>One setting for the whole job</h2>\n<p>%d rank-device%s of one "
+               "job (<code>", k, j->nu, j->nu == 1 ? "" : "s");
+  ana_html_escape(out, j->command);
+  fprintf(out, "</code>, world size %" PRId64 "). A job runs one setting on every rank, and the rank that needs the "
+               "most decides whether it fits: rank %" PRId64 ", device %" PRId64 " (%s %s). Each rank's section "
+               "below advises for that rank alone.</p>\n", j->world_size, lim->rank, lim->device,
+          j->best[0] ? "peak reserved under the job's setting" : "peak live", sz(judged(lim), b1, sizeof b1));
+  if (!j->best[0]) {
+    fputs("<p class=\"partial\">No setting was replayed without running out of memory on every rank and device: "
+          "<code>gpuanalyze ranks TRACES...</code> replays them.</p>\n</section>\n", out);
+    return;
+  }
+  char line[512];
+  ana_policy_env_line(j->best, 0, line, sizeof line);
+  fprintf(out, "<div class=\"paste\"><span>Paste on every rank before you start the job:</span> <code id=\"paste-job-%d\">",
+          k);
+  ana_html_escape(out, line);
+  fprintf(out, "</code> <button type=\"button\" class=\"copy\" data-copy=\"paste-job-%d\">Copy</button></div>\n", k);
+  fputs("<p><code>", out);
+  ana_html_escape(out, j->best);
+  fprintf(out, "</code>: the largest peak reserved over ranks: %s", sz(j->best_worst, b1, sizeof b1));
+  if (j->dflt_worst >= 0) {
+    fputs("; under the default <code>", out);
+    ana_html_escape(out, j->dflt);
+    fprintf(out, "</code>: %s", sz(j->dflt_worst, b2, sizeof b2));
+  }
+  fputs(". Every rank is a row of <a href=\"#ranks--1\">Ranks side by side</a> at the end.</p>\n</section>\n", out);
+}
+
 static json_t *job_json(ana_db_t *db, job_t *j) {
   spread_t sp = spread_of(j);
   json_t *o = json_object(), *ranks = json_array(), *cs = json_array();
@@ -412,6 +446,7 @@ gm_status_t ana_ranks(ana_db_t *db, FILE *out, ana_ranks_format_t fmt, int *jobs
       if (*jobs && fmt == ANA_RANKS_TEXT) fputc('\n', out);
       (*jobs)++;
       if (fmt == ANA_RANKS_TEXT) print_text(db, out, &j);
+      else if (fmt == ANA_RANKS_HTML) print_html(out, &j, *jobs);
       else if (fmt == ANA_RANKS_CSV) print_csv_rows(out, &j);
       else json_array_append_new(all, job_json(db, &j));
     }

@@ -251,18 +251,24 @@ gm_status_t ana_report_text(ana_db_t *db, FILE *out, gm_err_t *err) {
   }
   sqlite3_finalize(st);
   if (!any) fprintf(out, "no traces in the database\n");
-  int jobs = 0;
+  if ((s = ana_report_ranks_text(db, out, err)) < 0) return s;
+  fprintf(out, "\nrecommendation:\n");
+  return ana_recommend(db, out, err);
+}
+
+gm_status_t ana_report_ranks_text(ana_db_t *db, FILE *out, gm_err_t *err) {
+  int jobs = 0, ranks = 0;
+  gm_status_t s = GM_OK;
   sqlite3_stmt *q = NULL;
   if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM traces WHERE rank IS NOT NULL GROUP BY command_line, world_size"
-                                " HAVING COUNT(*) > 1 LIMIT 1", -1, &q, NULL) == SQLITE_OK &&
-      sqlite3_step(q) == SQLITE_ROW) {
+                                " HAVING COUNT(*) > 1 LIMIT 1", -1, &q, NULL) == SQLITE_OK)
+    ranks = sqlite3_step(q) == SQLITE_ROW;
+  sqlite3_finalize(q);
+  if (ranks) {
     fprintf(out, "\nranks of one job:\n");
     s = ana_ranks(db, out, ANA_RANKS_TEXT, &jobs, err);
   }
-  sqlite3_finalize(q);
-  if (s < 0) return s;
-  fprintf(out, "\nrecommendation:\n");
-  return ana_recommend(db, out, err);
+  return s;
 }
 
 /* RFC 4180: quote a field when it holds a comma, quote, CR or LF; double inner quotes.

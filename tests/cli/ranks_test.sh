@@ -8,10 +8,12 @@
 #    default setting reserves exactly the live bytes. Rank 2 limits the job; max/min = 2.33.
 #  - four ranks from the synthetic generator (gmsynth --world-size 4, batch 2, 4, 6, 8).
 #  - the real DDP traces (traces/recorded/ddp.rank0/1.requests.zst): NCCL's 194 maps each.
-# Usage: ranks_test.sh GPUANALYZE GPUREPLAY GPUREC GMSYNTH DDP0 DDP1 TORCH_TRACE
+#  - two real ranks whose own advice differs (traces/recorded/ddp1): `report` of both says the
+#    one setting for the whole job, in the text and at the top of the HTML.
+# Usage: ranks_test.sh GPUANALYZE GPUREPLAY GPUREC GMSYNTH DDP0 DDP1 TORCH_TRACE ONE0 ONE1
 set -u
 GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3"); GS=$(realpath "$4")
-D0=$(realpath "$5"); D1=$(realpath "$6"); TT=$(realpath "$7")
+D0=$(realpath "$5"); D1=$(realpath "$6"); TT=$(realpath "$7"); O0=$(realpath "$8"); O1=$(realpath "$9")
 T=${TEST_TMPDIR:-$(mktemp -d)}/ranks
 rm -rf "$T" && mkdir -p "$T" && cd "$T" || exit 1
 export GPUREPLAY=$RP
@@ -129,6 +131,28 @@ has dup.txt "job setting: pytorch (the largest peak reserved over ranks: 350.00 
 has rep.txt "ranks of one job:"
 has rep.txt "Memory by owner"
 has rep.txt "CUDA context (not recorded)"
+# two ranks told two things alone (rank 0: keep the default, 62 MiB under the floor; rank 1:
+# expandable segments): `report` of both gives the job's one setting, after the ranks' own
+# advice in the text, above the ranks' sections in the HTML, with its copy button
+cp "$O0" one0.zst && cp "$O1" one1.zst
+"$GA" report one0.zst one1.zst --html one.html >one.txt 2>one.err || fail "report of two ranks rc=$? $(cat one.err)"
+grep -q "^  paste: nothing (the default)" one.txt || fail "rank 0's own advice changed: $(cat one.txt)"
+grep -q "^  paste: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" one.txt || fail "rank 1's own advice changed: $(cat one.txt)"
+has one.txt "ranks of one job:"
+has one.txt "job setting: pytorch:expandable_segments:True (the largest peak reserved over ranks: 4.94 GiB; under the default pytorch: 5.07 GiB)"
+has one.txt "  paste on every rank: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+[ "$(grep -n 'ranks of one job:' one.txt | cut -d: -f1)" -gt "$(grep -n '^  paste: ' one.txt | tail -1 | cut -d: -f1)" ] ||
+  fail "the job's setting is not after the ranks' own advice: $(cat one.txt)"
+has one.html '<section id="job-1" class="job"><h2>One setting for the whole job</h2>'
+has one.html '<code id="paste-job-1">PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True</code>'
+[ "$(grep -n 'id="job-1"' one.html | cut -d: -f1)" -lt "$(grep -n 'id="trace-1"' one.html | cut -d: -f1)" ] ||
+  fail "the job's box is not above the ranks' sections"
+"$GA" recommend --db report.db >rec.txt 2>&1 || fail "recommend rc=$?"
+has rec.txt "  paste on every rank: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+# one trace alone, or traces of no common job: no job box
+"$GA" report one0.zst --db alone.db --html alone.html >alone.txt 2>/dev/null || fail "report of one rank rc=$?"
+grep -q "ranks of one job\|paste on every rank" alone.txt && fail "a job's setting from one rank: $(cat alone.txt)"
+grep -q 'class="job"' alone.html && fail "a job box from one rank"
 # usage
 "$GA" ranks --json --csv --db ranks.db >/dev/null 2>u.err; [ $? = 2 ] || fail "json+csv not a usage error"
 "$GA" ranks --db nosuch.db >/dev/null 2>n.err; [ $? = 1 ] || fail "missing db rc"
