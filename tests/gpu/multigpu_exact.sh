@@ -36,7 +36,10 @@ for job in $JOBS; do
 import glob, json, subprocess, sys
 job, w = sys.argv[1], sys.argv[2]
 def results(path):
-    return [json.loads(l[len("GPUMEM_RESULT "):]) for l in open(path) if l.startswith("GPUMEM_RESULT ")]
+    # torchrun's ranks share one stdout: a rank's line can end after the other's (two results on
+    # one line), so each result is decoded where it starts, not line by line
+    dec = json.JSONDecoder()
+    return [dec.raw_decode(part)[0] for part in open(path).read().split("GPUMEM_RESULT ")[1:]]
 real = {"pytorch": results("%s/%s.unrec.out" % (w, job)),
         "pytorch:expandable_segments:True": results("%s/%s.exp.out" % (w, job))}
 traces = sorted(glob.glob("%s/%s.rank*.zst" % (w, job))) or sorted(glob.glob("%s/%s.zst" % (w, job)))
