@@ -182,7 +182,8 @@ void ana_html_fit(FILE *out, const char *const *inputs, int n, const char *const
 
 /* ---- gpuanalyze recommend: the same answer in a line per card --------------------------------- */
 
-/* The settings the trace was replayed under (its runs), at most MAX_SPECS. */
+/* The settings the trace was replayed under (its runs) that its job can run under, at most
+ * MAX_SPECS. */
 static int trace_specs(ana_db_t *db, int64_t trace_id, char specs[][256]) {
   sqlite3_stmt *st = NULL;
   int n = 0;
@@ -192,7 +193,7 @@ static int trace_specs(ana_db_t *db, int64_t trace_id, char specs[][256]) {
   sqlite3_bind_int64(st, 1, trace_id);
   while (n < MAX_SPECS && sqlite3_step(st) == SQLITE_ROW) {
     const char *pol = (const char *)sqlite3_column_text(st, 0);
-    if (pol && strlen(pol) < 256) snprintf(specs[n++], 256, "%s", pol);
+    if (pol && strlen(pol) < 256 && ana_trace_setting_of_job(db, trace_id, pol)) snprintf(specs[n++], 256, "%s", pol);
   }
   sqlite3_finalize(st);
   return n;

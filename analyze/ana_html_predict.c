@@ -152,21 +152,21 @@ static void replay_point(const char *tool, curve_t *c, point_t *p) {
   p->found = 1;
 }
 
-/* The trace's settings (its runs on device dev, -1: any) and its own peak under each. */
+/* The trace's settings (its runs on device dev, -1: any) that its job can run under, and its
+ * own peak under each. */
 static void read_settings(ana_db_t *db, int64_t trace_id, int64_t dev, curve_t *c) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h,
                          "SELECT policy, MIN(peak_reserved_bytes) FROM v_runs WHERE trace_id=?1 AND ooms=0"
                          " AND (?2 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?2)"
-                         " GROUP BY policy ORDER BY MIN(run_id) LIMIT ?3",
+                         " GROUP BY policy ORDER BY MIN(run_id)",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, trace_id);
   sqlite3_bind_int64(st, 2, dev);
-  sqlite3_bind_int(st, 3, ANA_CURVE_SETTINGS);
   while (c->n_specs < ANA_CURVE_SETTINGS && sqlite3_step(st) == SQLITE_ROW) {
     const char *pol = (const char *)sqlite3_column_text(st, 0);
-    if (!pol || strlen(pol) >= sizeof c->specs[0]) continue;
+    if (!pol || strlen(pol) >= sizeof c->specs[0] || !ana_trace_setting_of_job(db, trace_id, pol)) continue;
     snprintf(c->specs[c->n_specs], sizeof c->specs[0], "%s", pol);
     c->self[c->n_specs++] = sqlite3_column_int64(st, 1);
   }

@@ -64,6 +64,15 @@ out=$("$GA" recommend --db p32.zst.db 2>&1)
 [[ $out == *"p32.zst: the largest value that fits"* && $out == *"  24 GiB      as run (pytorch): $want"* ]] \
   && ok "recommend: the largest value that fits per card" || bad "recommend: $out"
 grep -q '<table class="fitcurve">' p32.html && ok "the curve the search went through" || bad "no fit curve"
+# only settings the job can run under (a PyTorch job's: not TensorFlow's BFC, XLA's preallocation,
+# the driver's direct calls), in the fit table, the curve's table and recommend's lines
+others=$(sed -n '/<table class="fit">/,/<\/table>/p' p32.html | grep -o '<tr><td>[^<]*</td>' | grep -v '<td>pytorch' | head -3)
+[[ -z $others ]] && ok "the fit table: PyTorch's settings only" || bad "the fit table shows $others"
+n_fit=$(sed -n '/<table class="fit">/,/<\/table>/p' p32.html | grep -c '<tr><td>pytorch')
+[[ $n_fit -ge 4 ]] && ok "the fit table: $n_fit PyTorch settings" || bad "the fit table: $n_fit PyTorch settings"
+others=$(sed -n '/<table class="curve">/,/<\/table>/p' p32.html | grep -o '<tr><td>[^<]*</td>' | grep -v '<td>pytorch' | head -3)
+[[ -z $others ]] && ok "the curve's table: PyTorch's settings only" || bad "the curve's table shows $others"
+[[ $out != *"bfc"* && $out != *"prealloc"* ]] && ok "recommend: PyTorch's settings only" || bad "recommend: $out"
 # a recorded trace with the recordings given
 "$GA" report affine32.zst --curve=affine8.zst@8 --curve=affine16.zst@16 --html r32.html -q > /dev/null 2> err.txt \
   || bad "report --curve: $(cat err.txt)"
