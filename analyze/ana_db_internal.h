@@ -39,10 +39,12 @@ const char *ana_fw_default_policy(ana_fw_t fw);
 int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, const char *policy, int64_t ooms,
                       int pool, int pass);
 const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode); /* ana_framework.c */
-/* Is policy a setting the trace's job can run under (its framework's family; any where the
- * framework is unknown)? The settings a user is shown to choose from (the largest value that
- * fits, the predicted curve): a PyTorch job cannot run TensorFlow's BFC. */
-int ana_trace_setting_of_job(ana_db_t *db, int64_t trace_id, const char *policy);
+/* A trace's framework, its capture mode read from the database (ana_fw_detect). */
+ana_fw_t ana_trace_fw(ana_db_t *db, int64_t trace_id);
+/* Can a job of framework fw run under policy (its family; any where the framework is unknown,
+ * mixed or RMM's)? The settings a user is shown to choose from (the largest value that fits,
+ * the predicted curve): a PyTorch job cannot run TensorFlow's BFC. */
+int ana_fw_runs_setting(ana_fw_t fw, const char *policy);
 /* ana_recommend_notes.c: the lines `recommend` prints about a trace before its advice. */
 void ana_rec_warn_kv(ana_db_t *db, FILE *out, int64_t trace_id);
 void ana_rec_warn_integrity(ana_db_t *db, FILE *out, int64_t trace_id);

@@ -82,7 +82,7 @@ int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, 
   return ana_fw_advisable(fw, policy, ooms, pool, pass);
 }
 
-int ana_trace_setting_of_job(ana_db_t *db, int64_t trace_id, const char *policy) {
+ana_fw_t ana_trace_fw(ana_db_t *db, int64_t trace_id) {
   char mode[64] = "";
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h, "SELECT capture_mode FROM traces WHERE trace_id=?1", -1, &st, NULL) == SQLITE_OK) {
@@ -91,7 +91,10 @@ int ana_trace_setting_of_job(ana_db_t *db, int64_t trace_id, const char *policy)
       snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
   }
   sqlite3_finalize(st);
-  ana_fw_t fw = ana_fw_detect(db, trace_id, mode[0] ? mode : NULL);
+  return ana_fw_detect(db, trace_id, mode[0] ? mode : NULL);
+}
+
+int ana_fw_runs_setting(ana_fw_t fw, const char *policy) {
   if (fw == ANA_FW_UNKNOWN || fw == ANA_FW_MIXED || fw == ANA_FW_RMM) return 1;
   return ana_fw_in_family(fw, policy);
 }

@@ -191,9 +191,10 @@ static int trace_specs(ana_db_t *db, int64_t trace_id, char specs[][256]) {
                          NULL) != SQLITE_OK)
     return 0;
   sqlite3_bind_int64(st, 1, trace_id);
+  ana_fw_t fw = ana_trace_fw(db, trace_id);
   while (n < MAX_SPECS && sqlite3_step(st) == SQLITE_ROW) {
     const char *pol = (const char *)sqlite3_column_text(st, 0);
-    if (pol && strlen(pol) < 256 && ana_trace_setting_of_job(db, trace_id, pol)) snprintf(specs[n++], 256, "%s", pol);
+    if (pol && strlen(pol) < 256 && ana_fw_runs_setting(fw, pol)) snprintf(specs[n++], 256, "%s", pol);
   }
   sqlite3_finalize(st);
   return n;

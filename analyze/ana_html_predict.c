@@ -164,9 +164,10 @@ static void read_settings(ana_db_t *db, int64_t trace_id, int64_t dev, curve_t *
     return;
   sqlite3_bind_int64(st, 1, trace_id);
   sqlite3_bind_int64(st, 2, dev);
+  ana_fw_t fw = ana_trace_fw(db, trace_id);
   while (c->n_specs < ANA_CURVE_SETTINGS && sqlite3_step(st) == SQLITE_ROW) {
     const char *pol = (const char *)sqlite3_column_text(st, 0);
-    if (!pol || strlen(pol) >= sizeof c->specs[0] || !ana_trace_setting_of_job(db, trace_id, pol)) continue;
+    if (!pol || strlen(pol) >= sizeof c->specs[0] || !ana_fw_runs_setting(fw, pol)) continue;
     snprintf(c->specs[c->n_specs], sizeof c->specs[0], "%s", pol);
     c->self[c->n_specs++] = sqlite3_column_int64(st, 1);
   }
