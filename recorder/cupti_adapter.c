@@ -254,12 +254,18 @@ static int start_core(unsigned mode) {
 }
 
 /* GPUMEM_SELFTEST=N: N synthetic MEMORY2 records (allocs and frees on two streams) and a pool
- * trim, through the same conversion and core as a real run. */
+ * trim, through the same conversion and core as a real run, delivered as CUPTI delivers them:
+ * batches that wait for the writer (inj_buf_completed), so a slow machine (a sanitizer build)
+ * drops nothing and the trace's content does not depend on timing. */
+#define SELFTEST_BATCH 512
+#define SELFTEST_WAIT_NS 2000000000ull /* longer than CUPTI's 50 ms: a test must not drop */
 static void selftest(long n) {
   inj.t0 = inj_mono_ns();
   start_callsites();
   if (!start_core(GMT_CAPTURE_SYNTHETIC)) return;
   rec_core_gpu_ready(inj.core);
+  gmt_event_t evs[SELFTEST_BATCH];
+  size_t nev = 0;
   for (long i = 0; i < n; i++) {
     CUpti_ActivityMemory4 m;
     memset(&m, 0, sizeof m);
@@ -273,12 +279,16 @@ static void selftest(long n) {
     m.correlationId = (uint32_t)i + 1;
     m.isAsync = 1;
     m.streamId = 7 + (uint32_t)((i / 2) % 2);
-    gmt_event_t ev;
-    if (rec_cupti_convert(&m, inj.t0, &ev)) {
-      if (inj.cs && ev.kind == GMT_EV_ALLOC) ev.callsite = rec_callsites_capture(inj.cs);
-      rec_core_push(inj.core, &ev);
+    gmt_event_t *ev = &evs[nev];
+    if (rec_cupti_convert(&m, inj.t0, ev)) {
+      if (inj.cs && ev->kind == GMT_EV_ALLOC) ev->callsite = rec_callsites_capture(inj.cs);
+      if (++nev == SELFTEST_BATCH) {
+        rec_core_push_batch(inj.core, evs, nev, SELFTEST_WAIT_NS);
+        nev = 0;
+      }
     }
   }
+  if (nev) rec_core_push_batch(inj.core, evs, nev, SELFTEST_WAIT_NS);
   const char *usage = getenv("GPUMEM_SELFTEST_DEVMEM"); /* tests: one context sample of N bytes */
   if (usage && *usage) { /* (inj_fill_header's selftest branch writes kv device_usage) */
     gmt_event_t ev;
@@ -289,7 +299,7 @@ static void selftest(long n) {
     ev.stream = GMT_STREAM_NONE;
     ev.mem_kind = GMT_MEM_DEVICE;
     ev.ts_ns = inj_now(NULL); /* after the records: the writer subtracts what they left mapped */
-    rec_core_push(inj.core, &ev);
+    rec_core_push_entry(inj.core, &ev, SELFTEST_WAIT_NS);
   }
   const char *vmm = getenv("GPUMEM_SELFTEST_VMM");
   if (vmm && *vmm == '1') { /* one reserve, as a library's own VMM call: its owner's callsite */
@@ -302,7 +312,7 @@ static void selftest(long n) {
     ev.mem_kind = GMT_MEM_DEVICE;
     ev.ts_ns = inj_now(NULL);
     if (inj.cs) ev.callsite = inj_callsite_of(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &ev);
-    rec_core_push(inj.core, &ev);
+    rec_core_push_entry(inj.core, &ev, SELFTEST_WAIT_NS);
   }
   CUpti_ActivityMemoryPool3 p;
   memset(&p, 0, sizeof p);
@@ -311,7 +321,7 @@ static void selftest(long n) {
   p.address = 0x1000;
   p.timestamp = inj_mono_ns();
   gmt_event_t ev;
-  if (rec_cupti_convert(&p, inj.t0, &ev)) rec_core_push(inj.core, &ev);
+  if (rec_cupti_convert(&p, inj.t0, &ev)) rec_core_push_entry(inj.core, &ev, SELFTEST_WAIT_NS);
 }
 
 static unsigned env_mode(void) {
