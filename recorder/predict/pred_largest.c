@@ -232,7 +232,8 @@ static int open_replayer(search_t *s, const pred_largest_cfg_t *c, gm_err_t *err
     return 1;
   }
   /* the user's settings in gpureplay's words (checked by it), or the grid of the first
-   * recording's framework */
+   * recording's framework (less other frameworks' allocators: pred_settings_own, once the
+   * recordings are read) */
   gm_status_t st = pred_rp_list(s->rp, s->in[0].path, c->policies, c->n_policies, c->device, &s->specs, &s->n_specs, err);
   if (st == GM_ERR_INVAL) return predict_fit_usage_error(err->msg);
   if (st < 0) {
@@ -346,6 +347,7 @@ int pred_largest(const pred_largest_cfg_t *c, const pred_input_t *in, size_t n) 
     rc = 3;
   }
   if (!rc && res.warning[0] && !c->same_job && !c->quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
+  if (!rc && !c->n_policies) pred_settings_own(s.specs, &s.n_specs, pred_model_recording_header(s.model, 0));
   uint64_t device = rc ? 0 : device_of(&s, c);
   if (!rc && !device) rc = 1;
   if (!rc) rc = search_and_print(&s, c, device, &t0, &err);

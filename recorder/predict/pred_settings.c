@@ -17,6 +17,7 @@
  * private folder (pred_replay.c) and replaced at the next check. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -91,6 +92,19 @@ static void print_settings(const char *const *list, const pred_setting_t *cs, in
   }
 }
 
+void pred_settings_own(char **list, int *n, const gmt_header_t *h) {
+  unsigned fw = gmt_framework_single(gmt_header_frameworks(h));
+  if (fw != GMT_FW_PYTORCH) return; /* the other frameworks' grids are their own settings */
+  const char *key = gmt_framework_key(fw);
+  size_t kl = strlen(key);
+  int m = 0;
+  for (int i = 0; i < *n; i++) {
+    if (strncmp(list[i], key, kl) == 0 && (list[i][kl] == 0 || list[i][kl] == ':')) list[m++] = list[i];
+    else free(list[i]);
+  }
+  *n = m;
+}
+
 int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o, pred_result_t *res,
                     const char *const *specs, int n_specs, double tolerance, const char *out_path, int quiet) {
   gm_err_t err;
@@ -108,6 +122,7 @@ int pred_settings_write(pred_model_t *m, const pred_input_t *in, pred_opts_t *o,
   int n = 0, rc = 0;
   gm_status_t st = pred_rp_open(tool, &rp, &err);
   if (st == GM_OK) st = pred_rp_list(rp, in[0].path, specs, n_specs, 0, &list, &n, &err);
+  if (st == GM_OK && !n_specs) pred_settings_own(list, &n, pred_model_recording_header(m, 0));
   if (st == GM_ERR_INVAL) {
     fprintf(stderr, "gpurec: error: %s\ntry 'gpurec predict --help'\n", err.msg);
     rc = 2;

@@ -34,6 +34,13 @@ gm_status_t pred_settings_check(pred_rp_t *rp, pred_model_t *m, const pred_opts_
                            const char *const *specs, int n, const pred_rp_opts_t *ro, double tolerance,
                            pred_setting_t *out, gm_err_t *err);
 
+/* The framework's grid as gpureplay lists it, less what the recorded job cannot be given: for
+ * PyTorch, gpureplay's grid also replays other frameworks' allocators (BFC, preallocation, the
+ * driver's direct calls) for comparison, which no PYTORCH_CUDA_ALLOC_CONF selects; a PyTorch
+ * job's prediction is neither answered nor sized under them. Keeps list[0..*n) in order, frees
+ * the others; h is the first recording's header. */
+void pred_settings_own(char **list, int *n, const gmt_header_t *h);
+
 /* "pytorch=answered 5.71..5.72 GiB (0.2 %); pytorch:max_split_size_mb:128=refused (+3.1 %)":
  * the header's predicted.settings and what gpurec says. */
 void pred_settings_note(const char *const *specs, const pred_setting_t *cs, int n, double tolerance, char *buf, size_t len);

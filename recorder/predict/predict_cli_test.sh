@@ -204,5 +204,24 @@ gpurec:   REFUSED  pytorch:max_split_size_mb:20: peak reserved 300.00 MiB (272.0
 expect "a looser --tolerance answers" 0 "" "" \
   -- "$GPUREC" predict -q job8_with.zst@8 job16_with.zst@16 --at=32 -o chk3.zst -p pytorch --tolerance=0.05
 
+# Without --policy: the settings a PyTorch job can be given (pred_settings_own). gpureplay's grid
+# for PyTorch also replays BFC, preallocation and the driver's direct calls for comparison; a
+# prediction answered under them was counted (answered for 3 of 15 here, bfc and prealloc
+# among them), and --fit sized the job under them.
+out=$("$GPUREC" predict job8_with.zst@8 job16_with.zst@16 --at=32 -o chk4.zst 2>&1); rc=$?
+[[ $rc == 0 && $out == *"answered for 1 of 11 settings"* && $out == *"answered pytorch:expandable_segments:True:"* &&
+   $out != *" bfc"* && $out != *"prealloc"* && $out != *" direct"* ]] \
+  && ok "the default grid of a PyTorch job: its own settings" || bad "default grid ($rc): $out"
+out=$("$GPUREC" predict -q affine8.zst@8 affine16.zst@16 --fit=24GiB); rc=$?
+n=$(grep -cE '^ +[0-9]+ +[0-9]+ .*  pytorch' <<< "$out")
+[[ $rc == 0 && $n == 11 && $out != *" bfc"* && $out != *"prealloc"* && $out != *" direct"* ]] \
+  && ok "--fit of a PyTorch job: its 11 settings" || bad "--fit grid ($rc, $n): $out"
+# a recording that names no framework keeps the whole grid: which allocator would do best
+for f in affine8 affine16; do sed 's/^#capture_mode=torch$/#capture_mode=native/' "$DATA/$f.csv" > "n$f.csv"
+  "$GPUREC" import -q "n$f.csv" -o "n$f.zst" || bad "import n$f"; done
+out=$("$GPUREC" predict -q naffine8.zst@8 naffine16.zst@16 --fit=24GiB); rc=$?
+[[ $rc == 0 && $out == *" bfc"* && $out == *" direct"* ]] && ok "--fit, framework unknown: the whole grid" \
+  || bad "--fit unknown framework ($rc): $out"
+
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
