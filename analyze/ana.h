@@ -235,6 +235,11 @@ typedef struct ana_advice {
   char default_policy[32];    /* the framework's default setting */
   int64_t default_run_id;     /* its run, -1: not replayed */
   int64_t default_reserved, default_ooms;
+  /* the replay checked against the run (ana_run_check.c): ANA_CHECK_* state, the setting it
+   * ran with, its replay's and the run's own peak reserved, and the miss (0: none) */
+  int check;
+  char check_policy[256];
+  int64_t check_replay, check_recorded, check_off;
 } ana_advice_t;
 /* The least saving a setting must show over the framework's default, past what the replay
  * cannot tell, to be advised (issue 25): the larger of 64 MiB and 1 % of the default. */

@@ -85,6 +85,27 @@ int ana_trace_coverage(ana_db_t *db, int64_t trace_id, gmt_coverage_t *c);
 int ana_coverage_print(ana_db_t *db, FILE *out, int64_t trace_id, const char *indent);
 int ana_coverage_html(ana_db_t *db, FILE *out, int64_t trace_id);
 
+/* ---- the replay checked against the run it replays (ana_run_check.c) ---- */
+/* The run of the setting the job ran with on device (-1: any): PyTorch's own record of its
+ * conf, or the environment of a capture that did not switch allocators; else the framework's
+ * default run. *label says which; *as_run: 1 when it is the setting the job ran with. -1: none
+ * replayed. */
+int64_t ana_own_run(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, char *label, size_t n, int *as_run);
+enum { ANA_CHECK_NONE = 0, ANA_CHECK_EXACT = 1, ANA_CHECK_OFF = 2 };
+typedef struct ana_run_check {
+  int state;                 /* ANA_CHECK_*: NONE where the trace cannot be checked */
+  char policy[256];          /* the setting the job ran with, in gpureplay's words */
+  int64_t run_id;            /* its replay */
+  int64_t replay, low, high; /* its peak reserved, and the range of what the replay cannot tell */
+  int64_t recorded;          /* the run's own peak reserved: its allocator's segments in the trace */
+  int64_t off;               /* bytes from recorded to [low, high]; 0 unless OFF */
+} ana_run_check_t;
+/* Fills *k and returns k->state (see the file's top for when a trace is checked). */
+int ana_run_check(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, ana_run_check_t *k);
+/* The line recommend prints before its advice ("checked against the run: ..." or "warning: the
+ * replay misses this run by ..."); nothing for NONE. */
+void ana_run_check_print(FILE *out, const ana_run_check_t *k, const char *ind);
+
 /* ---- small SQL helpers (ana_sql.c) ---- */
 /* Step a statement that returns no row, then reset it; an error says "insert". */
 gm_status_t ana_step(ana_db_t *db, sqlite3_stmt *st, gm_err_t *err);

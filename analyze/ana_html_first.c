@@ -20,51 +20,10 @@
 
 enum { BAR_LABEL_W = 380, BAR_W = 470, BAR_ROW = 22 };
 
-/* The run of the setting the job ran with: PyTorch's own record of its conf (torch mode), or
- * the environment of a capture that did not switch allocators; else the framework's default
- * run (the advice's). *label says which. -1: none replayed. */
+/* The run of the setting the job ran with (ana_own_run), for the advice's device. */
 static int64_t recorded_run(ana_db_t *db, int64_t trace_id, const ana_advice_t *a, char *label, size_t n) {
-  char conf[512] = "", mode[64] = "", pol[600];
-  const char *c = ana_trace_kv(db, trace_id, "torch.alloc_conf", conf, sizeof conf);
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT COALESCE(capture_mode, '') FROM traces WHERE trace_id=?", -1, &st, NULL) ==
-      SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, trace_id);
-    if (sqlite3_step(st) == SQLITE_ROW) snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-  }
-  /* `requests` mode switched the frameworks to cudaMallocAsync: its environment is gpurec's. */
-  if ((!c || !*c) && strcmp(mode, "requests") != 0) {
-    c = ana_trace_kv(db, trace_id, "PYTORCH_CUDA_ALLOC_CONF", conf, sizeof conf);
-    if (!c || !*c) c = ana_trace_kv(db, trace_id, "PYTORCH_ALLOC_CONF", conf, sizeof conf);
-  }
-  int64_t id = -1;
-  if (c && *c && strncmp(a->framework, "PyTorch", 7) == 0) {
-    if (strstr(c, "backend:cudaMallocAsync")) snprintf(pol, sizeof pol, "async");
-    else snprintf(pol, sizeof pol, "pytorch:%s", c);
-    if (sqlite3_prepare_v2(db->h,
-                           "SELECT run_id FROM v_runs WHERE trace_id=? AND policy=?"
-                           " AND (?3 < 0 OR COALESCE(" ANA_RF_DEVICE("summary_json") ", -1) = ?3)"
-                           " ORDER BY run_id LIMIT 1",
-                           -1, &st, NULL) == SQLITE_OK) {
-      sqlite3_bind_int64(st, 1, trace_id);
-      sqlite3_bind_text(st, 2, pol, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(st, 3, a->device);
-      if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int64(st, 0);
-      sqlite3_finalize(st);
-    }
-    if (id >= 0) {
-      snprintf(label, n, "as the job ran (PYTORCH_CUDA_ALLOC_CONF=%s)", c);
-      return id;
-    }
-    snprintf(label, n, "the default (%s): the job's own setting (%s) was not replayed", a->default_policy, c);
-    return a->default_run_id;
-  }
-  if (strncmp(a->framework, "unknown", 7) == 0)
-    snprintf(label, n, "under the default (%s): the trace does not record the job's own setting", a->default_policy);
-  else
-    snprintf(label, n, "as the job ran: %s's default (%s)", a->framework, a->default_policy);
-  return a->default_run_id;
+  int as_run;
+  return ana_own_run(db, trace_id, ana_trace_fw(db, trace_id), a->device, label, n, &as_run);
 }
 
 typedef struct run_fig {
@@ -155,7 +114,11 @@ static void trust_line(FILE *out, const ana_advice_t *a, const run_fig_t *best) 
   else if (best->assumed && (strncmp(best->policy, "prealloc", 8) == 0 || strncmp(best->policy, "bfc", 3) == 0 ||
                              strncmp(best->policy, "jax", 3) == 0 || strncmp(best->policy, "tf", 2) == 0))
     why = "the trace does not say its GPU's memory, and this setting takes a share of it";
-  if (a->best_range) {
+  if (a->check == ANA_CHECK_OFF) {
+    fprintf(out, "<p class=\"trust trust-unvalidated\" id=\"trust\"><b>Trust: off on this run</b> by %s: the "
+                 "figures are a model that does not follow this run exactly (above).%s%s</p>\n",
+            ana_size_signed(a->check_off, b1, sizeof b1), why ? " Also: " : "", why ? why : "");
+  } else if (a->best_range) {
     fprintf(out, "<p class=\"trust trust-range\" id=\"trust\"><b>Trust: a range</b>, %s..%s: it depends on when "
                  "the GPU completes work the allocator waits for (stream events, the driver's pool); ranked by its "
                  "high end.%s%s</p>\n",
@@ -171,6 +134,28 @@ static void trust_line(FILE *out, const ana_advice_t *a, const run_fig_t *best) 
       fprintf(out, "<p class=\"trust trust-model\" id=\"trust\"><b>Trust: a model</b>: a replay of %s's allocator "
                    "as modelled (replay/policies/POLICIES.md); no table in the repository checks this setting "
                    "against real runs.</p>\n", a->framework);
+  }
+}
+
+/* The replay against the run it replays (ana_run_check.c), when the trace holds the run's own
+ * segments: the strongest evidence there is, or the warning that the figures miss this run. */
+static void check_line(FILE *out, const ana_advice_t *a) {
+  char b1[32], b2[32], b3[32];
+  if (a->check == ANA_CHECK_EXACT) {
+    fprintf(out, "<p class=\"check check-exact\" id=\"check\"><b>Checked against this run</b>: replayed under the "
+                 "setting it ran with (<code>");
+    ana_html_escape(out, a->check_policy);
+    fprintf(out, "</code>), the trace reserves %s; the run reserved %s (its allocator's own segments, in the "
+                 "trace).</p>\n",
+            ana_size_signed(a->check_replay, b1, sizeof b1), ana_size_signed(a->check_recorded, b2, sizeof b2));
+  } else if (a->check == ANA_CHECK_OFF) {
+    fprintf(out, "<p class=\"check check-off\" id=\"check\"><b>The replay misses this run by %s (%.2f %%)</b>: "
+                 "replayed under the setting it ran with (<code>",
+            ana_size_signed(a->check_off, b1, sizeof b1), 100.0 * (double)a->check_off / (double)a->check_recorded);
+    ana_html_escape(out, a->check_policy);
+    fprintf(out, "</code>), the trace reserves %s; the run reserved %s (its allocator's own segments, in the "
+                 "trace). Every figure here may be off by as much; the advice asks a saving past it.</p>\n",
+            ana_size_signed(a->check_replay, b2, sizeof b2), ana_size_signed(a->check_recorded, b3, sizeof b3));
   }
 }
 
@@ -268,6 +253,7 @@ void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_
     card(out, "best none", "Best setting", "none advised", a->why_none[0] ? a->why_none : "every setting of the framework ran out of memory");
   }
   fputs("</div>\n", out);
+  check_line(out, a);
   if (have_best) {
     fprintf(out, "<div class=\"paste\"><span>Paste before you start the job:</span> <code id=\"paste-%" PRId64 "\">", trace_id);
     ana_html_escape(out, a->paste);

@@ -33,6 +33,7 @@ static const char css[] =
     "button.copy{margin-left:6px;padding:3px 10px;cursor:pointer}"
     ".trust{font-size:14px;padding:4px 10px;border-left:4px solid #999}.trust-exact{border-color:#2f855a}"
     ".trust-range{border-color:#d69e2e}.trust-unvalidated{border-color:#c53030}"
+    ".check{font-size:14px;padding:4px 10px;border-left:4px solid #2f855a}.check-off{border-color:#c53030}"
     "ul.rec{font-size:13px;margin:.3em 0;padding-left:1.2em}ul.rec li{overflow-wrap:anywhere}"
     "ul.rec li.l2{margin-left:1.5em}ul.rec li.l3{margin-left:3em}"
     "svg text{font-size:12px;font-family:system-ui,sans-serif}"

@@ -42,6 +42,9 @@ typedef struct run_row {
    * "tune.best_bytes": timing, placement and a predicted trace's uncertain sizes); 0: none;
    * tune_worst INT64_MAX: another timing or placement ran out of memory ("tune.worst_oom") */
   int64_t tune_worst, tune_best;
+  /* what the replay missed the run by under the setting it ran with (ana_run_check.c): every
+   * figure of the trace may be off by as much; 0 when it matched or was not checked */
+  int64_t slack;
 } run_row_t;
 
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
@@ -187,13 +190,15 @@ static void fill_advice(ana_advice_t *a, ana_fw_t fw, const run_row_t *best, con
 static int64_t worst_high(const run_row_t *r) {
   int64_t h = rank_bytes(r);
   if (r->bump > h) h = r->bump;
-  return r->tune_worst > h ? r->tune_worst : h;
+  h = r->tune_worst > h ? r->tune_worst : h;
+  return h == INT64_MAX || r->slack > INT64_MAX - h ? INT64_MAX : h + r->slack;
 }
 
 static int64_t best_low(const run_row_t *r) {
   int64_t l = r->range && r->low < r->reserved ? r->low : r->reserved;
   if (r->bump && r->bump < l) l = r->bump;
-  return r->tune_best && r->tune_best < l ? r->tune_best : l;
+  l = r->tune_best && r->tune_best < l ? r->tune_best : l;
+  return l > r->slack ? l - r->slack : 0;
 }
 
 int64_t ana_advice_floor(int64_t default_reserved) {
@@ -210,9 +215,9 @@ static void print_keep_default(FILE *out, const run_row_t *best, const run_row_t
                                const char *ind) {
   char b[6][32];
   fprintf(out, "%s  keep the default (%s): no setting is reliably smaller\n", ind, dname);
-  fprintf(out, "%s    the default reserves %s (%s..%s with what the replay cannot tell: timing, placement)\n", ind,
+  fprintf(out, "%s    the default reserves %s (%s..%s with what the replay cannot tell: timing, placement%s)\n", ind,
           gm_format_size((uint64_t)dflt->reserved, b[0], sizeof b[0]), gm_format_size((uint64_t)best_low(dflt), b[1], sizeof b[1]),
-          gm_format_size((uint64_t)worst_high(dflt), b[2], sizeof b[2]));
+          gm_format_size((uint64_t)worst_high(dflt), b[2], sizeof b[2]), dflt->slack ? ", its miss on this run" : "");
   fprintf(out, "%s    the smallest, %s, reserves %s (%s..%s): a saving of at most %s, not more than the floor %s "
                "(the larger of 64 MiB and 1 %%) plus what the replay cannot tell\n", ind, best->policy,
           gm_format_size((uint64_t)best->reserved, b[3], sizeof b[3]), gm_format_size((uint64_t)best_low(best), b[4], sizeof b[4]),
@@ -406,6 +411,7 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     rows[n].bump = sqlite3_column_int64(st, 22);
     rows[n].tune_worst = sqlite3_column_int64(st, 23);
     rows[n].tune_best = sqlite3_column_int64(st, 24);
+    rows[n].slack = 0;
     if (sqlite3_column_int64(st, 25)) rows[n].tune_worst = INT64_MAX; /* no worst case: never reliably smaller */
     gm_escape((const char *)sqlite3_column_text(st, 26), rows[n].tune_searched, sizeof rows[n].tune_searched);
     n++;
@@ -467,8 +473,21 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
     for (int i = 0; i < n; i++)
       if (rows[i].device == devs[k]) sub[m++] = rows[i];
     if (nd > 1) fprintf(out, "  device %" PRId64 ":\n", devs[k]);
+    ana_run_check_t chk;
+    memset(&chk, 0, sizeof chk);
+    if (!native && ana_run_check(db, trace_id, fw, devs[k], &chk)) {
+      ana_run_check_print(out, &chk, nd > 1 ? "  " : "");
+      for (int i = 0; i < m; i++) sub[i].slack = chk.off;
+    }
     ana_advice_t dev_adv;
-    if (adv) dev_adv = *adv;
+    if (adv) {
+      dev_adv = *adv;
+      dev_adv.check = chk.state;
+      dev_adv.check_off = chk.off;
+      dev_adv.check_replay = chk.replay;
+      dev_adv.check_recorded = chk.recorded;
+      snprintf(dev_adv.check_policy, sizeof dev_adv.check_policy, "%s", chk.policy);
+    }
     const run_row_t *b = advise(out, fw, native, failed, sub, m, lower_trace, gpu_mem, nd > 1 ? "  " : "",
                                 adv ? &dev_adv : NULL, partial);
     /* The job's advice is its limiting device's (or the first device's when none is advised). */

@@ -20,6 +20,7 @@
 #define ANA_RF_DEVICE_MEMORY_ASSUMED(col)                     ANA_RF(col, "device_memory_assumed") /* true/false: no device size known, one was assumed */
 #define ANA_RF_DEVICE_MEMORY_BYTES(col)                       ANA_RF(col, "device_memory_bytes") /* integer bytes: the device size replayed under */
 #define ANA_RF_PARTIAL(col)                                   ANA_RF(col, "partial") /* true/false: the trace was salvaged */
+#define ANA_RF_RECORDED_MAPPED_PEAK_BYTES(col)                ANA_RF(col, "recorded_mapped_peak_bytes") /* integer: the recorded allocator's own segments + maps at their peak, the replayed device */
 #define ANA_RF_PEAK_REQUESTED_PLUS_EXTERNAL_BYTES(col)        ANA_RF(col, "peak_requested_plus_external_bytes") /* integer bytes */
 #define ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES(col)            ANA_RF(col, "peak_reserved_range.high_bytes") /* integer bytes: the range's top under other event timings */
 #define ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES(col)             ANA_RF(col, "peak_reserved_range.low_bytes") /* integer bytes: its bottom */
