@@ -132,6 +132,13 @@ void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, 
     fprintf(f, "%swarning: several frameworks in one process: their requests are replayed as one "
                "allocator's\n", prefix);
   uint64_t lb = r0->lower_bound_bytes;
+  /* PyTorch's own history holds its segments: their peak is the run's max_memory_reserved, what
+   * a replay of the setting it ran with must give (gpuanalyze report compares them) */
+  if ((info->capture_mode == GMT_CAPTURE_TORCH || info->capture_mode == GMT_CAPTURE_TORCH_HISTORY) &&
+      r0->recorded_mapped_peak_bytes && !info->coverage.partial && !info->predicted[0])
+    fprintf(f, "%sthe run itself reserved %s at its peak (its allocator's own segments, in the trace): the "
+               "replay of the setting it ran with should give the same\n",
+            prefix, gm_format_size(r0->recorded_mapped_peak_bytes, b1, sizeof b1));
   /* A torch-mode or torch-history trace holds PyTorch's segments beside its requests by design: no warning. */
   if (info->capture_mode != GMT_CAPTURE_TORCH && info->capture_mode != GMT_CAPTURE_TORCH_HISTORY &&
       r0->recorded_mapped_peak_bytes > 2 * lb + (64ull << 20))
