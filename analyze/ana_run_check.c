@@ -132,13 +132,13 @@ int ana_run_check(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, a
 
 void ana_run_check_print(FILE *out, const ana_run_check_t *k, const char *ind) {
   char b1[32], b2[32], b3[32];
-  if (k->state == ANA_CHECK_EXACT && k->low == k->high)
+  if (k->state == ANA_CHECK_EXACT && k->recorded == k->replay)
     fprintf(out, "%s  checked against the run: replayed under the setting it ran with (%s), it reserves %s, "
                  "exactly what the run reserved (the allocator's own segments, in the trace)\n",
             ind, k->policy, gm_format_size((uint64_t)k->recorded, b1, sizeof b1));
   else if (k->state == ANA_CHECK_EXACT)
     fprintf(out, "%s  checked against the run: the run reserved %s (the allocator's own segments, in the trace), "
-                 "inside the replay's range %s..%s under the setting it ran with (%s)\n",
+                 "inside the replay's range %s..%s under the setting it ran with (%s: timing, placement)\n",
             ind, gm_format_size((uint64_t)k->recorded, b1, sizeof b1), gm_format_size((uint64_t)k->low, b2, sizeof b2),
             gm_format_size((uint64_t)k->high, b3, sizeof b3), k->policy);
   else if (k->state == ANA_CHECK_OFF)

@@ -46,7 +46,8 @@ def build(torch, name):
                                               num_attention_heads=8, intermediate_size=2048))
     if arch == "t5":
         return t.T5ForConditionalGeneration(t.T5Config(vocab_size=16384, d_model=384, d_ff=1536, num_layers=4,
-                                                       num_decoder_layers=4, num_heads=6))
+                                                       num_decoder_layers=4, num_heads=6,
+                                                       decoder_start_token_id=0, pad_token_id=0))
     if arch == "llama":
         return t.LlamaForCausalLM(t.LlamaConfig(vocab_size=16384, hidden_size=512, intermediate_size=1408,
                                                 num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
