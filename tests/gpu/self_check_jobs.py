@@ -29,6 +29,10 @@ JOBS = {
     "hf_t5": ("hf", "t5", 128, "adamw", False),
     "hf_llama_bf16": ("hf", "llama", 256, "adamw", True),
     "hf_vit": ("hf", "vit", 224, "adamw", False),
+    "hf_gpt2_ckpt": ("hf", "gpt2", 256, "adamw", False),
+    "hf_gpt2_generate": ("hf", "gpt2", 0, "none", False),
+    "tv_resnet50_fp16": ("tv", "resnet50", 160, "sgd", "fp16"),
+    "tv_resnet50_compile": ("tv", "resnet50", 160, "sgd", False),
 }
 
 
@@ -52,6 +56,11 @@ def build(torch, name):
         return t.LlamaForCausalLM(t.LlamaConfig(vocab_size=16384, hidden_size=512, intermediate_size=1408,
                                                 num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
                                                 max_position_embeddings=1024))
+    if arch == "gpt2":
+        m = t.GPT2LMHeadModel(t.GPT2Config(vocab_size=16384, n_positions=1024, n_embd=512, n_layer=6, n_head=8))
+        if name == "hf_gpt2_ckpt":
+            m.gradient_checkpointing_enable()
+        return m
     if arch == "vit":
         return t.ViTForImageClassification(t.ViTConfig(image_size=224, hidden_size=384, num_hidden_layers=6,
                                                        num_attention_heads=6, intermediate_size=1536, num_labels=100))
@@ -83,16 +92,32 @@ def main():
     gen = torch.Generator(device=dev)
     gen.manual_seed(0)
     model = build(torch, name).to(dev)
-    model.train()
     _, _, _, opt_name, amp = JOBS[name]
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if opt_name == "sgd"
-           else torch.optim.AdamW(model.parameters(), lr=1e-4))
-    for _ in range(3):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss = step(torch, name, model, batch, dev, gen)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    if opt_name == "none":  # inference: greedy generation for prompts of several lengths, batch BATCH
+        model.eval()
+        with torch.no_grad():
+            for n in (40, 200, 96, 160):
+                ids = torch.randint(0, 16384, (batch, n), device=dev, generator=gen)
+                model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False,
+                               pad_token_id=0)
+    else:
+        model.train()
+        if name.endswith("_compile"):
+            model = torch.compile(model)
+        opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if opt_name == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=1e-4))
+        scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
+        for _ in range(3):
+            with torch.autocast("cuda", dtype=torch.float16 if amp == "fp16" else torch.bfloat16, enabled=bool(amp)):
+                loss = step(torch, name, model, batch, dev, gen)
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     print("GPUMEM_RESULT " + json.dumps({
         "job": name, "batch": batch, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
