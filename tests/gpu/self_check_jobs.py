@@ -77,7 +77,7 @@ def step(torch, name, model, batch, dev, gen):
         return torch.nn.functional.cross_entropy(model(x), y)
     ids = torch.randint(0, 16384, (batch, side), device=dev, generator=gen)
     if arch == "t5":
-        return model(input_ids=ids, labels=ids[:, : side // 2]).loss
+        return model(input_ids=ids, labels=ids[:, : side // 2].contiguous()).loss
     return model(input_ids=ids, labels=ids).loss
 
 
