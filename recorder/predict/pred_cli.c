@@ -64,6 +64,10 @@ static const char k_predict_desc[] =
     "streams differ; it says why, each refused setting's range, and which\n"
     "recording to add. Exit 0: written; 1: error; 2: usage; 3: refused.\n"
     "\n"
+    "Before it predicts (--at or --fit), each recording of PyTorch's own history is replayed under\n"
+    "the setting its job ran with and checked against its run's own segments: one line when they\n"
+    "all match, a warning for each the replay misses (a prediction from it may be off by as much).\n"
+    "\n"
     "With --fit=SIZE instead of --at and -o: the largest value that fits a device of SIZE, per\n"
     "allocator setting (--policy, repeatable, in gpureplay's or the framework's words; default:\n"
     "the framework's sweep grid, as for --at), and the peak reserved against the value, the recordings\n"
@@ -227,6 +231,7 @@ int pred_cli_main(int argc, char **argv) {
   pred_model_t *m = NULL;
   gm_status_t st = pred_model_open(in, (size_t)npos, &m, &res, &err);
   if (st == GM_OK && res.warning[0] && !cfg.same_job && !cfg.quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
+  if (st == GM_OK && !res.refused) pred_runs_check(NULL, m, in, (size_t)npos, cfg.quiet);
   if (st == GM_OK && !res.refused) st = pred_model_at(m, &po, &res, &err);
   if (st < 0) {
     pred_model_close(m);

@@ -8,7 +8,7 @@
  * settings come from gpureplay too (`--list-policies`): the user's in gpureplay's words, or the
  * sweep grid of the trace's framework.
  *
- * Only two integers of each line are read (peak_reserved_bytes, ooms): a small scanner that
+ * Only a few integers of each line are read (peak_reserved_bytes, ooms, ...): a small scanner that
  * skips the other values whole (nested ones, strings with escapes) does it, and gpurec, which
  * launches users' jobs, links no JSON library for it.
  *
@@ -297,6 +297,7 @@ gm_status_t pred_rp_replay(pred_rp_t *r, const char *trace, const char *name, co
       gm_err_t quiet;
       gm_err_clear(&quiet);
       if (pred_rp_json_u64(line, "alloc_retries", &res[i].alloc_retries, &quiet) < 0) res[i].alloc_retries = 0;
+      if (pred_rp_json_u64(line, "recorded_mapped_peak_bytes", &res[i].recorded_peak, &quiet) < 0) res[i].recorded_peak = 0;
     }
     if (st < 0) gm_err_wrap(err, "gpureplay on %s, setting %d", name, i + 1);
     line = nl + 1;

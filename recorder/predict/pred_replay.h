@@ -47,6 +47,7 @@ typedef struct pred_rp_result {
   uint64_t peak_reserved_bytes;
   uint64_t ooms;
   uint64_t alloc_retries; /* times the allocator freed its cache to serve a request */
+  uint64_t recorded_peak; /* the recorded run's own segments at their peak (0: none, or an older gpureplay) */
 } pred_rp_result_t;
 
 /* Replay specs[0..n) over trace (name: what messages call it) on the simulator with the

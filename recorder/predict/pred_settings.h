@@ -41,6 +41,12 @@ gm_status_t pred_settings_check(pred_rp_t *rp, pred_model_t *m, const pred_opts_
  * the others; h is the first recording's header. */
 void pred_settings_own(char **list, int *n, const gmt_header_t *h);
 
+/* Each recording of PyTorch's own history replayed under the setting its job ran with, against
+ * its run's own segments (pred_runs_check.c): a warning on stderr for each the replay misses,
+ * one line when all match (nothing when quiet, or without gpureplay). rp: an open replayer, or
+ * NULL to open one for the check. Returns how many missed. */
+int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size_t n, int quiet);
+
 /* "pytorch=answered 5.71..5.72 GiB (0.2 %); pytorch:max_split_size_mb:128=refused (+3.1 %)":
  * the header's predicted.settings and what gpurec says. */
 void pred_settings_note(const char *const *specs, const pred_setting_t *cs, int n, double tolerance, char *buf, size_t len);

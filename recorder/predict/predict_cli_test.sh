@@ -223,5 +223,27 @@ out=$("$GPUREC" predict -q naffine8.zst@8 naffine16.zst@16 --fit=24GiB); rc=$?
 [[ $rc == 0 && $out == *" bfc"* && $out == *" direct"* ]] && ok "--fit, framework unknown: the whole grid" \
   || bad "--fit unknown framework ($rc): $out"
 
+# Before it predicts, each recording of PyTorch's own history is replayed under the setting its job
+# ran with and checked against its run's segments (pred_runs_check.c). Here each recording gets
+# one segment record (not a request: the replay does not see it) of what its replay reserves, or
+# 2 MiB more at 16: said before the prediction, which goes on.
+for f in affine8 affine16; do
+  r=$("$GPUREPLAY" --json -q -p pytorch "$f.zst" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['peak_reserved_bytes'])")
+  [[ $f == affine16 ]] && m=$((r + 2097152)) || m=$r
+  { cat "$DATA/$f.csv"; echo "128000,segment_alloc,0,0,0x7a0000000000,$r,device,0"; } > "seg$f.csv"
+  { cat "$DATA/$f.csv"; echo "128000,segment_alloc,0,0,0x7a0000000000,$m,device,0"; } > "miss$f.csv"
+  "$GPUREC" import -q "seg$f.csv" -o "seg$f.zst" && "$GPUREC" import -q "miss$f.csv" -o "miss$f.zst" || bad "import seg $f"
+done
+out=$("$GPUREC" predict segaffine8.zst@8 segaffine16.zst@16 --at=32 -o segp.zst 2>&1); rc=$?
+[[ $rc == 0 && $out == "gpurec: checked: each recording (2), replayed under the setting its job ran with, reserves what its run reserved (its allocator's own segments)"$'\n'"gpurec: predicted segp.zst"* ]] \
+  && ok "recordings that replay as their runs: said first" || bad "runs check ($rc): $out"
+out=$("$GPUREC" predict missaffine8.zst@8 missaffine16.zst@16 --at=32 -o missp.zst 2>&1); rc=$?
+[[ $rc == 0 && $out == "gpurec: warning: the replay misses the recording at 16 by 2.00 MiB ("*"): replayed under the setting it ran with (pytorch), missaffine16.zst reserves "*"; its run reserved "*" (its allocator's own segments): a prediction from it may be off by as much"$'\n'"gpurec: predicted missp.zst"* && $out != *"at 8 by"* ]] \
+  && ok "a recording the replay misses: warned, the prediction goes on" || bad "runs check miss ($rc): $out"
+out=$("$GPUREC" predict -q missaffine8.zst@8 missaffine16.zst@16 --fit=24GiB --policy=pytorch 2>&1 >/dev/null); rc=$?
+[[ $rc == 0 && -z $out ]] && ok "-q: nothing said" || bad "runs check -q ($rc): $out"
+out=$("$GPUREC" predict missaffine8.zst@8 missaffine16.zst@16 --fit=24GiB --policy=pytorch 2>&1 >/dev/null); rc=$?
+[[ $rc == 0 && $out == *"the replay misses the recording at 16 by 2.00 MiB"* ]] && ok "--fit: warned too" || bad "runs check --fit ($rc): $out"
+
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

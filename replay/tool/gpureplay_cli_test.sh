@@ -88,7 +88,7 @@ grep -q "lower bound" "$T/default.out" || fail "default: no lower bound line"
 # --json: one object per run, DESIGN.md's keys in its order, then the additive ones
 run json 0 "$T/small.zst" --json -p pytorch -p direct
 [ "$(wc -l <"$T/json.out")" = 2 ] || fail "json: want 2 lines"
-want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second external_allocs external_peak_bytes peak_reserved_plus_external_bytes context_bytes frameworks holds device trace_start_time_ns trace_pid capacity_bytes first_oom_event first_oom_ts_ns event_frees event_timing timing_sensitive partial coverage complete"
+want="trace policy backend events peak_reserved_bytes peak_allocated_bytes peak_requested_bytes lower_bound_bytes fragmentation_at_peak device_alloc_calls device_free_calls alloc_retries ooms replay_seconds events_per_second external_allocs external_peak_bytes peak_reserved_plus_external_bytes context_bytes frameworks holds device recorded_mapped_peak_bytes trace_start_time_ns trace_pid capacity_bytes first_oom_event first_oom_ts_ns event_frees event_timing timing_sensitive partial coverage complete"
 while read -r line; do
   got=$(printf '%s' "$line" | grep -o '"[a-z_]*":' | tr -d '":' | tr '\n' ' ' | sed 's/ $//')
   [ "$got" = "$want" ] || fail "json keys: got '$got'"

@@ -317,6 +317,7 @@ static json_t *summary(const gr_trace_info_t *info, const rp_result_t *r) {
   json_object_set_new(o, "frameworks", json_string(info->frameworks_text));
   json_object_set_new(o, "holds", json_string(info->holds));
   json_object_set_new(o, "device", json_integer(r->device));
+  json_object_set_new(o, "recorded_mapped_peak_bytes", json_integer((json_int_t)r->recorded_mapped_peak_bytes));
   /* What joins a run to its trace in gpuanalyze (the results file has them too), so that the
    * lines `--json` writes load as they are (`gpuanalyze load r.json`, issue 14). */
   json_object_set_new(o, "trace_start_time_ns", json_integer((json_int_t)info->start_time_ns));
@@ -452,7 +453,6 @@ gm_status_t gr_results_add(gr_results_t *rs, const gr_trace_info_t *info, const 
   json_object_set_new(sk, "other_device", json_integer((json_int_t)r->skipped.other_device));
   json_object_set_new(sk, "vmm_buffers_as_requests", json_integer((json_int_t)r->skipped.vmm_buffers));
   json_object_set_new(sk, "vmm_pages", json_integer((json_int_t)r->skipped.vmm_pages));
-  json_object_set_new(o, "recorded_mapped_peak_bytes", json_integer((json_int_t)r->recorded_mapped_peak_bytes));
   if (r->recorded_pool_reserved_bytes)
     json_object_set_new(o, "recorded_pool_reserved_bytes", json_integer((json_int_t)r->recorded_pool_reserved_bytes));
   json_object_set_new(o, "skipped", sk);

@@ -252,7 +252,9 @@ def predict_rows(a, work, job, runs, ran, out, cases, header_rows):
             checked[mm.group(2)] = (mm.group(1), "%s, moved %s" % (mm.group(3), mm.group(4)),
                                     int(mm.group(5)), int(mm.group(6)), int(mm.group(7)), float(mm.group(4)[:-2]))
         if p.returncode == 3 and not checked:
-            reason = p.stderr.strip().splitlines()[0].split(": ", 1)[-1].replace("|", "/")
+            lines = p.stderr.strip().splitlines()  # the refusal's line: warnings may come before it
+            first = next((l for l in lines if l.startswith("gpurec: cannot predict")), lines[0])
+            reason = first.split(": ", 1)[-1].replace("|", "/")
             out("| %s | %d | refused | all | refused: %s; %s | - | - | refused |" % (label, target, reason, to_add(p.stderr)))
             continue
         if p.returncode not in (0, 3):
