@@ -220,8 +220,16 @@ void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_
   if (run_figures(db, rid, &rec)) {
     if (rec.ooms)
       snprintf(b3, sizeof b3, "OUT OF MEMORY (%" PRId64 " failed)", rec.ooms);
+    else if (a->check == ANA_CHECK_OFF) /* the run's own figure is known, and the replay misses it */
+      ana_size_signed(a->check_recorded, b3, sizeof b3);
     else
       ana_size_signed(rec.reserved, b3, sizeof b3);
+    if (a->check == ANA_CHECK_OFF && !rec.ooms) {
+      char b4[32];
+      size_t l = strlen(label);
+      snprintf(label + l, sizeof label - l, "; the run's own segments (the replay: %s)",
+               ana_size_signed(a->check_replay, b4, sizeof b4));
+    }
     card(out, rec.ooms ? "rec oom" : "rec", "It reserves", b3, label);
   } else {
     card(out, "rec", "It reserves", "not replayed", a->default_policy[0] ? label : "the trace holds nothing to replay");

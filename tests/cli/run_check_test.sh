@@ -58,7 +58,9 @@ out=$("$GA" report -q frag_256.zst 2>&1)
 
 # a real miss
 cp "$RES" resnet16.zst
-out=$("$GA" report -q resnet16.zst 2>&1)
+out=$("$GA" report -q resnet16.zst --html resnet16.html 2>&1)
+grep -q '<div class="card rec"><div class="ct">It reserves</div><div class="cv">834.00 MiB</div><div class="cs">as the job ran: PyTorch&#39;s default (pytorch); the run&#39;s own segments (the replay: 826.00 MiB)</div>' resnet16.html \
+  && ok "resnet at 16: the card shows what the run reserved, the replay beside it" || fail "resnet16 card: $(grep -o '<div class="card rec">.\{0,300\}' resnet16.html)"
 [[ $out == *"warning: the replay misses this run by 8.00 MiB (0.96 %): replayed under the setting it ran with (pytorch), it reserves 826.00 MiB; the run reserved 834.00 MiB"* ]] \
   && ok "resnet at 16: the replay misses the run by 8 MiB, said" || fail "resnet16: $out"
 
