@@ -28,6 +28,7 @@ typedef struct unit { /* one rank's device */
 typedef struct cand {
   char policy[256];
   int64_t *bytes, *calls; /* per unit: its run's rank bytes (-1: no run), driver calls */
+  int64_t *low, *high;    /* per unit: its figure's ends with what the replay cannot tell */
   int8_t *level;          /* per unit: 0 family, 1 fallback, -1 never advised (OOM, floor, ...) */
   int64_t worst, sum_calls;
   int ok, lvl;            /* every unit has an advisable run; the worst level */
@@ -38,6 +39,8 @@ static void cands_free(cand_t *c, int n) {
     free(c[k].bytes);
     free(c[k].calls);
     free(c[k].level);
+    free(c[k].low);
+    free(c[k].high);
   }
   free(c);
 }
@@ -49,6 +52,10 @@ typedef struct job {
   int nu;
   char dflt[64], best[256];
   int64_t best_worst, dflt_worst;
+  /* the default kept for the job: the least-reserving setting (kept_policy) saves at most
+   * kept_save on the ranks' worst, within the floor plus what the replay cannot tell */
+  char kept_policy[256];
+  int64_t kept_save, kept_floor;
   int limiting; /* index in u */
 } job_t;
 
@@ -108,7 +115,9 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
                               " r.policy, r.peak_reserved_bytes, r.ooms, r.device_alloc_calls,"
                               " COALESCE(" ANA_RF_TIMING_SENSITIVE("r.summary_json") ", 0),"
                               " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_HIGH_BYTES("r.summary_json") ", 0),"
-                              " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("r.summary_json") ", '')"
+                              " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_MOVED_BY("r.summary_json") ", ''),"
+                              " COALESCE(" ANA_RF_PEAK_RESERVED_RANGE_LOW_BYTES("r.summary_json") ", r.peak_reserved_bytes),"
+                              " COALESCE(" ANA_RF_PLACEMENT_BUMP_BYTES("r.summary_json") ", 0)"
                               " FROM v_runs r JOIN traces t USING(trace_id)"
                               " WHERE t.rank IS NOT NULL AND t.command_line IS ?1 AND t.world_size IS ?2 ORDER BY r.run_id",
                               err);
@@ -150,8 +159,10 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
       c[nc].bytes = malloc(sizeof *c[nc].bytes * (size_t)j->nu);
       c[nc].calls = calloc((size_t)j->nu, sizeof *c[nc].calls);
       c[nc].level = malloc((size_t)j->nu);
+      c[nc].low = malloc(sizeof *c[nc].low * (size_t)j->nu);
+      c[nc].high = malloc(sizeof *c[nc].high * (size_t)j->nu);
       nc++;
-      if (!c[k].bytes || !c[k].calls || !c[k].level) {
+      if (!c[k].bytes || !c[k].calls || !c[k].level || !c[k].low || !c[k].high) {
         s = gm_err_set(err, GM_ERR_NOMEM, "out of memory");
         break;
       }
@@ -159,6 +170,10 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
     }
     /* one figure per unit: a run loaded twice (two results files) counts once, the last */
     c[k].bytes[ui] = bytes;
+    int64_t lo = sqlite3_column_int64(st, 10), bump = sqlite3_column_int64(st, 11);
+    if (!range || lo > sqlite3_column_int64(st, 4)) lo = sqlite3_column_int64(st, 4);
+    c[k].low[ui] = bump && bump < lo ? bump : lo;
+    c[k].high[ui] = bump > bytes ? bump : bytes;
     c[k].calls[ui] = sqlite3_column_int64(st, 6);
     c[k].level[ui] = (int8_t)level;
   }
@@ -177,6 +192,32 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
     if (!best || x->lvl < best->lvl ||
         (x->lvl == best->lvl && (x->worst < best->worst || (x->worst == best->worst && x->sum_calls < best->sum_calls))))
       best = x;
+  }
+  /* No advice inside the error (ana_recommend.c's rule, over the job): a setting over a default
+   * that served every rank must be smaller on the ranks' worst, its worst case against the
+   * default's best, by more than the floor and twice the most any rank's replay missed its own
+   * run by (ana_run_check.c). */
+  const cand_t *d = NULL;
+  for (int k = 0; k < nc; k++)
+    if (!strcmp(c[k].policy, j->dflt) && c[k].ok && c[k].lvl == 0) d = &c[k];
+  j->kept_policy[0] = '\0';
+  if (best && d && best != d) {
+    int64_t dlow = 0, bhigh = 0, slack = 0;
+    for (int i = 0; i < j->nu; i++) {
+      if (d->low[i] > dlow) dlow = d->low[i];
+      if (best->high[i] > bhigh) bhigh = best->high[i];
+      ana_run_check_t rc;
+      if (ana_run_check(db, j->u[i].trace_id, ana_trace_fw(db, j->u[i].trace_id), j->u[i].device, &rc) &&
+          rc.off > slack)
+        slack = rc.off;
+    }
+    int64_t floor = ana_advice_floor(d->worst);
+    if (dlow - bhigh <= floor + 2 * slack) {
+      snprintf(j->kept_policy, sizeof j->kept_policy, "%s", best->policy);
+      j->kept_save = d->worst > best->worst ? d->worst - best->worst : 0;
+      j->kept_floor = floor + 2 * slack;
+      best = d;
+    }
   }
   j->best[0] = '\0';
   j->best_worst = j->dflt_worst = -1;
@@ -298,7 +339,12 @@ static void print_text(ana_db_t *db, FILE *out, job_t *j) {
     fprintf(out, "  job setting: %s (the largest peak reserved over ranks: %s", gm_escape(j->best, e, sizeof e),
             sz(j->best_worst, b1, sizeof b1));
     if (j->dflt_worst >= 0) fprintf(out, "; under the default %s: %s", j->dflt, sz(j->dflt_worst, b2, sizeof b2));
-    fprintf(out, ")\n  paste on every rank: %s\n", gm_escape(line, e, sizeof e));
+    fprintf(out, ")\n");
+    if (j->kept_policy[0])
+      fprintf(out, "  keep the default on every rank: no setting is reliably smaller for the job (the least, %s, saves "
+                   "at most %s on the ranks' worst, not more than %s: the floor and what the replay cannot tell)\n",
+              gm_escape(j->kept_policy, e, sizeof e), sz(j->kept_save, b1, sizeof b1), sz(j->kept_floor, b2, sizeof b2));
+    fprintf(out, "  paste on every rank: %s\n", gm_escape(line, e, sizeof e));
   } else {
     fprintf(out, "  job setting: none (no setting was replayed without OOM on every rank and device: "
                  "`gpuanalyze ranks TRACES...` replays them)\n");
@@ -342,7 +388,14 @@ static void print_html(FILE *out, job_t *j, int k) {
     ana_html_escape(out, j->dflt);
     fprintf(out, "</code>: %s", sz(j->dflt_worst, b2, sizeof b2));
   }
-  fputs(". Every rank is a row of <a href=\"#ranks--1\">Ranks side by side</a> at the end.</p>\n</section>\n", out);
+  fputs(".", out);
+  if (j->kept_policy[0]) {
+    fputs(" No setting is reliably smaller for the job: the least, <code>", out);
+    ana_html_escape(out, j->kept_policy);
+    fprintf(out, "</code>, saves at most %s on the ranks' worst, not more than %s (the floor and what the replay "
+                 "cannot tell).", sz(j->kept_save, b1, sizeof b1), sz(j->kept_floor, b2, sizeof b2));
+  }
+  fputs(" Every rank is a row of <a href=\"#ranks--1\">Ranks side by side</a> at the end.</p>\n</section>\n", out);
 }
 
 static json_t *job_json(ana_db_t *db, job_t *j) {
@@ -353,6 +406,7 @@ static json_t *job_json(ana_db_t *db, job_t *j) {
   json_object_set_new(o, "default_policy", json_string(j->dflt));
   json_object_set_new(o, "job_policy", j->best[0] ? json_string(j->best) : json_null());
   json_object_set_new(o, "job_worst_reserved_bytes", j->best_worst >= 0 ? json_integer(j->best_worst) : json_null());
+  json_object_set_new(o, "default_kept_over", j->kept_policy[0] ? json_string(j->kept_policy) : json_null());
   json_object_set_new(o, "default_worst_reserved_bytes", j->dflt_worst >= 0 ? json_integer(j->dflt_worst) : json_null());
   json_object_set_new(o, "limiting_rank", json_integer(j->u[j->limiting].rank));
   json_object_set_new(o, "limiting_device", json_integer(j->u[j->limiting].device));

@@ -185,5 +185,36 @@ has d0.txt "mapped:         1.16 GiB at most on device 0 (the framework's 289.39
 "$GA" ranks --db ddp.db "$D0" "$D1" >d.txt 2>/dev/null || fail "ddp ranks rc=$?"
 has d.txt "(world size 2, 2 rank-devices loaded)"
 grep -q "^ *1 *1 *289.39 MiB *1.16 GiB *300.00 MiB *300.00 MiB" d.txt || fail "ddp rank 1 on device 1: $(cat d.txt)"
+
+# no advice inside the error for the job either: two ranks of 6 MiB tensors (10 and 20 live at
+# once) reserve 80 and 140 MiB under the default, 60 and 120 MiB with expandable segments: 20 MiB
+# on the ranks' worst, under the 64 MiB floor, so the job keeps the default (without the rule it
+# was told to paste expandable_segments:True)
+for r in 0 1; do
+  {
+    echo "# gpumem trace, text form 1"
+    echo "#capture_mode=requests"
+    echo "#rank=$r"
+    echo "#world_size=2"
+    echo "#pid=$((200 + r))"
+    echo "#gpu_total_mem=85899345920"
+    echo "#command_line=python small.py --ddp"
+    echo "#kv.framework.pytorch=2.11.0"
+    echo "ts_ns,kind,device,stream,addr,size,mem_kind,flags,corr_id,callsite,context"
+    t=100 n=$((10 * (r + 1)))
+    for i in $(seq 1 $n); do
+      echo "$t,alloc,0,7,$(printf 0x%x $((0x200000000 + i * 0x10000000))),$((6 * M)),device,0x3,0,0,1"; t=$((t + 10))
+    done
+    for i in $(seq 1 $n); do
+      echo "$t,free,0,7,$(printf 0x%x $((0x200000000 + i * 0x10000000))),0,device,0x3,0,0,1"; t=$((t + 10))
+    done
+  } >k$r.csv
+  "$GR" import k$r.csv -o k$r.zst 2>/dev/null || fail "import k$r rc=$?"
+done
+"$GA" ranks --db k.db k0.zst k1.zst >k.txt 2>/dev/null || fail "keep ranks rc=$?"
+has k.txt "job setting: pytorch (the largest peak reserved over ranks: 140.00 MiB; under the default pytorch: 140.00 MiB)"
+has k.txt "keep the default on every rank: no setting is reliably smaller for the job (the least, pytorch:expandable_segments:True, saves at most 20.00 MiB on the ranks' worst, not more than 64.00 MiB: the floor and what the replay cannot tell)"
+has k.txt "paste on every rank: unset PYTORCH_CUDA_ALLOC_CONF"
+
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo PASS
