@@ -12,8 +12,8 @@
  * the report says that too: it is the strongest evidence a report can give, the run itself.
  *
  * Not checked: other captures (their segments are not one allocator's, or absent), a trace that
- * covers part of the run, a predicted trace, a run replayed with OOMs, a job whose setting the
- * trace does not say. */
+ * covers part of the run, a run that failed a request (the replay serves it within the capacity),
+ * a predicted trace, a run replayed with OOMs, a job whose setting the trace does not say. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,6 +91,14 @@ int ana_run_check(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, a
   if (fw != ANA_FW_PYTORCH || (strcmp(mode, "torch") != 0 && strcmp(mode, "torch-history") != 0)) return 0;
   gmt_coverage_t cov;
   if (ana_trace_coverage(db, trace_id, &cov)) return 0; /* a window of the run: its peak may lie outside */
+  /* a run that failed a request: the replay serves it within the capacity, the run did not */
+  if (sqlite3_prepare_v2(db->h, "SELECT COALESCE(SUM(count), 0) FROM trace_kinds WHERE trace_id=? AND kind='alloc_failed'",
+                         -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st, 1, trace_id);
+  int64_t failures = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
+  sqlite3_finalize(st);
+  if (failures) return 0;
   int as_run = 0;
   int64_t id = ana_own_run(db, trace_id, fw, device, label, sizeof label, &as_run);
   if (id < 0 || !as_run) return 0;

@@ -11,7 +11,7 @@
 #  - traces/predicted/resnet/rec.v16.zst, a real miss: the driver placed three 20 MiB segments
 #    top down, the model bottom up, and PyTorch's best fit broke a tie the other way; the replay
 #    reserves 826 MiB, the run 834 MiB.
-#  - a trace in requests mode holds no segments of the run: nothing is said.
+#  - a run that failed a request, and a trace in requests mode: nothing is said.
 # Usage: run_check_test.sh GPUANALYZE GPUREPLAY GPUREC FRAGMENT RESNET16 REQUESTS
 set -u
 GA=$(realpath "$1"); RP=$(realpath "$2"); GR=$(realpath "$3")
@@ -55,6 +55,14 @@ out=$("$GA" report -q frag_256.zst 2>&1)
 [[ $out == *"misses this run by 256.00 MiB"* && $out == *"keep the default (pytorch): no setting is reliably smaller"* &&
    $out == *"with what the replay cannot tell: timing, placement, its miss on this run)"* && $out == *"paste: nothing (the default)"* ]] \
   && ok "a miss of 256 MiB: no setting is reliably smaller" || fail "miss 256: $out"
+
+# a run that failed a request: the replay serves it within the capacity, the run did not; its
+# segments are not the figure to meet: no check
+{ cat frag.csv; echo "$((last + 1000)),alloc_failed,0,0,0x0,$((64 << 30)),device,0x0,0,0,0"; } > failed.csv
+"$GR" import -q failed.csv -o failed.zst || fail "import failed.csv"
+out=$("$GA" report -q failed.zst 2>&1)
+[[ $out != *"checked against the run"* && $out != *"misses this run"* ]] && ok "a run that failed a request: no check" \
+  || fail "failed: $out"
 
 # a real miss
 cp "$RES" resnet16.zst
