@@ -135,7 +135,7 @@ void gr_print_content(FILE *f, const char *prefix, const gr_trace_info_t *info, 
   /* PyTorch's own history holds its segments: their peak is the run's max_memory_reserved, what
    * a replay of the setting it ran with must give (gpuanalyze report compares them) */
   if ((info->capture_mode == GMT_CAPTURE_TORCH || info->capture_mode == GMT_CAPTURE_TORCH_HISTORY) &&
-      r0->recorded_mapped_peak_bytes && !info->coverage.partial && !info->predicted[0])
+      r0->recorded_mapped_peak_bytes && !info->coverage.partial && !info->predicted[0] && !r0->recorded_failures)
     fprintf(f, "%sthe run itself reserved %s at its peak (its allocator's own segments, in the trace): the "
                "replay of the setting it ran with should give the same\n",
             prefix, gm_format_size(r0->recorded_mapped_peak_bytes, b1, sizeof b1));
