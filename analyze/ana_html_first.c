@@ -105,26 +105,37 @@ static const char *backing_table(const char *policy) {
 }
 
 /* How far to trust the best figure, from what its run says about itself. */
-static void trust_line(FILE *out, const ana_advice_t *a, const run_fig_t *best) {
-  char b1[32], b2[32];
+static void trust_line(FILE *out, const ana_advice_t *a, const run_fig_t *best, const char *runs_check) {
+  char b1[32], b2[32], pw[1200];
   const char *why = NULL;
-  if (best->predicted) why = "the trace is predicted (gpurec predict), not recorded";
+  if (best->predicted && runs_check && *runs_check) { /* gpurec predict checked its recordings */
+    snprintf(pw, sizeof pw, "the trace is predicted (gpurec predict), not recorded; the recordings it was predicted "
+                            "from: %s", runs_check);
+    why = pw;
+  } else if (best->predicted) why = "the trace is predicted (gpurec predict), not recorded";
   else if (best->partial) why = "the trace is damaged: the figures cover the events that could be read";
   else if (strncmp(a->framework, "unknown", 7) == 0) why = "the trace does not say which framework ran";
   else if (best->assumed && (strncmp(best->policy, "prealloc", 8) == 0 || strncmp(best->policy, "bfc", 3) == 0 ||
                              strncmp(best->policy, "jax", 3) == 0 || strncmp(best->policy, "tf", 2) == 0))
     why = "the trace does not say its GPU's memory, and this setting takes a share of it";
+  /* why may hold the trace's own text (a predicted trace's note): escaped */
   if (a->check == ANA_CHECK_OFF) {
     fprintf(out, "<p class=\"trust trust-unvalidated\" id=\"trust\"><b>Trust: off on this run</b> by %s: the "
-                 "figures are a model that does not follow this run exactly (above).%s%s</p>\n",
-            ana_size_signed(a->check_off, b1, sizeof b1), why ? " Also: " : "", why ? why : "");
+                 "figures are a model that does not follow this run exactly (above).%s",
+            ana_size_signed(a->check_off, b1, sizeof b1), why ? " Also: " : "");
+    if (why) ana_html_escape(out, why);
+    fputs("</p>\n", out);
   } else if (a->best_range) {
     fprintf(out, "<p class=\"trust trust-range\" id=\"trust\"><b>Trust: a range</b>, %s..%s: it depends on when "
                  "the GPU completes work the allocator waits for (stream events, the driver's pool); ranked by its "
-                 "high end.%s%s</p>\n",
-            ana_size_signed(a->best_low, b1, sizeof b1), ana_size_signed(a->best_high, b2, sizeof b2), why ? " Also: " : "", why ? why : "");
+                 "high end.%s",
+            ana_size_signed(a->best_low, b1, sizeof b1), ana_size_signed(a->best_high, b2, sizeof b2), why ? " Also: " : "");
+    if (why) ana_html_escape(out, why);
+    fputs("</p>\n", out);
   } else if (why) {
-    fprintf(out, "<p class=\"trust trust-unvalidated\" id=\"trust\"><b>Trust: unvalidated</b>: %s.</p>\n", why);
+    fputs("<p class=\"trust trust-unvalidated\" id=\"trust\"><b>Trust: unvalidated</b>: ", out);
+    ana_html_escape(out, why);
+    fputs(".</p>\n", out);
   } else {
     const char *backed = backing_table(best->policy);
     if (backed)
@@ -267,7 +278,8 @@ void ana_html_first_screen(ana_db_t *db, FILE *out, int64_t trace_id, const ana_
     ana_html_escape(out, a->paste);
     fprintf(out, "</code> <button type=\"button\" class=\"copy\" data-copy=\"paste-%" PRId64 "\">Copy</button></div>\n",
             trace_id);
-    trust_line(out, a, &best);
+    char rcheck[1024];
+    trust_line(out, a, &best, ana_trace_kv(db, trace_id, "predicted.runs_check", rcheck, sizeof rcheck));
   }
   fputs("<details class=\"recfull\"><summary>Recommendation: every line of <code>gpuanalyze recommend</code></summary>\n",
         out);

@@ -435,6 +435,9 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   ana_fw_t fw = ana_fw_detect(db, trace_id, capture_mode);
   if (adv) snprintf(adv->framework, sizeof adv->framework, "%s", ana_fw_name(fw));
   ana_rec_print_frameworks(db, out, trace_id, ana_fw_name(fw), fw == ANA_FW_RMM, fw == ANA_FW_PYTORCH);
+  char rcheck[1024], erc[1024];
+  if (ana_trace_kv(db, trace_id, "predicted.runs_check", rcheck, sizeof rcheck) && rcheck[0]) /* gpurec predict's */
+    fprintf(out, "  the recordings it was predicted from: %s\n", gm_escape(rcheck, erc, sizeof erc));
   /* A native recording of a framework holds its allocator's segments or pool blocks: a
    * replay of those through another setting predicts nothing. */
   int native = capture_mode && !strcmp(capture_mode, "native") && fw != ANA_FW_UNKNOWN;

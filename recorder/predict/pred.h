@@ -37,6 +37,7 @@ typedef struct pred_opts {
   double min_confidence; /* refuse below this (0..1); a negative value means the default 0.95 */
   const char *command;   /* the predict command as typed, for the header (may be NULL) */
   const char *settings_note; /* the per-setting check's outcome, for the header (may be NULL) */
+  const char *runs_note;     /* the recordings checked against their runs (pred_runs_check), or NULL */
 } pred_opts_t;
 
 #define PRED_DEFAULT_MIN_CONFIDENCE 0.95

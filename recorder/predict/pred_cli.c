@@ -231,7 +231,10 @@ int pred_cli_main(int argc, char **argv) {
   pred_model_t *m = NULL;
   gm_status_t st = pred_model_open(in, (size_t)npos, &m, &res, &err);
   if (st == GM_OK && res.warning[0] && !cfg.same_job && !cfg.quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
-  if (st == GM_OK && !res.refused) pred_runs_check(NULL, m, in, (size_t)npos, cfg.quiet);
+  char runs_note[1024];
+  runs_note[0] = '\0';
+  if (st == GM_OK && !res.refused) pred_runs_check(NULL, m, in, (size_t)npos, cfg.quiet, runs_note, sizeof runs_note);
+  po.runs_note = runs_note;
   if (st == GM_OK && !res.refused) st = pred_model_at(m, &po, &res, &err);
   if (st < 0) {
     pred_model_close(m);

@@ -348,7 +348,7 @@ int pred_largest(const pred_largest_cfg_t *c, const pred_input_t *in, size_t n) 
   }
   if (!rc && res.warning[0] && !c->same_job && !c->quiet) fprintf(stderr, "gpurec: warning: %s\n", res.warning);
   if (!rc && !c->n_policies) pred_settings_own(s.specs, &s.n_specs, pred_model_recording_header(s.model, 0));
-  if (!rc) pred_runs_check(s.rp, s.model, in, n, c->quiet);
+  if (!rc) pred_runs_check(s.rp, s.model, in, n, c->quiet, NULL, 0);
   uint64_t device = rc ? 0 : device_of(&s, c);
   if (!rc && !device) rc = 1;
   if (!rc) rc = search_and_print(&s, c, device, &t0, &err);

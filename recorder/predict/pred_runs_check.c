@@ -29,7 +29,11 @@ static int own_setting(const gmt_header_t *h, char *spec, size_t n) {
   return w > 0 && (size_t)w < n;
 }
 
-int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size_t n, int quiet) {
+int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size_t n, int quiet, char *note,
+                    size_t note_len) {
+  char dummy[1];
+  if (!note) note = dummy, note_len = sizeof dummy;
+  note[0] = '\0';
   char tool[4096];
   const char *from = NULL;
   gm_err_t err;
@@ -53,6 +57,9 @@ int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size
     missed++;
     uint64_t off = r.peak_reserved_bytes > r.recorded_peak ? r.peak_reserved_bytes - r.recorded_peak
                                                             : r.recorded_peak - r.peak_reserved_bytes;
+    size_t l = strlen(note);
+    snprintf(note + l, note_len - l, "%sthe replay misses the recording at %.15g by %.2f %% (%" PRIu64 " bytes)",
+             l ? "; " : "", in[i].value, 100.0 * (double)off / (double)r.recorded_peak, off);
     if (!quiet)
       fprintf(stderr, "gpurec: warning: the replay misses the recording at %.15g by %s (%.2f %%): replayed under the "
                       "setting it ran with (%s), %s reserves %s; its run reserved %s (its allocator's own segments): "
@@ -62,6 +69,9 @@ int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size
               gm_format_size(r.recorded_peak, b3, sizeof b3));
   }
   pred_rp_close(own);
+  if (checked && !missed)
+    snprintf(note, note_len, "each of %d recordings, replayed under the setting its job ran with, reserves what its run "
+                             "reserved", checked);
   if (checked && !missed && !quiet)
     fprintf(stderr, "gpurec: checked: each recording (%d), replayed under the setting its job ran with, reserves what "
                     "its run reserved (its allocator's own segments)\n", checked);

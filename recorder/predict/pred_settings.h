@@ -44,8 +44,10 @@ void pred_settings_own(char **list, int *n, const gmt_header_t *h);
 /* Each recording of PyTorch's own history replayed under the setting its job ran with, against
  * its run's own segments (pred_runs_check.c): a warning on stderr for each the replay misses,
  * one line when all match (nothing when quiet, or without gpureplay). rp: an open replayer, or
- * NULL to open one for the check. Returns how many missed. */
-int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size_t n, int quiet);
+ * NULL to open one for the check. note (may be NULL): the outcome in a few words, for the
+ * predicted trace's header ("" when nothing was checked). Returns how many missed. */
+int pred_runs_check(pred_rp_t *rp, pred_model_t *m, const pred_input_t *in, size_t n, int quiet, char *note,
+                    size_t note_len);
 
 /* "pytorch=answered 5.71..5.72 GiB (0.2 %); pytorch:max_split_size_mb:128=refused (+3.1 %)":
  * the header's predicted.settings and what gpurec says. */

@@ -30,6 +30,7 @@ gm_status_t pred_write_header(const pred_work_t *w, const pred_input_t *in, size
   if (s == GM_OK) s = gmt_header_kv_set(h, "predicted.fit", res->quadratic ? "quadratic" : "affine", err);
   if (s == GM_OK && o->command) s = gmt_header_kv_set(h, "predicted.command", o->command, err);
   if (s == GM_OK && o->settings_note) s = gmt_header_kv_set(h, "predicted.settings", o->settings_note, err);
+  if (s == GM_OK && o->runs_note && *o->runs_note) s = gmt_header_kv_set(h, "predicted.runs_check", o->runs_note, err);
   const char *cmd = w->rec[ref].header.command_line;
   if (s == GM_OK && cmd && *cmd) {
     /* the job's command at the target value, where the value is written in it */

@@ -240,6 +240,10 @@ out=$("$GPUREC" predict segaffine8.zst@8 segaffine16.zst@16 --at=32 -o segp.zst 
 out=$("$GPUREC" predict missaffine8.zst@8 missaffine16.zst@16 --at=32 -o missp.zst 2>&1); rc=$?
 [[ $rc == 0 && $out == "gpurec: warning: the replay misses the recording at 16 by 2.00 MiB ("*"): replayed under the setting it ran with (pytorch), missaffine16.zst reserves "*"; its run reserved "*" (its allocator's own segments): a prediction from it may be off by as much"$'\n'"gpurec: predicted missp.zst"* && $out != *"at 8 by"* ]] \
   && ok "a recording the replay misses: warned, the prediction goes on" || bad "runs check miss ($rc): $out"
+grep -aq "predicted.runs_check.*each of 2 recordings, replayed under the setting its job ran with, reserves what its run reserved" segp.zst \
+  && ok "the predicted trace's header says its recordings were checked" || bad "no predicted.runs_check in segp.zst"
+grep -aq "predicted.runs_check.*the replay misses the recording at 16 by [0-9.]* % (2097152 bytes)" missp.zst \
+  && ok "the predicted trace's header names the recording the replay misses" || bad "no miss in missp.zst's header"
 out=$("$GPUREC" predict -q missaffine8.zst@8 missaffine16.zst@16 --fit=24GiB --policy=pytorch 2>&1 >/dev/null); rc=$?
 [[ $rc == 0 && -z $out ]] && ok "-q: nothing said" || bad "runs check -q ($rc): $out"
 out=$("$GPUREC" predict missaffine8.zst@8 missaffine16.zst@16 --fit=24GiB --policy=pytorch 2>&1 >/dev/null); rc=$?

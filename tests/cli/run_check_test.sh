@@ -72,6 +72,17 @@ grep -q '<div class="card rec"><div class="ct">It reserves</div><div class="cv">
 [[ $out == *"warning: the replay misses this run by 8.00 MiB (0.96 %): replayed under the setting it ran with (pytorch), it reserves 826.00 MiB; the run reserved 834.00 MiB"* ]] \
   && ok "resnet at 16: the replay misses the run by 8 MiB, said" || fail "resnet16: $out"
 
+# a prediction from recordings gpurec predict checked against their runs: said in the text and in
+# the HTML's trust line (the trace's own text, escaped)
+HB=$(dirname "$RES")/../hf_batch
+"$GR" predict -q "$HB/rec.v8.zst@8" "$HB/rec.v16.zst@16" --at=32 -o hb32.zst -p pytorch:expandable_segments:True \
+  || fail "predict hb32"
+out=$("$GA" report -q --no-tune hb32.zst --html hb32.html 2>&1)
+[[ $out == *"the recordings it was predicted from: each of 2 recordings, replayed under the setting its job ran with, reserves what its run reserved"* ]] \
+  && ok "a predicted trace: its recordings' check said" || fail "predicted: $out"
+grep -q '<b>Trust: unvalidated</b>: the trace is predicted (gpurec predict), not recorded; the recordings it was predicted from: each of 2 recordings' hb32.html \
+  && ok "a predicted trace: the trust line says it" || fail "predicted trust: $(grep -o '<p class="trust.\{0,300\}' hb32.html)"
+
 # no segments of the run in the trace: nothing to check, nothing said
 cp "$REQ" req.zst
 out=$("$GA" report -q req.zst 2>&1)
