@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # exact: said before the advice, which stands
 cp "$FRAG" frag.zst
-out=$("$GA" report -q frag.zst --html frag.html 2>&1)
+out=$("$GA" report -q --no-tune frag.zst --html frag.html 2>&1)
 line=$(grep -n "checked against the run" <<< "$out" | cut -d: -f1)
 adv=$(grep -n "paste:" <<< "$out" | head -1 | cut -d: -f1)
 [[ $out == *"checked against the run: replayed under the setting it ran with (pytorch), it reserves 1.05 GiB, exactly what the run reserved (the allocator's own segments, in the trace)"* && -n $line && -n $adv && $line -lt $adv ]] \
@@ -42,7 +42,7 @@ miss() { # MiB -> frag_MiB.zst
   "$GR" import -q "m$1.csv" -o "frag_$1.zst" || fail "import m$1.csv"
 }
 miss 16
-out=$("$GA" report -q frag_16.zst --html m16.html 2>&1)
+out=$("$GA" report -q --no-tune frag_16.zst --html m16.html 2>&1)
 [[ $out == *"warning: the replay misses this run by 16.00 MiB (1.47 %): replayed under the setting it ran with (pytorch), it reserves 1.05 GiB; the run reserved 1.06 GiB (the allocator's own segments, in the trace). Every figure below may be off by as much: the advice asks a saving past it"* ]] \
   && ok "a miss of 16 MiB: said" || fail "miss 16: $out"
 [[ $out == *"paste: PYTORCH_CUDA_ALLOC_CONF="* ]] && ok "a miss of 16 MiB: the advice stands (480 MiB saved)" || fail "miss 16 advice: $out"
@@ -51,7 +51,7 @@ grep -q '<p class="check check-off" id="check"><b>The replay misses this run by 
 grep -q '<b>Trust: off on this run</b> by 16.00 MiB' m16.html && ok "a miss: the trust line says it" \
   || fail "miss 16: trust line: $(grep -o '<p class="trust[^<]*<b>[^<]*' m16.html)"
 miss 256
-out=$("$GA" report -q frag_256.zst 2>&1)
+out=$("$GA" report -q --no-tune frag_256.zst 2>&1)
 [[ $out == *"misses this run by 256.00 MiB"* && $out == *"keep the default (pytorch): no setting is reliably smaller"* &&
    $out == *"with what the replay cannot tell: timing, placement, its miss on this run)"* && $out == *"paste: nothing (the default)"* ]] \
   && ok "a miss of 256 MiB: no setting is reliably smaller" || fail "miss 256: $out"
@@ -60,13 +60,13 @@ out=$("$GA" report -q frag_256.zst 2>&1)
 # segments are not the figure to meet: no check
 { cat frag.csv; echo "$((last + 1000)),alloc_failed,0,0,0x0,$((64 << 30)),device,0x0,0,0,0"; } > failed.csv
 "$GR" import -q failed.csv -o failed.zst || fail "import failed.csv"
-out=$("$GA" report -q failed.zst 2>&1)
+out=$("$GA" report -q --no-tune failed.zst 2>&1)
 [[ $out != *"checked against the run"* && $out != *"misses this run"* ]] && ok "a run that failed a request: no check" \
   || fail "failed: $out"
 
 # a real miss
 cp "$RES" resnet16.zst
-out=$("$GA" report -q resnet16.zst --html resnet16.html 2>&1)
+out=$("$GA" report -q --no-tune resnet16.zst --html resnet16.html 2>&1)
 grep -q '<div class="card rec"><div class="ct">It reserves</div><div class="cv">834.00 MiB</div><div class="cs">as the job ran: PyTorch&#39;s default (pytorch); the run&#39;s own segments (the replay: 826.00 MiB)</div>' resnet16.html \
   && ok "resnet at 16: the card shows what the run reserved, the replay beside it" || fail "resnet16 card: $(grep -o '<div class="card rec">.\{0,300\}' resnet16.html)"
 [[ $out == *"warning: the replay misses this run by 8.00 MiB (0.96 %): replayed under the setting it ran with (pytorch), it reserves 826.00 MiB; the run reserved 834.00 MiB"* ]] \
@@ -85,7 +85,7 @@ grep -q '<b>Trust: unvalidated</b>: the trace is predicted (gpurec predict), not
 
 # no segments of the run in the trace: nothing to check, nothing said
 cp "$REQ" req.zst
-out=$("$GA" report -q req.zst 2>&1)
+out=$("$GA" report -q --no-tune req.zst 2>&1)
 [[ $out != *"checked against the run"* && $out != *"misses this run"* ]] && ok "requests mode: no check" || fail "requests: $out"
 
 echo "$fails failure(s)"

@@ -23,22 +23,22 @@ echo "segments; gpureplay replays it under the setting the job ran with; \`gpuan
 echo
 echo "| job | batch | setting | unrecorded run (B) | recorded run (B) | its segments in the trace (B) | replay (B) | verdict | report says |"
 echo "|---|---:|---|---:|---:|---:|---:|---|---|"
-while IFS= read -r line; do
-  read -r trace job batch setting plain rec <<< "$(python3 -c '
+# runs.jsonl read once (Python), each row replayed once (its --json line and its results file)
+python3 -c '
 import json, sys
-r = json.loads(sys.argv[1])
-print(r["trace"], r["job"], r["batch"], r["setting"], r["unrecorded_max_memory_reserved"],
-      r["recorded_max_memory_reserved"])' "$line")"
-  note=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get("note", ""))' "$line")
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print("\t".join(str(x) for x in (r["trace"], r["job"], r["batch"], r["setting"], r["unrecorded_max_memory_reserved"],
+                                      r["recorded_max_memory_reserved"], r.get("note", ""))))' "$D/runs.jsonl" > "$T/rows.tsv"
+while IFS=$'\t' read -r trace job batch setting plain rec note; do
   [[ -n $note ]] && notes+=("- $job: $note.")
   pol=pytorch
   [[ $setting == expandable ]] && pol=pytorch:expandable_segments:True
-  "$RP" -q -p "$pol" -o "$T/r.json" "$D/$trace" > /dev/null 2>&1
-  read -r rep seg <<< "$(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))["runs"][0]
-print(r["peak_reserved_bytes"], r.get("recorded_mapped_peak_bytes", 0))' "$T/r.json" 2> /dev/null)"
-  said=$("$GA" report -q --no-tune --db "$T/r.db" --html "$T/r.html" "$D/$trace" 2>&1 |
+  js=$("$RP" -q --json -p "$pol" -o "$T/r.json" "$D/$trace" 2> /dev/null)
+  rep=$(grep -o '"peak_reserved_bytes":[0-9]*' <<< "$js" | head -1 | cut -d: -f2)
+  seg=$(grep -o '"recorded_mapped_peak_bytes":[0-9]*' <<< "$js" | head -1 | cut -d: -f2)
+  # the report's own check, from that replay (report would replay the whole sweep)
+  said=$("$GA" load -q --db "$T/r.db" "$D/$trace" "$T/r.json" 2>&1 && "$GA" recommend --db "$T/r.db" 2>&1 |
     grep -o 'checked against the run: .*\|the replay misses this run by [^:]*' | head -1)
   rm -f "$T/r.db"
   verdict=MISS
@@ -50,7 +50,7 @@ print(r["peak_reserved_bytes"], r.get("recorded_mapped_peak_bytes", 0))' "$T/r.j
   [[ $verdict == MISS ]] && bad=$((bad + 1))
   n=$((n + 1))
   echo "| $job | $batch | $setting | $plain | $rec | ${seg:--} | ${rep:--} | $verdict | ${said:-nothing} |"
-done < "$D/runs.jsonl"
+done < "$T/rows.tsv"
 echo
 echo "$exact of $n exact: the replay under the job's own setting, the segments in its trace, the recorded run"
 echo "and the unrecorded run all equal; $((n - exact - bad)) in range (the run's figure inside the replay's placement or timing"
