@@ -244,7 +244,11 @@ void ana_info_print(FILE *out, const char *path, const gmt_header_t *h, const an
   print_duration(out, s->peak_live_ts_ns);
   fprintf(out, ")\n");
   if (s->peak_segment_bytes)
-    fprintf(out, "peak segments:  %s\n", gm_format_size(s->peak_segment_bytes, b1, sizeof b1));
+    fprintf(out, "peak segments:  %s%s\n", gm_format_size(s->peak_segment_bytes, b1, sizeof b1),
+            (h->capture_mode == GMT_CAPTURE_TORCH || h->capture_mode == GMT_CAPTURE_TORCH_HISTORY) && s->n_devices == 1
+                ? " (PyTorch's own segments: the run's max_memory_reserved; `gpuanalyze report` checks the replay "
+                  "against it)"
+                : "");
   ana_owners_print(out, h, s, "");
   fprintf(out, "live at end:    %" PRIu64 " allocations, %s\n", s->live_allocs_at_end,
           gm_format_size(s->live_bytes_at_end, b1, sizeof b1));
