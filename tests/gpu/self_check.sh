@@ -11,7 +11,9 @@
 #      run's own segments in the trace (recorded_mapped_peak_bytes);
 #   4. `gpuanalyze report --no-tune`: its line "checked against the run" or "the replay misses".
 # Output: $OUT/self_check.txt (log, table at its end) and $OUT/selfcheck.tar.gz (the traces, the
-# replays' JSON, the reports' text, every run's result line), packed after every job.
+# replays' JSON, the reports' text, every run's result line, and runs.jsonl: one line per job
+# whose runs both gave a figure, the form traces/recorded/selfcheck/runs.jsonl keeps and
+# tests/tables/self_check_table.sh reads), packed after every job.
 # SELF_JOBS="job:batch:setting ..." overrides the list (setting: default or expandable).
 set -u
 WHEELS=${1:?usage: self_check.sh WHEEL_DIR}
@@ -59,6 +61,20 @@ print(r['peak_reserved_bytes'], r.get('recorded_mapped_peak_bytes', 0))" 2>/dev/
   said=$(grep -o 'checked against the run[^(]*\|the replay misses this run by [^:]*' "$W/$n.report.txt" | head -1)
   echo "recorded run $rec, unrecorded $plain, segments $seg, replay $rep: ${said:-(no check line)}"
   echo "| $job | $b | $set | $plain | $rec | ${seg:--} | ${rep:--} | ${said:-none} |" >> "$W/table.md"
+  python3 - "$W" "$n" "$job" "$b" "$set" >> "$W/runs.jsonl" <<'PY'
+import json, sys
+w, n, job, batch, setting = sys.argv[1:]
+def result(path):
+    for line in open(path):
+        if line.startswith("GPUMEM_RESULT "):
+            return json.loads(line[len("GPUMEM_RESULT "):])
+rec, plain = result("%s/%s.rec.out" % (w, n)), result("%s/%s.plain.out" % (w, n))
+if rec and plain:
+    print(json.dumps({"trace": n + ".zst", "job": job, "batch": int(batch), "setting": setting,
+                      "alloc_conf": rec["alloc_conf"], "recorded_max_memory_reserved": rec["max_memory_reserved"],
+                      "unrecorded_max_memory_reserved": plain["max_memory_reserved"], "device": rec["device"],
+                      "torch": rec["torch"]}))
+PY
   rm -f "$W/$n.db"
   tar -C "$(dirname "$W")" -czf "$OUT/selfcheck.tar.gz" selfcheck
 done
