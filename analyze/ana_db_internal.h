@@ -41,6 +41,8 @@ int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, 
 const char *ana_trace_default_policy(ana_db_t *db, int64_t trace_id, const char *capture_mode); /* ana_framework.c */
 /* A trace's framework, its capture mode read from the database (ana_fw_detect). */
 ana_fw_t ana_trace_fw(ana_db_t *db, int64_t trace_id);
+/* A loaded trace's capture mode ("torch-history", ...) into buf; "" when it has none. Returns buf. */
+const char *ana_trace_capture_mode(ana_db_t *db, int64_t trace_id, char *buf, size_t n);
 /* Can a job of framework fw run under policy (its family; any where the framework is unknown,
  * mixed or RMM's)? The settings a user is shown to choose from (the largest value that fits,
  * the predicted curve): a PyTorch job cannot run TensorFlow's BFC. */
@@ -56,6 +58,11 @@ void ana_rec_print_frameworks(ana_db_t *db, FILE *out, int64_t trace_id, const c
                               int fw_pytorch);
 
 int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high);
+/* The ends of a replayed figure with what the replay cannot tell of it (ana_run_check.c): its
+ * timing range (range: low..high beside reserved) and its placement spread (bump: the peak
+ * under a bump pointer, 0 when the same). recommend's choice and the job's setting (ana_ranks.c)
+ * both judge by them. */
+void ana_run_ends(int64_t reserved, int range, int64_t low, int64_t high, int64_t bump, int64_t *lo, int64_t *hi);
 /* A trace's header value for key (raw, as recorded) into buf; NULL if it has none. */
 const char *ana_trace_kv(ana_db_t *db, int64_t trace_id, const char *key, char *buf, size_t n);
 
@@ -95,7 +102,6 @@ enum { ANA_CHECK_NONE = 0, ANA_CHECK_EXACT = 1, ANA_CHECK_OFF = 2 };
 typedef struct ana_run_check {
   int state;                 /* ANA_CHECK_*: NONE where the trace cannot be checked */
   char policy[256];          /* the setting the job ran with, in gpureplay's words */
-  int64_t run_id;            /* its replay */
   int64_t replay, low, high; /* its peak reserved, and the range of what the replay cannot tell */
   int64_t recorded;          /* the run's own peak reserved: its allocator's segments in the trace */
   int64_t off;               /* bytes from recorded to [low, high]; 0 unless OFF */

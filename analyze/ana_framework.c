@@ -82,15 +82,21 @@ int ana_run_advisable(ana_db_t *db, int64_t trace_id, const char *capture_mode, 
   return ana_fw_advisable(fw, policy, ooms, pool, pass);
 }
 
-ana_fw_t ana_trace_fw(ana_db_t *db, int64_t trace_id) {
-  char mode[64] = "";
+const char *ana_trace_capture_mode(ana_db_t *db, int64_t trace_id, char *buf, size_t n) {
+  buf[0] = '\0';
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db->h, "SELECT capture_mode FROM traces WHERE trace_id=?1", -1, &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int64(st, 1, trace_id);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-      snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
+      snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
   }
   sqlite3_finalize(st);
+  return buf;
+}
+
+ana_fw_t ana_trace_fw(ana_db_t *db, int64_t trace_id) {
+  char mode[64];
+  ana_trace_capture_mode(db, trace_id, mode, sizeof mode);
   return ana_fw_detect(db, trace_id, mode[0] ? mode : NULL);
 }
 

@@ -170,10 +170,8 @@ static gm_status_t choose(ana_db_t *db, job_t *j, gm_err_t *err) {
     }
     /* one figure per unit: a run loaded twice (two results files) counts once, the last */
     c[k].bytes[ui] = bytes;
-    int64_t lo = sqlite3_column_int64(st, 10), bump = sqlite3_column_int64(st, 11);
-    if (!range || lo > sqlite3_column_int64(st, 4)) lo = sqlite3_column_int64(st, 4);
-    c[k].low[ui] = bump && bump < lo ? bump : lo;
-    c[k].high[ui] = bump > bytes ? bump : bytes;
+    ana_run_ends(sqlite3_column_int64(st, 4), range, sqlite3_column_int64(st, 10), sqlite3_column_int64(st, 8),
+                 sqlite3_column_int64(st, 11), &c[k].low[ui], &c[k].high[ui]);
     c[k].calls[ui] = sqlite3_column_int64(st, 6);
     c[k].level[ui] = (int8_t)level;
   }

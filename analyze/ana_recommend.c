@@ -48,7 +48,7 @@ typedef struct run_row {
 } run_row_t;
 
 /* A range ranks by its high end: what the job may reserve on an unlucky run. */
-static int64_t rank_bytes(const run_row_t *r) { return r->range && r->high > r->reserved ? r->high : r->reserved; }
+static int64_t rank_bytes(const run_row_t *r) { return ana_run_rank_bytes(r->reserved, r->range, r->high); }
 
 /* What a BFC replay (JAX, TensorFlow) cannot know, said where it matters. */
 static void bfc_caveats(FILE *out, ana_fw_t fw, const run_row_t *rows, int n) {
@@ -188,15 +188,15 @@ static void fill_advice(ana_advice_t *a, ana_fw_t fw, const run_row_t *best, con
  * floor (gm_advice_floor: the larger of 64 MiB and 1 % of the default; the largest miss of
  * the tables, 64 MiB (hf_seq at 256), is the same under both placements). */
 static int64_t worst_high(const run_row_t *r) {
-  int64_t h = rank_bytes(r);
-  if (r->bump > h) h = r->bump;
+  int64_t l, h;
+  ana_run_ends(r->reserved, r->range, r->low, r->high, r->bump, &l, &h);
   h = r->tune_worst > h ? r->tune_worst : h;
   return h == INT64_MAX || r->slack > INT64_MAX - h ? INT64_MAX : h + r->slack;
 }
 
 static int64_t best_low(const run_row_t *r) {
-  int64_t l = r->range && r->low < r->reserved ? r->low : r->reserved;
-  if (r->bump && r->bump < l) l = r->bump;
+  int64_t l, h;
+  ana_run_ends(r->reserved, r->range, r->low, r->high, r->bump, &l, &h);
   l = r->tune_best && r->tune_best < l ? r->tune_best : l;
   return l > r->slack ? l - r->slack : 0;
 }
@@ -506,14 +506,6 @@ static void recommend_one(ana_db_t *db, FILE *out, int64_t trace_id, const char 
   if (nd > 1 && limiting)
     fprintf(out, "  the job: device %" PRId64 " limits it (peak reserved %s under its best setting)\n",
             limiting->device, gm_format_size((uint64_t)limiting->reserved, b1, sizeof b1));
-}
-
-int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high) {
-  run_row_t r;
-  r.reserved = reserved;
-  r.range = range;
-  r.high = high;
-  return rank_bytes(&r);
 }
 
 gm_status_t ana_recommend(ana_db_t *db, FILE *out, gm_err_t *err) {

@@ -21,6 +21,16 @@
 #include "analyze/ana_report_internal.h"
 #include "analyze/ana_run_fields.h"
 
+/* A range ranks by its high end: what the job may reserve on an unlucky run. */
+int64_t ana_run_rank_bytes(int64_t reserved, int range, int64_t high) { return range && high > reserved ? high : reserved; }
+
+void ana_run_ends(int64_t reserved, int range, int64_t low, int64_t high, int64_t bump, int64_t *lo, int64_t *hi) {
+  *hi = ana_run_rank_bytes(reserved, range, high);
+  if (bump > *hi) *hi = bump;
+  *lo = range && low < reserved ? low : reserved;
+  if (bump && bump < *lo) *lo = bump;
+}
+
 static int64_t run_of(ana_db_t *db, int64_t trace_id, const char *policy, int64_t device) {
   sqlite3_stmt *st = NULL;
   int64_t id = -1;
@@ -39,17 +49,11 @@ static int64_t run_of(ana_db_t *db, int64_t trace_id, const char *policy, int64_
 }
 
 int64_t ana_own_run(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, char *label, size_t n, int *as_run) {
-  char conf[512] = "", mode[64] = "", pol[600];
+  char conf[512] = "", mode[64], pol[600];
   const char *dname = ana_fw_default_policy(fw);
   *as_run = 0;
   const char *c = ana_trace_kv(db, trace_id, "torch.alloc_conf", conf, sizeof conf);
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT COALESCE(capture_mode, '') FROM traces WHERE trace_id=?", -1, &st, NULL) ==
-      SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, trace_id);
-    if (sqlite3_step(st) == SQLITE_ROW) snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-  }
+  ana_trace_capture_mode(db, trace_id, mode, sizeof mode);
   /* `requests` mode switched the frameworks to cudaMallocAsync: its environment is gpurec's. */
   if ((!c || !*c) && strcmp(mode, "requests") != 0) {
     c = ana_trace_kv(db, trace_id, "PYTORCH_CUDA_ALLOC_CONF", conf, sizeof conf);
@@ -79,15 +83,9 @@ int64_t ana_own_run(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device,
 
 int ana_run_check(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, ana_run_check_t *k) {
   memset(k, 0, sizeof *k);
-  k->run_id = -1;
-  char mode[64] = "", label[768];
+  char mode[64], label[768];
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db->h, "SELECT COALESCE(capture_mode, '') FROM traces WHERE trace_id=?", -1, &st, NULL) !=
-      SQLITE_OK)
-    return 0;
-  sqlite3_bind_int64(st, 1, trace_id);
-  if (sqlite3_step(st) == SQLITE_ROW) snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
+  ana_trace_capture_mode(db, trace_id, mode, sizeof mode);
   if (fw != ANA_FW_PYTORCH || (strcmp(mode, "torch") != 0 && strcmp(mode, "torch-history") != 0)) return 0;
   gmt_coverage_t cov;
   if (ana_trace_coverage(db, trace_id, &cov)) return 0; /* a window of the run: its peak may lie outside */
@@ -119,19 +117,14 @@ int ana_run_check(ana_db_t *db, int64_t trace_id, ana_fw_t fw, int64_t device, a
     gm_escape((const char *)sqlite3_column_text(st, 0), k->policy, sizeof k->policy);
     k->replay = sqlite3_column_int64(st, 1);
     int64_t ooms = sqlite3_column_int64(st, 2);
-    k->low = sqlite3_column_int64(st, 3);
-    k->high = sqlite3_column_int64(st, 4);
     k->recorded = sqlite3_column_int64(st, 5);
     ok = ooms == 0 && k->recorded > 0 && !sqlite3_column_int(st, 6) && !sqlite3_column_int(st, 7);
-    int64_t bump = sqlite3_column_int64(st, 8); /* the placement spread: what the replay cannot tell too */
-    if (bump && bump < k->low) k->low = bump;
-    if (bump && bump > k->high) k->high = bump;
+    /* any range the results give and the placement spread: what the replay cannot tell */
+    ana_run_ends(k->replay, 1, sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 8),
+                 &k->low, &k->high);
   }
   sqlite3_finalize(st);
   if (!ok) return 0;
-  if (k->low > k->replay) k->low = k->replay;
-  if (k->high < k->replay) k->high = k->replay;
-  k->run_id = id;
   if (k->recorded < k->low) k->off = k->low - k->recorded;
   else if (k->recorded > k->high) k->off = k->recorded - k->high;
   k->state = k->off ? ANA_CHECK_OFF : ANA_CHECK_EXACT;
